@@ -1,0 +1,1 @@
+"""Collaboration layer: identity, notifications, tracking and the API conventions."""

@@ -1,0 +1,104 @@
+"""Resolves who is asking, once per request, and binds it for the current-user provider."""
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth import authenticate
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from collab.identity import (
+    MockUserProvider,
+    bind_request_user,
+    get_user_directory,
+    get_user_provider,
+    unbind_request_user,
+)
+
+MOCK_SESSION_KEY = "mock_user_id"
+
+
+@dataclass(frozen=True)
+class RequestIdentity:
+    user_id: str | None
+    source: str  # "header", "session", "default", "basic" or "anonymous"
+    is_staff: bool = False
+
+
+class IdentityRejected(Exception):
+    def __init__(self, error: str, detail: str) -> None:
+        super().__init__(detail)
+        self.error = error
+        self.detail = detail
+
+
+def _mock_identity(request: HttpRequest, provider: MockUserProvider) -> RequestIdentity:
+    directory = get_user_directory()
+    header_id = request.headers.get("X-User-Id", "").strip()
+    if header_id:
+        if directory.get(header_id) is None:
+            raise IdentityRejected("unknown_user", f"X-User-Id names {header_id!r}, who is not in the user directory.")
+        return RequestIdentity(header_id, "header", header_id in settings.WORKSPACE_MOCK_STAFF)
+    session_id = request.session.get(MOCK_SESSION_KEY) if hasattr(request, "session") else None
+    if session_id and directory.get(session_id) is not None:
+        return RequestIdentity(session_id, "session", session_id in settings.WORKSPACE_MOCK_STAFF)
+    default_id = provider.current_user_id()
+    if default_id:
+        return RequestIdentity(default_id, "default", default_id in settings.WORKSPACE_MOCK_STAFF)
+    return RequestIdentity(None, "anonymous")
+
+
+def _basic_credentials(request: HttpRequest) -> tuple[str, str] | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, encoded = header.partition(" ")
+    if scheme.lower() != "basic" or not encoded:
+        return None
+    try:
+        username, _, password = base64.b64decode(encoded.strip()).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError) as exc:
+        raise IdentityRejected("invalid_credentials", "The Basic authorization header is malformed.") from exc
+    return username, password
+
+
+def _django_identity(request: HttpRequest) -> RequestIdentity:
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated:
+        return RequestIdentity(user.get_username(), "session", bool(user.is_staff))
+    credentials = _basic_credentials(request)
+    if credentials is None:
+        return RequestIdentity(None, "anonymous")
+    account = authenticate(request, username=credentials[0], password=credentials[1])
+    if account is None or not account.is_active:
+        raise IdentityRejected("invalid_credentials", "The username or password is wrong.")
+    return RequestIdentity(account.get_username(), "basic", bool(account.is_staff))
+
+
+def resolve_identity(request: HttpRequest) -> RequestIdentity:
+    provider = get_user_provider()
+    if isinstance(provider, MockUserProvider):
+        return _mock_identity(request, provider)
+    return _django_identity(request)
+
+
+class CurrentUserMiddleware:
+    """Sets `request.identity` and binds the id for `RequestUserProvider` during the request."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        try:
+            identity = resolve_identity(request)
+        except IdentityRejected as rejected:
+            response = JsonResponse({"error": rejected.error, "detail": rejected.detail}, status=401)
+            response["WWW-Authenticate"] = 'Basic realm="workspace"'
+            return response
+        request.identity = identity
+        token = bind_request_user(identity.user_id)
+        try:
+            return self.get_response(request)
+        finally:
+            unbind_request_user(token)

@@ -1,0 +1,64 @@
+"""Tracking fields every domain row shares, and the notification resource."""
+from __future__ import annotations
+
+from django.db import models
+
+from collab import clock
+
+
+class TrackedModel(models.Model):
+    """Who made a row and who last changed it; the creator is the one who holds permissions.
+
+    Services pass `user_id` explicitly (`stamp_created` / `stamp_updated`): over HTTP it is the
+    caller's id captured at the boundary, anywhere else the id the work was started for.
+    """
+
+    created_by = models.CharField(max_length=150, blank=True, default="")
+    updated_by = models.CharField(max_length=150, blank=True, default="")
+    created_at = models.DateTimeField(default=clock.now, editable=False)
+    updated_at = models.DateTimeField(default=clock.now)
+
+    class Meta:
+        abstract = True
+
+    def stamp_created(self, user_id: str | None) -> None:
+        moment = clock.now()
+        self.created_by = self.updated_by = user_id or ""
+        self.created_at = self.updated_at = moment
+
+    def stamp_updated(self, user_id: str | None) -> None:
+        self.updated_by = user_id or ""
+        self.updated_at = clock.now()
+
+
+class Notification(TrackedModel):
+    class Kind(models.TextChoices):
+        MENTION = "mention", "Mention"
+        SHARE = "share", "Share"
+        STATUS = "status", "Status change"
+        # Reserved by the spec: accepted here, produced by nothing.
+        ASSIGNMENT = "assignment", "Assignment"
+        AGENT_DONE = "agent_done", "Agent done"
+        SYSTEM = "system", "System"
+
+    PRODUCED_KINDS = frozenset({Kind.MENTION, Kind.SHARE, Kind.STATUS})
+
+    recipient = models.CharField(max_length=150)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    title = models.CharField(max_length=300)
+    body = models.TextField(blank=True, default="")
+    link = models.CharField(max_length=500, blank=True, default="")
+    # None (or the literal "agent") when the agent triggered it.
+    actor = models.CharField(max_length=150, null=True, blank=True, default=None)
+    read = models.BooleanField(default=False)
+
+    class Meta:
+        indexes = [
+            # The inbox order: unread first, then newest; also serves the unread count.
+            models.Index(fields=["recipient", "read", "-created_at", "-id"], name="notif_inbox_idx"),
+            # The latest change per recipient, read by the conditional-GET probe in one seek.
+            models.Index(fields=["recipient", "updated_at"], name="notif_changed_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} to {self.recipient}: {self.title}"

@@ -1,0 +1,70 @@
+"""Reads of the collaboration layer: the inbox and the cheap state probe behind its ETag."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+
+from collab import clock
+from collab.models import Notification
+
+INBOX_DEFAULT_LIMIT = 50
+INBOX_MAX_LIMIT = 200
+
+NOTIFICATION_FIELDS = ("id", "recipient", "kind", "title", "body", "link", "actor", "read", "created_at")
+
+
+@dataclass(frozen=True)
+class InboxState:
+    """Everything that changes when anything in the inbox changes: inserts, reads, edits."""
+
+    user_id: str
+    latest_change: Any
+    unread_count: int
+
+    def etag(self, *, limit: int) -> str:
+        fingerprint = f"{self.user_id}|{self.latest_change}|{self.unread_count}|{limit}"
+        return '"' + hashlib.blake2b(fingerprint.encode(), digest_size=12).hexdigest() + '"'
+
+
+@dataclass(frozen=True)
+class Inbox:
+    state: InboxState
+    results: list[dict[str, Any]]
+
+
+def inbox_state(*, user_id: str) -> InboxState:
+    """One statement, two index seeks: the newest change and the unread count."""
+    table = connection.ops.quote_name(Notification._meta.db_table)
+    q = connection.ops.quote_name
+    sql = (
+        f"SELECT (SELECT MAX({q('updated_at')}) FROM {table} WHERE {q('recipient')} = %s), "
+        f"(SELECT COUNT(*) FROM {table} WHERE {q('recipient')} = %s AND {q('read')} = %s)"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [user_id, user_id, False])
+        latest_change, unread_count = cursor.fetchone()
+    return InboxState(user_id=user_id, latest_change=latest_change, unread_count=int(unread_count or 0))
+
+
+def notification_as_dict(row: dict[str, Any]) -> dict[str, Any]:
+    return {**row, "created_at": clock.epoch_ms(row["created_at"])}
+
+
+def inbox(*, user_id: str, limit: int = INBOX_DEFAULT_LIMIT, state: InboxState | None = None) -> Inbox:
+    """Unread first, then newest first, at most `limit` rows (served by `notif_inbox_idx`)."""
+    rows = (
+        Notification.objects.filter(recipient=user_id)
+        .order_by("read", "-created_at", "-id")
+        .values(*NOTIFICATION_FIELDS)[:limit]
+    )
+    return Inbox(
+        state=state or inbox_state(user_id=user_id),
+        results=[notification_as_dict(row) for row in rows],
+    )
+
+
+def unread_count(*, user_id: str) -> int:
+    return Notification.objects.filter(recipient=user_id, read=False).count()

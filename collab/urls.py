@@ -1,0 +1,14 @@
+"""URLs of identity and notifications (the spec's paths; pages share them by Accept)."""
+from django.urls import path
+
+from collab import views
+
+urlpatterns = [
+    path("", views.home_page, name="home"),
+    path("me", views.MeApi.as_view(), name="me"),
+    path("users", views.UserListApi.as_view(), name="users"),
+    path("notifications", views.notifications, name="notifications"),
+    path("notifications/read-all", views.notifications_read_all, name="notifications-read-all"),
+    path("notifications/<int:notification_id>/read", views.notification_read, name="notification-read"),
+    path("switch-user", views.switch_user, name="switch-user"),
+]

@@ -1,0 +1,141 @@
+"""Identity and notification endpoints, and the pages that show them."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from collab import selectors, services
+from collab.errors import ApiError
+from collab.identity import get_user_directory, mock_identity_enabled
+from collab.middleware import MOCK_SESSION_KEY
+from collab.serializers import (
+    ErrorOutputSerializer,
+    NotificationInboxOutputSerializer,
+    NotificationInboxQuerySerializer,
+    NotificationOutputSerializer,
+    NotificationsMarkedOutputSerializer,
+    UserOutputSerializer,
+)
+from collab.web import html_or_api, identity_required, rooted, safe_next
+
+
+class MeApi(APIView):
+    @extend_schema(responses={200: UserOutputSerializer, 401: ErrorOutputSerializer})
+    def get(self, request: Request) -> Response:
+        user = get_user_directory().get(request.user.id)
+        if user is None:
+            raise ApiError(status_code=401, error="unknown_user", detail="You are not in the user directory.")
+        return Response(user.as_dict())
+
+
+class UserListApi(APIView):
+    @extend_schema(responses={200: UserOutputSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response([user.as_dict() for user in get_user_directory().all()])
+
+
+class NotificationListApi(APIView):
+    @extend_schema(
+        parameters=[NotificationInboxQuerySerializer],
+        responses={200: NotificationInboxOutputSerializer, 304: None, 400: ErrorOutputSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        query = NotificationInboxQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        limit = query.validated_data["limit"]
+        state = selectors.inbox_state(user_id=request.user.id)
+        etag = state.etag(limit=limit)
+        if etag in _if_none_match(request):
+            response = Response(status=304)
+        else:
+            inbox = selectors.inbox(user_id=request.user.id, limit=limit, state=state)
+            response = Response({"unread_count": state.unread_count, "results": inbox.results})
+        response["ETag"] = etag
+        response["Cache-Control"] = "private, no-cache"
+        response["X-Poll-Interval"] = str(_poll_seconds())
+        return response
+
+
+class NotificationReadApi(APIView):
+    @extend_schema(request=None, responses={200: NotificationOutputSerializer, 404: ErrorOutputSerializer})
+    def post(self, request: Request, notification_id: int) -> Response:
+        notification = services.notification_mark_read(notification_id=notification_id, user_id=request.user.id)
+        row = {field: getattr(notification, field) for field in selectors.NOTIFICATION_FIELDS}
+        return Response(selectors.notification_as_dict(row))
+
+
+class NotificationReadAllApi(APIView):
+    @extend_schema(request=None, responses={200: NotificationsMarkedOutputSerializer})
+    def post(self, request: Request) -> Response:
+        return Response({"marked": services.notifications_mark_all_read(user_id=request.user.id)})
+
+
+def _if_none_match(request: Request) -> set[str]:
+    raw = request.headers.get("If-None-Match", "")
+    return {tag.strip().removeprefix("W/") for tag in raw.split(",") if tag.strip()}
+
+
+def _poll_seconds() -> int:
+    from django.conf import settings
+
+    return settings.WORKSPACE_NOTIFICATION_POLL_SECONDS
+
+
+@identity_required
+def notifications_page(request: HttpRequest) -> HttpResponse:
+    inbox = selectors.inbox(user_id=request.identity.user_id, limit=selectors.INBOX_MAX_LIMIT)
+    for row in inbox.results:
+        row["href"] = rooted(row["link"]) if row["link"] else ""
+    return render(request, "collab/notifications.html", {"inbox": inbox})
+
+
+@identity_required
+def notification_read_page(request: HttpRequest, notification_id: int) -> HttpResponse:
+    notification = services.notification_mark_read(notification_id=notification_id, user_id=request.identity.user_id)
+    if request.POST.get("follow") and notification.link:
+        return HttpResponseRedirect(rooted(notification.link))
+    return HttpResponseRedirect(safe_next(request, reverse("notifications")))
+
+
+@identity_required
+def notifications_read_all_page(request: HttpRequest) -> HttpResponse:
+    marked = services.notifications_mark_all_read(user_id=request.identity.user_id)
+    messages.success(request, f"Marked {marked} notification{'s' if marked != 1 else ''} read.")
+    return HttpResponseRedirect(safe_next(request, reverse("notifications")))
+
+
+notifications = html_or_api(page=notifications_page, api=NotificationListApi.as_view())
+notification_read = html_or_api(page=require_POST(notification_read_page), api=NotificationReadApi.as_view())
+notifications_read_all = html_or_api(
+    page=require_POST(notifications_read_all_page), api=NotificationReadAllApi.as_view()
+)
+
+
+@require_POST
+def switch_user(request: HttpRequest) -> HttpResponse:
+    """The page header's user switcher; it exists only while identity is mocked."""
+    if not mock_identity_enabled():
+        raise Http404("The user switcher exists only with mock identity.")
+    user_id = request.POST.get("user_id", "")
+    user = get_user_directory().get(user_id)
+    if user is None:
+        messages.error(request, f"There is no user {user_id!r} in the directory.")
+    else:
+        request.session[MOCK_SESSION_KEY] = user.id
+        messages.success(request, f"You are now acting as {user.name}.")
+    return HttpResponseRedirect(safe_next(request, reverse("home")))
+
+
+@identity_required
+def home_page(request: HttpRequest) -> HttpResponse:
+    inbox = selectors.inbox(user_id=request.identity.user_id, limit=5)
+    for row in inbox.results:
+        row["href"] = rooted(row["link"]) if row["link"] else ""
+    return render(request, "collab/home.html", {"inbox": inbox})

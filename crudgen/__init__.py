@@ -1,0 +1,1 @@
+"""crudgen: DRF routes with revisions, generated from registered dataclasses and TypedDicts."""

@@ -1,0 +1,1 @@
+"""Knowledge base: collections, documents, chunks, answers, chats, sharing and citations."""

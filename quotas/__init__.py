@@ -1,0 +1,1 @@
+"""Sandbox resource quotas: resolution, per-user limits, ledgers and admission gates."""

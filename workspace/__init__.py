@@ -1,0 +1,1 @@
+"""Project package: settings, URLs and the workspace core."""

@@ -1,0 +1,7 @@
+"""The workspace core as a Django app (items, sandboxes, workflows, investigations)."""
+from django.apps import AppConfig
+
+
+class WorkspaceConfig(AppConfig):
+    name = "workspace"
+    default_auto_field = "django.db.models.BigAutoField"

@@ -1,0 +1,19 @@
+"""Site-wide 404 and 500: JSON with `error` and `detail` for API clients, a page for people."""
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from collab.web import prefers_html
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    if prefers_html(request):
+        return render(request, "404.html", {"path": request.path}, status=404)
+    return JsonResponse({"error": "not_found", "detail": f"Nothing is at {request.path}."}, status=404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    if prefers_html(request):
+        return render(request, "500.html", status=500)
+    return JsonResponse({"error": "server_error", "detail": "Something went wrong on our side."}, status=500)

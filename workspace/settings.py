@@ -1,0 +1,177 @@
+"""Settings of the workspace service; every deployment knob comes from the environment."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _normalised_root_path(raw: str) -> str:
+    """`/ws/`, `ws` and `/ws` all mean the same mount point; empty means the site root."""
+    stripped = raw.strip().strip("/")
+    return f"/{stripped}" if stripped else ""
+
+
+DEBUG = _env_flag("DJANGO_DEBUG", True)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is off.")
+    SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production"
+
+ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
+
+# Spec Area B.6: the whole site can be mounted under a prefix such as `/ws`.
+WORKSPACE_ROOT_PATH = _normalised_root_path(os.environ.get("WORKSPACE_ROOT_PATH", ""))
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "crudgen",
+    "collab",
+    "knowledge",
+    "quotas",
+    "workspace",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "collab.middleware.CurrentUserMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "workspace.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "collab.context_processors.workspace_header",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "workspace.wsgi.application"
+
+# SQLite is the embedded default; DATABASE_URL (postgres://...) switches to PostgreSQL.
+DATABASES = {
+    "default": dj_database_url.config(
+        env="DATABASE_URL",
+        default=f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        # IMMEDIATE makes a writer take the lock at BEGIN, so two writers queue instead of
+        # failing with "database is locked" when a read lock would have to be upgraded.
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("WORKSPACE_SQLITE_TEST_DB") or None}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = f"{WORKSPACE_ROOT_PATH}/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["collab.authentication.WorkspaceAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "EXCEPTION_HANDLER": "collab.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Workspace service",
+    "DESCRIPTION": "Sandbox quotas, knowledge-base collaboration and generated CRUD routes.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# Identity (DESIGN.md §3). Mock identity is the demo and test default and is refused at
+# start-up unless DEBUG is on or WORKSPACE_ALLOW_MOCK_IDENTITY=1.
+WORKSPACE_MOCK_IDENTITY = _env_flag("WORKSPACE_MOCK_IDENTITY", True)
+WORKSPACE_ALLOW_MOCK_IDENTITY = _env_flag("WORKSPACE_ALLOW_MOCK_IDENTITY", False)
+WORKSPACE_USER_DIRECTORY = os.environ.get(
+    "WORKSPACE_USER_DIRECTORY",
+    "collab.identity.MockDirectory" if WORKSPACE_MOCK_IDENTITY else "collab.identity.DjangoUserDirectory",
+)
+WORKSPACE_CURRENT_USER_PROVIDER = os.environ.get(
+    "WORKSPACE_CURRENT_USER_PROVIDER",
+    "collab.identity.MockUserProvider" if WORKSPACE_MOCK_IDENTITY else "collab.identity.RequestUserProvider",
+)
+WORKSPACE_MOCK_USERS_FILE = os.environ.get("WORKSPACE_MOCK_USERS_FILE", str(BASE_DIR / "collab" / "demo_users.json"))
+WORKSPACE_MOCK_DEFAULT_USER = os.environ.get("WORKSPACE_MOCK_DEFAULT_USER", "alice")
+# Mock users with staff rights (the demo's operations lead); real deployments use Django's is_staff.
+WORKSPACE_MOCK_STAFF = [u for u in os.environ.get("WORKSPACE_MOCK_STAFF", "alice").split(",") if u]
+
+WORKSPACE_NOTIFICATION_POLL_SECONDS = int(os.environ.get("WORKSPACE_NOTIFICATION_POLL_SECONDS", "30"))
+
+# Where per-deployment files (workspaces, cgroup roots in tests) live.
+WORKSPACE_VAR_DIR = Path(os.environ.get("WORKSPACE_VAR_DIR", str(BASE_DIR / "var")))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("WORKSPACE_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

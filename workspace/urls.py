@@ -1,0 +1,36 @@
+"""Root URLs; the whole site is mounted under WORKSPACE_ROOT_PATH (spec Area B.6)."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.urls.resolvers import URLPattern, URLResolver
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from workspace import errors
+
+
+def site_urlpatterns() -> list[URLPattern | URLResolver]:
+    return [
+        path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+        path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+        path("admin/", admin.site.urls),
+        path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),
+        path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+        path("", include("collab.urls")),
+    ]
+
+
+def build_urlpatterns(root_path: str) -> list[URLPattern | URLResolver]:
+    """Everything under `root_path` ("" for the site root, "/ws" for a prefix)."""
+    prefix = root_path.strip("/")
+    if not prefix:
+        return site_urlpatterns()
+    return [path(f"{prefix}/", include(site_urlpatterns()))]
+
+
+urlpatterns = build_urlpatterns(settings.WORKSPACE_ROOT_PATH)
+
+handler404 = errors.not_found
+handler500 = errors.server_error
