@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template import loader
 
 from collab.web import prefers_html
 
@@ -15,5 +16,6 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
 
 def server_error(request: HttpRequest) -> HttpResponse:
     if prefers_html(request):
-        return render(request, "500.html", status=500)
+        # No context processors here: the database may be what failed.
+        return HttpResponse(loader.get_template("500.html").render(), status=500)
     return JsonResponse({"error": "server_error", "detail": "Something went wrong on our side."}, status=500)

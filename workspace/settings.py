@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import dj_database_url
@@ -119,6 +120,9 @@ USE_TZ = True
 STATIC_URL = f"{WORKSPACE_ROOT_PATH}/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# WhiteNoise serves from the finders too, so pages are styled before `collectstatic` has run.
+WHITENOISE_USE_FINDERS = True
+warnings.filterwarnings("ignore", message="No directory at", module="whitenoise.base")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"

@@ -19,6 +19,8 @@ def site_urlpatterns() -> list[URLPattern | URLResolver]:
         path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),
         path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
         path("", include("collab.urls")),
+        path("", include("knowledge.urls")),
+        path("", include("workspace.core_urls")),
     ]
 
 

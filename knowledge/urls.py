@@ -1,0 +1,2 @@
+"""URLs of the knowledge base (the spec's /kb paths; pages share them by Accept)."""
+urlpatterns: list = []

@@ -1,0 +1,68 @@
+"""Browser fixtures: Playwright's sync API driving Debian's chromium against a live server."""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+# Playwright's sync API keeps an event loop on the test thread; the ORM calls a test makes
+# there are still synchronous and safe.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+CHROMIUM = Path(os.environ.get("WORKSPACE_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/e2e/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        reason = f"Debian chromium is not installed at {CHROMIUM} (apt-get install -y chromium)"
+        if os.environ.get("WORKSPACE_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{reason}, and WORKSPACE_REQUIRE_BROWSER=1 forbids skipping browser tests.")
+        pytest.skip(f"{reason}; browser tests skipped.")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page_as(browser, live_server) -> Iterator[Callable[[str], object]]:
+    """Opens a browser tab acting as the given demo user (mock identity, `X-User-Id`)."""
+    contexts = []
+
+    def open_page(user_id: str):
+        context = browser.new_context(base_url=live_server.url, extra_http_headers={"X-User-Id": user_id})
+        context.set_default_timeout(10_000)
+        contexts.append(context)
+        return context.new_page()
+
+    yield open_page
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def page(browser, live_server) -> Iterator[object]:
+    """A browser tab with no identity header: the page header's user switcher decides."""
+    context = browser.new_context(base_url=live_server.url)
+    context.set_default_timeout(10_000)
+    yield context.new_page()
+    context.close()

@@ -1,0 +1,2 @@
+"""URLs of the workspace core: apps, items, files, exec, sandboxes."""
+urlpatterns: list = []
