@@ -1,4 +1,5 @@
 """Fetch-and-authorise helpers: what is not yours looks exactly like what does not exist."""
+
 from __future__ import annotations
 
 from django.http import Http404

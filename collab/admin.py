@@ -1,4 +1,5 @@
 """Django admin for notifications."""
+
 from __future__ import annotations
 
 from django.contrib import admin, messages

@@ -1,4 +1,5 @@
 """Collaboration app: refuses mock identity outside DEBUG at start-up."""
+
 from django.apps import AppConfig
 from django.conf import settings
 

@@ -1,4 +1,5 @@
 """DRF authentication that trusts the identity CurrentUserMiddleware resolved."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

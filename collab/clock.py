@@ -1,4 +1,5 @@
 """The service's one source of "now", swappable so tests move time instead of sleeping."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,4 +1,5 @@
 """What the page header needs: who you are, who you could switch to, and the unread count."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Demo identities: a Django account per mock user (password "demo") and an admin."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,4 +1,5 @@
 """One error shape for every endpoint: JSON with an `error` code and a human `detail`."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Who the users are (an injected directory) and who is asking (an injected provider)."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Resolves who is asking, once per request, and binds it for the current-user provider."""
+
 from __future__ import annotations
 
 import base64

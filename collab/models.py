@@ -1,4 +1,5 @@
 """Tracking fields every domain row shares, and the notification resource."""
+
 from __future__ import annotations
 
 from django.db import models

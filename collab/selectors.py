@@ -1,4 +1,5 @@
 """Reads of the collaboration layer: the inbox and the cheap state probe behind its ETag."""
+
 from __future__ import annotations
 
 import hashlib

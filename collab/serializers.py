@@ -1,4 +1,5 @@
 """Module-level, uniquely named serializers of the collaboration endpoints."""
+
 from __future__ import annotations
 
 from rest_framework import serializers

@@ -1,4 +1,5 @@
 """Writes of the collaboration layer: sending notifications and marking them read."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

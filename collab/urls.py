@@ -1,4 +1,5 @@
 """URLs of identity and notifications (the spec's paths; pages share them by Accept)."""
+
 from django.urls import path
 
 from collab import views

@@ -1,4 +1,5 @@
 """Identity and notification endpoints, and the pages that show them."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -6,12 +7,12 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from collab import selectors, services
+from collab.api import ServiceApiView
 from collab.errors import ApiError
 from collab.identity import get_user_directory, mock_identity_enabled
 from collab.middleware import MOCK_SESSION_KEY
@@ -26,7 +27,7 @@ from collab.serializers import (
 from collab.web import html_or_api, identity_required, rooted, safe_next
 
 
-class MeApi(APIView):
+class MeApi(ServiceApiView):
     @extend_schema(responses={200: UserOutputSerializer, 401: ErrorOutputSerializer})
     def get(self, request: Request) -> Response:
         user = get_user_directory().get(request.user.id)
@@ -35,13 +36,13 @@ class MeApi(APIView):
         return Response(user.as_dict())
 
 
-class UserListApi(APIView):
+class UserListApi(ServiceApiView):
     @extend_schema(responses={200: UserOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
         return Response([user.as_dict() for user in get_user_directory().all()])
 
 
-class NotificationListApi(APIView):
+class NotificationListApi(ServiceApiView):
     @extend_schema(
         parameters=[NotificationInboxQuerySerializer],
         responses={200: NotificationInboxOutputSerializer, 304: None, 400: ErrorOutputSerializer},
@@ -63,7 +64,7 @@ class NotificationListApi(APIView):
         return response
 
 
-class NotificationReadApi(APIView):
+class NotificationReadApi(ServiceApiView):
     @extend_schema(request=None, responses={200: NotificationOutputSerializer, 404: ErrorOutputSerializer})
     def post(self, request: Request, notification_id: int) -> Response:
         notification = services.notification_mark_read(notification_id=notification_id, user_id=request.user.id)
@@ -71,7 +72,7 @@ class NotificationReadApi(APIView):
         return Response(selectors.notification_as_dict(row))
 
 
-class NotificationReadAllApi(APIView):
+class NotificationReadAllApi(ServiceApiView):
     @extend_schema(request=None, responses={200: NotificationsMarkedOutputSerializer})
     def post(self, request: Request) -> Response:
         return Response({"marked": services.notifications_mark_all_read(user_id=request.user.id)})

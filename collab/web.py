@@ -1,4 +1,5 @@
 """Page plumbing shared by every app: one path serves a browser HTML and an API client JSON."""
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,4 +1,5 @@
 """crudgen as a Django app (it owns the DjangoStorage tables)."""
+
 from django.apps import AppConfig
 
 

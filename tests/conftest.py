@@ -1,4 +1,5 @@
 """Fixtures every test package shares: a movable clock, switchable identity, API clients."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator

@@ -1,4 +1,5 @@
 """Factories for test data; each returns a saved row with sensible defaults."""
+
 from __future__ import annotations
 
 from itertools import count

@@ -1,4 +1,5 @@
 """The workspace core as a Django app (items, sandboxes, workflows, investigations)."""
+
 from django.apps import AppConfig
 
 

@@ -1,2 +1,3 @@
 """URLs of the workspace core: apps, items, files, exec, sandboxes."""
+
 urlpatterns: list = []

@@ -1,4 +1,5 @@
 """Site-wide 404 and 500: JSON with `error` and `detail` for API clients, a page for people."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse, JsonResponse

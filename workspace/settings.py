@@ -1,4 +1,5 @@
 """Settings of the workspace service; every deployment knob comes from the environment."""
+
 from __future__ import annotations
 
 import os
@@ -47,6 +48,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "crudgen",
     "collab",
     "knowledge",
@@ -122,7 +124,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
 # WhiteNoise serves from the finders too, so pages are styled before `collectstatic` has run.
 WHITENOISE_USE_FINDERS = True
-warnings.filterwarnings("ignore", message="No directory at", module="whitenoise.base")
+warnings.filterwarnings("ignore", message="No directory at: ")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -147,6 +149,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Sandbox quotas, knowledge-base collaboration and generated CRUD routes.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI's assets come from the installed sidecar package, never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Identity (DESIGN.md §3). Mock identity is the demo and test default and is refused at

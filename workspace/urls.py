@@ -1,4 +1,5 @@
 """Root URLs; the whole site is mounted under WORKSPACE_ROOT_PATH (spec Area B.6)."""
+
 from __future__ import annotations
 
 from django.conf import settings

@@ -1,4 +1,5 @@
 """Browser fixtures: Playwright's sync API driving Debian's chromium against a live server."""
+
 from __future__ import annotations
 
 import os

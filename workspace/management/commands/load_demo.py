@@ -1,4 +1,5 @@
 """Loads the demo data of every area; safe to run again (nothing is duplicated)."""
+
 from __future__ import annotations
 
 from importlib import import_module

@@ -1,0 +1,110 @@
+"""Shared plumbing of the benchmarks: a throwaway database, query timing, a printed table."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def parse_args(description: str, default_sizes: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--sizes", default=default_sizes, help="comma-separated sizes, e.g. 1000,100000")
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("BENCH_DATABASE_URL", ""),
+        help="postgres://... for PostgreSQL; empty for a throwaway SQLite file",
+    )
+    parser.add_argument("--repeat", type=int, default=200, help="timed repetitions per figure")
+    args = parser.parse_args()
+    args.sizes = [int(size) for size in args.sizes.split(",") if size]
+    return args
+
+
+def setup_django(database_url: str, name: str) -> str:
+    """Points Django at a fresh database (a temp SQLite file, or `bench_<name>` on PostgreSQL)."""
+    sys.path.insert(0, str(REPO))
+    if database_url:
+        base, _, _ = database_url.rpartition("/")
+        database = f"bench_{name}"
+        import psycopg
+
+        with psycopg.connect(f"{base}/postgres", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{database}"')
+            admin.execute(f'CREATE DATABASE "{database}"')
+        os.environ["DATABASE_URL"] = f"{base}/{database}"
+    else:
+        os.environ["DATABASE_URL"] = f"sqlite:///{tempfile.mkdtemp(prefix='bench-')}/bench.sqlite3"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workspace.settings")
+    os.environ.setdefault("WORKSPACE_LOG_LEVEL", "WARNING")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0, interactive=False)
+    from django.db import connection
+
+    return connection.vendor
+
+
+@dataclass
+class QueryTimer:
+    """Counts queries and the time spent inside the database driver."""
+
+    count: int = 0
+    seconds: float = 0.0
+    statements: list[str] = field(default_factory=list)
+
+    def __call__(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.seconds += time.perf_counter() - began
+            self.count += 1
+            self.statements.append(sql)
+
+
+@contextmanager
+def timed_queries() -> Iterator[QueryTimer]:
+    from django.db import connection
+
+    timer = QueryTimer()
+    with connection.execute_wrapper(timer):
+        yield timer
+
+
+@dataclass(frozen=True)
+class Figure:
+    label: str
+    size: int
+    server_ms: float
+    db_ms: float
+    queries: float
+
+
+def measure(label: str, size: int, repeat: int, action: Callable[[], Any]) -> Figure:
+    """Median-free mean over `repeat` runs after one warm-up run."""
+    action()
+    with timed_queries() as timer:
+        began = time.perf_counter()
+        for _ in range(repeat):
+            action()
+        elapsed = time.perf_counter() - began
+    return Figure(label, size, elapsed / repeat * 1000, timer.seconds / repeat * 1000, timer.count / repeat)
+
+
+def print_table(vendor: str, figures: list[Figure]) -> None:
+    print(f"\n{vendor}")
+    print(f"| {'figure':<38} | {'size':>9} | {'server ms':>9} | {'db ms':>7} | {'queries':>7} |")
+    print(f"|{'-' * 40}|{'-' * 11}|{'-' * 11}|{'-' * 9}|{'-' * 9}|")
+    for f in figures:
+        print(f"| {f.label:<38} | {f.size:>9,} | {f.server_ms:>9.3f} | {f.db_ms:>7.3f} | {f.queries:>7.1f} |")
