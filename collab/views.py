@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -89,12 +91,21 @@ def _poll_seconds() -> int:
     return settings.WORKSPACE_NOTIFICATION_POLL_SECONDS
 
 
+def _for_display(inbox: selectors.Inbox) -> selectors.Inbox:
+    """Adds what a person reads instead of ids and epochs: names, times, rooted links."""
+    directory = get_user_directory()
+    for row in inbox.results:
+        row["href"] = rooted(row["link"]) if row["link"] else ""
+        actor = directory.get(row["actor"]) if row["actor"] else None
+        row["actor_name"] = actor.name if actor else row["actor"]
+        row["created"] = datetime.fromtimestamp(row["created_at"] / 1000, tz=UTC)
+    return inbox
+
+
 @identity_required
 def notifications_page(request: HttpRequest) -> HttpResponse:
     inbox = selectors.inbox(user_id=request.identity.user_id, limit=selectors.INBOX_MAX_LIMIT)
-    for row in inbox.results:
-        row["href"] = rooted(row["link"]) if row["link"] else ""
-    return render(request, "collab/notifications.html", {"inbox": inbox})
+    return render(request, "collab/notifications.html", {"inbox": _for_display(inbox)})
 
 
 @identity_required
@@ -137,6 +148,4 @@ def switch_user(request: HttpRequest) -> HttpResponse:
 @identity_required
 def home_page(request: HttpRequest) -> HttpResponse:
     inbox = selectors.inbox(user_id=request.identity.user_id, limit=5)
-    for row in inbox.results:
-        row["href"] = rooted(row["link"]) if row["link"] else ""
-    return render(request, "collab/home.html", {"inbox": inbox})
+    return render(request, "collab/home.html", {"inbox": _for_display(inbox)})

@@ -99,3 +99,14 @@ def test_unknown_path_is_a_json_404_for_api_clients(client: Client) -> None:
 
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
+
+
+def test_notification_times_read_as_words(client: Client, clock) -> None:
+    make_notification(title="fresh")
+    clock.advance(hours=3)
+    make_notification(title="newer")
+
+    content = client.get("/notifications", **HTML).content
+
+    assert b"3\xc2\xa0hours ago" in content
+    assert b"just now" in content

@@ -1,0 +1,21 @@
+"""Template filters shared by every page."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from django import template
+from django.utils.timesince import timesince
+
+from collab import clock
+
+register = template.Library()
+
+
+@register.filter
+def ago(moment: datetime | None) -> str:
+    """"just now" under a minute, then Django's "3 hours ago"."""
+    if moment is None:
+        return ""
+    if (clock.now() - moment).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(moment, clock.now(), depth=1)} ago"
