@@ -1,4 +1,5 @@
 """Shared plumbing of the benchmarks: a throwaway database, query timing, a printed table."""
+
 from __future__ import annotations
 
 import argparse

@@ -1,7 +1,8 @@
 """One notification poll, with and without If-None-Match, as the table grows.
 
-    .venv/bin/python bench/notifications.py [--sizes 1000,100000,1000000] [--database-url postgres://...]
+.venv/bin/python bench/notifications.py [--sizes 1000,100000,1000000] [--database-url postgres://...]
 """
+
 from __future__ import annotations
 
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import measure, parse_args, print_table, setup_django  # noqa: E402
+from bench.common import measure, parse_args, print_table, setup_django
 
 POLLED_USER = "alice"
 POLLED_USER_ROWS = 10_000

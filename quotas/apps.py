@@ -1,4 +1,5 @@
 """Quotas app configuration."""
+
 from django.apps import AppConfig
 
 

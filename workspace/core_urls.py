@@ -1,3 +1,33 @@
-"""URLs of the workspace core: apps, items, files, exec, sandboxes."""
+"""URLs of the workspace core: apps, items, files, exec, sandboxes (pages share paths by Accept)."""
 
-urlpatterns: list = []
+from collections.abc import Callable
+
+from django.urls import path
+from rest_framework.views import APIView
+
+from collab.web import html_or_api
+from workspace import pages, views
+
+_ITEM = "a/<slug:slug>/items/<int:item_id>"
+
+
+def _shared(page: Callable, api: type[APIView]) -> Callable:
+    """One path for the page and the API; keeps the API class visible to the OpenAPI generator."""
+    api_view = api.as_view()
+    dispatch = html_or_api(page=page, api=api_view)
+    dispatch.cls = api_view.cls
+    dispatch.initkwargs = api_view.initkwargs
+    return dispatch
+
+
+urlpatterns = [
+    path("a", _shared(pages.apps_page, views.WorkspaceAppListApi), name="ws-apps"),
+    path("a/<slug:slug>/items", _shared(pages.items_page, views.ItemListCreateApi), name="ws-items"),
+    path(_ITEM, _shared(pages.item_page, views.ItemApi), name="ws-item"),
+    path(f"{_ITEM}/exec", views.ItemExecApi.as_view(), name="ws-item-exec"),
+    path(f"{_ITEM}/sandbox", _shared(pages.sandbox_close_page, views.ItemSandboxApi), name="ws-item-sandbox"),
+    path(f"{_ITEM}/files", views.ItemFileListApi.as_view(), name="ws-item-files"),
+    path(f"{_ITEM}/files:batch", views.ItemFileBatchApi.as_view(), name="ws-item-files-batch"),
+    path(f"{_ITEM}/upload", pages.upload_page, name="ws-item-upload"),
+    path(f"{_ITEM}/files/<path:file_path>", _shared(pages.file_page, views.ItemFileApi), name="ws-item-file"),
+]

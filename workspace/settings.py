@@ -172,6 +172,9 @@ WORKSPACE_MOCK_DEFAULT_USER = os.environ.get("WORKSPACE_MOCK_DEFAULT_USER", "ali
 # Mock users with staff rights (the demo's operations lead); real deployments use Django's is_staff.
 WORKSPACE_MOCK_STAFF = [u for u in os.environ.get("WORKSPACE_MOCK_STAFF", "alice").split(",") if u]
 
+# The CRUD systems the crudgen_dump / crudgen_load / crudgen_migrate commands act on.
+CRUDGEN_SYSTEMS = ["workspace.generated.system"]
+
 WORKSPACE_NOTIFICATION_POLL_SECONDS = int(os.environ.get("WORKSPACE_NOTIFICATION_POLL_SECONDS", "30"))
 
 # Where per-deployment files (workspaces, cgroup roots in tests) live.

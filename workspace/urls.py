@@ -19,6 +19,7 @@ def site_urlpatterns() -> list[URLPattern | URLResolver]:
         path("admin/", admin.site.urls),
         path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),
         path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+        path("api/v1/", include("workspace.generated")),
         path("", include("collab.urls")),
         path("", include("knowledge.urls")),
         path("", include("workspace.core_urls")),

@@ -1,4 +1,5 @@
 """Template filters shared by every page."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -13,7 +14,7 @@ register = template.Library()
 
 @register.filter
 def ago(moment: datetime | None) -> str:
-    """"just now" under a minute, then Django's "3 hours ago"."""
+    """ "just now" under a minute, then Django's "3 hours ago"."""
     if moment is None:
         return ""
     if (clock.now() - moment).total_seconds() < 60:

@@ -1,4 +1,5 @@
 """Django admin for notifications: filters, search and the mark-read action."""
+
 from __future__ import annotations
 
 import pytest
@@ -48,9 +49,7 @@ def test_admin_action_marks_selected_notifications_read(admin_client_logged_in: 
     chosen = make_notification()
     other = make_notification()
 
-    admin_client_logged_in.post(
-        "/admin/collab/notification/", {"action": "mark_read", "_selected_action": [chosen.pk]}
-    )
+    admin_client_logged_in.post("/admin/collab/notification/", {"action": "mark_read", "_selected_action": [chosen.pk]})
 
     assert Notification.objects.get(pk=chosen.pk).read is True
     assert Notification.objects.get(pk=chosen.pk).updated_by == "root"

@@ -1,4 +1,5 @@
 """Identity: the injected directory and provider, `/me`, `/users`, and mock-mode rules."""
+
 from __future__ import annotations
 
 import base64

@@ -1,4 +1,5 @@
 """Notifications: the inbox, its conditional GET, reads, and the notify service."""
+
 from __future__ import annotations
 
 import pytest
@@ -237,9 +238,13 @@ def test_notify_sends_nothing_when_the_transaction_rolls_back(django_capture_on_
     class Abort(Exception):
         pass
 
-    with django_capture_on_commit_callbacks(execute=True), pytest.raises(Abort), transaction.atomic():
-        notify(["bob"], "share", "Shared with you")
-        raise Abort
+    def share_then_fail() -> None:
+        with transaction.atomic():
+            notify(["bob"], "share", "Shared with you")
+            raise Abort
+
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(Abort):
+        share_then_fail()
 
     assert Notification.objects.count() == 0
 

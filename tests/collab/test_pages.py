@@ -1,4 +1,5 @@
 """The base layout and the notifications page a person reads and marks read."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Spec Area B.6: the whole site under a configurable root path (here `/ws`)."""
+
 from __future__ import annotations
 
 import re

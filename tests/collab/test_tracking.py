@@ -1,4 +1,5 @@
 """The shared tracking fields: creator and last editor, with the injectable clock's times."""
+
 from __future__ import annotations
 
 from collab.models import Notification

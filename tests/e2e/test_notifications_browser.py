@@ -1,4 +1,5 @@
 """In a real browser: the layout loads, switching user changes who `/me` is, the bell clears."""
+
 from __future__ import annotations
 
 import json

@@ -1,0 +1,225 @@
+"""Benchmark crudgen's generated routes against a plain DRF ModelViewSet on the same kind of table.
+
+Run: .venv/bin/python bench/crudgen.py [--sizes 1000,10000,100000] [--requests 200]
+Uses a throwaway SQLite database unless --database-url names another (it must be disposable).
+Prints requests per second and queries per request for create, get, patch and a list page (page_size 20),
+plus get after 1 and after 500 revisions. It asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+import types
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+@dataclass
+class Figure:
+    per_second: float
+    queries: float
+
+
+def _setup(database_url: str | None) -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workspace.settings")
+    os.environ["DATABASE_URL"] = database_url or f"sqlite:///{tempfile.mkdtemp(prefix='crudgen-bench-')}/bench.db"
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def _plain_urls() -> list[Any]:
+    """A plain ModelViewSet over the same resource table (namespace `plain`), without revisions."""
+    from rest_framework import pagination, routers, serializers, viewsets
+
+    from crudgen.models import StoredResource
+
+    class PlainSerializer(serializers.ModelSerializer):
+        class Meta:
+            model = StoredResource
+            fields = ["resource_id", "data", "created_time", "updated_time", "created_by", "updated_by"]
+            read_only_fields = ["resource_id", "created_time", "updated_time", "created_by", "updated_by"]
+
+    class PlainPagination(pagination.PageNumberPagination):
+        page_size = 20
+
+    class PlainViewSet(viewsets.ModelViewSet):
+        serializer_class = PlainSerializer
+        pagination_class = PlainPagination
+        lookup_field = "resource_id"
+
+        def get_queryset(self) -> Any:
+            return StoredResource.objects.filter(namespace="plain", is_deleted=False).order_by(
+                "-created_time", "-resource_id"
+            )
+
+        def perform_create(self, serializer: Any) -> None:
+            now = datetime.now(UTC)
+            rid = str(uuid.uuid4())
+            serializer.save(
+                namespace="plain",
+                resource_id=rid,
+                current_revision_id=f"{rid}:1",
+                created_time=now,
+                updated_time=now,
+                created_by="alice",
+                updated_by="alice",
+            )
+
+    router = routers.SimpleRouter(trailing_slash=False)
+    router.register("plain", PlainViewSet, basename="plain")
+    return router.urls
+
+
+def _seed(namespace: str, count: int, revisions_each: int = 1) -> list[str]:
+    from crudgen.models import StoredResource, StoredRevision
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    ids = [str(uuid.uuid4()) for _ in range(count)]
+    rows = [
+        StoredResource(
+            namespace=namespace,
+            resource_id=rid,
+            current_revision_id=f"{rid}:{revisions_each}",
+            is_deleted=False,
+            created_time=start + timedelta(seconds=i),
+            updated_time=start + timedelta(seconds=i),
+            created_by="alice",
+            updated_by="alice",
+            revision_count=revisions_each,
+            data={"name": f"w{i}", "steps": ["make"]},
+        )
+        for i, rid in enumerate(ids)
+    ]
+    StoredResource.objects.bulk_create(rows, batch_size=2000)
+    if namespace != "plain":
+        by_id = dict(StoredResource.objects.filter(namespace=namespace).values_list("resource_id", "pk"))
+        revisions = [
+            StoredRevision(
+                resource_id=by_id[rid],
+                revision_id=f"{rid}:{n}",
+                parent_revision_id=f"{rid}:{n - 1}" if n > 1 else None,
+                number=n,
+                data={"name": "w", "steps": ["make"]},
+                created_time=start,
+                created_by="alice",
+            )
+            for rid in ids
+            for n in range(1, revisions_each + 1)
+        ]
+        StoredRevision.objects.bulk_create(revisions, batch_size=2000)
+    return ids
+
+
+def _measure(requests: int, call: Callable[[int], Any]) -> Figure:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    call(0)  # warm caches and URL resolvers outside the timing
+    with CaptureQueriesContext(connection) as captured:
+        started = time.perf_counter()
+        for index in range(requests):
+            response = call(index)
+            if response.status_code >= 400:
+                raise RuntimeError(f"benchmark request failed: {response.status_code} {response.content[:200]!r}")
+        elapsed = time.perf_counter() - started
+    return Figure(requests / elapsed, len(captured) / requests)
+
+
+def _run_size(size: int, requests: int, client: Any) -> dict[str, tuple[Figure, Figure | None]]:
+    from crudgen.models import StoredResource
+
+    StoredResource.objects.all().delete()
+    crud_ids = _seed("workflow", size)
+    plain_ids = _seed("plain", size)
+    deep_id = _seed("workflow", 1, revisions_each=500)[0]
+    body = {"name": "bench", "steps": ["make"]}
+    pick = random.Random(size)
+    middle_page = max(1, size // 40)
+    results: dict[str, tuple[Figure, Figure | None]] = {}
+    results["create"] = (
+        _measure(requests, lambda i: client.post("/c/workflow", body, format="json")),
+        _measure(requests, lambda i: client.post("/p/plain", {"data": body}, format="json")),
+    )
+    results["get"] = (
+        _measure(requests, lambda i: client.get(f"/c/workflow/{pick.choice(crud_ids)}/data")),
+        _measure(requests, lambda i: client.get(f"/p/plain/{pick.choice(plain_ids)}")),
+    )
+    results["get after 500 revisions"] = (_measure(requests, lambda i: client.get(f"/c/workflow/{deep_id}/data")), None)
+
+    def crud_patch(i: int) -> Any:
+        ops = [{"op": "replace", "path": "/name", "value": f"n{i}"}]
+        return client.patch(f"/c/workflow/{pick.choice(crud_ids)}", ops, format="json")
+
+    def plain_patch(i: int) -> Any:
+        return client.patch(
+            f"/p/plain/{pick.choice(plain_ids)}", {"data": {"name": f"n{i}", "steps": []}}, format="json"
+        )
+
+    results["patch"] = (_measure(requests, crud_patch), _measure(requests, plain_patch))
+    results["list first page (20)"] = (
+        _measure(requests, lambda i: client.get("/c/workflow/data?page=1&page_size=20")),
+        _measure(requests, lambda i: client.get("/p/plain?page=1")),
+    )
+    # Offset pagination: a page in the middle costs an index walk to its offset, for both sides alike.
+    results[f"list page {middle_page} (20)"] = (
+        _measure(requests, lambda i: client.get(f"/c/workflow/data?page={middle_page}&page_size=20")),
+        _measure(requests, lambda i: client.get(f"/p/plain?page={middle_page}")),
+    )
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--database-url", default=None)
+    args = parser.parse_args()
+    _setup(args.database_url)
+
+    from django.conf import settings
+    from django.urls import clear_url_caches, include, path
+    from rest_framework.test import APIClient
+
+    from crudgen import CRUDSystem, DjangoStorage, MetadataConfig
+
+    @dataclass
+    class Workflow:
+        name: str
+        steps: list[str]
+
+    crud_system = CRUDSystem(
+        storage_factory=DjangoStorage, metadata_config=MetadataConfig.with_full_tracking(), use_plural=False
+    )
+    crud_system.register_model(Workflow)
+    urls = types.ModuleType("crudgen_bench_urls")
+    urls.urlpatterns = [path("c/", include(crud_system.create_router(""))), path("p/", include(_plain_urls()))]
+    settings.ROOT_URLCONF = urls
+    clear_url_caches()
+    client = APIClient()
+
+    print(f"database: {settings.DATABASES['default']['ENGINE']}, {args.requests} requests per cell")
+    print(f"{'N':>8}  {'operation':<26}{'crudgen/s':>11}{'q/req':>7}{'plain/s':>11}{'q/req':>7}{'ratio':>7}")
+    for size in [int(s) for s in args.sizes.split(",") if s]:
+        for operation, (crud, plain) in _run_size(size, args.requests, client).items():
+            plain_cells = f"{plain.per_second:>11.0f}{plain.queries:>7.1f}" if plain else f"{'-':>11}{'-':>7}"
+            ratio = f"{plain.per_second / crud.per_second:>7.2f}" if plain else f"{'-':>7}"
+            print(f"{size:>8}  {operation:<26}{crud.per_second:>11.0f}{crud.queries:>7.1f}{plain_cells}{ratio}")
+
+
+if __name__ == "__main__":
+    main()

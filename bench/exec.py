@@ -1,0 +1,95 @@
+"""Benchmark exec: the round trip on a live sandbox versus one that must open a sandbox first.
+
+Run: .venv/bin/python bench/exec.py [--runs 30] [--backend local|http]
+Uses a throwaway SQLite database and temp directories; `http` starts a sandbox host on a free
+loopback port in this process. Prints milliseconds per exec (median, p90) and queries per exec.
+It asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import setup_django
+
+
+def _start_host(var_dir: Path) -> str:
+    from workspace.sandboxes.base import SandboxSpec
+    from workspace.sandboxes.host import HostSettings, build_server
+
+    chosen = HostSettings(SandboxSpec(), var_dir / "workspaces", var_dir / "host-state")
+    server = build_server("127.0.0.1", 0, chosen)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--backend", choices=["local", "http"], default="local")
+    parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", ""))
+    args = parser.parse_args()
+    var_dir = Path(tempfile.mkdtemp(prefix="bench-exec-"))
+    os.environ["WORKSPACE_VAR_DIR"] = str(var_dir)
+    vendor = setup_django(args.database_url, "exec")
+
+    from django.conf import settings
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from rest_framework.test import APIClient
+
+    from workspace import services
+    from workspace.access import app_or_404
+    from workspace.config import forget_loaded_config
+    from workspace.sandboxes.isolation import configured_driver
+
+    if args.backend == "http":
+        config = var_dir / "bench.toml"
+        config.write_text(f'[sandbox]\nbackend = "http"\nhost_url = "{_start_host(var_dir)}"\n')
+        settings.WORKSPACE_CONFIG = str(config)
+        forget_loaded_config()
+
+    item = services.item_create(app=app_or_404("notebook"), title="bench", user_id="alice")
+    client = APIClient()
+    client.credentials(HTTP_X_USER_ID="alice")
+    base = f"/a/notebook/items/{item.pk}"
+
+    def exec_once() -> float:
+        began = time.perf_counter()
+        response = client.post(f"{base}/exec", {"command": ["true"]}, format="json")
+        assert response.status_code == 200, response.content
+        return (time.perf_counter() - began) * 1000
+
+    rows = []
+    client.post(f"{base}/exec", {"command": ["true"]}, format="json")
+    with CaptureQueriesContext(connection) as queries:
+        live = [exec_once() for _ in range(args.runs)]
+    rows.append(("live sandbox", live, len(queries) / args.runs))
+    opening: list[float] = []
+    with CaptureQueriesContext(connection) as queries:
+        for _ in range(args.runs):
+            services.item_sandbox_close(item=item)
+            opening.append(exec_once())
+    # The close between runs is not part of the figure, but its queries are; count them apart.
+    rows.append(("opens one", opening, len(queries) / args.runs))
+    services.item_sandbox_close(item=item)
+
+    driver = configured_driver().name if args.backend == "local" else "sandbox host"
+    print(f"exec round trip on {vendor}, backend {args.backend} ({driver}), {args.runs} runs, command `true`")
+    print(f"{'case':<14} {'median ms':>10} {'p90 ms':>8} {'queries/exec':>13}")
+    for label, samples, per_run in rows:
+        p90 = statistics.quantiles(samples, n=10)[-1]
+        print(f"{label:<14} {statistics.median(samples):>10.2f} {p90:>8.2f} {per_run:>13.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,392 @@
+"""SingleModelCRUD: the revisioned resource service for one model, independent of HTTP."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import msgspec
+
+from crudgen.errors import NotFoundError, ResourceDeletedError, RevisionConflict
+from crudgen.metadata import MetadataConfig, ResourceMeta, Revision, meta_view, revision_view
+from crudgen.schema import ModelAdapter, to_plain
+from crudgen.storage.base import Storage, Stored, WriteSession
+from crudgen.types import ListQueryParams, ListResult
+from crudgen.updates import apply_json_patch, apply_update_operations
+
+
+class SchemaMigration(Protocol):
+    """Upgrades data written under an older schema; `migrate` gets the old data as a JSON byte stream."""
+
+    @property
+    def schema_version(self) -> str: ...
+
+    def migrate(self, data_stream: io.BytesIO, old_schema_version: str | None) -> Any: ...
+
+
+def _default_id() -> str:
+    return str(uuid.uuid4())
+
+
+def if_match_allows(header: str | None, current_revision_id: str) -> bool:
+    """RFC 9110 If-Match: `*`, or a list of (possibly weak) entity tags naming the current revision."""
+    if header is None or header.strip() == "*":
+        return True
+    tags = [tag.strip().removeprefix("W/").strip('"') for tag in header.split(",")]
+    return current_revision_id in tags
+
+
+class SingleModelCRUD:
+    """Create, read, change and list one model's resources, keeping every data change as a revision.
+
+    Each write reads the current state inside `storage.locked`, so checks (If-Match, deleted,
+    identical data) and the write see the same revision; every error is raised before `save`.
+    """
+
+    def __init__(
+        self,
+        model: type,
+        storage: Storage,
+        resource_name: str,
+        id_generator: Callable[[], str] | None = None,
+        metadata_config: MetadataConfig | None = None,
+        default_values: Mapping[str, Any] | None = None,
+        migration: SchemaMigration | None = None,
+    ) -> None:
+        self.model = model
+        self.storage = storage
+        self.resource_name = resource_name
+        self.id_generator = id_generator or _default_id
+        self.metadata_config = metadata_config or MetadataConfig()
+        self.adapter = ModelAdapter(model, default_values)
+        self.migration = migration
+        storage.attach(resource_name)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    @property
+    def schema_version(self) -> str | None:
+        return self.migration.schema_version if self.migration else None
+
+    def _user(self, user: str | None) -> str | None:
+        if user is not None:
+            return user
+        getter = self.metadata_config.get_current_user
+        return getter() if getter else None
+
+    def _upgrade(self, data: dict[str, Any], version: str | None) -> dict[str, Any]:
+        if self.migration is None or version == self.migration.schema_version:
+            return data
+        migrated = self.migration.migrate(io.BytesIO(msgspec.json.encode(data)), version)
+        return self.adapter.validate(to_plain(migrated))
+
+    def _migrated(self, stored: Stored) -> Stored:
+        """Old-schema data is read in the current shape; the stored row changes only on its next write."""
+        if self.migration is None or stored.meta.schema_version == self.schema_version:
+            return stored
+        data = self._upgrade(stored.data, stored.meta.schema_version)
+        return Stored(stored.meta.evolve(schema_version=self.schema_version), data)
+
+    def _with_metadata_fields(self, data: Mapping[str, Any], meta: ResourceMeta) -> dict[str, Any]:
+        """Model fields named like metadata carry the server's values; a body cannot forge them."""
+        config = self.metadata_config
+        values: dict[str | None, Any] = {config.id_field: meta.resource_id}
+        if config.enable_timestamps:
+            values[config.created_time_field] = meta.created_time
+            values[config.updated_time_field] = meta.updated_time
+        if config.enable_user_tracking:
+            values[config.created_by_field] = meta.created_by
+            values[config.updated_by_field] = meta.updated_by
+        filled = dict(data)
+        for name, value in values.items():
+            if name and name in self.adapter.fields:
+                filled[name] = to_plain(value)
+        return filled
+
+    def _prepare(self, data: Any, meta: ResourceMeta, *, full: bool) -> dict[str, Any]:
+        body = self.adapter.with_defaults(data) if full and isinstance(data, Mapping) else data
+        if isinstance(body, Mapping):
+            body = self._with_metadata_fields(body, meta)
+        return self.adapter.validate(body)
+
+    def _read(self, resource_id: str) -> Stored:
+        stored = self.storage.fetch(resource_id)
+        if stored is None:
+            raise NotFoundError(f"{self.resource_name} {resource_id} not found")
+        return self._migrated(stored)
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def create(self, data: Any, *, user: str | None = None) -> dict[str, Any]:
+        return meta_view(self.create_meta(data, user=user), self.metadata_config)
+
+    def create_meta(self, data: Any, *, user: str | None = None) -> ResourceMeta:
+        actor = self._user(user)
+        now = self.metadata_config.now()
+        resource_id = self.id_generator()
+        revision_id = f"{resource_id}:1"
+        meta = ResourceMeta(resource_id, revision_id, False, now, now, actor, actor, 1, self.schema_version)
+        plain = self._prepare(to_plain(data), meta, full=True)
+        revision = Revision(resource_id, revision_id, None, 1, plain, now, actor, self.schema_version)
+        self.storage.insert(meta, revision, plain)
+        return meta
+
+    def _locked_change(
+        self,
+        resource_id: str,
+        if_match: str | None,
+        change: Callable[[WriteSession, Stored], ResourceMeta],
+        *,
+        allow_deleted: bool = False,
+    ) -> ResourceMeta:
+        with self.storage.locked(resource_id) as session:
+            if session is None:
+                raise NotFoundError(f"{self.resource_name} {resource_id} not found")
+            current = self._migrated(session.current)
+            if not if_match_allows(if_match, current.meta.current_revision_id):
+                raise RevisionConflict(
+                    f"revision {current.meta.current_revision_id} is current; If-Match named another",
+                    current_revision_id=current.meta.current_revision_id,
+                )
+            if current.meta.is_deleted and not allow_deleted:
+                raise ResourceDeletedError(f"{self.resource_name} {resource_id} is deleted")
+            return change(session, current)
+
+    def _store_data(
+        self, session: WriteSession, current: Stored, build: Callable[[ResourceMeta], dict[str, Any]], actor: str | None
+    ) -> ResourceMeta:
+        unchanged = build(current.meta)
+        if unchanged == current.data:
+            return current.meta
+        now = self.metadata_config.now()
+        number = current.meta.revision_count + 1
+        meta = current.meta.evolve(
+            current_revision_id=f"{current.meta.resource_id}:{number}",
+            updated_time=now,
+            updated_by=actor,
+            revision_count=number,
+            schema_version=self.schema_version,
+        )
+        data = build(meta)
+        revision = Revision(
+            meta.resource_id,
+            meta.current_revision_id,
+            current.meta.current_revision_id,
+            number,
+            data,
+            now,
+            actor,
+            self.schema_version,
+        )
+        session.save(meta, data, revision)
+        return meta
+
+    def update_meta(
+        self, resource_id: str, data: Any, *, user: str | None = None, if_match: str | None = None
+    ) -> ResourceMeta:
+        """Replace the data (PUT); data identical to the current revision stores nothing."""
+        actor = self._user(user)
+        body = to_plain(data)
+
+        def change(session: WriteSession, current: Stored) -> ResourceMeta:
+            return self._store_data(session, current, lambda meta: self._prepare(body, meta, full=True), actor)
+
+        return self._locked_change(resource_id, if_match, change)
+
+    def patch_meta(
+        self, resource_id: str, operations: Any, *, user: str | None = None, if_match: str | None = None
+    ) -> ResourceMeta:
+        """Apply RFC 6902 operations; the result is validated against the model before anything is stored."""
+        actor = self._user(user)
+
+        def change(session: WriteSession, current: Stored) -> ResourceMeta:
+            patched = apply_json_patch(current.data, operations)
+            return self._store_data(session, current, lambda meta: self._prepare(patched, meta, full=False), actor)
+
+        return self._locked_change(resource_id, if_match, change)
+
+    def modify_meta(
+        self, resource_id: str, updates: Mapping[str, Any], *, user: str | None = None, if_match: str | None = None
+    ) -> ResourceMeta:
+        """The advanced updater: `{field: UpdateOperation}` (set_value, list_add, list_remove, dict_update)."""
+        actor = self._user(user)
+
+        def change(session: WriteSession, current: Stored) -> ResourceMeta:
+            updated = apply_update_operations(current.data, updates)
+            return self._store_data(session, current, lambda meta: self._prepare(updated, meta, full=False), actor)
+
+        return self._locked_change(resource_id, if_match, change)
+
+    def _flag_deleted(self, resource_id: str, deleted: bool, user: str | None, if_match: str | None) -> ResourceMeta:
+        actor = self._user(user)
+
+        def change(session: WriteSession, current: Stored) -> ResourceMeta:
+            if current.meta.is_deleted == deleted:
+                return current.meta
+            meta = current.meta.evolve(is_deleted=deleted, updated_time=self.metadata_config.now(), updated_by=actor)
+            session.save(meta, current.data)
+            return meta
+
+        return self._locked_change(resource_id, if_match, change, allow_deleted=True)
+
+    def delete_meta(self, resource_id: str, *, user: str | None = None, if_match: str | None = None) -> ResourceMeta:
+        """Soft delete: the data and revisions stay; reads of the data answer `resource_deleted`."""
+        return self._flag_deleted(resource_id, True, user, if_match)
+
+    def restore_meta(self, resource_id: str, *, user: str | None = None, if_match: str | None = None) -> ResourceMeta:
+        return self._flag_deleted(resource_id, False, user, if_match)
+
+    def switch_meta(
+        self, resource_id: str, revision_id: str, *, user: str | None = None, if_match: str | None = None
+    ) -> ResourceMeta:
+        """Make an existing revision current (a rollback); the history is not rewritten."""
+        actor = self._user(user)
+
+        def change(session: WriteSession, current: Stored) -> ResourceMeta:
+            target = session.revision(revision_id)
+            if target is None:
+                raise NotFoundError(f"revision {revision_id} of {self.resource_name} {resource_id} not found")
+            if target.revision_id == current.meta.current_revision_id:
+                return current.meta
+            data = self._upgrade(target.data, target.schema_version)
+            meta = current.meta.evolve(
+                current_revision_id=target.revision_id,
+                updated_time=self.metadata_config.now(),
+                updated_by=actor,
+                schema_version=self.schema_version,
+            )
+            session.save(meta, data)
+            return meta
+
+        return self._locked_change(resource_id, if_match, change)
+
+    def update(self, resource_id: str, data: Any, **kwargs: Any) -> dict[str, Any]:
+        return meta_view(self.update_meta(resource_id, data, **kwargs), self.metadata_config)
+
+    def patch(self, resource_id: str, operations: Any, **kwargs: Any) -> dict[str, Any]:
+        return meta_view(self.patch_meta(resource_id, operations, **kwargs), self.metadata_config)
+
+    def modify(self, resource_id: str, updates: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return meta_view(self.modify_meta(resource_id, updates, **kwargs), self.metadata_config)
+
+    def delete(self, resource_id: str, **kwargs: Any) -> dict[str, Any]:
+        return meta_view(self.delete_meta(resource_id, **kwargs), self.metadata_config)
+
+    def restore(self, resource_id: str, **kwargs: Any) -> dict[str, Any]:
+        return meta_view(self.restore_meta(resource_id, **kwargs), self.metadata_config)
+
+    def switch(self, resource_id: str, revision_id: str, **kwargs: Any) -> dict[str, Any]:
+        return meta_view(self.switch_meta(resource_id, revision_id, **kwargs), self.metadata_config)
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def read(self, resource_id: str) -> Stored:
+        """Metadata and current data, deleted or not."""
+        return self._read(resource_id)
+
+    def read_live(self, resource_id: str) -> Stored:
+        stored = self._read(resource_id)
+        if stored.meta.is_deleted:
+            raise ResourceDeletedError(f"{self.resource_name} {resource_id} is deleted")
+        return stored
+
+    def get(self, resource_id: str) -> Any:
+        """The current data as a model instance."""
+        return self.adapter.instance(self.read_live(resource_id).data)
+
+    def get_data(self, resource_id: str) -> dict[str, Any]:
+        return self.read_live(resource_id).data
+
+    def get_meta(self, resource_id: str) -> dict[str, Any]:
+        return meta_view(self._read(resource_id).meta, self.metadata_config)
+
+    def full_view(self, stored: Stored, shape: str = "meta") -> dict[str, Any]:
+        if shape == "revision_info":
+            info = {
+                "resource_id": stored.meta.resource_id,
+                "revision_id": stored.meta.current_revision_id,
+                "parent_revision_id": self._parent_of_current(stored),
+                "schema_version": stored.meta.schema_version,
+                **{
+                    k: v
+                    for k, v in meta_view(stored.meta, self.metadata_config).items()
+                    if k.endswith(("_time", "_by"))
+                },
+                "is_deleted": stored.meta.is_deleted,
+            }
+            return {"data": stored.data, "revision_info": info}
+        return {"data": stored.data, "meta": meta_view(stored.meta, self.metadata_config)}
+
+    def _parent_of_current(self, stored: Stored) -> str | None:
+        revision = self.storage.fetch_revision(stored.meta.resource_id, stored.meta.current_revision_id)
+        return revision.parent_revision_id if revision else None
+
+    def get_full(self, resource_id: str, shape: str = "meta") -> dict[str, Any]:
+        return self.full_view(self._read(resource_id), shape)
+
+    def get_revision(self, resource_id: str, revision_id: str) -> dict[str, Any]:
+        stored = self._read(resource_id)
+        revision = self.storage.fetch_revision(resource_id, revision_id)
+        if revision is None:
+            raise NotFoundError(f"revision {revision_id} of {self.resource_name} {resource_id} not found")
+        data = self._upgrade(revision.data, revision.schema_version)
+        return {"data": data, "revision_info": revision_view(revision, stored.meta, self.metadata_config)}
+
+    def list_stored(
+        self, params: ListQueryParams | None = None, *, is_deleted: bool | None = False
+    ) -> tuple[list[Stored], int]:
+        params = params or ListQueryParams()
+        page, total = self.storage.select(params, is_deleted)
+        return [self._migrated(stored) for stored in page], total
+
+    def list_with_params(
+        self, params: ListQueryParams | None = None, *, is_deleted: bool | None = False, view: str = "data"
+    ) -> ListResult:
+        """A page of resources; `view` is `data`, `meta` or `full`."""
+        params = params or ListQueryParams()
+        page, total = self.list_stored(params, is_deleted=is_deleted)
+        render: dict[str, Callable[[Stored], dict[str, Any]]] = {
+            "data": lambda stored: stored.data,
+            "meta": lambda stored: meta_view(stored.meta, self.metadata_config),
+            "full": lambda stored: self.full_view(stored),
+        }
+        return ListResult.build([render[view](stored) for stored in page], total, params)
+
+    def count(self, is_deleted: bool | None = False) -> int:
+        return self.storage.count(is_deleted)
+
+    def list_revisions(self, resource_id: str, page: int = 1, page_size: int = 20) -> ListResult:
+        params = ListQueryParams(page=page, page_size=page_size)
+        stored = self._read(resource_id)
+        revisions, total = self.storage.revisions(resource_id, params.offset, params.page_size)
+        items = [revision_view(revision, stored.meta, self.metadata_config) for revision in revisions]
+        return ListResult.build(items, total, params)
+
+    def migrate_stored(self) -> int:
+        """Rewrite every stored revision still on an older schema version; returns how many resources changed."""
+        if self.migration is None:
+            return 0
+        changed = 0
+        for stored, revisions in list(self.storage.export()):
+            stale = [r for r in revisions if r.schema_version != self.schema_version]
+            if not stale and stored.meta.schema_version == self.schema_version:
+                continue
+            upgraded = [
+                Revision(
+                    r.resource_id,
+                    r.revision_id,
+                    r.parent_revision_id,
+                    r.number,
+                    self._upgrade(r.data, r.schema_version),
+                    r.created_time,
+                    r.created_by,
+                    self.schema_version,
+                )
+                for r in revisions
+            ]
+            current = self._migrated(stored)
+            self.storage.replace(current, upgraded)
+            changed += 1
+        return changed

@@ -1,0 +1,95 @@
+"""Query-string parsing for list routes: ListQueryParams, with a message per bad parameter (422)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from django.utils.dateparse import parse_datetime
+
+from crudgen.errors import ValidationFailed
+from crudgen.types import MAX_PAGE_SIZE, SORTABLE_FIELDS, ListQueryParams, SortOrder
+
+LIST_QUERY_PARAMETERS = (
+    "page",
+    "page_size",
+    "created_by",
+    "updated_by",
+    "created_time_start",
+    "created_time_end",
+    "updated_time_start",
+    "updated_time_end",
+    "sort_by",
+    "sort_order",
+)
+
+
+def _int_param(query: Mapping[str, Any], name: str, default: int, errors: dict[str, str], upper: int) -> int:
+    raw = query.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        errors[name] = "must be an integer"
+        return default
+    if not 1 <= value <= upper:
+        errors[name] = f"must be between 1 and {upper}"
+    return value
+
+
+def _time_param(query: Mapping[str, Any], name: str, errors: dict[str, str]) -> datetime | None:
+    raw = query.get(name)
+    if raw in (None, ""):
+        return None
+    parsed = parse_datetime(raw.replace(" ", "+"))
+    if parsed is None or parsed.tzinfo is None:
+        errors[name] = "must be an ISO 8601 date-time with a timezone"
+        return None
+    return parsed
+
+
+def parse_list_params(query: Any) -> ListQueryParams:
+    """ListQueryParams from a query string; every problem is reported per parameter (422)."""
+    errors: dict[str, str] = {}
+    page = _int_param(query, "page", 1, errors, upper=10**9)
+    page_size = _int_param(query, "page_size", 20, errors, upper=MAX_PAGE_SIZE)
+    times = {
+        name: _time_param(query, name, errors) for name in LIST_QUERY_PARAMETERS if name.endswith(("_start", "_end"))
+    }
+    sort_by = query.get("sort_by") or None
+    if sort_by is not None and sort_by not in SORTABLE_FIELDS:
+        errors["sort_by"] = f"must be one of {', '.join(SORTABLE_FIELDS)}"
+    sort_order_raw = (query.get("sort_order") or SortOrder.DESC.value).lower()
+    if sort_order_raw not in {order.value for order in SortOrder}:
+        errors["sort_order"] = "must be asc or desc"
+    if errors:
+        raise ValidationFailed(errors)
+
+    def time_range(prefix: str) -> tuple[datetime | None, datetime | None] | None:
+        bounds = (times[f"{prefix}_start"], times[f"{prefix}_end"])
+        return bounds if any(bounds) else None
+
+    return ListQueryParams(
+        page=page,
+        page_size=page_size,
+        created_by_filter=query.getlist("created_by") or None if hasattr(query, "getlist") else None,
+        updated_by_filter=query.getlist("updated_by") or None if hasattr(query, "getlist") else None,
+        created_time_range=time_range("created_time"),
+        updated_time_range=time_range("updated_time"),
+        sort_by=sort_by,
+        sort_order=SortOrder(sort_order_raw),
+    )
+
+
+def bool_param(query: Mapping[str, Any], name: str) -> bool | None:
+    raw = query.get(name)
+    if raw in (None, ""):
+        return None
+    lowered = raw.lower()
+    if lowered in {"true", "1", "yes"}:
+        return True
+    if lowered in {"false", "0", "no"}:
+        return False
+    raise ValidationFailed({name: "must be true or false"})

@@ -1,0 +1,113 @@
+"""The storage contract every backend meets, and the in-Python list filter the file-less backends share."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from crudgen.metadata import ResourceMeta, Revision
+from crudgen.types import ListQueryParams, SortOrder
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A resource as read: its metadata and its current data."""
+
+    meta: ResourceMeta
+    data: dict[str, Any]
+
+
+class WriteSession(Protocol):
+    """What a locked write sees: the current state, read under the lock, and one way to save."""
+
+    current: Stored
+
+    def revision(self, revision_id: str) -> Revision | None: ...
+
+    def save(self, meta: ResourceMeta, data: dict[str, Any], new_revision: Revision | None = None) -> None: ...
+
+
+class Storage(ABC):
+    """A place for one model's resources and revisions.
+
+    `locked(resource_id)` is the only way to change an existing resource: the read of the current
+    state and the write happen under one lock (a row lock in DjangoStorage), so two writers can
+    never both build on the same revision.
+    """
+
+    namespace: str | None = None
+
+    def attach(self, namespace: str) -> None:
+        """Called by the CRUD that owns this storage; a storage given an explicit namespace keeps it."""
+        if self.namespace is None:
+            self.namespace = namespace
+
+    @abstractmethod
+    def insert(self, meta: ResourceMeta, revision: Revision, data: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def fetch(self, resource_id: str) -> Stored | None: ...
+
+    @abstractmethod
+    def fetch_revision(self, resource_id: str, revision_id: str) -> Revision | None: ...
+
+    @abstractmethod
+    def locked(self, resource_id: str) -> AbstractContextManager[WriteSession | None]: ...
+
+    @abstractmethod
+    def select(self, params: ListQueryParams, is_deleted: bool | None) -> tuple[list[Stored], int]:
+        """One page of resources matching the params, and the total count of matches."""
+
+    @abstractmethod
+    def count(self, is_deleted: bool | None = False) -> int: ...
+
+    @abstractmethod
+    def revisions(self, resource_id: str, offset: int, limit: int) -> tuple[list[Revision], int]:
+        """Revisions of one resource, newest first, and how many there are."""
+
+    @abstractmethod
+    def export(self) -> Iterator[tuple[Stored, list[Revision]]]:
+        """Every resource with all its revisions (oldest first), for dump and schema migration."""
+
+    @abstractmethod
+    def replace(self, stored: Stored, revisions: list[Revision]) -> None:
+        """Write a resource and its whole history as given, replacing any existing one (load, migrate)."""
+
+    def exists(self, resource_id: str) -> bool:
+        return self.fetch(resource_id) is not None
+
+
+def _in_range(value: datetime, bounds: tuple[datetime | None, datetime | None] | None) -> bool:
+    if bounds is None:
+        return True
+    start, end = bounds
+    return (start is None or value >= start) and (end is None or value <= end)
+
+
+def filter_sort_page(
+    candidates: Iterable[Stored], params: ListQueryParams, is_deleted: bool | None
+) -> tuple[list[Stored], int]:
+    """The same semantics DjangoStorage runs in SQL, for backends without a query engine."""
+    matches = [
+        item
+        for item in candidates
+        if (is_deleted is None or item.meta.is_deleted == is_deleted)
+        and (not params.created_by_filter or item.meta.created_by in params.created_by_filter)
+        and (not params.updated_by_filter or item.meta.updated_by in params.updated_by_filter)
+        and _in_range(item.meta.created_time, params.created_time_range)
+        and _in_range(item.meta.updated_time, params.updated_time_range)
+    ]
+    key_field = params.sort_by or "created_time"
+    reverse = params.sort_order == SortOrder.DESC
+
+    def key(item: Stored) -> tuple[bool, Any, str]:
+        value = getattr(item.meta, key_field)
+        # None sorts last ascending and first descending, as PostgreSQL does by default.
+        return (value is None, value if value is not None else "", item.meta.resource_id)
+
+    matches.sort(key=key, reverse=reverse)
+    return matches[params.offset : params.offset + params.page_size], len(matches)

@@ -1,0 +1,194 @@
+"""Storage on the project database: crudgen's resources and revisions tables, queried in SQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import BooleanField, F, OrderBy, QuerySet, Value
+
+from crudgen.errors import DuplicateResource
+from crudgen.metadata import ResourceMeta, Revision
+from crudgen.models import StoredResource, StoredRevision
+from crudgen.storage.base import Storage, Stored
+from crudgen.types import ListQueryParams, SortOrder
+
+_META_COLUMNS = (
+    "resource_id",
+    "current_revision_id",
+    "is_deleted",
+    "created_time",
+    "updated_time",
+    "created_by",
+    "updated_by",
+    "revision_count",
+    "schema_version",
+)
+_NULLABLE_SORTS = {"created_by", "updated_by"}
+
+
+def _flag(value: bool) -> Value:
+    """A boolean compared with `=`: Django writes `NOT is_deleted` for a plain False, and SQLite
+    cannot use an index column behind NOT, so every list would sort the whole namespace."""
+    return Value(value, output_field=BooleanField())
+
+
+def _stored(row: StoredResource) -> Stored:
+    return Stored(ResourceMeta(**{name: getattr(row, name) for name in _META_COLUMNS}), row.data)
+
+
+def _revision(row: StoredRevision, resource_id: str) -> Revision:
+    return Revision(
+        resource_id=resource_id,
+        revision_id=row.revision_id,
+        parent_revision_id=row.parent_revision_id,
+        number=row.number,
+        data=row.data,
+        created_time=row.created_time,
+        created_by=row.created_by,
+        schema_version=row.schema_version,
+    )
+
+
+def _revision_row(revision: Revision, resource: StoredResource) -> StoredRevision:
+    return StoredRevision(
+        resource=resource,
+        revision_id=revision.revision_id,
+        parent_revision_id=revision.parent_revision_id,
+        number=revision.number,
+        data=revision.data,
+        schema_version=revision.schema_version,
+        created_time=revision.created_time,
+        created_by=revision.created_by,
+    )
+
+
+@dataclass
+class _RowSession:
+    row: StoredResource
+    current: Stored
+
+    def revision(self, revision_id: str) -> Revision | None:
+        found = StoredRevision.objects.filter(resource=self.row, revision_id=revision_id).first()
+        return _revision(found, self.row.resource_id) if found else None
+
+    def save(self, meta: ResourceMeta, data: dict[str, Any], new_revision: Revision | None = None) -> None:
+        for name in _META_COLUMNS:
+            setattr(self.row, name, getattr(meta, name))
+        self.row.data = data
+        self.row.save(update_fields=[*_META_COLUMNS[1:], "data"])
+        if new_revision is not None:
+            _revision_row(new_revision, self.row).save(force_insert=True)
+
+
+class DjangoStorage(Storage):
+    """Resources of every model share two tables, told apart by `namespace` (the resource name)."""
+
+    def __init__(self, namespace: str | None = None, using: str = "default") -> None:
+        self.namespace = namespace
+        self.using = using
+
+    def _resources(self) -> QuerySet[StoredResource]:
+        if self.namespace is None:
+            raise RuntimeError("DjangoStorage needs a namespace; register it with a CRUD first")
+        return StoredResource.objects.using(self.using).filter(namespace=self.namespace)
+
+    def insert(self, meta: ResourceMeta, revision: Revision, data: dict[str, Any]) -> None:
+        try:
+            with transaction.atomic(using=self.using):
+                row = StoredResource(
+                    namespace=self.namespace, data=data, **{n: getattr(meta, n) for n in _META_COLUMNS}
+                )
+                row.save(force_insert=True, using=self.using)
+                _revision_row(revision, row).save(force_insert=True, using=self.using)
+        except IntegrityError as exc:
+            raise DuplicateResource(f"resource {meta.resource_id} already exists") from exc
+
+    def fetch(self, resource_id: str) -> Stored | None:
+        row = self._resources().filter(resource_id=resource_id).first()
+        return _stored(row) if row else None
+
+    def fetch_revision(self, resource_id: str, revision_id: str) -> Revision | None:
+        row = (
+            StoredRevision.objects.using(self.using)
+            .filter(resource__namespace=self.namespace, resource__resource_id=resource_id, revision_id=revision_id)
+            .first()
+        )
+        return _revision(row, resource_id) if row else None
+
+    @contextmanager
+    def locked(self, resource_id: str) -> Iterator[_RowSession | None]:
+        # The row lock is taken before the current revision is read, so a concurrent writer waits and
+        # then builds on our revision instead of both writing siblings of the same parent.
+        with transaction.atomic(using=self.using):
+            row = self._resources().select_for_update().filter(resource_id=resource_id).first()
+            yield _RowSession(row, _stored(row)) if row else None
+
+    def _filtered(self, params: ListQueryParams, is_deleted: bool | None) -> QuerySet[StoredResource]:
+        rows = self._resources()
+        if is_deleted is not None:
+            rows = rows.filter(is_deleted=_flag(is_deleted))
+        if params.created_by_filter:
+            rows = rows.filter(created_by__in=params.created_by_filter)
+        if params.updated_by_filter:
+            rows = rows.filter(updated_by__in=params.updated_by_filter)
+        for column, bounds in (
+            ("created_time", params.created_time_range),
+            ("updated_time", params.updated_time_range),
+        ):
+            start, end = bounds or (None, None)
+            if start is not None:
+                rows = rows.filter(**{f"{column}__gte": start})
+            if end is not None:
+                rows = rows.filter(**{f"{column}__lte": end})
+        return rows
+
+    @staticmethod
+    def _ordering(params: ListQueryParams) -> list[OrderBy]:
+        column = params.sort_by or "created_time"
+        descending = params.sort_order == SortOrder.DESC
+        # Explicit null placement only where nulls can occur, so time sorts stay plain index scans;
+        # it matches the in-memory backends (nulls last ascending, first descending).
+        nulls = {"nulls_first": True} if descending else {"nulls_last": True}
+        extra = nulls if column in _NULLABLE_SORTS else {}
+        primary = F(column).desc(**extra) if descending else F(column).asc(**extra)
+        tie = F("resource_id").desc() if descending else F("resource_id").asc()
+        return [primary, tie]
+
+    def select(self, params: ListQueryParams, is_deleted: bool | None) -> tuple[list[Stored], int]:
+        rows = self._filtered(params, is_deleted)
+        total = rows.count()
+        if total <= params.offset:
+            return [], total
+        page = rows.order_by(*self._ordering(params))[params.offset : params.offset + params.page_size]
+        return [_stored(row) for row in page], total
+
+    def count(self, is_deleted: bool | None = False) -> int:
+        rows = self._resources()
+        return (rows.filter(is_deleted=_flag(is_deleted)) if is_deleted is not None else rows).count()
+
+    def revisions(self, resource_id: str, offset: int, limit: int) -> tuple[list[Revision], int]:
+        rows = StoredRevision.objects.using(self.using).filter(
+            resource__namespace=self.namespace, resource__resource_id=resource_id
+        )
+        total = rows.count()
+        page = rows.order_by("-number")[offset : offset + limit] if total > offset else []
+        return [_revision(row, resource_id) for row in page], total
+
+    def export(self) -> Iterator[tuple[Stored, list[Revision]]]:
+        rows = self._resources().order_by("created_time", "resource_id").prefetch_related("revisions")
+        for row in rows.iterator(chunk_size=200):
+            history = sorted(row.revisions.all(), key=lambda r: r.number)
+            yield _stored(row), [_revision(revision, row.resource_id) for revision in history]
+
+    def replace(self, stored: Stored, revisions: list[Revision]) -> None:
+        with transaction.atomic(using=self.using):
+            self._resources().filter(resource_id=stored.meta.resource_id).delete()
+            row = StoredResource(
+                namespace=self.namespace, data=stored.data, **{n: getattr(stored.meta, n) for n in _META_COLUMNS}
+            )
+            row.save(force_insert=True, using=self.using)
+            StoredRevision.objects.using(self.using).bulk_create([_revision_row(r, row) for r in revisions])

@@ -1,0 +1,211 @@
+"""DRF views generated from resolved routes: one APIView class per path, one handler per method."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404, HttpResponseBase
+from django.urls import URLPattern, path
+from rest_framework import exceptions
+from rest_framework.parsers import JSONParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from crudgen.errors import CrudError
+from crudgen.openapi import CrudAutoSchema
+from crudgen.plugins import PluginManager, ResolvedRoute, RouteContext
+from crudgen.types import BackgroundTaskMode, Dependency, HTTPMethod, RouteConfig, RouteOptions
+
+if TYPE_CHECKING:
+    from crudgen.crud import SingleModelCRUD
+
+logger = logging.getLogger(__name__)
+
+_PLACEHOLDER = re.compile(r"{(\w+)}")
+
+_CODES_BY_CLASS: list[tuple[type[exceptions.APIException], str]] = [
+    (exceptions.ParseError, "malformed_request"),
+    (exceptions.UnsupportedMediaType, "unsupported_media_type"),
+    (exceptions.NotAuthenticated, "not_authenticated"),
+    (exceptions.AuthenticationFailed, "invalid_credentials"),
+    (exceptions.PermissionDenied, "permission_denied"),
+    (exceptions.NotFound, "not_found"),
+    (exceptions.MethodNotAllowed, "method_not_allowed"),
+    (exceptions.NotAcceptable, "not_acceptable"),
+    (exceptions.Throttled, "throttled"),
+]
+
+
+class JsonPatchParser(JSONParser):
+    media_type = "application/json-patch+json"
+
+
+class CrudResponse(Response):
+    """A response that runs its background tasks once the server has sent it (WSGI `close`)."""
+
+    def __init__(self, *args: Any, after_send: Sequence[Callable[[], Any]] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.after_send = list(after_send)
+
+    def close(self) -> None:
+        super().close()
+        for task in self.after_send:
+            try:
+                task()
+            except Exception:
+                # The client already has its answer; a failing task must not turn into a 500 now.
+                logger.exception("crudgen background task failed")
+
+
+@dataclass(frozen=True)
+class RouteBinding:
+    """A resolved route with the options that apply to it (from RouteConfig or the plugin's own)."""
+
+    crud: SingleModelCRUD
+    route: ResolvedRoute
+    options: RouteOptions
+
+    @property
+    def status_code(self) -> int:
+        return self.options.custom_status_code or self.route.config.status_code
+
+    @property
+    def dependencies(self) -> list[Dependency]:
+        return [*(self.route.config.dependencies or ()), *(self.options.custom_dependencies or ())]
+
+
+def error_response(exc: Exception) -> Response | None:
+    """crudgen's own error bodies, so its routes never depend on the host project's exception handler."""
+    if isinstance(exc, CrudError):
+        return Response(exc.body(), status=exc.status_code)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound()
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if not isinstance(exc, exceptions.APIException):
+        return None
+    code = next((name for cls, name in _CODES_BY_CLASS if isinstance(exc, cls)), "error")
+    response = Response({"error": code, "detail": str(exc.detail)}, status=exc.status_code)
+    if isinstance(exc, exceptions.MethodNotAllowed | exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+        response.status_code = exc.status_code
+    return response
+
+
+class CrudView(APIView):
+    """Base of every generated view; subclasses carry `bindings` (HTTP method to RouteBinding)."""
+
+    bindings: dict[str, RouteBinding] = {}
+    parser_classes = [JSONParser, JsonPatchParser]
+    renderer_classes = [JSONRenderer]
+    schema = CrudAutoSchema()
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+            header = self.get_authenticate_header(self.request)
+            if header:
+                exc.auth_header = header  # type: ignore[attr-defined]
+            else:
+                exc.status_code = 403
+        response = error_response(exc)
+        if response is None:
+            raise exc
+        auth_header = getattr(exc, "auth_header", None)
+        if auth_header:
+            response["WWW-Authenticate"] = auth_header
+        if isinstance(exc, exceptions.MethodNotAllowed):
+            response["Allow"] = ", ".join(self.allowed_methods)
+        response.exception = True
+        return response
+
+    def _current_user(self, binding: RouteBinding, request: Request) -> str | None:
+        getter = binding.crud.metadata_config.get_current_user
+        if getter is not None:
+            return getter()
+        user = getattr(request, "user", None)
+        if user is None or not getattr(user, "is_authenticated", False):
+            return None
+        return str(user.get_username()) if hasattr(user, "get_username") else str(user)
+
+    def _check_dependencies(self, binding: RouteBinding, request: Request) -> None:
+        for dependency in binding.dependencies:
+            if isinstance(dependency, type):
+                permission = dependency()
+                if not permission.has_permission(request, self):
+                    self.permission_denied(request, message=getattr(permission, "message", None))
+            elif dependency(request) is False:
+                raise exceptions.PermissionDenied()
+
+    def _serve(self, request: Request, **kwargs: Any) -> HttpResponseBase:
+        binding = self.bindings[request.method]
+        self._check_dependencies(binding, request)
+        ctx = RouteContext(request, binding.crud, kwargs, self._current_user(binding, request))
+        result = binding.route.config.handler(ctx)
+        if isinstance(result, HttpResponseBase):
+            return result
+        tasks = self._background_tasks(binding, result)
+        response = CrudResponse(result, status=binding.status_code, after_send=tasks)
+        if ctx.etag:
+            response["ETag"] = f'"{ctx.etag}"'
+        for name, value in ctx.headers.items():
+            response[name] = value
+        return response
+
+    @staticmethod
+    def _background_tasks(binding: RouteBinding, result: Any) -> list[Callable[[], Any]]:
+        options = binding.options
+        if options.background_task != BackgroundTaskMode.ENABLED or options.background_task_func is None:
+            return []
+        condition = options.background_task_condition
+        if condition is not None and not condition(result):
+            return []
+        func = options.background_task_func
+        return [lambda: func(result)]
+
+
+def _view_for(path_key: str, bindings: dict[str, RouteBinding]) -> type[CrudView]:
+    handlers = {method.lower(): CrudView._serve for method in bindings}
+    name = "Crud" + re.sub(r"\W+", "_", path_key).title().replace("_", "") + "View"
+    return type(name, (CrudView,), {"bindings": bindings, **handlers})
+
+
+def _options_for(route: ResolvedRoute, route_config: RouteConfig) -> RouteOptions:
+    if route.route_key is not None:
+        return route_config.options_for(route.route_key)
+    if route.config.name in {"create", "get", "update", "delete", "list", "count"}:
+        return route_config.options_for(route.config.name)
+    return route.config.options
+
+
+def django_path(template: str) -> str:
+    return _PLACEHOLDER.sub(r"<str:\1>", template)
+
+
+def crud_urlpatterns(
+    crud: SingleModelCRUD, prefix: str, route_config: RouteConfig, manager: PluginManager
+) -> list[URLPattern]:
+    """URL patterns of one model; a path none of whose methods is enabled is left out (404)."""
+    by_path: dict[str, dict[str, RouteBinding]] = {}
+    order: list[str] = []
+    for route in manager.get_route_configs(crud):
+        options = _options_for(route, route_config)
+        if not options.enabled:
+            continue
+        full = f"{prefix}{crud.resource_name}{route.config.path}"
+        if full not in by_path:
+            by_path[full] = {}
+            order.append(full)
+        by_path[full][HTTPMethod(route.config.method).value] = RouteBinding(crud, route, options)
+    # Paths without parameters first: `/<m>/count` must not be taken for a resource id.
+    order.sort(key=lambda key: "{" in key)
+    return [path(django_path(key), _view_for(key, by_path[key]).as_view(), name=_url_name(key)) for key in order]
+
+
+def _url_name(key: str) -> str:
+    return "crudgen-" + re.sub(r"[{}]", "", key).strip("/").replace("/", "-")

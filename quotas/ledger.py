@@ -1,0 +1,153 @@
+"""The liveness and disk ledgers: open, heartbeat and close sandbox rows; record disk figures.
+
+Liveness is evidence, never a counter (spec "States and transitions", rule 1): a row is live
+while it is not soft-deleted and its lease has not run out. Every update and read filters
+`is_deleted`, so a late heartbeat cannot bring a closed sandbox back (DESIGN.md §5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import QuerySet
+
+from collab import clock
+from quotas.models import SandboxActivity, WorkspaceDiskUsage
+
+
+@dataclass(frozen=True)
+class ResolvedSize:
+    """What a sandbox is charged: None = unspecified (the backend decides), 0 = unlimited."""
+
+    cpu_cores: float | None
+    memory_bytes: int | None
+    pids_max: int | None
+
+
+@dataclass(frozen=True)
+class DiskMeasurement:
+    item_id: str
+    app_slug: str
+    owner: str
+    bytes: int
+
+
+def live_rows(*, at: datetime | None = None) -> QuerySet[SandboxActivity]:
+    """Rows whose evidence is current at `at` (now by default)."""
+    return SandboxActivity.current.filter(lease_expires_at__gt=at or clock.now())
+
+
+def live_rows_of_owner(owner: str, *, at: datetime | None = None) -> QuerySet[SandboxActivity]:
+    return live_rows(at=at).filter(owner=owner)
+
+
+def live_row_of_item(item_id: str | int) -> SandboxActivity | None:
+    return live_rows().filter(item_id=str(item_id)).order_by("-opened_at", "-id").first()
+
+
+def open_rows_of_item(item_id: str | int) -> QuerySet[SandboxActivity]:
+    """Not closed yet, live or not: what must be shut down before a replacement opens."""
+    return SandboxActivity.current.filter(item_id=str(item_id))
+
+
+def activity_open(
+    *, item_id: str | int, app_slug: str, owner: str, backend: str, size: ResolvedSize, lease: timedelta
+) -> SandboxActivity:
+    """Records a sandbox that is about to open; it counts from this moment on.
+
+    Callers run this inside their admission transaction so the check and the new row are one
+    step (DESIGN.md §8).
+    """
+    moment = clock.now()
+    return SandboxActivity.objects.create(
+        item_id=str(item_id),
+        app_slug=app_slug,
+        owner=owner,
+        backend=backend,
+        cpu_cores=size.cpu_cores,
+        memory_bytes=size.memory_bytes,
+        pids_max=size.pids_max,
+        opened_at=moment,
+        last_seen_at=moment,
+        last_used_at=moment,
+        lease_expires_at=moment + lease,
+    )
+
+
+def activity_attach(*, activity_id: int, backend_sandbox_id: str, size: ResolvedSize) -> bool:
+    """Stores the backend's id and the size it actually enforces; False if already closed."""
+    updated = SandboxActivity.current.filter(pk=activity_id).update(
+        backend_sandbox_id=backend_sandbox_id,
+        cpu_cores=size.cpu_cores,
+        memory_bytes=size.memory_bytes,
+        pids_max=size.pids_max,
+    )
+    return updated == 1
+
+
+def heartbeat(*, activity_id: int, lease: timedelta, used: bool = False) -> bool:
+    """Fresh evidence (a probe, or exec activity when `used`); False if the row was closed.
+
+    The soft delete wins: the UPDATE only matches rows still open, so a heartbeat that arrives
+    after a close or reclaim changes nothing.
+    """
+    moment = clock.now()
+    changes: dict[str, datetime] = {"last_seen_at": moment, "lease_expires_at": moment + lease}
+    if used:
+        changes["last_used_at"] = moment
+    return SandboxActivity.current.filter(pk=activity_id).update(**changes) == 1
+
+
+def activity_close(*, activity_id: int, reason: str) -> bool:
+    """Soft-deletes the row (reclaim is forgetting); False if it was already closed."""
+    moment = clock.now()
+    updated = SandboxActivity.current.filter(pk=activity_id).update(
+        is_deleted=True, closed_at=moment, close_reason=reason
+    )
+    return updated == 1
+
+
+def idle_rows(*, idle_since: datetime) -> QuerySet[SandboxActivity]:
+    """Open rows not used since `idle_since`: the idle reclaim's candidates."""
+    return SandboxActivity.current.filter(last_used_at__lt=idle_since).order_by("last_used_at", "id")
+
+
+def expired_rows(*, at: datetime | None = None) -> QuerySet[SandboxActivity]:
+    """Open rows whose evidence ran out: no longer counted, still to be shut down and forgotten."""
+    return SandboxActivity.current.filter(lease_expires_at__lte=at or clock.now()).order_by("id")
+
+
+@transaction.atomic
+def record_disk_measurements(measurements: Iterable[DiskMeasurement]) -> int:
+    """The disk ledger's one entry point, fed after each mirror sweep (spec "Events" 4).
+
+    Writes every figure it is given; the per-user quota layer narrows this to owners who have a
+    disk limit (spec "Limits" 11). Returns the number of rows written.
+    """
+    moment = clock.now()
+    written = 0
+    for measurement in measurements:
+        WorkspaceDiskUsage.objects.update_or_create(
+            item_id=str(measurement.item_id),
+            defaults={
+                "app_slug": measurement.app_slug,
+                "owner": measurement.owner,
+                "bytes": measurement.bytes,
+                "measured_at": moment,
+                "is_deleted": False,
+            },
+        )
+        written += 1
+    return written
+
+
+def disk_usage_of_item(item_id: str | int) -> WorkspaceDiskUsage | None:
+    return WorkspaceDiskUsage.current.filter(item_id=str(item_id)).first()
+
+
+def disk_usage_of_items(item_ids: Iterable[str | int]) -> dict[str, WorkspaceDiskUsage]:
+    rows = WorkspaceDiskUsage.current.filter(item_id__in=[str(i) for i in item_ids])
+    return {row.item_id: row for row in rows}

@@ -1,0 +1,87 @@
+"""Ledgers the quota gates read: sandbox liveness evidence and measured workspace disk."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from collab import clock
+
+
+class OpenActivityManager(models.Manager):
+    """Rows not soft-deleted; the ledger's every query goes through this (spec rule 2)."""
+
+    def get_queryset(self) -> models.QuerySet:
+        return super().get_queryset().filter(is_deleted=False)
+
+
+class SandboxActivity(models.Model):
+    """One sandbox's life: who pays for it, its resolved size and the latest evidence it is alive.
+
+    The item is referenced by its id as a string, not a foreign key, so `quotas` never imports
+    `workspace` (DESIGN.md §2). Nothing here counts: "live" is derived at read time from
+    `is_deleted` and `lease_expires_at`, so a crashed process that never says goodbye simply
+    stops counting once its lease runs out.
+    """
+
+    class CloseReason(models.TextChoices):
+        CLOSED = "closed", "Closed by a person"
+        IDLE = "idle", "Idle reclaim"
+        EXPIRED = "expired", "Liveness expired"
+        GONE = "gone", "Backend reports it gone"
+        FAILED = "failed", "Failed to open"
+
+    item_id = models.CharField(max_length=64)
+    app_slug = models.CharField(max_length=64)
+    owner = models.CharField(max_length=150)
+    backend = models.CharField(max_length=20)
+    # Empty while the backend is still opening it; the row already counts so that a
+    # concurrent open of the same owner sees it.
+    backend_sandbox_id = models.CharField(max_length=100, blank=True, default="")
+    # Resolved sizes: None = unspecified (the backend's default applies), 0 = explicitly unlimited.
+    cpu_cores = models.FloatField(null=True, blank=True)
+    memory_bytes = models.BigIntegerField(null=True, blank=True)
+    pids_max = models.IntegerField(null=True, blank=True)
+    opened_at = models.DateTimeField(default=clock.now)
+    last_seen_at = models.DateTimeField(default=clock.now)
+    last_used_at = models.DateTimeField(default=clock.now)
+    lease_expires_at = models.DateTimeField()
+    is_deleted = models.BooleanField(default=False)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    close_reason = models.CharField(max_length=20, choices=CloseReason.choices, blank=True, default="")
+
+    objects = models.Manager()
+    current = OpenActivityManager()
+
+    class Meta:
+        verbose_name_plural = "sandbox activities"
+        indexes = [
+            # "Live rows of an owner": the admission gate's one query.
+            models.Index(fields=["owner", "is_deleted", "lease_expires_at"], name="sbx_owner_live_idx"),
+            # "The live sandbox of an item": every exec.
+            models.Index(fields=["item_id", "is_deleted", "lease_expires_at"], name="sbx_item_live_idx"),
+            # Idle reclaim scans open rows by last use.
+            models.Index(fields=["is_deleted", "last_used_at"], name="sbx_idle_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"sandbox {self.backend}:{self.backend_sandbox_id or '?'} of item {self.item_id} ({self.owner})"
+
+
+class WorkspaceDiskUsage(models.Model):
+    """The last measured size of one item's workspace, fed by the mirror sweep."""
+
+    item_id = models.CharField(max_length=64, unique=True)
+    app_slug = models.CharField(max_length=64)
+    owner = models.CharField(max_length=150, db_index=True)
+    bytes = models.BigIntegerField(default=0)
+    measured_at = models.DateTimeField(default=clock.now)
+    is_deleted = models.BooleanField(default=False)
+
+    objects = models.Manager()
+    current = OpenActivityManager()
+
+    class Meta:
+        verbose_name_plural = "workspace disk usage"
+
+    def __str__(self) -> str:
+        return f"item {self.item_id} ({self.owner}): {self.bytes} bytes"

@@ -1,0 +1,88 @@
+"""Fixtures for crudgen: a movable clock, a storage per backend, and URL mounting for HTTP tests."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from rest_framework.test import APIClient
+
+from crudgen import CRUDSystem, DiskStorage, DjangoStorage, MemoryStorage, MetadataConfig, RouteConfig
+from crudgen.storage.base import Storage
+
+
+@dataclass
+class Clock:
+    current: datetime = field(default_factory=lambda: datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
+
+    def now(self) -> datetime:
+        return self.current
+
+    def advance(self, **delta: float) -> datetime:
+        self.current += timedelta(**delta)
+        return self.current
+
+
+@dataclass
+class Workflow:
+    name: str
+    steps: list[str]
+    description: str = ""
+    every_seconds: int | None = None
+    enabled: bool = True
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture(params=["memory", "disk", "django"])
+def storage_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[str], Storage]:
+    """Each backend in turn; the same contract tests run over all three."""
+    if request.param == "memory":
+        return lambda name: MemoryStorage(name)
+    if request.param == "disk":
+        return lambda name: DiskStorage(tmp_path / name)
+    request.getfixturevalue("db")
+    return DjangoStorage
+
+
+@pytest.fixture
+def system(storage_factory: Callable[[str], Storage], clock: Clock) -> CRUDSystem:
+    crud_system = CRUDSystem(
+        storage_factory=storage_factory,
+        metadata_config=MetadataConfig.with_full_tracking(get_current_time=clock.now),
+        use_plural=False,
+    )
+    crud_system.register_model(Workflow)
+    return crud_system
+
+
+@pytest.fixture
+def mount(settings: pytest.FixtureRequest) -> Callable[..., None]:
+    """Mount URL patterns as the root URLconf for this test only."""
+
+    def apply(patterns: list) -> None:
+        module = types.ModuleType("crudgen_test_urls")
+        module.urlpatterns = patterns  # type: ignore[attr-defined]
+        settings.ROOT_URLCONF = module
+
+    return apply
+
+
+@pytest.fixture
+def api(system: CRUDSystem, mount: Callable[..., None]) -> APIClient:
+    mount(system.create_router("/api", RouteConfig()))
+    return APIClient()
+
+
+@pytest.fixture
+def created(api: APIClient) -> dict:
+    response = api.post("/api/workflow", {"name": "build", "steps": ["make"]}, format="json")
+    assert response.status_code == 201
+    return response.json()

@@ -1,0 +1,197 @@
+"""Dump/load across backends, duplicate policies, management commands, and schema migration."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import override_settings
+
+from crudgen import CRUDSystem, DiskStorage, DjangoStorage, DuplicateResource, MemoryStorage, MetadataConfig
+from tests.crudgen.conftest import Clock, Workflow
+
+pytestmark = pytest.mark.django_db
+
+
+def _system(factory: Any, clock: Clock) -> CRUDSystem:
+    crud_system = CRUDSystem(
+        storage_factory=factory,
+        metadata_config=MetadataConfig.with_full_tracking(get_current_time=clock.now),
+        use_plural=False,
+    )
+    crud_system.register_model(Workflow)
+    return crud_system
+
+
+def _populate(crud_system: CRUDSystem, clock: Clock) -> str:
+    crud = crud_system.get_crud(Workflow)
+    rid = crud.create({"name": "w", "steps": ["a"]}, user="alice")["resource_id"]
+    clock.advance(seconds=1.5)
+    crud.patch(rid, [{"op": "add", "path": "/steps/-", "value": "b"}], user="bob")
+    crud.delete(rid, user="carol")
+    crud.create({"name": "second", "steps": []}, user="dave")
+    return rid
+
+
+def _snapshot(crud_system: CRUDSystem) -> list:
+    crud = crud_system.get_crud(Workflow)
+    return [(stored.meta, stored.data, revisions) for stored, revisions in crud.storage.export()]
+
+
+def test_round_trip_from_memory_into_django_storage_is_lossless(clock: Clock) -> None:
+    source = _system(MemoryStorage, clock)
+    _populate(source, clock)
+    stream = io.StringIO()
+    assert source.dump(stream) == 2
+    target = _system(DjangoStorage, clock)
+    report = target.load(io.StringIO(stream.getvalue()))
+    assert report.loaded == 2
+    assert _snapshot(target) == _snapshot(source)
+
+
+def test_round_trip_from_django_into_disk_storage_through_a_binary_stream(clock: Clock, tmp_path: Path) -> None:
+    source = _system(DjangoStorage, clock)
+    _populate(source, clock)
+    stream = io.BytesIO()
+    source.dump(stream)
+    target = _system(lambda name: DiskStorage(tmp_path / name, serializer="msgpack"), clock)
+    target.load(io.BytesIO(stream.getvalue()))
+    assert _snapshot(target) == _snapshot(source)
+
+
+def test_load_overwrite_replaces_an_existing_resource(clock: Clock) -> None:
+    source = _system(MemoryStorage, clock)
+    rid = _populate(source, clock)
+    dumped = io.StringIO()
+    source.dump(dumped)
+    source.get_crud(Workflow).restore(rid)
+    report = source.load(io.StringIO(dumped.getvalue()), on_duplicate="overwrite")
+    assert report.overwritten == 2
+    assert source.get_crud(Workflow).read(rid).meta.is_deleted is True
+
+
+def test_load_skip_keeps_existing_resources(clock: Clock) -> None:
+    source = _system(MemoryStorage, clock)
+    rid = _populate(source, clock)
+    dumped = io.StringIO()
+    source.dump(dumped)
+    source.get_crud(Workflow).restore(rid)
+    report = source.load(io.StringIO(dumped.getvalue()), on_duplicate="skip")
+    assert report.skipped == 2
+    assert source.get_crud(Workflow).read(rid).meta.is_deleted is False
+
+
+def test_load_error_refuses_a_duplicate(clock: Clock) -> None:
+    source = _system(MemoryStorage, clock)
+    _populate(source, clock)
+    dumped = io.StringIO()
+    source.dump(dumped)
+    with pytest.raises(DuplicateResource):
+        source.load(io.StringIO(dumped.getvalue()), on_duplicate="error")
+
+
+def test_load_refuses_a_stream_without_the_dump_header(clock: Clock) -> None:
+    with pytest.raises(ValueError, match="not a crudgen dump"):
+        _system(MemoryStorage, clock).load(io.StringIO('{"x": 1}\n'))
+
+
+command_system = CRUDSystem(storage_factory=DjangoStorage, use_plural=False)
+command_system.register_model(Workflow)
+
+
+def test_dump_and_load_commands_round_trip_through_a_file(tmp_path: Path) -> None:
+    crud = command_system.get_crud(Workflow)
+    rid = crud.create({"name": "cmd", "steps": []}, user="alice")["resource_id"]
+    target = tmp_path / "dump.jsonl"
+    call_command("crudgen_dump", "--system", f"{__name__}.command_system", "--output", str(target))
+    crud.delete(rid)
+    out = io.StringIO()
+    call_command("crudgen_load", str(target), "--system", f"{__name__}.command_system", stdout=out)
+    assert "loaded 1" in out.getvalue()
+    assert crud.read(rid).meta.is_deleted is False
+
+
+def test_load_command_with_error_policy_fails_cleanly(tmp_path: Path) -> None:
+    command_system.get_crud(Workflow).create({"name": "cmd", "steps": []})
+    target = tmp_path / "dump.jsonl"
+    call_command("crudgen_dump", "--system", f"{__name__}.command_system", "--output", str(target))
+    with pytest.raises(CommandError, match="already exists"):
+        call_command("crudgen_load", str(target), "--system", f"{__name__}.command_system", "--on-duplicate", "error")
+
+
+@override_settings(CRUDGEN_SYSTEMS=[])
+def test_commands_need_a_system() -> None:
+    with pytest.raises(CommandError, match="CRUDGEN_SYSTEMS"):
+        call_command("crudgen_migrate")
+
+
+@dataclass
+class WorkflowV2:
+    name: str
+    commands: list[str]
+    description: str = ""
+    every_seconds: int | None = None
+    enabled: bool = True
+
+
+class StepsRenamed:
+    """v2 renamed `steps` to `commands`."""
+
+    schema_version = "2"
+
+    def migrate(self, data_stream: io.BytesIO, old_schema_version: str | None) -> dict[str, Any]:
+        data = msgspec.json.decode(data_stream.read())
+        data["commands"] = data.pop("steps")
+        return data
+
+
+def _migrated_system(storage: Any) -> CRUDSystem:
+    crud_system = CRUDSystem(use_plural=False)
+    crud_system.register_model(WorkflowV2, resource_name="workflow", storage=storage, migration=StepsRenamed())
+    return crud_system
+
+
+def test_old_revisions_are_read_in_the_new_shape(clock: Clock) -> None:
+    storage = MemoryStorage()
+    old = CRUDSystem(use_plural=False)
+    old.register_model(Workflow, storage=storage)
+    rid = old.get_crud(Workflow).create({"name": "w", "steps": ["a"]})["resource_id"]
+    crud = _migrated_system(storage).get_crud(WorkflowV2)
+    assert crud.get_data(rid)["commands"] == ["a"]
+    assert storage.fetch(rid).data["steps"] == ["a"]
+
+
+def test_a_write_on_migrated_data_stores_the_new_schema_version() -> None:
+    storage = MemoryStorage()
+    old = CRUDSystem(use_plural=False)
+    old.register_model(Workflow, storage=storage)
+    rid = old.get_crud(Workflow).create({"name": "w", "steps": ["a"]})["resource_id"]
+    crud = _migrated_system(storage).get_crud(WorkflowV2)
+    crud.patch(rid, [{"op": "add", "path": "/commands/-", "value": "b"}])
+    assert storage.fetch(rid).meta.schema_version == "2"
+    assert storage.fetch(rid).data["commands"] == ["a", "b"]
+
+
+migrate_storage_system = CRUDSystem(storage_factory=DjangoStorage, use_plural=False)
+migrate_storage_system.register_model(Workflow)
+migrated_command_system = CRUDSystem(storage_factory=DjangoStorage, use_plural=False)
+migrated_command_system.register_model(WorkflowV2, resource_name="workflow", migration=StepsRenamed())
+
+
+def test_migrate_command_rewrites_every_stored_revision() -> None:
+    rid = migrate_storage_system.get_crud(Workflow).create({"name": "w", "steps": ["a"]})["resource_id"]
+    migrate_storage_system.get_crud(Workflow).patch(rid, [{"op": "add", "path": "/steps/-", "value": "b"}])
+    out = io.StringIO()
+    call_command("crudgen_migrate", "--system", f"{__name__}.migrated_command_system", stdout=out)
+    storage = migrated_command_system.get_crud(WorkflowV2).storage
+    (stored, revisions), *_ = list(storage.export())
+    assert "workflow: 1 resources migrated" in out.getvalue()
+    assert stored.data["commands"] == ["a", "b"]
+    assert [revision.data["commands"] for revision in revisions] == [["a"], ["a", "b"]]
+    assert {revision.schema_version for revision in revisions} == {"2"}

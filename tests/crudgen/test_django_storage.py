@@ -1,0 +1,180 @@
+"""DjangoStorage: SQL lists with flat query counts, transactions, and no lost update under concurrency."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+from django.db import connection, connections
+from rest_framework.test import APIClient
+
+from crudgen import CRUDSystem, DjangoStorage, ListQueryParams, MetadataConfig
+from crudgen.models import StoredResource, StoredRevision
+from tests.crudgen.conftest import Clock, Workflow
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def django_system(clock: Clock) -> CRUDSystem:
+    crud_system = CRUDSystem(
+        storage_factory=DjangoStorage,
+        metadata_config=MetadataConfig.with_full_tracking(get_current_time=clock.now),
+        use_plural=False,
+    )
+    crud_system.register_model(Workflow)
+    return crud_system
+
+
+@pytest.fixture
+def django_api(django_system: CRUDSystem, mount: Callable[..., None]) -> APIClient:
+    mount(django_system.create_router("/api"))
+    return APIClient()
+
+
+def test_list_page_costs_two_queries_whatever_the_collection_size(
+    django_system: CRUDSystem, django_api: APIClient, django_assert_max_num_queries
+) -> None:
+    crud = django_system.get_crud(Workflow)
+    for index in range(60):
+        crud.create({"name": f"w{index}", "steps": []}, user="alice")
+    with django_assert_max_num_queries(2):
+        response = django_api.get("/api/workflow/full?page=2&page_size=20")
+    assert len(response.json()["items"]) == 20
+
+
+def test_read_after_many_revisions_is_one_query(
+    django_system: CRUDSystem, django_api: APIClient, django_assert_max_num_queries
+) -> None:
+    crud = django_system.get_crud(Workflow)
+    rid = crud.create({"name": "w", "steps": []}, user="alice")["resource_id"]
+    for index in range(30):
+        crud.patch(rid, [{"op": "add", "path": "/steps/-", "value": str(index)}])
+    with django_assert_max_num_queries(1):
+        response = django_api.get(f"/api/workflow/{rid}/data")
+    assert len(response.json()["steps"]) == 30
+
+
+def test_patch_locks_reads_and_writes_in_a_bounded_number_of_queries(
+    django_system: CRUDSystem, django_api: APIClient, django_assert_max_num_queries
+) -> None:
+    rid = django_system.get_crud(Workflow).create({"name": "w", "steps": []}, user="alice")["resource_id"]
+    with django_assert_max_num_queries(5):
+        response = django_api.patch(
+            f"/api/workflow/{rid}", [{"op": "replace", "path": "/name", "value": "x"}], format="json"
+        )
+    assert response.status_code == 200
+
+
+def test_count_runs_in_sql(django_system: CRUDSystem, django_assert_max_num_queries) -> None:
+    crud = django_system.get_crud(Workflow)
+    for index in range(5):
+        crud.create({"name": f"w{index}", "steps": []})
+    with django_assert_max_num_queries(1):
+        assert crud.count() == 5
+
+
+def test_create_writes_one_resource_row_and_one_revision_row(django_system: CRUDSystem) -> None:
+    django_system.get_crud(Workflow).create({"name": "w", "steps": ["a"]}, user="alice")
+    assert StoredResource.objects.filter(namespace="workflow").count() == 1
+    assert StoredRevision.objects.get().data == {
+        "name": "w",
+        "steps": ["a"],
+        "description": "",
+        "every_seconds": None,
+        "enabled": True,
+    }
+
+
+def test_a_failed_write_rolls_back_the_whole_transaction(django_system: CRUDSystem) -> None:
+    crud = django_system.get_crud(Workflow)
+    rid = crud.create({"name": "w", "steps": []})["resource_id"]
+    original = StoredResource.objects.get().updated_time
+    with pytest.raises(Exception, match="unknown field"):
+        crud.patch(rid, [{"op": "add", "path": "/bogus", "value": 1}])
+    assert StoredRevision.objects.count() == 1
+    assert StoredResource.objects.get().updated_time == original
+
+
+def test_every_list_filter_and_sort_has_an_index_ending_in_the_tie_break() -> None:
+    indexed = {tuple(index.fields) for index in StoredResource._meta.indexes}
+    for column in ("created_time", "updated_time", "created_by", "updated_by"):
+        assert ("namespace", "is_deleted", column, "resource_id") in indexed
+    assert ("namespace", "is_deleted", "resource_id") in indexed
+
+
+@pytest.mark.django_db
+def test_a_list_page_is_an_index_walk_without_sorting_the_namespace() -> None:
+    storage = DjangoStorage(namespace="plan")
+    page = storage._filtered(ListQueryParams(), is_deleted=False).order_by(*storage._ordering(ListQueryParams()))[:20]
+    sql, params = page.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {'QUERY PLAN ' if connection.vendor == 'sqlite' else ''}{sql}", params)
+        plan = " ".join(str(row) for row in cursor.fetchall())
+
+    assert "TEMP B-TREE" not in plan.upper()
+    assert "Sort " not in plan
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_racing_patches_on_postgres_never_lose_an_update() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL row locks")
+    crud_system = CRUDSystem(storage_factory=DjangoStorage, use_plural=False)
+    crud = crud_system.register_model(Workflow)
+    rid = crud.create({"name": "race", "steps": []})["resource_id"]
+    writers = 8
+    barrier = threading.Barrier(writers)
+    outcomes: list[str] = []
+
+    def append(index: int) -> None:
+        try:
+            barrier.wait()
+            crud.patch(rid, [{"op": "add", "path": "/steps/-", "value": f"s{index}"}])
+            outcomes.append("ok")
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=append, args=(index,)) for index in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    steps = crud.get_data(rid)["steps"]
+    assert outcomes == ["ok"] * writers
+    assert sorted(steps) == sorted(f"s{index}" for index in range(writers))
+    assert crud.list_revisions(rid).total == writers + 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_racing_patches_with_the_same_if_match_on_postgres_let_exactly_one_win() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL row locks")
+    crud = CRUDSystem(storage_factory=DjangoStorage, use_plural=False).register_model(Workflow)
+    meta = crud.create({"name": "race", "steps": []})
+    barrier = threading.Barrier(2)
+    results: list[str] = []
+
+    def write(value: str) -> None:
+        try:
+            barrier.wait()
+            crud.patch(
+                meta["resource_id"],
+                [{"op": "replace", "path": "/name", "value": value}],
+                if_match=f'"{meta["current_revision_id"]}"',
+            )
+            results.append("ok")
+        except Exception as exc:
+            results.append(type(exc).__name__)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=write, args=(value,)) for value in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == ["RevisionConflict", "ok"]

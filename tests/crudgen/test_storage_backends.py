@@ -1,0 +1,46 @@
+"""Serializers and the file layout of DiskStorage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crudgen import DiskStorage, MemoryStorage, SingleModelCRUD, get_serializer
+from tests.crudgen.conftest import Workflow
+
+
+@pytest.mark.parametrize("name", ["json", "pickle", "msgpack"])
+def test_each_serializer_round_trips_a_record(name: str) -> None:
+    serializer = get_serializer(name)
+    record = {"a": [1, 2.5, None, True], "b": {"c": "ü"}}
+    assert serializer.loads(serializer.dumps(record)) == record
+
+
+def test_an_unknown_serializer_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown serializer"):
+        get_serializer("yaml")
+
+
+@pytest.mark.parametrize("name", ["json", "pickle", "msgpack"])
+def test_disk_storage_writes_one_file_per_resource_and_revision(tmp_path: Path, name: str) -> None:
+    crud = SingleModelCRUD(Workflow, DiskStorage(tmp_path, serializer=name), "workflow")
+    rid = crud.create({"name": "w", "steps": []})["resource_id"]
+    crud.patch(rid, [{"op": "add", "path": "/steps/-", "value": "x"}])
+    assert len(list((tmp_path / "resources").glob(f"*.{name}"))) == 1
+    assert len(list((tmp_path / "revisions").rglob(f"*.{name}"))) == 2
+    assert not list(tmp_path.rglob(".tmp-*"))
+
+
+def test_disk_storage_reopened_on_the_same_directory_sees_the_data(tmp_path: Path) -> None:
+    rid = SingleModelCRUD(Workflow, DiskStorage(tmp_path), "workflow").create({"name": "w", "steps": []})["resource_id"]
+    reopened = SingleModelCRUD(Workflow, DiskStorage(tmp_path), "workflow")
+    assert reopened.get_data(rid)["name"] == "w"
+
+
+@pytest.mark.parametrize("name", ["json", "pickle", "msgpack"])
+def test_memory_storage_returns_copies_not_references(name: str) -> None:
+    crud = SingleModelCRUD(Workflow, MemoryStorage(serializer=name), "workflow")
+    rid = crud.create({"name": "w", "steps": []})["resource_id"]
+    crud.get_data(rid)["steps"].append("mutated")
+    assert crud.get_data(rid)["steps"] == []

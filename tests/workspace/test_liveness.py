@@ -1,0 +1,138 @@
+"""The liveness ledger: evidence and leases, idle reclaim, probes, and no revival after a close."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from quotas import ledger
+from quotas.models import SandboxActivity
+from tests.workspace.conftest import item_url
+from workspace.sandboxes import lifecycle
+from workspace.sandboxes.registry import backend_named
+
+pytestmark = pytest.mark.django_db
+LEASE = timedelta(seconds=90)
+
+
+def _open(api, item) -> SandboxActivity:
+    api.post(item_url(item, "/exec"), {"command": "true"}, format="json")
+    return SandboxActivity.objects.get(item_id=str(item.pk), is_deleted=False)
+
+
+def test_a_sandbox_is_live_until_its_evidence_is_older_than_the_lease(alice_api, make_item, clock):
+    item = make_item()
+    _open(alice_api, item)
+    clock.advance(seconds=89)
+    assert ledger.live_rows_of_owner("alice").count() == 1
+    clock.advance(seconds=2)
+    assert ledger.live_rows_of_owner("alice").count() == 0
+
+
+def test_exec_activity_is_fresh_evidence(alice_api, make_item, clock):
+    item = make_item()
+    _open(alice_api, item)
+    clock.advance(seconds=60)
+    alice_api.post(item_url(item, "/exec"), {"command": "true"}, format="json")
+    clock.advance(seconds=60)
+    assert ledger.live_row_of_item(item.pk) is not None
+
+
+def test_a_late_heartbeat_never_revives_a_closed_sandbox(alice_api, make_item, clock):
+    item = make_item()
+    row = _open(alice_api, item)
+    alice_api.delete(item_url(item, "/sandbox"))
+    assert ledger.heartbeat(activity_id=row.pk, lease=LEASE, used=True) is False
+    assert ledger.live_rows_of_owner("alice").count() == 0
+    row.refresh_from_db()
+    assert row.is_deleted
+
+
+def test_closing_is_a_soft_delete_that_frees_without_a_decrement(alice_api, make_item):
+    item = make_item()
+    _open(alice_api, item)
+    alice_api.delete(item_url(item, "/sandbox"))
+    assert SandboxActivity.objects.count() == 1  # the history stays
+    assert SandboxActivity.current.count() == 0
+
+
+def test_closing_truly_stops_the_sandbox(alice_api, make_item):
+    item = make_item()
+    row = _open(alice_api, item)
+    backend = backend_named("local")
+    assert backend.probe(row.backend_sandbox_id)
+    alice_api.delete(item_url(item, "/sandbox"))
+    assert not backend.probe(row.backend_sandbox_id)
+
+
+def test_a_probe_refreshes_the_evidence_of_a_sandbox_that_is_alive(alice_api, make_item, clock):
+    item = make_item()
+    _open(alice_api, item)
+    clock.advance(seconds=80)
+    assert lifecycle.sandboxes_probe().refreshed == 1
+    clock.advance(seconds=80)
+    assert ledger.live_row_of_item(item.pk) is not None
+
+
+def test_a_probe_forgets_a_sandbox_the_backend_lost(alice_api, make_item):
+    item = make_item()
+    row = _open(alice_api, item)
+    backend_named("local").close(row.backend_sandbox_id)
+    assert lifecycle.sandboxes_probe().closed == 1
+    row.refresh_from_db()
+    assert (row.is_deleted, row.close_reason) == (True, "gone")
+
+
+def test_exec_after_the_backend_lost_the_sandbox_opens_a_new_one(alice_api, make_item):
+    item = make_item()
+    row = _open(alice_api, item)
+    backend_named("local").close(row.backend_sandbox_id)
+    body = alice_api.post(item_url(item, "/exec"), {"command": "echo ok"}, format="json").json()
+    assert body["stdout"] == "ok\n"
+    assert body["sandbox_id"] != row.backend_sandbox_id
+
+
+def test_idle_reclaim_closes_sandboxes_unused_for_the_idle_period(alice_api, make_item, clock):
+    idle, busy = make_item(title="idle"), make_item(title="busy")
+    idle_row = _open(alice_api, idle)
+    _open(alice_api, busy)
+    clock.advance(minutes=20)
+    lifecycle.sandboxes_probe()  # probes keep both alive but are not use
+    alice_api.post(item_url(busy, "/exec"), {"command": "true"}, format="json")
+    clock.advance(minutes=11)
+    lifecycle.sandboxes_probe()
+    assert lifecycle.sandboxes_reclaim().closed == 1
+    idle_row.refresh_from_db()
+    assert (idle_row.is_deleted, idle_row.close_reason) == (True, "idle")
+    assert not backend_named("local").probe(idle_row.backend_sandbox_id)
+    assert ledger.live_row_of_item(busy.pk) is not None
+
+
+def test_an_expired_sandbox_is_shut_down_before_a_replacement_opens(alice_api, make_item, clock):
+    item = make_item()
+    old = _open(alice_api, item)
+    clock.advance(minutes=5)
+    body = alice_api.post(item_url(item, "/exec"), {"command": "true"}, format="json").json()
+    assert body["sandbox_opened"] is True
+    old.refresh_from_db()
+    assert (old.is_deleted, old.close_reason) == (True, "expired")
+    assert not backend_named("local").probe(old.backend_sandbox_id)
+
+
+def test_the_worker_runs_probes_reclaim_and_the_sweep_once(alice_api, make_item, clock, capsys):
+    item = make_item()
+    row = _open(alice_api, item)
+    clock.advance(minutes=31)
+    call_command("worker", "--once")
+    row.refresh_from_db()
+    assert row.is_deleted
+    assert "measured 1" in capsys.readouterr().out
+
+
+def test_every_ledger_query_filters_soft_deleted_rows():
+    source = Path(ledger.__file__).read_text()
+    assert "SandboxActivity.objects.filter" not in source
+    assert "SandboxActivity.objects.exclude" not in source

@@ -1,0 +1,78 @@
+"""The service's `workflow` resource under /api/v1/: DjangoStorage, dash names, full tracking."""
+
+from __future__ import annotations
+
+import pytest
+from rest_framework.test import APIClient
+
+from crudgen import DjangoStorage
+from crudgen.models import StoredResource
+from workspace.generated import Workflow, system
+
+pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.workspace_generated.urls")]
+
+BODY = {"name": "nightly", "steps": ["make test"], "every_seconds": 3600}
+
+
+def test_workflow_is_registered_singular_on_django_storage() -> None:
+    crud = system.get_crud(Workflow)
+    assert crud.resource_name == "workflow"
+    assert isinstance(crud.storage, DjangoStorage)
+
+
+def test_creating_a_workflow_records_the_caller_as_creator(alice_api: APIClient) -> None:
+    response = alice_api.post("/api/v1/workflow", BODY, format="json")
+    assert response.status_code == 201
+    assert response.json()["created_by"] == "alice"
+    assert StoredResource.objects.get(namespace="workflow").created_by == "alice"
+
+
+def test_defaults_fill_optional_workflow_fields(alice_api: APIClient) -> None:
+    rid = alice_api.post("/api/v1/workflow", {"name": "n", "steps": []}, format="json").json()["resource_id"]
+    assert alice_api.get(f"/api/v1/workflow/{rid}/data").json() == {
+        "name": "n",
+        "steps": [],
+        "description": "",
+        "item_id": None,
+        "every_seconds": None,
+        "enabled": True,
+    }
+
+
+def test_editing_keeps_revisions_and_switching_back_rolls_back(alice_api: APIClient, bob_api: APIClient) -> None:
+    created = alice_api.post("/api/v1/workflow", BODY, format="json").json()
+    rid = created["resource_id"]
+    edit = bob_api.patch(
+        f"/api/v1/workflow/{rid}", [{"op": "add", "path": "/steps/-", "value": "deploy"}], format="json"
+    )
+    assert edit.json()["updated_by"] == "bob"
+    alice_api.post(f"/api/v1/workflow/{rid}/switch/{created['current_revision_id']}")
+    assert alice_api.get(f"/api/v1/workflow/{rid}/data").json()["steps"] == ["make test"]
+    assert alice_api.get(f"/api/v1/workflow/{rid}/revision-list").json()["total"] == 2
+
+
+def test_a_workflow_without_steps_is_refused(alice_api: APIClient) -> None:
+    response = alice_api.post("/api/v1/workflow", {"name": "n"}, format="json")
+    assert response.status_code == 422
+    assert response.json()["fields"] == {"steps": "field required"}
+    assert StoredResource.objects.count() == 0
+
+
+def test_listing_workflows_is_bounded_in_queries(alice_api: APIClient, django_assert_max_num_queries) -> None:
+    for index in range(25):
+        alice_api.post("/api/v1/workflow", {**BODY, "name": f"w{index}"}, format="json")
+    with django_assert_max_num_queries(2):
+        body = alice_api.get("/api/v1/workflow/data").json()
+    assert (body["total"], len(body["items"])) == (25, 20)
+
+
+def test_admin_shows_resources_read_only() -> None:
+    from django.contrib import admin
+
+    from crudgen.models import StoredRevision
+
+    for model in (StoredResource, StoredRevision):
+        model_admin = admin.site._registry[model]
+        assert model_admin.has_add_permission(None) is False
+        assert model_admin.has_change_permission(None) is False
+        assert model_admin.has_delete_permission(None) is False

@@ -1,0 +1,31 @@
+"""The service's own generated CRUD routes (DESIGN.md §7): workflow definitions, revisioned, under /api/v1/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collab.identity import current_user_id
+from crudgen import CRUDSystem, DjangoStorage, MetadataConfig, ResourceNameStyle
+
+
+@dataclass
+class Workflow:
+    """A workflow definition; `steps` are shell commands. Editing keeps revisions, switching back rolls back."""
+
+    name: str
+    steps: list[str]
+    description: str = ""
+    item_id: str | None = None
+    every_seconds: int | None = None
+    enabled: bool = True
+
+
+system = CRUDSystem(
+    storage_factory=DjangoStorage,
+    metadata_config=MetadataConfig.with_full_tracking(get_current_user=current_user_id),
+    use_plural=False,
+    resource_name_style=ResourceNameStyle.DASH,
+)
+workflows = system.register_model(Workflow)
+
+urlpatterns = system.create_router(prefix="")

@@ -1,0 +1,161 @@
+"""Server-rendered pages of the workspace core; they call the same services as the API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from collab.errors import ApiError
+from collab.web import identity_required
+from quotas.sizes import format_size
+from workspace import selectors, services
+from workspace.access import app_or_404, item_for_viewer
+from workspace.filestore import read_file, workspace_dir
+
+EDITABLE_BYTES = 512 * 1024
+
+
+def _viewer_item(request: HttpRequest, slug: str, item_id: int):
+    identity = request.identity
+    return item_for_viewer(slug, item_id, user_id=identity.user_id, is_staff=identity.is_staff)
+
+
+def _item_url(slug: str, item_id: int) -> str:
+    return reverse("ws-item", args=[slug, item_id])
+
+
+def errors_as_messages(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """A refused action on a page comes back as a flash message on the item page, not a JSON body."""
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, slug: str, item_id: int, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, slug, item_id, *args, **kwargs)
+        except ApiError as exc:
+            messages.error(request, str(exc.detail))
+            return HttpResponseRedirect(_item_url(slug, item_id))
+
+    return wrapper
+
+
+@identity_required
+def apps_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "workspace/apps.html", {"apps": selectors.apps()})
+
+
+@identity_required
+def items_page(request: HttpRequest, slug: str) -> HttpResponse:
+    app = app_or_404(slug)
+    identity = request.identity
+    if request.method == "POST":
+        title = request.POST.get("title", "").strip()
+        if not title:
+            messages.error(request, "An item needs a title.")
+        else:
+            try:
+                item = services.item_create(
+                    app=app, title=title[:200], owner=request.POST.get("owner", ""), user_id=identity.user_id
+                )
+            except ApiError as exc:
+                messages.error(request, str(exc.detail))
+            else:
+                messages.success(request, f"Created {item.title}.")
+                return HttpResponseRedirect(_item_url(slug, item.pk))
+    items = selectors.items_of_app(app_slug=slug, user_id=identity.user_id, is_staff=identity.is_staff)
+    return render(request, "workspace/items.html", {"app": app, "items": items})
+
+
+@identity_required
+@errors_as_messages
+def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
+    app, item = _viewer_item(request, slug, item_id)
+    if request.method == "POST":
+        services.item_update(
+            item=item,
+            user_id=request.identity.user_id,
+            is_staff=request.identity.is_staff,
+            title=request.POST.get("title") or None,
+            owner=request.POST.get("owner"),
+        )
+        messages.success(request, "Saved.")
+        return HttpResponseRedirect(_item_url(slug, item_id))
+    detail = selectors.item_detail(item)
+    context = {
+        "app": app,
+        "item": item,
+        "sandbox": detail.sandbox,
+        "disk": detail.disk,
+        "files": selectors.item_files(item),
+        "sizes": {
+            "cpu": app.resources.cpu_cores,
+            "memory": format_size(app.resources.memory_bytes),
+            "disk": format_size(app.resources.disk_bytes),
+        },
+        "sandbox_memory": format_size(detail.sandbox.memory_bytes) if detail.sandbox else "",
+    }
+    return render(request, "workspace/item.html", context)
+
+
+@identity_required
+@errors_as_messages
+def file_page(request: HttpRequest, slug: str, item_id: int, file_path: str) -> HttpResponse:
+    app, item = _viewer_item(request, slug, item_id)
+    if request.method == "POST":
+        text = request.POST.get("content", "").replace("\r\n", "\n")
+        services.file_write(item=item, path=file_path, chunks=[text.encode("utf-8")])
+        messages.success(request, f"Saved {file_path}.")
+        return HttpResponseRedirect(_item_url(slug, item_id))
+    try:
+        target = read_file(workspace_dir(item.pk), file_path)
+    except ApiError as exc:
+        if exc.error != "file_not_found":
+            raise
+        # A path that does not exist yet opens an empty editor: saving creates the file.
+        context = {"app": app, "item": item, "path": file_path, "content": "", "editable": True, "new": True}
+        return render(request, "workspace/file.html", context)
+    if request.GET.get("raw"):
+        return FileResponse(target.open("rb"), as_attachment=True, filename=target.name)
+    content, editable = "", target.stat().st_size <= EDITABLE_BYTES
+    if editable:
+        try:
+            content = target.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            editable = False
+    return render(
+        request,
+        "workspace/file.html",
+        {"app": app, "item": item, "path": file_path, "content": content, "editable": editable},
+    )
+
+
+@identity_required
+@require_POST
+@errors_as_messages
+def upload_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
+    _app, item = _viewer_item(request, slug, item_id)
+    upload = request.FILES.get("file")
+    if upload is None:
+        messages.error(request, "Choose a file to upload.")
+        return HttpResponseRedirect(_item_url(slug, item_id))
+    folder = request.POST.get("folder", "").strip().strip("/")
+    path = f"{folder}/{upload.name}" if folder else upload.name
+    services.file_write(item=item, path=path, chunks=upload.chunks())
+    messages.success(request, f"Uploaded {path}.")
+    return HttpResponseRedirect(_item_url(slug, item_id))
+
+
+@identity_required
+@require_POST
+@errors_as_messages
+def sandbox_close_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
+    _app, item = _viewer_item(request, slug, item_id)
+    closed = services.item_sandbox_close(item=item)
+    messages.success(request, "The sandbox is shut down." if closed else "There was no live sandbox.")
+    return HttpResponseRedirect(_item_url(slug, item_id))

@@ -1,0 +1,118 @@
+"""The sandbox backend protocol and the value objects that cross it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+# Exec input limits: a command is typed or generated, never a payload.
+MAX_COMMAND_BYTES = 16 * 1024
+MAX_ARGV_ITEMS = 512
+# Each of stdout and stderr is kept up to this many bytes; the rest is drained and dropped.
+OUTPUT_LIMIT_BYTES = 64 * 1024
+
+Command = str | list[str]
+
+
+class SandboxUnavailable(Exception):
+    """The backend cannot be reached or cannot open a sandbox now (503 to the caller)."""
+
+
+class SandboxGone(Exception):
+    """The backend no longer knows this sandbox (closed, reclaimed, host restarted)."""
+
+
+class CommandInvalid(ValueError):
+    """An exec command that is empty, too big or of the wrong shape."""
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Spec "Sandbox spec": None = unspecified (inherit per dimension), 0 = explicitly unlimited."""
+
+    cpu_cores: float | None = None
+    memory_bytes: int | None = None
+    pids_max: int | None = None
+
+    def inherit(self, defaults: SandboxSpec) -> SandboxSpec:
+        """Fills only the unspecified dimensions; an explicit 0 stays unlimited (never merged)."""
+        return SandboxSpec(
+            cpu_cores=self.cpu_cores if self.cpu_cores is not None else defaults.cpu_cores,
+            memory_bytes=self.memory_bytes if self.memory_bytes is not None else defaults.memory_bytes,
+            pids_max=self.pids_max if self.pids_max is not None else defaults.pids_max,
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class OpenedSandbox:
+    """A new sandbox and the size its backend actually enforces (what the ledger charges)."""
+
+    id: str
+    spec: SandboxSpec
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    timed_out: bool = False
+    duration_ms: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@runtime_checkable
+class SandboxBackend(Protocol):
+    """What the workspace needs from an isolation technology.
+
+    `open` must not return before limits are in force; `close` must stop every process the
+    sandbox started and be safe to call twice. `probe` answers "is it still there" and raises
+    SandboxUnavailable when it cannot tell, so callers never mistake an outage for a death.
+    """
+
+    name: str
+
+    def open(self, *, item_id: str, spec: SandboxSpec, workspace: Path | None = None) -> OpenedSandbox: ...
+
+    def exec(self, sandbox_id: str, *, command: Command, timeout: float) -> ExecResult: ...
+
+    def probe(self, sandbox_id: str) -> bool: ...
+
+    def close(self, sandbox_id: str) -> None: ...
+
+
+def validate_command(command: Any) -> Command:
+    """A shell string or an argv list of strings, non-empty and bounded."""
+    if isinstance(command, str):
+        if not command.strip():
+            raise CommandInvalid("The command is empty.")
+        if "\x00" in command:
+            raise CommandInvalid("The command contains a NUL byte.")
+        if len(command.encode("utf-8")) > MAX_COMMAND_BYTES:
+            raise CommandInvalid(f"The command is longer than {MAX_COMMAND_BYTES} bytes.")
+        return command
+    if isinstance(command, list):
+        if not command or not all(isinstance(part, str) for part in command):
+            raise CommandInvalid("An argv command is a non-empty list of strings.")
+        if not command[0].strip():
+            raise CommandInvalid("The program name (argv[0]) is empty.")
+        if len(command) > MAX_ARGV_ITEMS:
+            raise CommandInvalid(f"The command has more than {MAX_ARGV_ITEMS} arguments.")
+        if any("\x00" in part for part in command):
+            raise CommandInvalid("The command contains a NUL byte.")
+        if sum(len(part.encode("utf-8")) for part in command) > MAX_COMMAND_BYTES:
+            raise CommandInvalid(f"The command is longer than {MAX_COMMAND_BYTES} bytes.")
+        return list(command)
+    raise CommandInvalid("The command must be a string (run by a shell) or a list of strings (argv).")
+
+
+def command_argv(command: Command) -> list[str]:
+    return ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)

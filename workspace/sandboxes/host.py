@@ -1,0 +1,205 @@
+"""The sandbox host: the HTTP protocol of DESIGN.md §5 served over a local backend.
+
+Stdlib `ThreadingHTTPServer` on purpose: the host is a small, separately deployed process with
+five routes, and a blocking exec per thread is exactly its job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from quotas.sizes import SizeError, parse_optional_size
+from workspace.sandboxes.base import CommandInvalid, SandboxGone, SandboxSpec, validate_command
+from workspace.sandboxes.isolation import configured_driver, warn_about_enforcement
+from workspace.sandboxes.local import LocalBackend
+
+logger = logging.getLogger(__name__)
+_ITEM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SANDBOX_PATH = re.compile(r"^/sandboxes/([A-Za-z0-9_-]{1,100})(/exec)?$")
+MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_EXEC_TIMEOUT = 30.0
+MAX_EXEC_TIMEOUT = 3600.0
+
+
+class BadRequest(Exception):
+    pass
+
+
+def _setting(name: str, default: str = "") -> str:
+    value = getattr(settings, name, None)
+    return str(value) if value not in (None, "") else os.environ.get(name, default)
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    defaults: SandboxSpec
+    workspace_root: Path
+    state_dir: Path
+
+    @classmethod
+    def from_settings(cls) -> HostSettings:
+        """`SANDBOX_HOST_CPU`, `_MEMORY`, `_PIDS`, `_WORKSPACES`, `_STATE_DIR` (settings, then env)."""
+        var_dir = Path(getattr(settings, "WORKSPACE_VAR_DIR", "var"))
+        cpu = _setting("SANDBOX_HOST_CPU")
+        defaults = SandboxSpec(
+            cpu_cores=float(cpu) if cpu else None,
+            memory_bytes=parse_optional_size(_setting("SANDBOX_HOST_MEMORY"), allow_max=True),
+            pids_max=int(_setting("SANDBOX_HOST_PIDS", "0")) or None,
+        )
+        return cls(
+            defaults=defaults,
+            workspace_root=Path(_setting("SANDBOX_HOST_WORKSPACES", str(var_dir / "workspaces"))),
+            state_dir=Path(_setting("SANDBOX_HOST_STATE_DIR", str(var_dir / "sandbox-host"))),
+        )
+
+
+def _number(value: Any, key: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise BadRequest(f"{key} must be a non-negative number or null")
+    return float(value)
+
+
+def _memory(value: Any) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_optional_size(value, allow_max=True)
+    except SizeError as exc:
+        raise BadRequest(f"memory: {exc}") from exc
+
+
+class SandboxHost:
+    """The routes, independent of the HTTP plumbing so they are easy to read and test."""
+
+    def __init__(self, backend: LocalBackend) -> None:
+        self.backend = backend
+
+    def healthz(self) -> tuple[int, dict]:
+        spec = self.backend.defaults
+        return 200, {"status": "ok", "defaults": spec.as_dict()}
+
+    def create(self, body: dict) -> tuple[int, dict]:
+        # Unknown fields are ignored on purpose: newer apps may send more than this host knows.
+        item_id = str(body.get("item_id", ""))
+        if not _ITEM_ID.match(item_id):
+            raise BadRequest("item_id must be 1-64 letters, digits, dashes or underscores")
+        pids = _number(body.get("pids"), "pids")
+        spec = SandboxSpec(
+            cpu_cores=_number(body.get("cpu"), "cpu"),
+            memory_bytes=_memory(body.get("memory")),
+            pids_max=None if pids is None else int(pids),
+        )
+        opened = self.backend.open(item_id=item_id, spec=spec)
+        return 201, {"id": opened.id, **opened.spec.as_dict()}
+
+    def state(self, sandbox_id: str) -> tuple[int, dict]:
+        if sandbox_id not in self.backend.sandboxes():
+            return 404, {"error": "not_found", "detail": f"No sandbox {sandbox_id}."}
+        return 200, {"id": sandbox_id, "alive": self.backend.probe(sandbox_id)}
+
+    def exec(self, sandbox_id: str, body: dict) -> tuple[int, dict]:
+        try:
+            command = validate_command(body.get("command"))
+        except CommandInvalid as exc:
+            raise BadRequest(str(exc)) from exc
+        timeout = _number(body.get("timeout"), "timeout") or DEFAULT_EXEC_TIMEOUT
+        try:
+            result = self.backend.exec(sandbox_id, command=command, timeout=min(timeout, MAX_EXEC_TIMEOUT))
+        except SandboxGone:
+            return 404, {"error": "not_found", "detail": f"No sandbox {sandbox_id}."}
+        return 200, result.as_dict()
+
+    def delete(self, sandbox_id: str) -> tuple[int, dict | None]:
+        if sandbox_id not in self.backend.sandboxes():
+            return 404, {"error": "not_found", "detail": f"No sandbox {sandbox_id}."}
+        self.backend.close(sandbox_id)
+        return 204, None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    host: SandboxHost
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.info("sandbox host: " + format, *args)
+
+    def _reply(self, status: int, body: dict | None) -> None:
+        raw = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _body(self) -> dict:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            raise BadRequest("the request body is too large")
+        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError as exc:
+            raise BadRequest("the body is not JSON") from exc
+        if not isinstance(body, dict):
+            raise BadRequest("the body must be a JSON object")
+        return body
+
+    def _route(self, method: str) -> None:
+        try:
+            self._reply(*self._dispatch(method))
+        except BadRequest as exc:
+            self._reply(400, {"error": "bad_request", "detail": str(exc)})
+        except Exception:
+            logger.exception("sandbox host failed on %s %s", method, self.path)
+            self._reply(500, {"error": "server_error", "detail": "The sandbox host failed."})
+
+    def _dispatch(self, method: str) -> tuple[int, dict | None]:
+        path = self.path.split("?", 1)[0]
+        if path == "/healthz" and method == "GET":
+            return self.host.healthz()
+        if path == "/sandboxes" and method == "POST":
+            return self.host.create(self._body())
+        match = _SANDBOX_PATH.match(path)
+        if match and match.group(2) and method == "POST":
+            return self.host.exec(match.group(1), self._body())
+        if match and not match.group(2) and method == "GET":
+            return self.host.state(match.group(1))
+        if match and not match.group(2) and method == "DELETE":
+            return self.host.delete(match.group(1))
+        return int(HTTPStatus.NOT_FOUND), {"error": "not_found", "detail": f"No route {method} {path}."}
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def do_DELETE(self) -> None:
+        self._route("DELETE")
+
+
+def build_server(address: str, port: int, host_settings: HostSettings | None = None) -> ThreadingHTTPServer:
+    """A ready-to-serve host; port 0 picks a free port (read it from `server.server_address`)."""
+    chosen = host_settings or HostSettings.from_settings()
+    driver = configured_driver()
+    warn_about_enforcement(driver)
+    backend = LocalBackend(
+        state_dir=chosen.state_dir, workspace_root=chosen.workspace_root, driver=driver, defaults=chosen.defaults
+    )
+    handler = type("SandboxHostHandler", (_Handler,), {"host": SandboxHost(backend)})
+    server = ThreadingHTTPServer((address, port), handler)
+    server.daemon_threads = True
+    return server

@@ -1,0 +1,133 @@
+"""Writes of the workspace core: items, files, exec and sandbox lifecycle, sweeps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from collab.errors import ApiError
+from collab.identity import unknown_user_ids
+from quotas import ledger
+from workspace import filebatch, filestore
+from workspace.config import AppDescriptor, get_config
+from workspace.models import Item
+from workspace.sandboxes import lifecycle
+from workspace.sandboxes.base import CommandInvalid, validate_command
+
+
+def _check_owner(owner: str) -> str:
+    owner = owner.strip()
+    if owner and unknown_user_ids([owner]):
+        raise ApiError(status_code=400, error="unknown_user", detail=f"{owner!r} is not in the user directory.")
+    return owner
+
+
+@transaction.atomic
+def item_create(*, app: AppDescriptor, title: str, owner: str = "", user_id: str) -> Item:
+    """A new item of `app`; its owner (the quota debtor) defaults to the creator."""
+    item = Item(app_slug=app.slug, title=title.strip(), owner=_check_owner(owner) or user_id)
+    item.stamp_created(user_id)
+    item.save()
+    filestore.workspace_dir(item.pk).mkdir(parents=True, exist_ok=True)
+    return item
+
+
+@transaction.atomic
+def item_update(
+    *, item: Item, user_id: str, is_staff: bool, title: str | None = None, owner: str | None = None
+) -> Item:
+    """Owner locking (DESIGN.md §8): only the creator or staff may change who pays for an item."""
+    fields = []
+    if owner is not None and owner.strip() != item.owner:
+        if not (is_staff or item.created_by == user_id):
+            raise ApiError(
+                status_code=403, error="owner_locked", detail="Only the item's creator or staff may change its owner."
+            )
+        item.owner = _check_owner(owner) or item.created_by
+        fields.append("owner")
+    if title is not None and title.strip() != item.title:
+        item.title = title.strip()
+        fields.append("title")
+    if fields:
+        item.stamp_updated(user_id)
+        item.save(update_fields=[*fields, "updated_by", "updated_at"])
+    return item
+
+
+def workspace_ref(item: Item) -> filestore.WorkspaceRef:
+    return filestore.WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner=item.debtor)
+
+
+def file_write(*, item: Item, path: str, chunks: Iterable[bytes]) -> filestore.FileChange:
+    """Atomic write of one file; no database work, so a write costs only the item lookup."""
+    return filestore.write_file(workspace_ref(item), path, chunks)
+
+
+def file_delete(*, item: Item, path: str) -> filestore.FileChange:
+    return filestore.delete_path(workspace_ref(item), path)
+
+
+def files_batch(*, item: Item, operations: list[dict[str, Any]]) -> filebatch.BatchReport:
+    return filebatch.run_batch(workspace_ref(item), operations)
+
+
+def exec_timeout(requested: float | None) -> float:
+    sandbox = get_config().sandbox
+    if requested is None:
+        return sandbox.exec_timeout
+    if requested <= 0 or requested > sandbox.exec_timeout_max:
+        raise ApiError(
+            status_code=400,
+            error="invalid_timeout",
+            detail=f"timeout must be above 0 and at most {sandbox.exec_timeout_max:g} seconds.",
+        )
+    return float(requested)
+
+
+def item_exec(*, item: Item, app: AppDescriptor, command: Any, timeout: float | None = None) -> lifecycle.ExecOutcome:
+    """Runs `command` in the item's sandbox, opening one through admission when none is live.
+
+    Not one transaction: the command runs for seconds and the ledger steps inside commit on
+    their own, so a crash mid-command leaves the sandbox counted only until its lease runs out.
+    """
+    try:
+        valid = validate_command(command)
+    except CommandInvalid as exc:
+        raise ApiError(status_code=400, error="invalid_command", detail=str(exc)) from exc
+    return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=exec_timeout(timeout))
+
+
+def item_sandbox_close(*, item: Item) -> int:
+    return lifecycle.sandbox_close(item=item)
+
+
+def workspaces_sweep() -> int:
+    """The mirror sweep: measure every item's workspace and hand the figures to the disk ledger."""
+    rows = Item.objects.order_by("pk").values_list("pk", "app_slug", "owner", "created_by")
+    measurements = [
+        ledger.DiskMeasurement(
+            item_id=str(pk),
+            app_slug=slug,
+            owner=owner or creator,
+            bytes=filestore.workspace_bytes(filestore.workspace_dir(pk)),
+        )
+        for pk, slug, owner, creator in rows.iterator(chunk_size=500)
+    ]
+    return ledger.record_disk_measurements(measurements)
+
+
+@dataclass(frozen=True)
+class WorkerPass:
+    measured: int
+    probe: lifecycle.SweepCounts
+    reclaim: lifecycle.SweepCounts
+
+
+def worker_pass() -> WorkerPass:
+    """One round of the periodic job: liveness probes, idle reclaim, then the disk sweep."""
+    probe = lifecycle.sandboxes_probe()
+    reclaim = lifecycle.sandboxes_reclaim()
+    return WorkerPass(measured=workspaces_sweep(), probe=probe, reclaim=reclaim)
