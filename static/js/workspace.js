@@ -1,0 +1,45 @@
+/* Page helpers shared by every area: JSON calls with the CSRF token, and refusals a person can act on. */
+(function () {
+  function csrfToken() {
+    const field = document.querySelector("input[name=csrfmiddlewaretoken]");
+    if (field) return field.value;
+    const cookie = document.cookie.split("; ").find((part) => part.startsWith("csrftoken="));
+    return cookie ? decodeURIComponent(cookie.split("=")[1]) : "";
+  }
+
+  /* Sends JSON and always resolves to {response, body}; body is null when the reply has none. */
+  async function sendJson(url, method, payload) {
+    const response = await fetch(url, {
+      method: method,
+      credentials: "same-origin",
+      headers: {"Content-Type": "application/json", "Accept": "application/json", "X-CSRFToken": csrfToken()},
+      body: payload === undefined ? undefined : JSON.stringify(payload),
+    });
+    const text = await response.text();
+    let body = null;
+    try { body = text ? JSON.parse(text) : null; } catch (error) { body = {error: "bad_response", detail: text}; }
+    return {response: response, body: body};
+  }
+
+  /* A refusal as a DOM node: the server's human `detail`, and for a 507 (a quota) a link to the
+     page where the person can free capacity. */
+  function refusal(status, body) {
+    const box = document.createElement("div");
+    box.className = "refusal" + (status === 507 ? " refusal-quota" : "");
+    box.setAttribute("role", "alert");
+    box.dataset.testid = "refusal";
+    const text = document.createElement("span");
+    text.textContent = (body && (body.detail || body.error)) || ("Request failed (" + status + ").");
+    box.appendChild(text);
+    if (status === 507) {
+      const link = document.createElement("a");
+      link.href = document.body.dataset.myResourcesUrl;
+      link.textContent = "Free capacity on My resources";
+      box.appendChild(document.createTextNode(" "));
+      box.appendChild(link);
+    }
+    return box;
+  }
+
+  window.Workspace = {csrfToken: csrfToken, sendJson: sendJson, refusal: refusal};
+})();
