@@ -16,6 +16,8 @@ def site_urlpatterns() -> list[URLPattern | URLResolver]:
     return [
         path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
         path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+        # Before admin/: the staff override endpoints live at /admin/user-resources.
+        path("", include("quotas.urls")),
         path("admin/", admin.site.urls),
         path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),
         path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
