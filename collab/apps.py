@@ -9,6 +9,7 @@ class CollabConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from collab import schema  # noqa: F401 - registers the OpenAPI authentication scheme
         from collab.identity import check_mock_identity_allowed
 
         check_mock_identity_allowed(
