@@ -41,6 +41,10 @@ def html_or_api(*, page: View, api: View) -> View:
             return protected_page(request, *args, **kwargs)
         return api(request, *args, **kwargs)
 
+    # The OpenAPI generator finds DRF views by these attributes; the API stays documented.
+    for attribute in ("cls", "initkwargs"):
+        if hasattr(api, attribute):
+            setattr(dispatch, attribute, getattr(api, attribute))
     return dispatch
 
 

@@ -62,3 +62,15 @@ def test_api_docs_page_loads_its_assets_locally(client: Client) -> None:
     assert response.status_code == 200
     assert b"/static/drf_spectacular_sidecar/" in response.content
     assert b"cdn" not in response.content.lower()
+
+
+def test_openapi_schema_documents_the_pages_shared_api_paths(client: Client) -> None:
+    paths = client.get("/api/schema", HTTP_ACCEPT="application/json").json()["paths"]
+
+    assert {
+        "/me",
+        "/users",
+        "/notifications",
+        "/notifications/read-all",
+        "/notifications/{notification_id}/read",
+    } <= set(paths)
