@@ -31,8 +31,13 @@ def prefers_html(request: HttpRequest) -> bool:
     return False
 
 
-def html_or_api(*, page: View, api: View) -> View:
-    """Dispatches to `page` (CSRF-protected) or `api` (DRF, which does its own CSRF check)."""
+def html_or_api(*, page: View, api: View | type) -> View:
+    """Dispatches to `page` (CSRF-protected) or `api` (DRF, which does its own CSRF check).
+
+    `api` is a DRF view class or the view function its `as_view()` made.
+    """
+    if isinstance(api, type):
+        api = api.as_view()
     protected_page = csrf_protect(page)
 
     @csrf_exempt

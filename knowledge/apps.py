@@ -1,4 +1,5 @@
 """Knowledge-base app configuration."""
+
 from django.apps import AppConfig
 
 

@@ -1,0 +1,46 @@
+"""Fetch-and-authorise helpers: a chat you may not read looks exactly like one that does not exist."""
+
+from __future__ import annotations
+
+from django.http import Http404
+
+from collab.errors import ApiError
+from knowledge.models import Collection, Document, KbChat, KbChatShare
+
+
+def collection_or_404(collection_id: str) -> Collection:
+    """Collections are the team's shared library: every signed-in user may read and add to them."""
+    collection = Collection.objects.filter(pk=collection_id).first()
+    if collection is None:
+        raise Http404("No such collection.")
+    return collection
+
+
+def document_or_404(document_id: str) -> Document:
+    document = Document.objects.defer("content").filter(pk=document_id).first()
+    if document is None:
+        raise Http404("No such document.")
+    return document
+
+
+def chat_for_reader(chat_id: str, user_id: str, *, lock: bool = False) -> KbChat:
+    """The owner or a shared reader gets the chat; anyone else gets 404."""
+    chats = KbChat.objects.select_for_update(of=("self",)) if lock else KbChat.objects.all()
+    chat = chats.filter(pk=chat_id).first()
+    if chat is None:
+        raise Http404("No such chat.")
+    if chat.created_by != user_id and not KbChatShare.objects.filter(chat=chat, user_id=user_id).exists():
+        raise Http404("No such chat.")
+    return chat
+
+
+def chat_for_owner(chat_id: str, user_id: str, *, action: str, lock: bool = False) -> KbChat:
+    """A shared reader learns the chat is read-only (403); a stranger still gets 404."""
+    chat = chat_for_reader(chat_id, user_id, lock=lock)
+    if chat.created_by != user_id:
+        raise ApiError(
+            status_code=403,
+            error="read_only_share",
+            detail=f"This chat is shared with you read-only; only its owner can {action}.",
+        )
+    return chat

@@ -1,0 +1,49 @@
+"""Admin: collections and documents are browsable; the citation log is read-only, as it is everywhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from knowledge.models import CitationEvent, Collection, Document, KbChat
+
+
+@admin.register(Collection)
+class CollectionAdmin(admin.ModelAdmin):
+    list_display = ("name", "created_by", "updated_at")
+    search_fields = ("name",)
+    readonly_fields = ("created_by", "updated_by", "created_at", "updated_at")
+
+
+@admin.register(Document)
+class DocumentAdmin(admin.ModelAdmin):
+    list_display = ("filename", "collection", "status", "size", "created_by", "updated_at")
+    list_filter = ("status",)
+    search_fields = ("filename",)
+    exclude = ("content",)
+    readonly_fields = ("size", "content_version", "created_by", "updated_by", "created_at", "updated_at")
+
+
+@admin.register(KbChat)
+class KbChatAdmin(admin.ModelAdmin):
+    list_display = ("title", "created_by", "updated_at")
+    search_fields = ("title", "created_by")
+    readonly_fields = ("created_by", "updated_by", "created_at", "updated_at")
+
+
+@admin.register(CitationEvent)
+class CitationEventAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "origin_kind", "origin_id", "document_id", "marker", "cited_by")
+    list_filter = ("origin_kind",)
+    search_fields = ("document_id", "origin_id", "message_id")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

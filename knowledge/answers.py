@@ -1,0 +1,187 @@
+"""Answering a question from the knowledge base: retrieval, the answerer interface, the extractive answerer."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from itertools import groupby
+from typing import Any, Protocol
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from knowledge.models import Chunk
+from knowledge.search import get_chunk_index, search_terms
+
+SEARCH_LIMIT = 8
+MAX_PASSAGES = 3
+MAX_QUOTED_SENTENCES = 3
+NOTHING_FOUND = (
+    "I found nothing in the selected collections about that. Try other words, or add a document that covers it."
+)
+_MARKER = re.compile(r"\[(\d{1,4})\]")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """Retrieved text: one chunk, or a run of adjacent chunks of one document merged."""
+
+    collection_id: str
+    document_id: str
+    document_name: str
+    chunk_ids: tuple[str, ...]
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One `[n]` marker of an answer and the chunks behind it."""
+
+    marker: int
+    collection_id: str
+    document_id: str
+    document_name: str
+    source_chunk_ids: tuple[str, ...]
+    quote: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "source_chunk_ids": list(self.source_chunk_ids)}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Citation:
+        return cls(
+            marker=int(raw["marker"]),
+            collection_id=str(raw["collection_id"]),
+            document_id=str(raw["document_id"]),
+            document_name=str(raw.get("document_name", "")),
+            source_chunk_ids=tuple(str(chunk_id) for chunk_id in raw.get("source_chunk_ids", ())),
+            quote=str(raw.get("quote", "")),
+        )
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    citations: tuple[Citation, ...]
+
+    def persisted_citations(self) -> list[Citation]:
+        """The markers that count: used in the text and within 1..len(citations), once each.
+
+        An answerer (an LLM above all) may write `[7]` with three sources or list a source it
+        never cites; neither may produce a citation event.
+        """
+        in_text = {int(number) for number in _MARKER.findall(self.text)}
+        in_range = range(1, len(self.citations) + 1)
+        chosen: dict[int, Citation] = {}
+        for citation in self.citations:
+            if citation.marker in in_range and citation.marker in in_text:
+                chosen.setdefault(citation.marker, citation)
+        return [chosen[marker] for marker in sorted(chosen)]
+
+
+class Answerer(Protocol):
+    """Turns retrieved passages into an answer; an LLM answerer plugs in here."""
+
+    def answer(self, *, question: str, passages: Sequence[Passage]) -> Answer: ...
+
+
+class ExtractiveAnswerer:
+    """Quotes the best passages verbatim and numbers them in rank order; invents nothing."""
+
+    def answer(self, *, question: str, passages: Sequence[Passage]) -> Answer:
+        chosen = list(passages)[:MAX_PASSAGES]
+        if not chosen:
+            return Answer(text=NOTHING_FOUND, citations=())
+        terms = search_terms(question)
+        citations = tuple(
+            Citation(
+                marker=number,
+                collection_id=passage.collection_id,
+                document_id=passage.document_id,
+                document_name=passage.document_name,
+                source_chunk_ids=passage.chunk_ids,
+                quote=best_sentences(passage.text, terms),
+            )
+            for number, passage in enumerate(chosen, start=1)
+        )
+        quoted = "\n\n".join(f"{citation.quote} [{citation.marker}]" for citation in citations)
+        return Answer(text=f"Here is what the knowledge base says:\n\n{quoted}", citations=citations)
+
+
+def best_sentences(text: str, terms: list[str], *, limit: int = MAX_QUOTED_SENTENCES) -> str:
+    """The sentences sharing most words with the question, in their own order; the whole chunk is
+    one click away, so the answer stays short. A `[n]` inside the source is defused so it can never
+    pass for one of the answer's markers."""
+    sentences = [" ".join(part.split()) for part in _SENTENCE.split(text) if part.strip()]
+    # Five-letter prefixes stand in for stemming: "sharing" meets "shared", "quotas" meets "quota".
+    stems = {term[:5] for term in terms}
+
+    def overlap(sentence: str) -> int:
+        return len(stems & {word[:5] for word in search_terms(sentence)})
+
+    ranked = sorted(range(len(sentences)), key=lambda index: (-overlap(sentences[index]), index))
+    keep = sorted(index for index in ranked[:limit] if overlap(sentences[index]) > 0) or list(range(min(2, limit)))
+    quote = " … ".join(sentences[index] for index in keep if index < len(sentences))
+    return _MARKER.sub(r"(\1)", quote)
+
+
+def default_answerer() -> Answerer:
+    return import_string(getattr(settings, "KNOWLEDGE_ANSWERER", "knowledge.answers.ExtractiveAnswerer"))()
+
+
+def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: int = SEARCH_LIMIT) -> list[Passage]:
+    """Best first; hits that are consecutive chunks of one document become one passage."""
+    hits = get_chunk_index().search(question=question, collection_ids=collection_ids, limit=limit)
+    if not hits:
+        return []
+    score_of = {hit.chunk_id: hit.score for hit in hits}
+    # Chunks the index still names but a re-upload has since removed simply drop out here.
+    rows = list(
+        Chunk.objects.filter(pk__in=score_of)
+        .order_by("document_id", "ordinal")
+        .values("id", "document_id", "collection_id", "ordinal", "text", "document__filename")
+    )
+    passages: list[Passage] = []
+    for _document_id, document_rows in groupby(rows, key=lambda row: row["document_id"]):
+        passages.extend(_merged_runs(list(document_rows), score_of))
+    passages.sort(key=lambda passage: (-passage.score, passage.document_id, passage.chunk_ids))
+    return passages
+
+
+def _merged_runs(rows: list[dict[str, Any]], score_of: dict[str, float]) -> list[Passage]:
+    runs: list[list[dict[str, Any]]] = []
+    for row in rows:
+        if runs and runs[-1][-1]["ordinal"] + 1 == row["ordinal"]:
+            runs[-1].append(row)
+        else:
+            runs.append([row])
+    return [
+        Passage(
+            collection_id=run[0]["collection_id"],
+            document_id=run[0]["document_id"],
+            document_name=run[0]["document__filename"],
+            chunk_ids=tuple(row["id"] for row in run),
+            text="\n\n".join(row["text"] for row in run),
+            score=max(score_of[row["id"]] for row in run),
+        )
+        for run in runs
+    ]
+
+
+def answer_question(
+    *,
+    question: str,
+    collection_ids: Sequence[str],
+    on_citations: Callable[[list[Citation]], None] | None = None,
+    answerer: Answerer | None = None,
+) -> Answer:
+    """Retrieves, answers, then hands the markers that count to `on_citations` (the KB chat and
+    the investigation layer record events there, each with its own origin)."""
+    passages = retrieve_passages(question=question, collection_ids=collection_ids)
+    answer = (answerer or default_answerer()).answer(question=question, passages=passages)
+    if on_citations is not None:
+        on_citations(answer.persisted_citations())
+    return answer

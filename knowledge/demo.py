@@ -1,0 +1,60 @@
+"""Demo data: an operations handbook collection and a shared chat, so a new user gets a cited answer at once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from knowledge import services
+from knowledge.ingest import ingest_document
+from knowledge.models import Collection, Document, KbChat
+
+DOCS_DIR = Path(__file__).resolve().parent / "demo_docs"
+COLLECTION_NAME = "Operations handbook"
+OWNER = "alice"
+CHAT_TITLE = "Freeing quota"
+CHAT_QUESTION = "How do I free capacity when I hit my sandbox quota?"
+CHAT_READERS = ["bob"]
+
+
+def load(*, say: Callable[[str], None]) -> None:
+    """Idempotent: the collection, its documents and the chat are created once; a handbook file
+    whose text changed since is uploaded again (same document id, fresh chunks)."""
+    collection = _collection(say)
+    for path in sorted(DOCS_DIR.glob("*.md")):
+        _document(collection, path, say)
+    _chat(collection, say)
+
+
+def _collection(say: Callable[[str], None]) -> Collection:
+    collection = Collection.objects.filter(name=COLLECTION_NAME).first()
+    if collection is None:
+        collection = services.collection_create(
+            user_id=OWNER,
+            name=COLLECTION_NAME,
+            description="How the workspace runs: quotas, sandboxes, sharing and notifications.",
+        )
+        say(f"created collection {COLLECTION_NAME!r}")
+    return collection
+
+
+def _document(collection: Collection, path: Path, say: Callable[[str], None]) -> None:
+    data = path.read_bytes()
+    existing = Document.objects.filter(collection=collection, filename=path.name).first()
+    if existing is not None and bytes(existing.content) == data and existing.status == Document.Status.READY:
+        return
+    document = services.document_upload(
+        collection_id=collection.id, user_id=OWNER, filename=path.name, content_type="text/markdown", data=data
+    )
+    # The demo runs from a command, not a request: ingest right here so the answers work at once.
+    ingest_document(document_id=document.id, user_id=OWNER)
+    say(f"ingested {path.name}")
+
+
+def _chat(collection: Collection, say: Callable[[str], None]) -> None:
+    if KbChat.objects.filter(created_by=OWNER, title=CHAT_TITLE).exists():
+        return
+    chat = services.chat_create(user_id=OWNER, title=CHAT_TITLE, collection_ids=[collection.id])
+    services.chat_message_send(chat_id=chat.id, user_id=OWNER, content=CHAT_QUESTION)
+    services.chat_share(chat_id=chat.id, user_id=OWNER, user_ids=CHAT_READERS)
+    say(f"created chat {CHAT_TITLE!r} of {OWNER}, shared read-only with {', '.join(CHAT_READERS)}")

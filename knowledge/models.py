@@ -1,0 +1,206 @@
+"""Collections, documents, chunks, KB chats and the append-only citation log."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, NoReturn
+
+from django.db import models
+
+from collab import clock
+from collab.models import TrackedModel
+
+
+def new_id(prefix: str) -> str:
+    """Opaque string ids (the spec's ids are strings); generated here so a service can name a row
+    before it is saved, e.g. the answer message an answer's citation events point at."""
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def _collection_id() -> str:
+    return new_id("col")
+
+
+def _document_id() -> str:
+    return new_id("doc")
+
+
+def _chunk_id() -> str:
+    return new_id("chk")
+
+
+def _chat_id() -> str:
+    return new_id("chat")
+
+
+def _message_id() -> str:
+    return new_id("msg")
+
+
+class Collection(TrackedModel):
+    id = models.CharField(primary_key=True, max_length=40, default=_collection_id, editable=False)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Document(TrackedModel):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed"
+
+    id = models.CharField(primary_key=True, max_length=40, default=_document_id, editable=False)
+    collection = models.ForeignKey(Collection, on_delete=models.PROTECT, related_name="documents")
+    filename = models.CharField(max_length=255)
+    content_type = models.CharField(max_length=100, blank=True, default="")
+    content = models.BinaryField(default=b"")
+    size = models.PositiveBigIntegerField(default=0)
+    # Bumped by every upload, so an ingest that finishes after a newer upload throws its work away.
+    content_version = models.PositiveIntegerField(default=1)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["filename", "id"]
+        constraints = [models.UniqueConstraint(fields=["collection", "filename"], name="kb_doc_unique_filename")]
+
+    def __str__(self) -> str:
+        return self.filename
+
+
+class Chunk(TrackedModel):
+    """A searchable passage; the search index (FTS5 table or tsvector column) is kept by the
+    migrations and `knowledge.search`, not by Django fields."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=_chunk_id, editable=False)
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunk_rows")
+    # Copied from the document so a search restricted to collections needs no join.
+    collection = models.ForeignKey(Collection, on_delete=models.PROTECT, related_name="chunks")
+    ordinal = models.PositiveIntegerField()
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["document_id", "ordinal"]
+        constraints = [models.UniqueConstraint(fields=["document", "ordinal"], name="kb_chunk_unique_ordinal")]
+
+    def __str__(self) -> str:
+        return f"{self.document_id}#{self.ordinal}"
+
+
+class KbChat(TrackedModel):
+    """A chat over one or more collections; `created_by` is the owner, the only one who may write."""
+
+    id = models.CharField(primary_key=True, max_length=40, default=_chat_id, editable=False)
+    title = models.CharField(max_length=200)
+    collections = models.ManyToManyField(Collection, related_name="chats")
+
+    class Meta:
+        ordering = ["-updated_at", "id"]
+        indexes = [models.Index(fields=["created_by", "-updated_at"], name="kb_chat_owner_idx")]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class KbChatShare(TrackedModel):
+    """One read-only reader of a chat: the spec's `shared_with`, as rows so listing is indexed."""
+
+    chat = models.ForeignKey(KbChat, on_delete=models.CASCADE, related_name="shares")
+    user_id = models.CharField(max_length=150)
+
+    class Meta:
+        ordering = ["user_id"]
+        constraints = [models.UniqueConstraint(fields=["chat", "user_id"], name="kb_share_unique_reader")]
+        indexes = [models.Index(fields=["user_id"], name="kb_share_reader_idx")]
+
+
+class KbChatMessage(TrackedModel):
+    class Role(models.TextChoices):
+        USER = "user", "Question"
+        ASSISTANT = "assistant", "Answer"
+
+    id = models.CharField(primary_key=True, max_length=40, default=_message_id, editable=False)
+    chat = models.ForeignKey(KbChat, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField()
+    # The answer's markers as shown: [{marker, collection_id, document_id, document_name,
+    # source_chunk_ids, quote}]; the quote keeps a marker readable after a re-upload drops its chunks.
+    citations = models.JSONField(default=list, blank=True)
+    sequence = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["chat_id", "sequence"]
+        constraints = [models.UniqueConstraint(fields=["chat", "sequence"], name="kb_message_unique_sequence")]
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    """The citation log has no update or delete path: counts are history, not state."""
+
+    def update(self, **kwargs: Any) -> NoReturn:
+        raise TypeError("Citation events are append-only; they cannot be updated.")
+
+    def delete(self) -> NoReturn:
+        raise TypeError("Citation events are append-only; they cannot be deleted.")
+
+
+class CitationEvent(models.Model):
+    """One persisted `[n]` marker (spec resource `citation-event`).
+
+    Not a TrackedModel: an event is never updated, so `updated_*` would be noise; `cited_by` and
+    `created_at` are its tracking. Ids are plain strings without foreign keys because documents
+    and chunks come and go (a re-upload drops chunks) while their history must stay.
+    """
+
+    class OriginKind(models.TextChoices):
+        KB_CHAT = "kb_chat", "Knowledge-base chat"
+        RCA = "rca", "Investigation"
+
+    collection_id = models.CharField(max_length=40)
+    document_id = models.CharField(max_length=40)
+    origin_kind = models.CharField(max_length=10, choices=OriginKind.choices)
+    origin_id = models.CharField(max_length=64)
+    cited_by = models.CharField(max_length=150)
+    marker = models.PositiveIntegerField()
+    message_id = models.CharField(max_length=64)
+    created_at = models.DateTimeField(default=clock.now, editable=False)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            # A replayed write of the same answer cannot count twice.
+            models.UniqueConstraint(fields=["message_id", "marker"], name="kb_event_unique_marker"),
+        ]
+        indexes = [
+            # Collection and document `cited` are index-only counts on these.
+            models.Index(fields=["collection_id", "document_id"], name="kb_event_collection_idx"),
+            models.Index(fields=["document_id"], name="kb_event_document_idx"),
+            models.Index(fields=["origin_kind", "origin_id"], name="kb_event_origin_idx"),
+        ]
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise TypeError("Citation events are append-only; they cannot be updated.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("Citation events are append-only; they cannot be deleted.")
+
+
+class CitationEventChunk(models.Model):
+    """One of an event's `source_chunk_ids`; per-chunk `cited` is an indexed count of these rows."""
+
+    event = models.ForeignKey(CitationEvent, on_delete=models.PROTECT, related_name="chunk_refs")
+    chunk_id = models.CharField(max_length=40)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["event", "chunk_id"], name="kb_event_chunk_unique")]
+        indexes = [models.Index(fields=["chunk_id"], name="kb_event_chunk_idx")]

@@ -1,0 +1,46 @@
+"""SQLite FTS5: a separate virtual table the service code keeps in step with the chunks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import connection
+
+from knowledge.search.base import SearchHit, search_terms
+
+FTS_TABLE = "knowledge_chunk_fts"
+# The table itself is created by migration 0002 (only on SQLite).
+
+
+class Fts5ChunkIndex:
+    """Rows are written by this class rather than triggers: a chunk's string primary key leaves
+    SQLite's rowid unstable across VACUUM, so the virtual table keys on `chunk_id` instead."""
+
+    def index_chunks(self, *, rows: Sequence[tuple[str, str, str, str]]) -> None:
+        if not rows:
+            return
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {FTS_TABLE} (chunk_id, document_id, collection_id, text) VALUES (%s, %s, %s, %s)",
+                list(rows),
+            )
+
+    def forget_document(self, *, document_id: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {FTS_TABLE} WHERE document_id = %s", [document_id])
+
+    def search(self, *, question: str, collection_ids: Sequence[str], limit: int) -> list[SearchHit]:
+        terms = search_terms(question)
+        if not terms or not collection_ids:
+            return []
+        # Each term is an FTS5 string literal, so no user text is read as query syntax.
+        match = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        placeholders = ", ".join(["%s"] * len(collection_ids))
+        sql = (
+            f"SELECT chunk_id, bm25({FTS_TABLE}) AS rank FROM {FTS_TABLE} "
+            f"WHERE {FTS_TABLE} MATCH %s AND collection_id IN ({placeholders}) ORDER BY rank, chunk_id LIMIT %s"
+        )
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [match, *collection_ids, limit])
+            # bm25() is lower-is-better; flip it so every index reports higher-is-better.
+            return [SearchHit(chunk_id=chunk_id, score=-rank) for chunk_id, rank in cursor.fetchall()]

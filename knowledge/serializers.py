@@ -1,0 +1,127 @@
+"""Module-level, uniquely named serializers of the knowledge-base endpoints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from collab import clock
+from knowledge.models import Document, KbChatMessage
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class KbEpochMsField(serializers.Field):
+    """Times leave the service as epoch milliseconds, like the spec's `created_at`."""
+
+    def to_representation(self, value: datetime) -> int | None:
+        return clock.epoch_ms(value)
+
+
+class KbCollectionCreateInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+
+
+class KbCollectionOutputSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    name = serializers.CharField()
+    description = serializers.CharField()
+    owner = serializers.CharField()
+    documents = serializers.IntegerField(help_text="Number of documents.")
+    cited = serializers.IntegerField(help_text="Citation events naming this collection.")
+    created_at = KbEpochMsField()
+    updated_at = KbEpochMsField()
+
+
+class KbDocumentUploadInputSerializer(serializers.Serializer):
+    # Empty files pass here so the service can refuse them with its own clear error.
+    file = serializers.FileField(allow_empty_file=True)
+
+
+class KbDocumentAcceptedOutputSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    status = serializers.ChoiceField(choices=Document.Status.choices)
+
+
+class KbDocumentOutputSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    collection_id = serializers.CharField()
+    filename = serializers.CharField()
+    content_type = serializers.CharField()
+    status = serializers.ChoiceField(choices=Document.Status.choices)
+    reason = serializers.CharField(help_text="Why ingest failed; empty otherwise.")
+    owner = serializers.CharField(help_text="The uploader (creator).")
+    size = serializers.IntegerField(help_text="Stored bytes.")
+    chunks = serializers.IntegerField()
+    cited = serializers.IntegerField()
+    created_at = KbEpochMsField()
+    updated_at = KbEpochMsField()
+
+
+class KbChunksQuerySerializer(serializers.Serializer):
+    id = serializers.CharField(help_text="The document id.")
+
+
+class KbChunkOutputSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    document_id = serializers.CharField()
+    ordinal = serializers.IntegerField()
+    text = serializers.CharField()
+    cited = serializers.IntegerField(help_text="Citation events whose source_chunk_ids include this chunk.")
+
+
+class KbCitationOutputSerializer(serializers.Serializer):
+    marker = serializers.IntegerField()
+    collection_id = serializers.CharField()
+    document_id = serializers.CharField()
+    document_name = serializers.CharField()
+    source_chunk_ids = serializers.ListField(child=serializers.CharField())
+    quote = serializers.CharField()
+
+
+class KbChatMessageOutputSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    role = serializers.ChoiceField(choices=KbChatMessage.Role.choices)
+    content = serializers.CharField()
+    citations = KbCitationOutputSerializer(many=True)
+    created_by = serializers.CharField()
+    created_at = KbEpochMsField()
+
+
+class KbChatCreateInputSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+    collection_ids = serializers.ListField(child=serializers.CharField(max_length=40), allow_empty=False)
+
+
+class KbChatOutputSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    title = serializers.CharField()
+    owner = serializers.CharField()
+    collection_ids = serializers.ListField(child=serializers.CharField())
+    shared_with = serializers.ListField(child=serializers.CharField())
+    created_at = KbEpochMsField()
+    updated_at = KbEpochMsField()
+
+
+class KbChatDetailOutputSerializer(KbChatOutputSerializer):
+    messages = KbChatMessageOutputSerializer(many=True)
+
+
+class KbChatMessageInputSerializer(serializers.Serializer):
+    content = serializers.CharField(max_length=4000)
+
+
+class KbChatExchangeOutputSerializer(serializers.Serializer):
+    question = KbChatMessageOutputSerializer()
+    answer = KbChatMessageOutputSerializer()
+
+
+class KbChatShareInputSerializer(serializers.Serializer):
+    user_ids = serializers.ListField(child=serializers.CharField(max_length=150), allow_empty=True)
+
+
+class KbChatSharedWithOutputSerializer(serializers.Serializer):
+    shared_with = serializers.ListField(child=serializers.CharField())

@@ -1,0 +1,314 @@
+"""Writes of the knowledge base: collections, uploads and ingest results, chats, sharing, citations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from collab.errors import ApiError
+from collab.identity import get_user_directory, unknown_user_ids
+from collab.services import notify
+from knowledge.access import chat_for_owner, collection_or_404
+from knowledge.answers import Citation, answer_question
+from knowledge.formats import SUPPORTED_DESCRIPTION, document_format
+from knowledge.models import (
+    Chunk,
+    CitationEvent,
+    CitationEventChunk,
+    Collection,
+    Document,
+    KbChat,
+    KbChatMessage,
+    KbChatShare,
+    new_id,
+)
+from knowledge.search import get_chunk_index
+
+DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+
+
+@transaction.atomic
+def collection_create(*, user_id: str, name: str, description: str = "") -> Collection:
+    if not name.strip():
+        raise ApiError(status_code=400, error="validation_error", detail="A collection needs a name.")
+    collection = Collection(name=name.strip(), description=description.strip())
+    collection.stamp_created(user_id)
+    collection.save()
+    return collection
+
+
+def _check_upload(*, filename: str, content_type: str, data: bytes) -> None:
+    if not data:
+        raise ApiError(
+            status_code=400, error="empty_file", detail=f"{filename!r} is empty; there is nothing to ingest."
+        )
+    if document_format(filename, content_type) is None:
+        raise ApiError(
+            status_code=415,
+            error="unsupported_file_type",
+            detail=f"{filename!r} ({content_type or 'unknown type'}) cannot be ingested; "
+            f"upload {SUPPORTED_DESCRIPTION}.",
+        )
+    limit = getattr(settings, "KNOWLEDGE_MAX_UPLOAD_BYTES", DEFAULT_MAX_UPLOAD_BYTES)
+    if len(data) > limit:
+        raise ApiError(
+            status_code=413,
+            error="file_too_large",
+            detail=f"{filename!r} has {len(data)} bytes; the limit is {limit}.",
+            limit=limit,
+        )
+
+
+@transaction.atomic
+def document_upload(*, collection_id: str, user_id: str, filename: str, content_type: str, data: bytes) -> Document:
+    """Stores the bytes as a pending document; the same filename in a collection replaces that
+    document's content and keeps its id (spec "Events" 3). The caller starts the ingest."""
+    collection = collection_or_404(collection_id)
+    filename = filename.strip().replace("\\", "/").rsplit("/", 1)[-1]
+    _check_upload(filename=filename, content_type=content_type, data=data)
+    document = (
+        Document.objects.select_for_update().defer("content").filter(collection=collection, filename=filename).first()
+    )
+    if document is None:
+        document = Document(collection=collection, filename=filename)
+        document.stamp_created(user_id)
+    else:
+        # The old chunks describe the old bytes: gone now, so nobody retrieves stale text while
+        # the new ingest runs. Their citation events stay as history.
+        _drop_chunks(document.id)
+        document.content_version += 1
+        document.stamp_updated(user_id)
+    document.content = data
+    document.size = len(data)
+    document.content_type = content_type
+    document.status = Document.Status.PENDING
+    document.reason = ""
+    document.save()
+    return document
+
+
+def _drop_chunks(document_id: str) -> None:
+    get_chunk_index().forget_document(document_id=document_id)
+    Chunk.objects.filter(document_id=document_id).delete()
+
+
+def _current_document(document_id: str, content_version: int) -> Document | None:
+    """The document, locked, unless a newer upload superseded the content this ingest read."""
+    document = Document.objects.select_for_update().defer("content").filter(pk=document_id).first()
+    if document is None or document.content_version != content_version:
+        return None
+    return document
+
+
+@transaction.atomic
+def document_chunks_store(*, document_id: str, content_version: int, texts: Sequence[str], user_id: str) -> bool:
+    """Replaces the document's chunks (new ids) and indexes them; False when superseded."""
+    document = _current_document(document_id, content_version)
+    if document is None:
+        return False
+    _drop_chunks(document_id)
+    chunks = []
+    for ordinal, text in enumerate(texts):
+        chunk = Chunk(document=document, collection_id=document.collection_id, ordinal=ordinal, text=text)
+        chunk.stamp_created(user_id)
+        chunks.append(chunk)
+    Chunk.objects.bulk_create(chunks)
+    get_chunk_index().index_chunks(
+        rows=[(chunk.id, document_id, document.collection_id, chunk.text) for chunk in chunks]
+    )
+    document.status = Document.Status.READY
+    document.reason = ""
+    document.save(update_fields=["status", "reason"])
+    return True
+
+
+@transaction.atomic
+def document_ingest_failed(*, document_id: str, content_version: int, reason: str, user_id: str) -> bool:
+    document = _current_document(document_id, content_version)
+    if document is None:
+        return False
+    document.status = Document.Status.FAILED
+    document.reason = reason
+    document.save(update_fields=["status", "reason"])
+    return True
+
+
+@transaction.atomic
+def chat_create(*, user_id: str, title: str, collection_ids: Sequence[str]) -> KbChat:
+    wanted = list(dict.fromkeys(collection_ids))
+    if not wanted:
+        raise ApiError(status_code=400, error="validation_error", detail="Choose at least one collection.")
+    found = set(Collection.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+    missing = [collection_id for collection_id in wanted if collection_id not in found]
+    if missing:
+        raise ApiError(
+            status_code=400,
+            error="unknown_collections",
+            detail=f"No such collection: {', '.join(missing)}.",
+            collection_ids=missing,
+        )
+    chat = KbChat(title=title.strip() or "New chat")
+    chat.stamp_created(user_id)
+    chat.save()
+    chat.collections.set(wanted)
+    return chat
+
+
+@dataclass(frozen=True)
+class ChatExchange:
+    question: KbChatMessage
+    answer: KbChatMessage
+
+
+@transaction.atomic
+def chat_message_send(*, chat_id: str, user_id: str, content: str) -> ChatExchange:
+    """Stores the question, answers it, stores the answer and one citation event per marker.
+
+    The chat row is locked first so concurrent sends to one chat number their messages in turn.
+    """
+    chat = chat_for_owner(chat_id, user_id, action="send messages", lock=True)
+    question_text = content.strip()
+    if not question_text:
+        raise ApiError(status_code=400, error="validation_error", detail="The question is empty.")
+    sequence = (chat.messages.aggregate(last=Max("sequence"))["last"] or 0) + 1
+    question = _message(chat, user_id, KbChatMessage.Role.USER, question_text, sequence)
+    answer_id = new_id("msg")
+    answer = answer_question(
+        question=question_text,
+        collection_ids=list(chat.collections.values_list("pk", flat=True)),
+        on_citations=lambda citations: record_citations(
+            citations=citations,
+            origin_kind=CitationEvent.OriginKind.KB_CHAT,
+            origin_id=chat.id,
+            cited_by=chat.created_by,
+            message_id=answer_id,
+        ),
+    )
+    reply = _message(
+        chat,
+        user_id,
+        KbChatMessage.Role.ASSISTANT,
+        answer.text,
+        sequence + 1,
+        message_id=answer_id,
+        citations=[citation.as_dict() for citation in answer.citations],
+    )
+    chat.stamp_updated(user_id)
+    chat.save(update_fields=["updated_by", "updated_at"])
+    return ChatExchange(question=question, answer=reply)
+
+
+def _message(
+    chat: KbChat,
+    user_id: str,
+    role: str,
+    content: str,
+    sequence: int,
+    *,
+    message_id: str | None = None,
+    citations: list[dict] | None = None,
+) -> KbChatMessage:
+    message = KbChatMessage(chat=chat, role=role, content=content, sequence=sequence, citations=citations or [])
+    if message_id:
+        message.id = message_id
+    message.stamp_created(user_id)
+    message.save(force_insert=True)
+    return message
+
+
+@transaction.atomic
+def chat_share(*, chat_id: str, user_id: str, user_ids: Sequence[str]) -> list[str]:
+    """Adds readers; only the newly added ones are notified. Returns the readers after the change."""
+    chat = chat_for_owner(chat_id, user_id, action="share it", lock=True)
+    wanted = list(dict.fromkeys(user_ids))
+    unknown = unknown_user_ids(wanted)
+    if unknown:
+        raise ApiError(
+            status_code=400,
+            error="unknown_users",
+            detail=f"Not in the user directory: {', '.join(unknown)}.",
+            user_ids=unknown,
+        )
+    existing = set(chat.shares.values_list("user_id", flat=True))
+    added = [reader for reader in wanted if reader != chat.created_by and reader not in existing]
+    shares = []
+    for reader in added:
+        share = KbChatShare(chat=chat, user_id=reader)
+        share.stamp_created(user_id)
+        shares.append(share)
+    KbChatShare.objects.bulk_create(shares)
+    if added:
+        sharer = get_user_directory().get(user_id)
+        notify(
+            added,
+            "share",
+            title=f"{sharer.name if sharer else user_id} shared a chat with you",
+            body=chat.title,
+            link=f"/kb/chats/{chat.id}",
+            actor=user_id,
+        )
+    return sorted(existing | set(added))
+
+
+@transaction.atomic
+def chat_unshare(*, chat_id: str, user_id: str, reader_id: str) -> None:
+    """Removing someone who is not a reader changes nothing and is not an error."""
+    chat = chat_for_owner(chat_id, user_id, action="change who it is shared with", lock=True)
+    KbChatShare.objects.filter(chat=chat, user_id=reader_id).delete()
+
+
+def record_citations(
+    *,
+    citations: Sequence[Citation],
+    origin_kind: str,
+    origin_id: str,
+    cited_by: str,
+    message_id: str,
+) -> int:
+    """Appends one event per marker (with its chunk rows); returns how many were new.
+
+    A marker already recorded for `message_id` is skipped, so replaying a write cannot count twice;
+    a concurrent replay that wins the race trips the unique key and the retry sees its rows.
+    """
+    if origin_kind not in CitationEvent.OriginKind.values:
+        raise ValueError(f"origin_kind must be one of {CitationEvent.OriginKind.values}, not {origin_kind!r}.")
+    by_marker = {citation.marker: citation for citation in reversed(citations) if citation.marker > 0}
+    if not by_marker:
+        return 0
+    try:
+        with transaction.atomic():
+            return _append_events(by_marker, origin_kind, origin_id, cited_by, message_id)
+    except IntegrityError:
+        with transaction.atomic():
+            return _append_events(by_marker, origin_kind, origin_id, cited_by, message_id)
+
+
+def _append_events(
+    by_marker: dict[int, Citation], origin_kind: str, origin_id: str, cited_by: str, message_id: str
+) -> int:
+    recorded = set(CitationEvent.objects.filter(message_id=message_id).values_list("marker", flat=True))
+    fresh = [by_marker[marker] for marker in sorted(by_marker) if marker not in recorded]
+    if not fresh:
+        return 0
+    events = CitationEvent.objects.bulk_create(
+        CitationEvent(
+            collection_id=citation.collection_id,
+            document_id=citation.document_id,
+            origin_kind=origin_kind,
+            origin_id=origin_id,
+            cited_by=cited_by,
+            marker=citation.marker,
+            message_id=message_id,
+        )
+        for citation in fresh
+    )
+    CitationEventChunk.objects.bulk_create(
+        CitationEventChunk(event=event, chunk_id=chunk_id)
+        for event, citation in zip(events, fresh, strict=True)
+        for chunk_id in dict.fromkeys(citation.source_chunk_ids)
+    )
+    return len(events)

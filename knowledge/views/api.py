@@ -1,0 +1,173 @@
+"""DRF endpoints of the knowledge base (DESIGN.md §6); each parses, calls one service or selector, answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers as drf_serializers
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from collab.serializers import ErrorOutputSerializer
+from knowledge import selectors, services
+from knowledge.access import chat_for_reader, collection_or_404, document_or_404
+from knowledge.ingest import start_ingest
+from knowledge.serializers import (
+    KbChatCreateInputSerializer,
+    KbChatDetailOutputSerializer,
+    KbChatExchangeOutputSerializer,
+    KbChatMessageInputSerializer,
+    KbChatOutputSerializer,
+    KbChatSharedWithOutputSerializer,
+    KbChatShareInputSerializer,
+    KbChunkOutputSerializer,
+    KbChunksQuerySerializer,
+    KbCollectionCreateInputSerializer,
+    KbCollectionOutputSerializer,
+    KbDocumentAcceptedOutputSerializer,
+    KbDocumentOutputSerializer,
+    KbDocumentUploadInputSerializer,
+)
+
+_ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
+
+
+def _valid(serializer_class: type[drf_serializers.Serializer], data: Any) -> dict[str, Any]:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class KbCollectionListApi(APIView):
+    @extend_schema(responses={200: KbCollectionOutputSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response(KbCollectionOutputSerializer(selectors.collections_with_counts(), many=True).data)
+
+    @extend_schema(request=KbCollectionCreateInputSerializer, responses={201: KbCollectionOutputSerializer, **_ERRORS})
+    def post(self, request: Request) -> Response:
+        data = _valid(KbCollectionCreateInputSerializer, request.data)
+        collection = services.collection_create(user_id=request.user.id, **data)
+        row = selectors.collection_with_counts(collection_id=collection.id)
+        return Response(KbCollectionOutputSerializer(row).data, status=201)
+
+
+class KbCollectionDocumentsApi(APIView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(responses={200: KbDocumentOutputSerializer(many=True), **_ERRORS})
+    def get(self, request: Request, collection_id: str) -> Response:
+        collection_or_404(collection_id)
+        rows = selectors.documents_with_counts(collection_id=collection_id)
+        return Response(KbDocumentOutputSerializer(rows, many=True).data)
+
+    @extend_schema(
+        request={"multipart/form-data": KbDocumentUploadInputSerializer},
+        responses={
+            202: KbDocumentAcceptedOutputSerializer,
+            413: ErrorOutputSerializer,
+            415: ErrorOutputSerializer,
+            **_ERRORS,
+        },
+        description="Stores the file and starts ingest on a worker thread; the same filename replaces that document.",
+    )
+    def post(self, request: Request, collection_id: str) -> Response:
+        upload = _valid(KbDocumentUploadInputSerializer, request.data)["file"]
+        document = services.document_upload(
+            collection_id=collection_id,
+            user_id=request.user.id,
+            filename=upload.name or "",
+            content_type=upload.content_type or "",
+            data=upload.read(),
+        )
+        start_ingest(document_id=document.id, user_id=request.user.id)
+        return Response({"id": document.id, "status": document.status}, status=202)
+
+
+class KbDocumentDetailApi(APIView):
+    @extend_schema(responses={200: KbDocumentOutputSerializer, 404: ErrorOutputSerializer})
+    def get(self, request: Request, document_id: str) -> Response:
+        row = selectors.document_with_counts(document_id=document_id)
+        if row is None:
+            raise Http404("No such document.")
+        return Response(KbDocumentOutputSerializer(row).data)
+
+
+class KbDocumentChunksApi(APIView):
+    """`/kb/documents/<doc>/chunks`; the spec also names a query form, served by the subclass below."""
+
+    @extend_schema(operation_id="kb_document_chunks", responses={200: KbChunkOutputSerializer(many=True), **_ERRORS})
+    def get(self, request: Request, document_id: str) -> Response:
+        document_or_404(document_id)
+        return Response(KbChunkOutputSerializer(selectors.chunks_with_counts(document_id=document_id), many=True).data)
+
+
+class KbDocumentChunksByQueryApi(KbDocumentChunksApi):
+    """`/kb/documents/chunks?id=<doc>`."""
+
+    @extend_schema(
+        operation_id="kb_document_chunks_by_query",
+        parameters=[KbChunksQuerySerializer],
+        responses={200: KbChunkOutputSerializer(many=True), **_ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        return super().get(request, _valid(KbChunksQuerySerializer, request.query_params)["id"])
+
+
+class KbChatListApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(responses={200: KbChatOutputSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response(KbChatOutputSerializer(selectors.chats_for_reader(user_id=request.user.id), many=True).data)
+
+    @extend_schema(request=KbChatCreateInputSerializer, responses={201: KbChatDetailOutputSerializer, **_ERRORS})
+    def post(self, request: Request) -> Response:
+        data = _valid(KbChatCreateInputSerializer, request.data)
+        chat = services.chat_create(user_id=request.user.id, **data)
+        return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data, status=201)
+
+
+class KbChatDetailApi(APIView):
+    @extend_schema(responses={200: KbChatDetailOutputSerializer, 404: ErrorOutputSerializer})
+    def get(self, request: Request, chat_id: str) -> Response:
+        chat = chat_for_reader(chat_id, request.user.id)
+        return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data)
+
+
+class KbChatMessagesApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=KbChatMessageInputSerializer,
+        responses={201: KbChatExchangeOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
+        description="Owner only; a shared reader gets 403 `read_only_share` and nothing is stored.",
+    )
+    def post(self, request: Request, chat_id: str) -> Response:
+        content = _valid(KbChatMessageInputSerializer, request.data)["content"]
+        exchange = services.chat_message_send(chat_id=chat_id, user_id=request.user.id, content=content)
+        return Response(KbChatExchangeOutputSerializer(exchange).data, status=201)
+
+
+class KbChatShareApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(
+        request=KbChatShareInputSerializer,
+        responses={200: KbChatSharedWithOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
+        description="Owner only; unknown ids are refused by name and nothing changes.",
+    )
+    def post(self, request: Request, chat_id: str) -> Response:
+        user_ids = _valid(KbChatShareInputSerializer, request.data)["user_ids"]
+        shared_with = services.chat_share(chat_id=chat_id, user_id=request.user.id, user_ids=user_ids)
+        return Response({"shared_with": shared_with})
+
+
+class KbChatUnshareApi(APIView):
+    @extend_schema(request=None, responses={204: None, 403: ErrorOutputSerializer, 404: ErrorOutputSerializer})
+    def delete(self, request: Request, chat_id: str, user_id: str) -> Response:
+        services.chat_unshare(chat_id=chat_id, user_id=request.user.id, reader_id=user_id)
+        return Response(status=204)

@@ -1,0 +1,172 @@
+"""Server-rendered pages of the knowledge base; they share paths with the API (collab.web.html_or_api)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from collab.errors import ApiError
+from collab.identity import get_user_directory
+from collab.web import identity_required
+from knowledge import selectors, services
+from knowledge.access import chat_for_reader, collection_or_404
+from knowledge.ingest import start_ingest
+
+T = TypeVar("T")
+
+
+def _attempt(request: HttpRequest, action: Callable[[], T]) -> T | None:
+    """Runs a service for a form post; an error the person caused becomes a message on the page."""
+    try:
+        return action()
+    except ApiError as exc:
+        messages.error(request, str(exc.detail))
+        return None
+
+
+def _see_other(url: str) -> HttpResponseRedirect:
+    response = HttpResponseRedirect(url)
+    response.status_code = 303
+    return response
+
+
+@identity_required
+@require_http_methods(["GET", "POST"])
+def collections_page(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        user_id = request.identity.user_id
+        name, description = request.POST.get("name", ""), request.POST.get("description", "")
+        created = _attempt(
+            request, lambda: services.collection_create(user_id=user_id, name=name, description=description)
+        )
+        if created is not None:
+            messages.success(request, f"Created the collection {created.name}.")
+            return _see_other(reverse("kb-collection-documents", args=[created.id]))
+        return _see_other(reverse("kb-collections"))
+    return render(request, "knowledge/collections.html", {"collections": selectors.collections_with_counts()})
+
+
+@identity_required
+@require_http_methods(["GET", "POST"])
+def collection_documents_page(request: HttpRequest, collection_id: str) -> HttpResponse:
+    here = reverse("kb-collection-documents", args=[collection_id])
+    if request.method == "POST":
+        _upload_from_form(request, collection_id)
+        return _see_other(here)
+    collection = selectors.collection_with_counts(collection_id=collection_id)
+    if collection is None:
+        raise Http404("No such collection.")
+    documents = selectors.documents_with_counts(collection_id=collection_id)
+    context = {
+        "collection": collection,
+        "documents": documents,
+        "ingesting": any(document.status == "pending" for document in documents),
+    }
+    return render(request, "knowledge/documents.html", context)
+
+
+def _upload_from_form(request: HttpRequest, collection_id: str) -> None:
+    collection_or_404(collection_id)
+    upload = request.FILES.get("file")
+    if upload is None:
+        messages.error(request, "Choose a file to upload.")
+        return
+    user_id = request.identity.user_id
+    document = _attempt(
+        request,
+        lambda: services.document_upload(
+            collection_id=collection_id,
+            user_id=user_id,
+            filename=upload.name or "",
+            content_type=upload.content_type or "",
+            data=upload.read(),
+        ),
+    )
+    if document is not None:
+        start_ingest(document_id=document.id, user_id=user_id)
+        messages.success(request, f"Uploaded {document.filename}; it is being split into chunks and indexed.")
+
+
+@identity_required
+def document_page(request: HttpRequest, document_id: str | None = None) -> HttpResponse:
+    document_id = document_id or request.GET.get("id", "")
+    document = selectors.document_with_counts(document_id=document_id)
+    if document is None:
+        raise Http404("No such document.")
+    context = {
+        "document": document,
+        "collection": selectors.collection_with_counts(collection_id=document.collection_id),
+        "chunks": selectors.chunks_with_counts(document_id=document_id),
+    }
+    return render(request, "knowledge/document.html", context)
+
+
+@identity_required
+@require_http_methods(["GET", "POST"])
+def chats_page(request: HttpRequest) -> HttpResponse:
+    user_id = request.identity.user_id
+    if request.method == "POST":
+        title, collection_ids = request.POST.get("title", ""), request.POST.getlist("collection_ids")
+        chat = _attempt(
+            request, lambda: services.chat_create(user_id=user_id, title=title, collection_ids=collection_ids)
+        )
+        return _see_other(reverse("kb-chat", args=[chat.id]) if chat else reverse("kb-chats"))
+    context = {
+        "chats": selectors.chats_for_reader(user_id=user_id),
+        "collections": selectors.collections_with_counts(),
+        "people": {user.id: user for user in get_user_directory().all()},
+    }
+    return render(request, "knowledge/chats.html", context)
+
+
+@identity_required
+def chat_page(request: HttpRequest, chat_id: str) -> HttpResponse:
+    user_id = request.identity.user_id
+    chat = selectors.chat_detail(chat=chat_for_reader(chat_id, user_id))
+    directory = get_user_directory().all()
+    context = {
+        "chat": chat,
+        "is_owner": chat.owner == user_id,
+        "transcript": selectors.chat_transcript(messages=chat.messages),
+        "people": {user.id: user for user in directory},
+        "shareable": [user for user in directory if user.id != chat.owner and user.id not in chat.shared_with],
+        "collection_names": {row.id: row.name for row in selectors.collections_with_counts()},
+    }
+    return render(request, "knowledge/chat.html", context)
+
+
+@identity_required
+@require_POST
+def chat_message_page(request: HttpRequest, chat_id: str) -> HttpResponse:
+    user_id, content = request.identity.user_id, request.POST.get("content", "")
+    exchange = _attempt(request, lambda: services.chat_message_send(chat_id=chat_id, user_id=user_id, content=content))
+    anchor = f"#msg-{exchange.answer.id}" if exchange else ""
+    return _see_other(reverse("kb-chat", args=[chat_id]) + anchor)
+
+
+@identity_required
+@require_POST
+def chat_share_page(request: HttpRequest, chat_id: str) -> HttpResponse:
+    user_id, wanted = request.identity.user_id, request.POST.getlist("user_ids")
+    shared_with = _attempt(request, lambda: services.chat_share(chat_id=chat_id, user_id=user_id, user_ids=wanted))
+    if shared_with is not None and wanted:
+        messages.success(request, f"Shared read-only with {', '.join(wanted)}.")
+    return _see_other(reverse("kb-chat", args=[chat_id]))
+
+
+@identity_required
+@require_POST
+def chat_unshare_page(request: HttpRequest, chat_id: str, user_id: str) -> HttpResponse:
+    owner_id = request.identity.user_id
+    done = _attempt(
+        request, lambda: services.chat_unshare(chat_id=chat_id, user_id=owner_id, reader_id=user_id) or True
+    )
+    if done:
+        messages.success(request, f"{user_id} can no longer read this chat.")
+    return _see_other(reverse("kb-chat", args=[chat_id]))

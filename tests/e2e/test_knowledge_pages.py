@@ -1,0 +1,112 @@
+"""In a real browser: upload then see chunks, ask and follow a cited marker, share, read-only view."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import expect
+
+from knowledge import background, services
+from knowledge.ingest import ingest_document
+from knowledge.models import Collection, KbChat
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+QUOTAS = (
+    "# Quotas\n\nWhen a quota limit is hit the request is refused with status 507 and nothing is evicted.\n\n"
+    "To free capacity open the my-resources screen and close a sandbox you no longer need."
+)
+
+
+@pytest.fixture(autouse=True)
+def ingest_inline() -> Iterator[None]:
+    """The live server shares this process: ingest runs inside the upload request, so the page
+    that follows the upload already shows the chunks (no waiting on a thread)."""
+    background.set_runner(background.direct_runner)
+    yield
+    background.reset_runner()
+
+
+@pytest.fixture
+def handbook() -> Collection:
+    collection = services.collection_create(user_id="alice", name="Operations handbook")
+    document = services.document_upload(
+        collection_id=collection.id,
+        user_id="alice",
+        filename="quotas.md",
+        content_type="text/markdown",
+        data=QUOTAS.encode(),
+    )
+    ingest_document(document_id=document.id, user_id="alice")
+    return collection
+
+
+@pytest.fixture
+def chat(handbook: Collection) -> KbChat:
+    return services.chat_create(user_id="alice", title="Quota questions", collection_ids=[handbook.id])
+
+
+def test_upload_a_document_then_see_its_chunks(page_as) -> None:
+    tab = page_as("alice")
+    tab.goto("/kb/collections")
+    tab.fill("#collection-name", "Runbooks")
+    tab.get_by_test_id("create-collection").click()
+
+    tab.get_by_test_id("upload-file").set_input_files(
+        files=[{"name": "sandboxes.md", "mimeType": "text/markdown", "buffer": b"# Sandboxes\n\nClose idle sandboxes."}]
+    )
+    tab.get_by_test_id("upload").click()
+
+    row = tab.get_by_test_id("document-row").filter(has_text="sandboxes.md")
+    expect(row.get_by_test_id("document-status")).to_have_text("ready")
+    expect(row.get_by_test_id("document-chunks")).to_have_text("1")
+    row.get_by_test_id("document-link").click()
+    expect(tab.get_by_test_id("chunk")).to_have_count(1)
+    expect(tab.get_by_test_id("chunk")).to_contain_text("Close idle sandboxes.")
+    expect(tab.get_by_test_id("chunk-cited")).to_have_text("cited 0")
+
+
+def test_ask_and_open_the_chunk_a_marker_cites(page_as, chat: KbChat) -> None:
+    tab = page_as("alice")
+    tab.goto(f"/kb/chats/{chat.id}")
+
+    tab.get_by_test_id("question").fill("How do I free capacity when a quota is hit?")
+    tab.get_by_test_id("ask").click()
+
+    answer = tab.get_by_test_id("message-assistant")
+    expect(answer).to_contain_text("[1]")
+    citation = answer.get_by_test_id("citation").first
+    expect(citation.get_by_test_id("cited-chunk")).not_to_be_visible()
+    answer.get_by_test_id("marker").first.click()
+    expect(citation.get_by_test_id("cited-chunk")).to_be_visible()
+    expect(citation.get_by_test_id("cited-chunk")).to_contain_text("my-resources screen")
+    expect(citation).to_contain_text("cited 1")
+
+
+def test_share_a_chat_and_the_reader_sees_it_listed(page_as, chat: KbChat) -> None:
+    owner = page_as("alice")
+    owner.goto(f"/kb/chats/{chat.id}")
+    owner.get_by_test_id("open-share").click()
+    owner.get_by_test_id("share-bob").check()
+    owner.get_by_test_id("share-submit").click()
+    expect(owner.locator(".flash")).to_contain_text("Shared read-only with bob")
+
+    reader = page_as("bob")
+    reader.goto("/kb/chats")
+
+    expect(reader.get_by_test_id("chat-row").filter(has_text="Quota questions")).to_have_count(1)
+    expect(reader.get_by_test_id("bell-count")).to_have_text("1")
+
+
+def test_shared_reader_gets_a_read_only_view_without_a_send_box(page_as, chat: KbChat) -> None:
+    services.chat_message_send(chat_id=chat.id, user_id="alice", content="How do I free capacity?")
+    services.chat_share(chat_id=chat.id, user_id="alice", user_ids=["bob"])
+    reader = page_as("bob")
+
+    reader.goto(f"/kb/chats/{chat.id}")
+
+    expect(reader.get_by_test_id("read-only")).to_be_visible()
+    expect(reader.get_by_test_id("message-assistant")).to_contain_text("[1]")
+    expect(reader.get_by_test_id("ask-form")).to_have_count(0)
+    expect(reader.get_by_test_id("open-share")).to_have_count(0)

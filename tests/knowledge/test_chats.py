@@ -1,0 +1,168 @@
+"""KB chats: create, list per caller, read, and answers that write one citation event per marker."""
+
+from __future__ import annotations
+
+import pytest
+
+from knowledge.answers import Answer, Citation
+from knowledge.models import CitationEvent, KbChat, KbChatMessage
+
+pytestmark = pytest.mark.django_db
+
+
+class OutOfRangeAnswerer:
+    """Cites one real passage but also writes markers that name nothing."""
+
+    def answer(self, *, question, passages):
+        first = passages[0]
+        citation = Citation(1, first.collection_id, first.document_id, first.document_name, first.chunk_ids, "q")
+        return Answer(text="Quoted [1], then [2] and [7].", citations=(citation,))
+
+
+def test_creating_a_chat_over_collections_returns_it(handbook, alice_api):
+    response = alice_api.post("/kb/chats", {"title": "Quota help", "collection_ids": [handbook.id]}, format="json")
+
+    assert response.status_code == 201
+    body = response.json()
+    assert body["title"] == "Quota help"
+    assert body["owner"] == "alice"
+    assert body["collection_ids"] == [handbook.id]
+    assert body["shared_with"] == []
+    assert body["messages"] == []
+
+
+def test_chat_over_an_unknown_collection_is_refused_naming_it(handbook, alice_api):
+    response = alice_api.post("/kb/chats", {"title": "x", "collection_ids": [handbook.id, "col_nope"]}, format="json")
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "unknown_collections"
+    assert body["collection_ids"] == ["col_nope"]
+    assert "col_nope" in body["detail"]
+    assert not KbChat.objects.exists()
+
+
+def test_chat_without_collections_is_refused(alice_api):
+    response = alice_api.post("/kb/chats", {"title": "x", "collection_ids": []}, format="json")
+
+    assert response.status_code == 400
+    assert not KbChat.objects.exists()
+
+
+def test_chat_with_collection_ids_not_a_list_is_refused(handbook, alice_api):
+    response = alice_api.post("/kb/chats", {"title": "x", "collection_ids": handbook.id}, format="json")
+
+    assert response.status_code == 400
+    assert not KbChat.objects.exists()
+
+
+def test_chat_list_shows_own_and_shared_chats_only(handbook, make_chat, alice_api, bob_api):
+    mine = make_chat(handbook, owner="alice", title="Mine")
+    shared = make_chat(handbook, owner="carol", title="Shared")
+    make_chat(handbook, owner="carol", title="Private")
+    shared.shares.create(user_id="alice")
+
+    titles = {chat["title"] for chat in alice_api.get("/kb/chats").json()}
+
+    assert titles == {"Mine", "Shared"}
+    assert bob_api.get("/kb/chats").json() == []
+    assert mine.id in {chat["id"] for chat in alice_api.get("/kb/chats").json()}
+
+
+def test_chat_list_is_a_fixed_number_of_queries(handbook, make_chat, alice_api, django_assert_max_num_queries):
+    for number in range(15):
+        chat = make_chat(handbook, owner="alice" if number % 2 else "bob", title=f"Chat {number}")
+        chat.shares.create(user_id="alice" if number % 2 == 0 else "carol")
+
+    with django_assert_max_num_queries(3):
+        chats = alice_api.get("/kb/chats").json()
+
+    assert len(chats) == 15
+
+
+def test_stranger_cannot_read_a_chat(handbook, make_chat, bob_api):
+    chat = make_chat(handbook, owner="alice")
+
+    assert bob_api.get(f"/kb/chats/{chat.id}").status_code == 404
+
+
+def test_unknown_chat_is_404(alice_api):
+    assert alice_api.get("/kb/chats/chat_missing").status_code == 404
+
+
+def test_owner_asks_and_gets_an_answer_with_citation_markers(handbook, make_chat, ask):
+    chat = make_chat(handbook)
+
+    response = ask(chat.id, "How do I free capacity when my quota is hit?")
+
+    assert response.status_code == 201
+    body = response.json()
+    assert body["question"]["role"] == "user"
+    assert body["question"]["content"] == "How do I free capacity when my quota is hit?"
+    answer = body["answer"]
+    assert answer["role"] == "assistant"
+    assert "[1]" in answer["content"]
+    assert answer["citations"][0]["marker"] == 1
+    assert answer["citations"][0]["document_name"] == "quotas.md"
+
+
+def test_answer_writes_one_kb_chat_event_per_marker(handbook, make_chat, ask):
+    chat = make_chat(handbook)
+
+    answer = ask(chat.id, "share chat readers quota sandbox").json()["answer"]
+
+    events = list(CitationEvent.objects.order_by("marker"))
+    assert [event.marker for event in events] == [c["marker"] for c in answer["citations"]]
+    assert {(e.origin_kind, e.origin_id, e.cited_by, e.message_id) for e in events} == {
+        ("kb_chat", chat.id, "alice", answer["id"])
+    }
+    assert [sorted(e.chunk_refs.values_list("chunk_id", flat=True)) for e in events] == [
+        sorted(c["source_chunk_ids"]) for c in answer["citations"]
+    ]
+
+
+def test_chat_read_returns_the_messages_in_order(handbook, make_chat, ask, alice_api):
+    chat = make_chat(handbook)
+    ask(chat.id, "quota")
+    ask(chat.id, "sharing")
+
+    messages = alice_api.get(f"/kb/chats/{chat.id}").json()["messages"]
+
+    assert [(m["role"], m["content"]) for m in messages][0::2] == [("user", "quota"), ("user", "sharing")]
+    assert [m["role"] for m in messages][1::2] == ["assistant", "assistant"]
+
+
+def test_answer_that_finds_nothing_writes_no_events(handbook, make_chat, ask):
+    chat = make_chat(handbook)
+
+    answer = ask(chat.id, "kubernetes helm").json()["answer"]
+
+    assert answer["citations"] == []
+    assert not CitationEvent.objects.exists()
+
+
+def test_markers_out_of_range_write_no_events(handbook, make_chat, ask, settings):
+    settings.KNOWLEDGE_ANSWERER = "tests.knowledge.test_chats.OutOfRangeAnswerer"
+    chat = make_chat(handbook)
+
+    ask(chat.id, "quota")
+
+    assert list(CitationEvent.objects.values_list("marker", flat=True)) == [1]
+
+
+def test_empty_question_is_refused_and_stores_nothing(handbook, make_chat, ask):
+    chat = make_chat(handbook)
+
+    response = ask(chat.id, "   ")
+
+    assert response.status_code == 400
+    assert not KbChatMessage.objects.exists()
+
+
+def test_stranger_cannot_send_into_a_chat(handbook, make_chat, ask):
+    chat = make_chat(handbook)
+
+    response = ask(chat.id, "quota", user_id="bob")
+
+    assert response.status_code == 404
+    assert not KbChatMessage.objects.exists()

@@ -1,0 +1,287 @@
+"""Uploads and ingest: formats, bad input, status, re-upload, the worker-thread hand-off."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from knowledge import background, services
+from knowledge.answers import Citation
+from knowledge.ingest import ingest_document
+from knowledge.models import Chunk, CitationEvent, Document
+from tests.knowledge.pdf import pdf_with_text
+
+pytestmark = pytest.mark.django_db
+
+LONG_TEXT = "\n\n".join(f"Paragraph {n} talks about sandboxes and quotas in some detail. " * 6 for n in range(6))
+
+
+def test_upload_answers_202_with_a_pending_document(make_collection, alice_api, django_capture_on_commit_callbacks):
+    collection = make_collection()
+    started = []
+    background.set_runner(started.append)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice_api.post(
+            f"/kb/collections/{collection.id}/documents",
+            {"file": SimpleUploadedFile("notes.txt", b"Quotas are per person.", content_type="text/plain")},
+            format="multipart",
+        )
+
+    assert response.status_code == 202
+    assert response.json() == {"id": Document.objects.get().id, "status": "pending"}
+    assert len(started) == 1
+
+
+def test_ingest_waits_for_the_upload_to_commit(make_collection, alice_api):
+    collection = make_collection()
+    started = []
+    background.set_runner(started.append)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    alice_api.post(
+        f"/kb/collections/{collection.id}/documents",
+        {"file": SimpleUploadedFile("notes.txt", b"Quotas.", content_type="text/plain")},
+        format="multipart",
+    )
+
+    assert started == []
+
+
+def test_ingested_text_document_is_ready_with_chunks(make_collection, upload, alice_api):
+    collection = make_collection()
+
+    document_id = upload(collection.id, "long.txt", LONG_TEXT).json()["id"]
+
+    body = alice_api.get(f"/kb/documents/{document_id}").json()
+    assert body["status"] == "ready"
+    assert body["reason"] == ""
+    assert body["chunks"] > 1
+    assert body["size"] == len(LONG_TEXT.encode())
+    assert body["owner"] == "alice"
+    assert body["cited"] == 0
+    assert isinstance(body["updated_at"], int)
+
+
+def test_ingest_stamps_chunks_with_the_uploader_passed_to_it(make_collection, upload):
+    collection = make_collection()
+
+    upload(collection.id, "notes.txt", "Sandboxes are closed from my resources.", user_id="carol")
+
+    assert set(Chunk.objects.values_list("created_by", flat=True)) == {"carol"}
+
+
+def test_markdown_is_ingested_without_its_markup(make_collection, upload, alice_api):
+    collection = make_collection()
+
+    document_id = upload(
+        collection.id, "guide.md", "# Heading\n\nSee **the [screen](http://x)** now.", content_type="text/markdown"
+    ).json()["id"]
+
+    chunks = alice_api.get(f"/kb/documents/{document_id}/chunks").json()
+    assert [chunk["text"] for chunk in chunks] == ["Heading\n\nSee the screen now."]
+
+
+def test_pdf_text_is_extracted_into_chunks(make_collection, upload, alice_api):
+    collection = make_collection()
+    data = pdf_with_text(["Disk quotas are checked at write time.", "Shrinking is always allowed."])
+
+    document_id = upload(collection.id, "disk.pdf", data, content_type="application/pdf").json()["id"]
+
+    assert alice_api.get(f"/kb/documents/{document_id}").json()["status"] == "ready"
+    texts = " ".join(chunk["text"] for chunk in alice_api.get(f"/kb/documents/{document_id}/chunks").json())
+    assert "Disk quotas are checked at write time." in texts
+
+
+def test_unreadable_pdf_fails_ingest_with_a_reason(make_collection, upload, alice_api):
+    collection = make_collection()
+
+    document_id = upload(collection.id, "broken.pdf", b"%PDF-1.4 not really", content_type="application/pdf").json()[
+        "id"
+    ]
+
+    body = alice_api.get(f"/kb/documents/{document_id}").json()
+    assert body["status"] == "failed"
+    assert "PDF" in body["reason"]
+    assert body["chunks"] == 0
+
+
+def test_text_that_is_not_utf8_fails_ingest_with_a_reason(make_collection, upload, alice_api):
+    collection = make_collection()
+
+    document_id = upload(collection.id, "latin.txt", "café".encode("latin-1")).json()["id"]
+
+    body = alice_api.get(f"/kb/documents/{document_id}").json()
+    assert body["status"] == "failed"
+    assert "UTF-8" in body["reason"]
+
+
+def test_empty_upload_is_refused_and_stores_nothing(make_collection, upload):
+    collection = make_collection()
+
+    response = upload(collection.id, "empty.txt", b"")
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "empty_file"
+    assert not Document.objects.exists()
+
+
+def test_unsupported_file_type_is_refused_with_415_naming_the_accepted_types(make_collection, upload):
+    collection = make_collection()
+
+    response = upload(collection.id, "slides.pptx", b"PK\x03\x04", content_type="application/vnd.ms-powerpoint")
+
+    assert response.status_code == 415
+    body = response.json()
+    assert body["error"] == "unsupported_file_type"
+    assert "slides.pptx" in body["detail"]
+    assert ".md" in body["detail"]
+    assert ".pdf" in body["detail"]
+    assert not Document.objects.exists()
+
+
+def test_upload_without_a_file_field_is_refused(make_collection, alice_api):
+    collection = make_collection()
+
+    response = alice_api.post(f"/kb/collections/{collection.id}/documents", {"other": "x"}, format="multipart")
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "validation_error"
+
+
+def test_upload_larger_than_the_limit_is_refused_with_413(make_collection, upload, settings):
+    settings.KNOWLEDGE_MAX_UPLOAD_BYTES = 10
+    collection = make_collection()
+
+    response = upload(collection.id, "big.txt", "x" * 11)
+
+    assert response.status_code == 413
+    assert response.json()["error"] == "file_too_large"
+    assert not Document.objects.exists()
+
+
+def test_upload_into_an_unknown_collection_is_404(upload, db):
+    response = upload("col_missing", "notes.txt", "text")
+
+    assert response.status_code == 404
+    assert not Document.objects.exists()
+
+
+def test_unknown_document_is_404(alice_api):
+    assert alice_api.get("/kb/documents/doc_missing").status_code == 404
+
+
+def test_document_list_of_an_unknown_collection_is_404(alice_api):
+    assert alice_api.get("/kb/collections/col_missing/documents").status_code == 404
+
+
+def test_document_list_carries_cited_chunks_owner_size_and_updated_at(make_collection, upload, alice_api):
+    collection = make_collection()
+    upload(collection.id, "a.txt", "Quotas are per person.", user_id="bob")
+
+    rows = alice_api.get(f"/kb/collections/{collection.id}/documents").json()
+
+    assert len(rows) == 1
+    row = rows[0]
+    assert {key: row[key] for key in ("filename", "owner", "size", "chunks", "cited", "status")} == {
+        "filename": "a.txt",
+        "owner": "bob",
+        "size": 22,
+        "chunks": 1,
+        "cited": 0,
+        "status": "ready",
+    }
+    assert isinstance(row["updated_at"], int)
+
+
+def test_reupload_keeps_the_document_id_and_replaces_its_chunks(make_collection, upload, clock):
+    collection = make_collection()
+    first = upload(collection.id, "notes.txt", "Old text about quotas.").json()["id"]
+    old_chunk_ids = set(Chunk.objects.values_list("id", flat=True))
+    clock.advance(minutes=5)
+
+    second = upload(collection.id, "notes.txt", "New text about sharing.", user_id="bob").json()["id"]
+
+    assert second == first
+    document = Document.objects.get()
+    assert document.created_by == "alice"
+    assert document.updated_by == "bob"
+    assert bytes(document.content) == b"New text about sharing."
+    new_chunks = list(Chunk.objects.values_list("id", "text"))
+    assert new_chunks
+    assert not (old_chunk_ids & {chunk_id for chunk_id, _ in new_chunks})
+    assert [text for _, text in new_chunks] == ["New text about sharing."]
+
+
+def test_reupload_keeps_old_chunk_events_as_history(make_collection, upload, alice_api):
+    collection = make_collection()
+    document_id = upload(collection.id, "notes.txt", "Old text about quotas.").json()["id"]
+    old_chunk = Chunk.objects.get()
+    services.record_citations(
+        citations=[Citation(1, collection.id, document_id, "notes.txt", (old_chunk.id,))],
+        origin_kind="kb_chat",
+        origin_id="chat_1",
+        cited_by="alice",
+        message_id="msg_1",
+    )
+
+    upload(collection.id, "notes.txt", "New text about sharing.")
+
+    assert alice_api.get(f"/kb/documents/{document_id}").json()["cited"] == 1
+    assert [chunk["cited"] for chunk in alice_api.get(f"/kb/documents/{document_id}/chunks").json()] == [0]
+    assert CitationEvent.objects.get().chunk_refs.get().chunk_id == old_chunk.id
+
+
+def test_same_filename_in_another_collection_is_another_document(make_collection, upload):
+    first, second = make_collection("One"), make_collection("Two")
+
+    a = upload(first.id, "notes.txt", "Alpha").json()["id"]
+    b = upload(second.id, "notes.txt", "Beta").json()["id"]
+
+    assert a != b
+
+
+def test_ingest_superseded_by_a_newer_upload_is_discarded(make_collection, upload):
+    collection = make_collection()
+    queued = []
+    background.set_runner(queued.append)
+    upload(collection.id, "notes.txt", "First version.")
+    upload(collection.id, "notes.txt", "Second version.")
+
+    for work in queued:
+        work()
+
+    assert list(Chunk.objects.values_list("text", flat=True)) == ["Second version."]
+    assert Document.objects.get().status == "ready"
+
+
+def test_ingest_of_a_vanished_document_does_nothing(db):
+    ingest_document(document_id="doc_gone", user_id="alice")
+
+    assert not Chunk.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ingest_runs_on_a_worker_thread(make_collection, upload):
+    collection = make_collection()
+    done = threading.Event()
+    threads: list[str] = []
+
+    def on_thread(work: background.Work) -> None:
+        def observed() -> None:
+            threads.append(threading.current_thread().name)
+            try:
+                work()
+            finally:
+                done.set()
+
+        background.thread_runner(observed)
+
+    background.set_runner(on_thread)
+    document_id = upload(collection.id, "notes.txt", "Quotas are per person.").json()["id"]
+
+    assert done.wait(timeout=30)
+    assert threads == ["knowledge-background"]
+    assert Document.objects.get(pk=document_id).status == "ready"

@@ -1,0 +1,170 @@
+"""The knowledge pages: same paths as the API, chosen by Accept; forms go through the same services."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from collab.models import Notification
+from knowledge.models import Collection, Document, KbChat, KbChatMessage, KbChatShare
+
+pytestmark = pytest.mark.django_db
+
+HTML = "text/html,application/xhtml+xml"
+
+
+@pytest.fixture
+def browser_for():
+    def build(user_id: str) -> Client:
+        return Client(HTTP_ACCEPT=HTML, HTTP_X_USER_ID=user_id)
+
+    return build
+
+
+def test_collections_page_lists_collections_with_cited_counts(handbook, browser_for):
+    response = browser_for("alice").get("/kb/collections")
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/html")
+    assert b"Operations handbook" in response.content
+    assert b'data-testid="collection-cited">0<' in response.content
+
+
+def test_collection_form_creates_a_collection_and_opens_it(browser_for):
+    response = browser_for("bob").post("/kb/collections", {"name": "Runbooks"})
+
+    collection = Collection.objects.get()
+    assert response.status_code == 303
+    assert response["Location"] == f"/kb/collections/{collection.id}/documents"
+    assert collection.created_by == "bob"
+
+
+def test_documents_page_shows_status_size_chunks_and_the_upload_form(handbook, browser_for):
+    response = browser_for("alice").get(f"/kb/collections/{handbook.id}/documents")
+
+    content = response.content.decode()
+    assert "quotas.md" in content
+    assert "sharing.md" in content
+    assert 'data-testid="document-status">ready<' in content
+    assert 'enctype="multipart/form-data"' in content
+
+
+def test_upload_form_stores_and_ingests_the_document(make_collection, browser_for, django_capture_on_commit_callbacks):
+    collection = make_collection()
+    file = SimpleUploadedFile("notes.txt", b"Sandboxes are closed from my resources.", content_type="text/plain")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = browser_for("carol").post(f"/kb/collections/{collection.id}/documents", {"file": file})
+
+    assert response.status_code == 303
+    document = Document.objects.get()
+    assert (document.status, document.created_by) == ("ready", "carol")
+
+
+def test_upload_form_shows_a_refused_file_as_a_message(make_collection, browser_for):
+    collection = make_collection()
+    file = SimpleUploadedFile("empty.txt", b"", content_type="text/plain")
+
+    response = browser_for("alice").post(f"/kb/collections/{collection.id}/documents", {"file": file}, follow=True)
+
+    assert b"is empty" in response.content
+    assert not Document.objects.exists()
+
+
+def test_document_page_shows_chunks_with_cited_counts(handbook, browser_for):
+    document = handbook.documents.get(filename="quotas.md")
+
+    by_path = browser_for("alice").get(f"/kb/documents/{document.id}/chunks")
+    by_query = browser_for("alice").get(f"/kb/documents/chunks?id={document.id}")
+
+    assert by_path.status_code == by_query.status_code == 200
+    assert b'data-testid="chunk-cited">cited 0<' in by_path.content
+    assert b"my-resources screen" in by_query.content
+
+
+def test_chat_page_shows_clickable_markers_that_open_the_cited_chunks(handbook, make_chat, ask, browser_for):
+    chat = make_chat(handbook)
+    answer = ask(chat.id, "How do I free capacity?").json()["answer"]
+
+    content = browser_for("alice").get(f"/kb/chats/{chat.id}").content.decode()
+
+    assert f'href="#cite-{answer["id"]}-1"' in content
+    assert f'id="cite-{answer["id"]}-1"' in content
+    assert 'data-testid="ask-form"' in content
+    assert 'data-testid="share-dialog"' in content
+
+
+def test_shared_reader_sees_a_read_only_chat_without_a_send_box(handbook, make_chat, browser_for):
+    chat = make_chat(handbook)
+    chat.shares.create(user_id="bob")
+
+    content = browser_for("bob").get(f"/kb/chats/{chat.id}").content.decode()
+
+    assert 'data-testid="read-only"' in content
+    assert 'data-testid="ask-form"' not in content
+    assert 'data-testid="share-dialog"' not in content
+
+
+def test_stranger_gets_the_not_found_page_for_a_chat(handbook, make_chat, browser_for):
+    chat = make_chat(handbook)
+
+    assert browser_for("dave").get(f"/kb/chats/{chat.id}").status_code == 404
+
+
+def test_ask_form_stores_the_exchange_and_returns_to_the_answer(handbook, make_chat, browser_for):
+    chat = make_chat(handbook)
+
+    response = browser_for("alice").post(f"/kb/chats/{chat.id}/messages", {"content": "quota"})
+
+    answer = KbChatMessage.objects.get(role="assistant")
+    assert response.status_code == 303
+    assert response["Location"] == f"/kb/chats/{chat.id}#msg-{answer.id}"
+
+
+def test_ask_form_of_a_shared_reader_is_refused_and_stores_nothing(handbook, make_chat, browser_for):
+    chat = make_chat(handbook)
+    chat.shares.create(user_id="bob")
+
+    response = browser_for("bob").post(f"/kb/chats/{chat.id}/messages", {"content": "quota"}, follow=True)
+
+    assert b"read-only" in response.content
+    assert not KbChatMessage.objects.exists()
+
+
+def test_chat_form_creates_a_chat_over_the_chosen_collections(handbook, browser_for):
+    response = browser_for("alice").post("/kb/chats", {"title": "Help", "collection_ids": [handbook.id]})
+
+    chat = KbChat.objects.get()
+    assert response["Location"] == f"/kb/chats/{chat.id}"
+    assert list(chat.collections.values_list("pk", flat=True)) == [handbook.id]
+
+
+def test_share_dialog_shares_and_notifies(handbook, make_chat, browser_for, django_capture_on_commit_callbacks):
+    chat = make_chat(handbook)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        browser_for("alice").post(f"/kb/chats/{chat.id}/share", {"user_ids": ["bob", "carol"]})
+
+    assert sorted(KbChatShare.objects.values_list("user_id", flat=True)) == ["bob", "carol"]
+    assert Notification.objects.filter(kind="share").count() == 2
+
+
+def test_remove_reader_button_unshares(handbook, make_chat, browser_for):
+    chat = make_chat(handbook)
+    chat.shares.create(user_id="bob")
+
+    response = browser_for("alice").post(f"/kb/chats/{chat.id}/share/bob")
+
+    assert response.status_code == 303
+    assert not KbChatShare.objects.exists()
+
+
+def test_chats_page_lists_chats_shared_with_the_reader(handbook, make_chat, browser_for):
+    chat = make_chat(handbook, title="Alice's quota questions")
+    chat.shares.create(user_id="bob")
+
+    content = browser_for("bob").get("/kb/chats").content.decode()
+
+    assert "Alice&#x27;s quota questions" in content
+    assert "read-only" in content
