@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """Django's command-line entry point for the workspace service."""
+
 import os
 import sys
 
