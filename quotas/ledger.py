@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from collab import clock
+from quotas.limits import limits_for_many
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 
 
@@ -54,12 +55,19 @@ def open_rows_of_item(item_id: str | int) -> QuerySet[SandboxActivity]:
 
 
 def activity_open(
-    *, item_id: str | int, app_slug: str, owner: str, backend: str, size: ResolvedSize, lease: timedelta
+    *,
+    item_id: str | int,
+    app_slug: str,
+    owner: str,
+    backend: str,
+    size: ResolvedSize,
+    lease: timedelta,
+    charges_cost: bool = False,
 ) -> SandboxActivity:
     """Records a sandbox that is about to open; it counts from this moment on.
 
     Callers run this inside their admission transaction so the check and the new row are one
-    step (DESIGN.md §8).
+    step (DESIGN.md §8). `charges_cost`: its cpu and memory count towards per-user totals.
     """
     moment = clock.now()
     return SandboxActivity.objects.create(
@@ -70,6 +78,7 @@ def activity_open(
         cpu_cores=size.cpu_cores,
         memory_bytes=size.memory_bytes,
         pids_max=size.pids_max,
+        charges_cost=charges_cost,
         opened_at=moment,
         last_seen_at=moment,
         last_used_at=moment,
@@ -124,12 +133,19 @@ def expired_rows(*, at: datetime | None = None) -> QuerySet[SandboxActivity]:
 def record_disk_measurements(measurements: Iterable[DiskMeasurement]) -> int:
     """The disk ledger's one entry point, fed after each mirror sweep (spec "Events" 4).
 
-    Writes every figure it is given; the per-user quota layer narrows this to owners who have a
-    disk limit (spec "Limits" 11). Returns the number of rows written.
+    Writes only the figures of owners who have a per-user disk limit (spec "Limits" 11): with
+    no disk quota anywhere a sweep writes nothing. An item whose owner has no limit (any more)
+    has its old row forgotten, so a former owner is not charged for it. Returns rows written.
     """
+    measurements = list(measurements)
+    limits = limits_for_many(m.owner for m in measurements)
     moment = clock.now()
     written = 0
+    untracked: list[str] = []
     for measurement in measurements:
+        if limits[measurement.owner].disk is None:
+            untracked.append(str(measurement.item_id))
+            continue
         WorkspaceDiskUsage.objects.update_or_create(
             item_id=str(measurement.item_id),
             defaults={
@@ -141,6 +157,9 @@ def record_disk_measurements(measurements: Iterable[DiskMeasurement]) -> int:
             },
         )
         written += 1
+    if untracked and WorkspaceDiskUsage.current.exists():
+        for start in range(0, len(untracked), 500):
+            WorkspaceDiskUsage.current.filter(item_id__in=untracked[start : start + 500]).update(is_deleted=True)
     return written
 
 

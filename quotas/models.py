@@ -1,10 +1,11 @@
-"""Ledgers the quota gates read: sandbox liveness evidence and measured workspace disk."""
+"""Quota records: sandbox liveness evidence, measured workspace disk, per-user overrides, owner locks."""
 
 from __future__ import annotations
 
 from django.db import models
 
 from collab import clock
+from collab.models import TrackedModel
 
 
 class OpenActivityManager(models.Manager):
@@ -41,6 +42,10 @@ class SandboxActivity(models.Model):
     cpu_cores = models.FloatField(null=True, blank=True)
     memory_bytes = models.BigIntegerField(null=True, blank=True)
     pids_max = models.IntegerField(null=True, blank=True)
+    # Whether cpu and memory count towards the owner's per-user totals: only sandboxes of apps
+    # that declare a cost do (spec "Limits" 5). Fixed at admission, so a later config change
+    # does not re-price sandboxes that are already running.
+    charges_cost = models.BooleanField(default=False)
     opened_at = models.DateTimeField(default=clock.now)
     last_seen_at = models.DateTimeField(default=clock.now)
     last_used_at = models.DateTimeField(default=clock.now)
@@ -85,3 +90,37 @@ class WorkspaceDiskUsage(models.Model):
 
     def __str__(self) -> str:
         return f"item {self.item_id} ({self.owner}): {self.bytes} bytes"
+
+
+class UserResourceOverride(TrackedModel):
+    """One person's per-user limits, read before the site defaults of `resources.per_user`.
+
+    Per dimension: null = not overridden (the site default applies), 0 = unlimited (written as
+    `"max"`), anything else is the limit. Count and cpu accept `"max"` too, which the spec's
+    record could not express (spec "Limits" 13); a plain 0 there still means "not overridden".
+    """
+
+    user_id = models.CharField(max_length=150, primary_key=True)
+    count = models.PositiveIntegerField(null=True, blank=True)
+    cpu = models.FloatField(null=True, blank=True)
+    memory = models.BigIntegerField(null=True, blank=True)
+    disk = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "per-user resource override"
+
+    def __str__(self) -> str:
+        return f"resource override of {self.user_id}"
+
+
+class AdmissionLock(models.Model):
+    """One row per sandbox owner, locked FOR UPDATE while a new sandbox of theirs is admitted.
+
+    The gate's check and the new activity row then form one step per owner (DESIGN.md §8);
+    locking a row of our own keeps the ledger itself free of long-held locks.
+    """
+
+    owner = models.CharField(max_length=150, primary_key=True)
+
+    def __str__(self) -> str:
+        return f"admission lock of {self.owner}"

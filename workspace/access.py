@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import Http404
 
 from workspace.config import AppDescriptor, get_config
-from workspace.models import Item
+from workspace.models import InvestigationMember, Item
 
 
 def app_or_404(slug: str) -> AppDescriptor:
@@ -16,8 +16,18 @@ def app_or_404(slug: str) -> AppDescriptor:
 
 
 def can_view(item: Item, *, user_id: str, is_staff: bool) -> bool:
-    """The creator holds the permissions whatever `owner` says; staff see everything."""
-    return is_staff or (bool(user_id) and item.created_by == user_id)
+    """The creator holds the permissions whatever `owner` says; staff see everything.
+
+    An investigation's members see its item too (DESIGN.md §5), so a mention's link opens for
+    them; that costs one indexed lookup, and only when the caller is not the creator.
+    """
+    if is_staff or (bool(user_id) and item.created_by == user_id):
+        return True
+    return (
+        bool(user_id)
+        and item.app_slug == "rca"
+        and InvestigationMember.objects.filter(investigation_id=item.pk, user_id=user_id).exists()
+    )
 
 
 def item_for_viewer(slug: str, item_id: int, *, user_id: str, is_staff: bool) -> tuple[AppDescriptor, Item]:

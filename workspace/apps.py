@@ -1,6 +1,74 @@
-"""The workspace core as a Django app; start-up loads the config and app descriptors or fails."""
+"""The workspace core as a Django app; start-up loads the config, wires the quotas in, or fails."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from django.apps import AppConfig
+
+if TYPE_CHECKING:
+    from quotas.host import ItemFacts, ItemLink
+    from quotas.limits import UserLimits
+
+logger = logging.getLogger("workspace.quotas")
+
+
+class WorkspaceQuotaHost:
+    """The workspace's answers to the quotas (`quotas.host.QuotaHost`), which may not import us."""
+
+    def site_limits(self) -> UserLimits:
+        from quotas.limits import UserLimits
+        from workspace.config import get_config
+
+        per_user = get_config().per_user
+        return UserLimits.from_site(count=per_user.count, cpu=per_user.cpu, memory=per_user.memory, disk=per_user.disk)
+
+    def app_disk_limit(self, app_slug: str) -> int | None:
+        from workspace.config import get_config
+
+        app = get_config().app(app_slug)
+        return None if app is None else app.resources.disk_bytes
+
+    def workspace_bytes(self, item_id: str) -> int:
+        from workspace import filestore
+
+        return filestore.workspace_bytes(filestore.workspace_dir(item_id))
+
+    def item_facts(self, item_id: str) -> ItemFacts | None:
+        from quotas.host import ItemFacts
+        from workspace.models import Item
+
+        if not item_id.isdigit():
+            return None
+        row = Item.objects.filter(pk=int(item_id)).values_list("app_slug", "owner", "created_by").first()
+        return None if row is None else ItemFacts(app_slug=row[0], owner=row[1] or row[2])
+
+    def describe_items(self, item_ids: Sequence[str]) -> dict[str, ItemLink]:
+        from django.urls import reverse
+
+        from quotas.host import ItemLink
+        from workspace.models import Item
+
+        numbers = [int(item_id) for item_id in item_ids if item_id.isdigit()]
+        if not numbers:
+            return {}
+        rows = Item.objects.filter(pk__in=numbers).values_list("pk", "app_slug", "title")
+        return {
+            str(pk): ItemLink(item_id=str(pk), app_slug=slug, title=title, url=reverse("ws-item", args=[slug, pk]))
+            for pk, slug, title in rows
+        }
+
+    def sandbox_close(self, item_id: str) -> int:
+        from workspace.models import Item
+        from workspace.sandboxes.lifecycle import sandbox_close
+
+        if not item_id.isdigit():
+            return 0
+        # Closing needs only the item's id; a sandbox whose item row is gone is shut down too.
+        item = Item.objects.filter(pk=int(item_id)).first() or Item(pk=int(item_id))
+        return sandbox_close(item=item)
 
 
 class WorkspaceConfig(AppConfig):
@@ -15,3 +83,28 @@ class WorkspaceConfig(AppConfig):
         config = get_config()
         if config.sandbox.backend == "local":
             warn_about_enforcement(configured_driver())
+        install_quotas()
+        for warning in quota_warnings():
+            logger.warning(warning)
+
+
+def install_quotas() -> None:
+    """Hands the quotas what they need and puts the disk check on every growing write."""
+    from quotas import host
+    from quotas.disk import disk_write_check
+    from workspace import filestore
+
+    host.install(WorkspaceQuotaHost())
+    filestore.register_write_check(disk_write_check)
+
+
+def quota_warnings() -> list[str]:
+    """The per-user dimensions the configured apps cannot be held to (spec "Limits" 5)."""
+    from quotas.startup import AppCost, unenforceable_warnings
+    from workspace.config import get_config
+
+    apps = [
+        AppCost(slug=app.slug, cpu_cores=app.resources.cpu_cores, memory_bytes=app.resources.memory_bytes)
+        for app in get_config().apps.values()
+    ]
+    return unenforceable_warnings(site=WorkspaceQuotaHost().site_limits(), apps=apps)

@@ -7,8 +7,15 @@ from rest_framework.views import APIView
 
 from collab.web import html_or_api
 from workspace import pages, views
+from workspace.chat import views as chat_views
+from workspace.investigations import pages as investigation_pages
+from workspace.investigations import views as investigation_views
+from workspace.workflows import pages as workflow_pages
+from workspace.workflows import views as workflow_views
 
 _ITEM = "a/<slug:slug>/items/<int:item_id>"
+_WORKFLOW = f"{_ITEM}/workflows/<str:workflow_id>"
+_INVESTIGATION = "investigations/<int:investigation_id>"
 
 
 def _shared(page: Callable, api: type[APIView]) -> Callable:
@@ -30,4 +37,23 @@ urlpatterns = [
     path(f"{_ITEM}/files:batch", views.ItemFileBatchApi.as_view(), name="ws-item-files-batch"),
     path(f"{_ITEM}/upload", pages.upload_page, name="ws-item-upload"),
     path(f"{_ITEM}/files/<path:file_path>", _shared(pages.file_page, views.ItemFileApi), name="ws-item-file"),
+    path(f"{_ITEM}/messages", chat_views.ItemMessagesApi.as_view(), name="ws-item-messages"),
+    path(_WORKFLOW, _shared(workflow_pages.workflow_page, workflow_views.WorkflowRunListApi), name="ws-workflow"),
+    path(f"{_WORKFLOW}/run", workflow_views.WorkflowRunApi.as_view(), name="ws-workflow-run"),
+    path(
+        "investigations",
+        _shared(investigation_pages.investigations_page, investigation_views.InvestigationListCreateApi),
+        name="investigations",
+    ),
+    path(
+        _INVESTIGATION,
+        _shared(investigation_pages.investigation_page, investigation_views.InvestigationApi),
+        name="investigation",
+    ),
+    path(
+        f"{_INVESTIGATION}/mentions",
+        investigation_views.InvestigationMentionsApi.as_view(),
+        name="investigation-mentions",
+    ),
+    path(f"{_INVESTIGATION}/status", investigation_views.InvestigationStatusApi.as_view(), name="investigation-status"),
 ]

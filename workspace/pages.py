@@ -10,6 +10,7 @@ from django.contrib import messages
 from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from collab.errors import ApiError
@@ -32,14 +33,23 @@ def _item_url(slug: str, item_id: int) -> str:
 
 
 def errors_as_messages(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """A refused action on a page comes back as a flash message on the item page, not a JSON body."""
+    """A refused action on a page comes back as a flash message on the item page, not a JSON body.
+
+    A 507 (a quota) keeps the detail, which names the limit, and links to My resources, where
+    the person can free capacity.
+    """
 
     @wraps(view)
     def wrapper(request: HttpRequest, slug: str, item_id: int, *args: Any, **kwargs: Any) -> HttpResponse:
         try:
             return view(request, slug, item_id, *args, **kwargs)
         except ApiError as exc:
-            messages.error(request, str(exc.detail))
+            if exc.status_code == 507:
+                link = reverse("my-resources")
+                text = format_html('{} <a href="{}">Free capacity on My resources</a>', str(exc.detail), link)
+                messages.error(request, text)
+            else:
+                messages.error(request, str(exc.detail))
             return HttpResponseRedirect(_item_url(slug, item_id))
 
     return wrapper

@@ -16,6 +16,7 @@ from workspace.config import AppDescriptor, get_config
 from workspace.models import Item
 from workspace.sandboxes import lifecycle
 from workspace.sandboxes.base import CommandInvalid, validate_command
+from workspace.workflows import scheduler
 
 
 def _check_owner(owner: str) -> str:
@@ -124,10 +125,14 @@ class WorkerPass:
     measured: int
     probe: lifecycle.SweepCounts
     reclaim: lifecycle.SweepCounts
+    workflows: scheduler.ScheduledPass
 
 
 def worker_pass() -> WorkerPass:
-    """One round of the periodic job: liveness probes, idle reclaim, then the disk sweep."""
+    """One round of the periodic job: liveness probes, idle reclaim, the disk sweep, due workflows."""
     probe = lifecycle.sandboxes_probe()
     reclaim = lifecycle.sandboxes_reclaim()
-    return WorkerPass(measured=workspaces_sweep(), probe=probe, reclaim=reclaim)
+    measured = workspaces_sweep()
+    # Last, so scheduled runs open sandboxes against a ledger the probes and reclaim just cleaned.
+    workflows = scheduler.schedules_run_due()
+    return WorkerPass(measured=measured, probe=probe, reclaim=reclaim, workflows=workflows)

@@ -122,7 +122,8 @@ def test_an_expired_sandbox_is_shut_down_before_a_replacement_opens(alice_api, m
     assert not backend_named("local").probe(old.backend_sandbox_id)
 
 
-def test_the_worker_runs_probes_reclaim_and_the_sweep_once(alice_api, make_item, clock, capsys):
+def test_the_worker_runs_probes_reclaim_and_the_sweep_once(alice_api, make_item, clock, capsys, write_config):
+    write_config('[resources.per_user]\ndisk = "10G"\n')  # the sweep measures only owners with a disk limit
     item = make_item()
     row = _open(alice_api, item)
     clock.advance(minutes=31)

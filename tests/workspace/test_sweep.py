@@ -12,6 +12,12 @@ from workspace.filestore import workspace_dir
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def disk_limited(write_config):
+    # Spec "Limits" 11: the sweep writes the disk ledger only for owners who have a disk limit.
+    write_config('[resources.per_user]\ndisk = "10G"\n')
+
+
 def test_sweep_measures_each_items_workspace(make_item, clock):
     first, second = make_item(), make_item(owner="bob")
     (workspace_dir(first.pk) / "a.bin").write_bytes(b"x" * 1000)

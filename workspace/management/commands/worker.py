@@ -1,4 +1,4 @@
-"""`manage.py worker`: the periodic job: liveness probes, idle reclaim and the disk sweep."""
+"""`manage.py worker`: the periodic job: liveness probes, idle reclaim, the disk sweep, scheduled workflows."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ class Command(BaseCommand):
             done += 1
             self.stdout.write(
                 f"pass {done}: probed {report.probe.probed}, refreshed {report.probe.refreshed}, "
-                f"gone {report.probe.closed}, reclaimed {report.reclaim.closed}, measured {report.measured}"
+                f"gone {report.probe.closed}, reclaimed {report.reclaim.closed}, measured {report.measured}, "
+                f"workflows started {report.workflows.started}, not run {report.workflows.not_run}"
             )
             if limit and done >= limit:
                 return

@@ -1,0 +1,68 @@
+"""What the quotas need from the workspace, installed by it at start-up (quotas never imports workspace).
+
+DESIGN.md §2 puts `quotas` below `workspace`: the gates are handed item facts in their calls,
+and for the rest (site defaults, an item's app and title, a workspace's live size, shutting a
+sandbox down) the workspace installs one `QuotaHost` from its `AppConfig.ready`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from django.core.exceptions import ImproperlyConfigured
+
+if TYPE_CHECKING:
+    from quotas.limits import UserLimits
+
+
+@dataclass(frozen=True)
+class ItemFacts:
+    """An item as the quotas see it: the app that sets its disk limit and the owner who pays."""
+
+    app_slug: str
+    owner: str
+
+
+@dataclass(frozen=True)
+class ItemLink:
+    """How my-resources names and links an item."""
+
+    item_id: str
+    app_slug: str
+    title: str
+    url: str
+
+
+class QuotaHost(Protocol):
+    def site_limits(self) -> UserLimits:
+        """`resources.per_user` of the config in force."""
+
+    def app_disk_limit(self, app_slug: str) -> int | None:
+        """The app's resolved disk limit in bytes (0 = unlimited); None for an unknown app."""
+
+    def workspace_bytes(self, item_id: str) -> int:
+        """Bytes on disk in the item's workspace right now (the exact, immediate figure)."""
+
+    def item_facts(self, item_id: str) -> ItemFacts | None:
+        """App and owner (blank owner already replaced by the creator); None if there is no such item."""
+
+    def describe_items(self, item_ids: Sequence[str]) -> dict[str, ItemLink]:
+        """Titles and page links of the items that still exist, in one query."""
+
+    def sandbox_close(self, item_id: str) -> int:
+        """Truly shuts the item's sandbox down; returns how many sandboxes were closed."""
+
+
+_installed: list[QuotaHost] = []
+
+
+def install(host: QuotaHost) -> None:
+    _installed[:] = [host]
+
+
+def installed() -> QuotaHost:
+    if not _installed:
+        raise ImproperlyConfigured("No QuotaHost is installed: the workspace app installs one when it starts.")
+    return _installed[0]

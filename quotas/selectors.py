@@ -1,0 +1,187 @@
+"""Reads of the quotas: an owner's live usage (one aggregate each), my-resources, the override lists."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from collab import clock
+from quotas import host, ledger
+from quotas.limits import OverrideValues, UserLimits, limits_for
+from quotas.models import SandboxActivity, UserResourceOverride, WorkspaceDiskUsage
+
+MY_DISK_ROWS = 500
+
+
+@dataclass(frozen=True)
+class SandboxUsage:
+    """What an owner's live sandboxes hold; cpu and memory only of apps that declare a cost."""
+
+    count: int
+    cpu: float
+    memory: int
+
+
+@dataclass(frozen=True)
+class LiveSandbox:
+    ordinal: int
+    item: str
+    slug: str
+    title: str
+    url: str
+    cores: float | None
+    memory: int | None
+    charges_cost: bool
+    opened_at: datetime
+    last_used_at: datetime
+
+
+@dataclass(frozen=True)
+class DiskOfItem:
+    item: str
+    slug: str
+    title: str
+    url: str
+    bytes: int
+    measured_at: datetime
+
+
+@dataclass(frozen=True)
+class MyResources:
+    user_id: str
+    limits: UserLimits
+    usage: SandboxUsage
+    live: list[LiveSandbox]
+    disk_in_use: int
+    disk_tracked: bool
+    disk: list[DiskOfItem]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "user_id": self.user_id,
+            "limits": self.limits.as_dict(),
+            "sandboxes_in_use": self.usage.count,
+            "cpu_in_use": self.usage.cpu,
+            "memory_in_use": self.usage.memory,
+            "live": [asdict(sandbox) for sandbox in self.live],
+            "disk_in_use": self.disk_in_use,
+            "disk_tracked": self.disk_tracked,
+            "disk": [asdict(row) for row in self.disk],
+        }
+
+
+# The two gate aggregates are written as SQL rather than built with the ORM: compiling the ORM
+# query costs about fifteen times the indexed query itself, on a path every growing file write
+# and every new sandbox takes (bench/quotas.py). Names come from the models, and
+# tests/quotas/test_selectors.py holds both to the ORM's answer.
+_ACTIVITY = SandboxActivity._meta.db_table
+_DISK = WorkspaceDiskUsage._meta.db_table
+
+
+def owner_sandbox_usage(*, owner: str) -> SandboxUsage:
+    """The admission gate's one query: an aggregate over the owner's live rows on `sbx_owner_live_idx`."""
+    sql = (
+        f"SELECT COUNT(*), SUM(CASE WHEN charges_cost THEN cpu_cores END), "
+        f"SUM(CASE WHEN charges_cost THEN memory_bytes END) FROM {_ACTIVITY} "
+        "WHERE owner = %s AND is_deleted = %s AND lease_expires_at > %s"
+    )
+    moment = connection.ops.adapt_datetimefield_value(clock.now())
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [owner, False, moment])
+        count, cpu, memory = cursor.fetchone()
+    return SandboxUsage(count=int(count), cpu=float(cpu or 0), memory=int(memory or 0))
+
+
+def owner_disk_bytes(*, owner: str, excluding_item: str | None = None) -> int:
+    """Sum of the owner's last measurements (approximate, spec "Limits" 10), optionally without one item."""
+    sql = f"SELECT SUM(bytes) FROM {_DISK} WHERE owner = %s AND is_deleted = %s"
+    params: list[object] = [owner, False]
+    if excluding_item is not None:
+        sql += " AND item_id <> %s"
+        params.append(excluding_item)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        (total,) = cursor.fetchone()
+    return int(total or 0)
+
+
+def my_resources(*, user_id: str) -> MyResources:
+    """Usage against limits for the person who pays: live sandboxes and measured disk, with item links."""
+    limits = limits_for(user_id)
+    live_rows = list(ledger.live_rows_of_owner(user_id).order_by("opened_at", "id"))
+    disk_rows = list(WorkspaceDiskUsage.current.filter(owner=user_id).order_by("-bytes", "item_id")[:MY_DISK_ROWS])
+    links = host.installed().describe_items(sorted({row.item_id for row in [*live_rows, *disk_rows]}))
+
+    def link(item_id: str, app_slug: str) -> host.ItemLink:
+        return links.get(item_id) or host.ItemLink(item_id=item_id, app_slug=app_slug, title="(deleted item)", url="")
+
+    live = [
+        LiveSandbox(
+            ordinal=ordinal,
+            item=row.item_id,
+            slug=row.app_slug,
+            title=link(row.item_id, row.app_slug).title,
+            url=link(row.item_id, row.app_slug).url,
+            cores=row.cpu_cores,
+            memory=row.memory_bytes,
+            charges_cost=row.charges_cost,
+            opened_at=row.opened_at,
+            last_used_at=row.last_used_at,
+        )
+        for ordinal, row in enumerate(live_rows, start=1)
+    ]
+    disk = [
+        DiskOfItem(
+            item=row.item_id,
+            slug=row.app_slug,
+            title=link(row.item_id, row.app_slug).title,
+            url=link(row.item_id, row.app_slug).url,
+            bytes=row.bytes,
+            measured_at=row.measured_at,
+        )
+        for row in disk_rows
+    ]
+    return MyResources(
+        user_id=user_id,
+        limits=limits,
+        usage=owner_sandbox_usage(owner=user_id),
+        live=live,
+        disk_in_use=owner_disk_bytes(owner=user_id),
+        disk_tracked=limits.disk is not None,
+        disk=disk,
+    )
+
+
+def owner_live_sandbox_exists(*, owner: str, item_id: str) -> bool:
+    """Whether `owner` pays for a live sandbox of `item_id` (what my-resources may close)."""
+    return ledger.live_rows_of_owner(owner).filter(item_id=item_id).exists()
+
+
+def override_as_dict(row: UserResourceOverride) -> dict[str, Any]:
+    values = OverrideValues.of(row)
+    assert values is not None
+    return {"user_id": row.user_id, **values.as_written(), "updated_by": row.updated_by, "updated_at": row.updated_at}
+
+
+def overrides_listing() -> dict[str, Any]:
+    """The staff view of the per-user limits: site defaults, then every override by user id."""
+    return {
+        "defaults": host.installed().site_limits().as_dict(),
+        "overrides": [override_as_dict(row) for row in UserResourceOverride.objects.order_by("user_id")],
+    }
+
+
+def override_of_user(*, user_id: str) -> dict[str, Any]:
+    """One person: their override as written (null if none) and the limits that result."""
+    row = UserResourceOverride.objects.filter(user_id=user_id).first()
+    values = OverrideValues.of(row)
+    site = host.installed().site_limits()
+    return {
+        "user_id": user_id,
+        "override": None if values is None else values.as_written(),
+        "effective": (site if values is None else values.over(site)).as_dict(),
+        "defaults": site.as_dict(),
+    }

@@ -1,0 +1,109 @@
+"""Module-level, uniquely named serializers of the quota endpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from quotas.limits import DIMENSIONS, OverrideValues, parse_override_value
+
+
+class QuotaLimitsOutputSerializer(serializers.Serializer):
+    count = serializers.IntegerField(allow_null=True, help_text="Live sandboxes at once; null: no limit.")
+    cpu = serializers.FloatField(allow_null=True, help_text="Cores; null: no limit.")
+    memory = serializers.IntegerField(allow_null=True, help_text="Bytes; null: no limit.")
+    disk = serializers.IntegerField(allow_null=True, help_text="Bytes; null: no limit.")
+
+
+class MyLiveSandboxOutputSerializer(serializers.Serializer):
+    ordinal = serializers.IntegerField()
+    item = serializers.CharField(help_text="The item's id.")
+    slug = serializers.CharField(help_text="The item's app.")
+    title = serializers.CharField()
+    url = serializers.CharField()
+    cores = serializers.FloatField(allow_null=True)
+    memory = serializers.IntegerField(allow_null=True)
+    charges_cost = serializers.BooleanField(help_text="Whether cpu and memory count towards the per-user totals.")
+    opened_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField()
+
+
+class MyDiskItemOutputSerializer(serializers.Serializer):
+    item = serializers.CharField(help_text="The item's id.")
+    slug = serializers.CharField(help_text="The item's app.")
+    title = serializers.CharField()
+    url = serializers.CharField()
+    bytes = serializers.IntegerField()
+    measured_at = serializers.DateTimeField()
+
+
+class MyResourcesOutputSerializer(serializers.Serializer):
+    user_id = serializers.CharField()
+    limits = QuotaLimitsOutputSerializer()
+    sandboxes_in_use = serializers.IntegerField()
+    cpu_in_use = serializers.FloatField()
+    memory_in_use = serializers.IntegerField()
+    live = MyLiveSandboxOutputSerializer(many=True)
+    disk_in_use = serializers.IntegerField(help_text="Sum of the last measurements (approximate).")
+    disk_tracked = serializers.BooleanField(help_text="Whether a per-user disk limit applies, so disk is measured.")
+    disk = MyDiskItemOutputSerializer(many=True)
+
+
+class UserResourceOverrideOutputSerializer(serializers.Serializer):
+    user_id = serializers.CharField()
+    count = serializers.JSONField(help_text='null: site default; "max": unlimited.')
+    cpu = serializers.JSONField(help_text='null: site default; "max": unlimited.')
+    memory = serializers.JSONField(help_text='Bytes; null: site default; "max": unlimited.')
+    disk = serializers.JSONField(help_text='Bytes; null: site default; "max": unlimited.')
+    updated_by = serializers.CharField()
+    updated_at = serializers.DateTimeField()
+
+
+class UserResourceListOutputSerializer(serializers.Serializer):
+    defaults = QuotaLimitsOutputSerializer()
+    overrides = UserResourceOverrideOutputSerializer(many=True)
+
+
+class UserResourceOverrideValuesSerializer(serializers.Serializer):
+    count = serializers.JSONField(allow_null=True)
+    cpu = serializers.JSONField(allow_null=True)
+    memory = serializers.JSONField(allow_null=True)
+    disk = serializers.JSONField(allow_null=True)
+
+
+class UserResourceDetailOutputSerializer(serializers.Serializer):
+    user_id = serializers.CharField()
+    override = UserResourceOverrideValuesSerializer(allow_null=True)
+    effective = QuotaLimitsOutputSerializer()
+    defaults = QuotaLimitsOutputSerializer()
+
+
+class UserResourceOverrideInputSerializer(serializers.Serializer):
+    """PUT body: each of count, cpu, memory, disk optional or null (the site default applies).
+
+    count and cpu: a number, 0 or null for the site default, "max" for unlimited; memory and
+    disk: a size string ("512M", "10G") or bytes, "max" or 0 for unlimited.
+    """
+
+    count = serializers.JSONField(required=False, allow_null=True, help_text='Whole number, "max" or null.')
+    cpu = serializers.JSONField(required=False, allow_null=True, help_text='Cores, "max" or null.')
+    memory = serializers.JSONField(required=False, allow_null=True, help_text='Size string, "max" or null.')
+    disk = serializers.JSONField(required=False, allow_null=True, help_text='Size string, "max" or null.')
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        if isinstance(data, dict) and (unknown := sorted(set(data) - set(DIMENSIONS))):
+            raise serializers.ValidationError({name: ["Not a known field."] for name in unknown})
+        return super().to_internal_value(data)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        errors: dict[str, list[str]] = {}
+        parsed: dict[str, Any] = {}
+        for name in DIMENSIONS:
+            try:
+                parsed[name] = parse_override_value(name, attrs.get(name))
+            except ValueError as exc:
+                errors[name] = [str(exc)]
+        if errors:
+            raise serializers.ValidationError(errors)
+        return {"values": OverrideValues(**parsed)}

@@ -1,0 +1,175 @@
+"""Writes and gates of the quotas: sandbox admission, per-user overrides, closing from my-resources."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.http import Http404
+
+from collab.errors import ApiError
+from quotas import host, selectors
+from quotas.limits import OverrideValues, UserLimits, forget_override, limits_for
+from quotas.models import AdmissionLock, UserResourceOverride
+from quotas.sizes import format_size
+
+# Sums of fractional cores (0.1 + 0.2) must not refuse a sandbox that fits exactly.
+_CPU_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class IncomingSandbox:
+    """The size a new sandbox is charged; None = unspecified (the backend decides, charged as 0 here)."""
+
+    cpu_cores: float | None
+    memory_bytes: int | None
+    declares_cost: bool
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One binding limit, rendered as (part of) a 507 body."""
+
+    body: dict[str, Any]
+
+    @property
+    def detail(self) -> str:
+        return str(self.body["detail"])
+
+
+def quota_error(refusals: list[Refusal]) -> ApiError:
+    """A 507 naming the first binding limit, the others under `also` (DESIGN.md §5); never Retry-After."""
+    first, *others = refusals
+    extra = {key: value for key, value in first.body.items() if key not in ("error", "detail")}
+    if others:
+        extra["also"] = [other.body for other in others]
+    return ApiError(status_code=507, error=first.body["error"], detail=first.detail, **extra)
+
+
+def _shown(dimension: str, value: float) -> str:
+    if dimension == "memory":
+        return format_size(int(value)) if value else "0"
+    if dimension == "cpu":
+        return f"{value:g} cores"
+    return f"{int(value)}"
+
+
+def _sandbox_refusal(*, owner: str, dimension: str, used: float, incoming: float, limit: float) -> Refusal:
+    label = "sandboxes" if dimension == "sandboxes" else dimension
+    detail = (
+        f"Opening a sandbox would exceed {owner}'s {label} limit: {_shown(dimension, used)} of "
+        f"{_shown(dimension, limit)} in use, and this sandbox needs {_shown(dimension, incoming)}. "
+        "Close a sandbox on My resources to make room."
+    )
+    return Refusal(
+        body={
+            "error": "sandbox_quota_exceeded",
+            "dimension": dimension,
+            "used": used,
+            "limit": limit,
+            "requested": incoming,
+            "owner": owner,
+            "detail": detail,
+        }
+    )
+
+
+def _bound_dimensions(limits: UserLimits, incoming: IncomingSandbox) -> list[tuple[str, float, float]]:
+    """(dimension, incoming, limit) for each limit this sandbox is subject to, in the refusal order.
+
+    Count applies to every app; cpu and memory only to apps that declare a cost, and only where
+    the sandbox brings a positive amount (an unspecified or unlimited size adds nothing to sum).
+    """
+    bound: list[tuple[str, float, float]] = []
+    if limits.count is not None:
+        bound.append(("sandboxes", 1, limits.count))
+    if incoming.declares_cost:
+        if limits.cpu is not None and (incoming.cpu_cores or 0) > 0:
+            bound.append(("cpu", float(incoming.cpu_cores or 0), limits.cpu))
+        if limits.memory is not None and (incoming.memory_bytes or 0) > 0:
+            bound.append(("memory", int(incoming.memory_bytes or 0), limits.memory))
+    return bound
+
+
+def _lock_owner(owner: str) -> None:
+    """Serialises admissions of one owner until the caller's transaction ends.
+
+    Lock order: the caller has locked the item row already; the owner's lock comes second,
+    everywhere, so two admissions cannot wait on each other in a cycle. SQLite needs nothing:
+    its writers already run one at a time (BEGIN IMMEDIATE).
+    """
+    if not connection.features.has_select_for_update:
+        return
+    locked = AdmissionLock.objects.select_for_update().filter(owner=owner).values_list("owner", flat=True)
+    if locked.first() is None:
+        # First admission of this owner: ON CONFLICT DO NOTHING lets concurrent first-timers
+        # both continue, and the SELECT below then queues them on the one row.
+        AdmissionLock.objects.bulk_create([AdmissionLock(owner=owner)], ignore_conflicts=True)
+        locked.first()
+
+
+def sandbox_admit(*, owner: str, incoming: IncomingSandbox) -> None:
+    """Refuses (507 `sandbox_quota_exceeded`) a new sandbox that would take `owner` over a limit.
+
+    Run it inside the transaction that then records the new activity row: the owner's lock is
+    held until that commits, so concurrent opens cannot both slip under a limit (DESIGN.md §8).
+    `used + incoming > limit` refuses; exactly at the limit is admitted. With no limit that
+    binds this sandbox it costs no query beyond the memoised override lookup.
+    """
+    bound = _bound_dimensions(limits_for(owner), incoming)
+    if not bound:
+        return
+    # No savepoint (two more statements per gate); the refusal is raised outside the block so
+    # a caller's transaction stays usable, e.g. to record that a scheduled run was refused.
+    with transaction.atomic(savepoint=False):
+        _lock_owner(owner)
+        usage = selectors.owner_sandbox_usage(owner=owner)
+    used_of = {"sandboxes": usage.count, "cpu": usage.cpu, "memory": usage.memory}
+    refusals = [
+        _sandbox_refusal(owner=owner, dimension=dimension, used=used_of[dimension], incoming=amount, limit=limit)
+        for dimension, amount, limit in bound
+        if used_of[dimension] + amount > limit + (_CPU_TOLERANCE if dimension == "cpu" else 0)
+    ]
+    if refusals:
+        raise quota_error(refusals)
+
+
+@transaction.atomic
+def override_set(*, user_id: str, values: OverrideValues, actor: str) -> UserResourceOverride:
+    """Replaces `user_id`'s override (PUT semantics: a dimension left out falls back to the default)."""
+    row = UserResourceOverride.objects.select_for_update().filter(user_id=user_id).first()
+    if row is None:
+        row = UserResourceOverride(user_id=user_id)
+        row.stamp_created(actor)
+    else:
+        row.stamp_updated(actor)
+    row.count, row.cpu, row.memory, row.disk = values.count, values.cpu, values.memory, values.disk
+    row.save()
+    _forget_now_and_at_commit(user_id)
+    return row
+
+
+@transaction.atomic
+def override_delete(*, user_id: str) -> bool:
+    """Reverts `user_id` to the site defaults; False if there was no override."""
+    deleted, _ = UserResourceOverride.objects.filter(user_id=user_id).delete()
+    _forget_now_and_at_commit(user_id)
+    return deleted > 0
+
+
+def _forget_now_and_at_commit(user_id: str) -> None:
+    # Now, so this request sees the change; again at commit, in case a concurrent request of
+    # this process re-read the old row before the write became visible.
+    forget_override(user_id)
+    transaction.on_commit(lambda: forget_override(user_id))
+
+
+def my_sandbox_close(*, owner: str, item_id: str) -> int:
+    """Truly shuts down a sandbox `owner` pays for (my-resources); anything else is 404.
+
+    Not atomic: shutting a sandbox down calls its backend, and the ledger steps commit on their own.
+    """
+    if not selectors.owner_live_sandbox_exists(owner=owner, item_id=item_id):
+        raise Http404("You have no live sandbox for that item.")
+    return host.installed().sandbox_close(item_id)

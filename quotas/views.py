@@ -1,0 +1,130 @@
+"""Quota endpoints and pages: my-resources (JSON and HTML), closing from it, staff overrides."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from collab.api import ServiceApiView
+from collab.errors import ApiError
+from collab.identity import unknown_user_ids
+from collab.serializers import ErrorOutputSerializer
+from collab.web import identity_required
+from quotas import selectors, services
+from quotas.serializers import (
+    MyResourcesOutputSerializer,
+    UserResourceDetailOutputSerializer,
+    UserResourceListOutputSerializer,
+    UserResourceOverrideInputSerializer,
+)
+from quotas.sizes import format_size
+
+_STAFF_ERRORS = {404: ErrorOutputSerializer}
+
+
+class MyResourcesApi(ServiceApiView):
+    @extend_schema(responses={200: MyResourcesOutputSerializer})
+    def get(self, request: Request) -> Response:
+        return Response(selectors.my_resources(user_id=request.user.id).as_dict())
+
+
+class MyLiveSandboxApi(ServiceApiView):
+    @extend_schema(responses={204: None, 404: ErrorOutputSerializer, 503: ErrorOutputSerializer})
+    def delete(self, request: Request, item_id: str) -> Response:
+        services.my_sandbox_close(owner=request.user.id, item_id=item_id)
+        return Response(status=204)
+
+
+def _staff_only(request: Request) -> None:
+    # Not 403: a non-staff caller learns nothing, not even that the endpoint exists.
+    if not request.user.is_staff:
+        raise Http404("Not found.")
+
+
+def _known_user(user_id: str) -> None:
+    if unknown_user_ids([user_id]):
+        raise ApiError(status_code=404, error="unknown_user", detail=f"{user_id!r} is not in the user directory.")
+
+
+class UserResourceListApi(ServiceApiView):
+    @extend_schema(
+        operation_id="admin_user_resources_list", responses={200: UserResourceListOutputSerializer, **_STAFF_ERRORS}
+    )
+    def get(self, request: Request) -> Response:
+        _staff_only(request)
+        return Response(selectors.overrides_listing())
+
+
+class UserResourceApi(ServiceApiView):
+    @extend_schema(responses={200: UserResourceDetailOutputSerializer, **_STAFF_ERRORS})
+    def get(self, request: Request, user_id: str) -> Response:
+        _staff_only(request)
+        _known_user(user_id)
+        return Response(selectors.override_of_user(user_id=user_id))
+
+    @extend_schema(
+        request=UserResourceOverrideInputSerializer,
+        responses={200: UserResourceDetailOutputSerializer, 400: ErrorOutputSerializer, **_STAFF_ERRORS},
+    )
+    def put(self, request: Request, user_id: str) -> Response:
+        _staff_only(request)
+        _known_user(user_id)
+        body = UserResourceOverrideInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        services.override_set(user_id=user_id, values=body.validated_data["values"], actor=request.user.id)
+        return Response(selectors.override_of_user(user_id=user_id))
+
+    @extend_schema(responses={204: None, **_STAFF_ERRORS})
+    def delete(self, request: Request, user_id: str) -> Response:
+        _staff_only(request)
+        _known_user(user_id)
+        services.override_delete(user_id=user_id)
+        return Response(status=204)
+
+
+def _usage_row(label: str, used: float, limit: float | None, *, size: bool = False) -> dict[str, object]:
+    shown = format_size if size else (lambda value: f"{value:g}")
+    return {
+        "label": label,
+        "used": shown(used) if used or not size else "0",
+        "limit": "no limit" if limit is None else shown(limit),
+        "percent": None if not limit else min(100, round(used * 100 / limit)),
+        "full": limit is not None and used >= limit,
+    }
+
+
+@identity_required
+def my_resources_page(request: HttpRequest) -> HttpResponse:
+    mine = selectors.my_resources(user_id=request.identity.user_id)
+    usage, limits = mine.usage, mine.limits
+    context = {
+        "mine": mine,
+        "sandbox_rows": [
+            _usage_row("Sandboxes", usage.count, limits.count),
+            _usage_row("CPU cores", usage.cpu, limits.cpu),
+            _usage_row("Memory", usage.memory, limits.memory, size=True),
+        ],
+        "disk_row": _usage_row("Disk", mine.disk_in_use, limits.disk, size=True),
+        "live": [{"sandbox": sandbox, "memory": format_size(sandbox.memory)} for sandbox in mine.live],
+    }
+    return render(request, "quotas/my_resources.html", context)
+
+
+@identity_required
+@require_POST
+def my_sandbox_close_page(request: HttpRequest, item_id: str) -> HttpResponse:
+    try:
+        closed = services.my_sandbox_close(owner=request.identity.user_id, item_id=item_id)
+    except Http404:
+        messages.error(request, "That sandbox is not live any more, or it is not yours.")
+    except ApiError as exc:
+        messages.error(request, str(exc.detail))
+    else:
+        messages.success(request, "The sandbox is shut down." if closed else "There was no live sandbox.")
+    return HttpResponseRedirect(reverse("my-resources"))

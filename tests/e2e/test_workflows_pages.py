@@ -1,0 +1,40 @@
+"""Browser: run a workflow on an item and see its output; switch back to an earlier revision."""
+
+from __future__ import annotations
+
+import pytest
+
+from workspace import services
+from workspace.access import app_or_404
+from workspace.generated import workflows
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def private_workspaces(settings, tmp_path):
+    settings.WORKSPACE_VAR_DIR = tmp_path / "var"
+    settings.WORKSPACE_CGROUP_ROOT = str(tmp_path / "cgroup")
+    settings.WORKSPACE_CGROUP_DRIVER = "prlimit"
+
+
+def test_running_a_workflow_shows_its_output(page_as):
+    item = services.item_create(app=app_or_404("notebook"), title="Nightly", user_id="alice")
+    workflows.create({"name": "smoke", "steps": ["echo smoke-ok"]}, user="alice")
+    page = page_as("alice")
+    page.goto(f"/a/notebook/items/{item.pk}")
+    page.click("[data-testid=workflows] >> text=smoke")
+    page.click("[data-testid=run-workflow]")
+    page.locator("[data-testid=run-output]").filter(has_text="smoke-ok").wait_for()
+    assert page.locator("[data-testid=run]").first.get_attribute("data-status") == "succeeded"
+
+
+def test_switching_back_restores_the_earlier_steps(page_as):
+    item = services.item_create(app=app_or_404("notebook"), title="Nightly", user_id="alice")
+    workflow_id = workflows.create({"name": "smoke", "steps": ["echo first"]}, user="alice")["resource_id"]
+    workflows.update(workflow_id, {"name": "smoke", "steps": ["echo second"]}, user="alice")
+    page = page_as("alice")
+    page.goto(f"/a/notebook/items/{item.pk}/workflows/{workflow_id}")
+    assert page.locator("[data-testid=steps]").inner_text().strip() == "echo second"
+    page.click("[data-testid=switch-back]")
+    page.locator("[data-testid=steps]").filter(has_text="echo first").wait_for()

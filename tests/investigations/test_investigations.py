@@ -1,0 +1,94 @@
+"""Investigations: create, list (owner or member), read, and the item they are."""
+
+from __future__ import annotations
+
+import pytest
+
+from workspace.models import Investigation, InvestigationMember, Item
+
+pytestmark = pytest.mark.django_db
+
+
+def test_creating_an_investigation_makes_an_rca_item_with_members(alice_api):
+    response = alice_api.post("/investigations", {"title": "Disk alerts", "members": ["bob"]}, format="json")
+    assert response.status_code == 201
+    body = response.json()
+    assert (body["title"], body["status"], body["owner"], body["members"]) == ("Disk alerts", "open", "alice", ["bob"])
+    assert body["messages"] == []
+    item = Item.objects.get(pk=body["id"])
+    assert (item.app_slug, item.created_by) == ("rca", "alice")
+
+
+def test_an_unknown_member_is_refused_by_name_and_nothing_is_stored(alice_api):
+    response = alice_api.post("/investigations", {"title": "T", "members": ["bob", "zed"]}, format="json")
+    assert response.status_code == 400
+    assert (response.json()["error"], response.json()["user_ids"]) == ("unknown_users", ["zed"])
+    assert not Item.objects.exists()
+
+
+@pytest.mark.parametrize("body", [{}, {"title": ""}, {"title": "T", "members": "bob"}])
+def test_a_bad_create_body_is_refused(alice_api, body):
+    assert alice_api.post("/investigations", body, format="json").status_code == 400
+    assert not Investigation.objects.exists()
+
+
+def test_the_list_holds_what_the_caller_owns_or_is_a_member_of(alice_api, bob_api, make_investigation):
+    mine = make_investigation(title="Mine", owner="bob")
+    joined = make_investigation(title="Joined", owner="alice", members=("bob",))
+    make_investigation(title="Not mine", owner="carol")
+    titles = [row["title"] for row in bob_api.get("/investigations").json()]
+    assert titles == [joined.item.title, mine.item.title]
+
+
+def test_the_list_costs_the_same_queries_for_many_investigations(
+    bob_api, make_investigation, django_assert_max_num_queries
+):
+    for number in range(20):
+        make_investigation(title=f"Case {number}", owner="alice", members=("bob", "carol"))
+    with django_assert_max_num_queries(4):
+        rows = bob_api.get("/investigations").json()
+    assert len(rows) == 20
+    assert rows[0]["members"] == ["bob", "carol"]
+
+
+def test_the_detail_carries_status_members_and_messages(alice_api, make_investigation):
+    investigation = make_investigation(members=("bob",))
+    alice_api.post(f"/investigations/{investigation.pk}/mentions", {"user_ids": ["carol"]}, format="json")
+    body = alice_api.get(f"/investigations/{investigation.pk}").json()
+    assert (body["status"], body["members"]) == ("open", ["bob", "carol"])
+    assert [(m["role"], m["mentions"]) for m in body["messages"]] == [("mention", ["carol"])]
+
+
+def test_a_stranger_gets_404_like_a_missing_investigation(bob_api, make_investigation):
+    investigation = make_investigation(owner="alice")
+    assert bob_api.get(f"/investigations/{investigation.pk}").status_code == 404
+    assert bob_api.get("/investigations/999999").status_code == 404
+
+
+def test_a_notebook_item_is_not_an_investigation(alice_api, make_item):
+    item = make_item(app_slug="notebook")
+    assert alice_api.get(f"/investigations/{item.pk}").status_code == 404
+
+
+def test_members_may_open_the_investigations_item(bob_api, carol_api, make_investigation):
+    investigation = make_investigation(owner="alice", members=("bob",))
+    assert bob_api.get(f"/a/rca/items/{investigation.pk}").status_code == 200
+    assert carol_api.get(f"/a/rca/items/{investigation.pk}").status_code == 404
+
+
+def test_an_rca_item_made_through_the_item_routes_is_an_open_investigation(alice_api):
+    item_id = alice_api.post("/a/rca/items", {"title": "Made as an item"}, format="json").json()["id"]
+    body = alice_api.get(f"/investigations/{item_id}").json()
+    assert (body["id"], body["status"], body["members"]) == (item_id, "open", [])
+
+
+def test_the_browser_gets_the_page_at_the_same_path(alice_api, make_investigation):
+    investigation = make_investigation(title="Paged")
+    response = alice_api.get(f"/investigations/{investigation.pk}", HTTP_ACCEPT="text/html")
+    assert response.status_code == 200
+    assert b"Paged" in response.content
+
+
+def test_a_membership_row_is_unique(make_investigation):
+    investigation = make_investigation(members=("bob", "bob"))
+    assert InvestigationMember.objects.filter(investigation=investigation).count() == 1

@@ -1,0 +1,125 @@
+"""Mentions: one `mention` message, one notification per other user, members added, no agent."""
+
+from __future__ import annotations
+
+import pytest
+
+from collab.models import Notification
+from workspace.models import InvestigationMember, ItemMessage
+
+pytestmark = pytest.mark.django_db
+
+
+def _mention(api, investigation, body, capture):
+    with capture(execute=True):
+        return api.post(f"/investigations/{investigation.pk}/mentions", body, format="json")
+
+
+def test_a_mention_appends_a_mention_message_and_notifies_each_user(
+    alice_api, make_investigation, django_capture_on_commit_callbacks
+):
+    investigation = make_investigation(title="Disk alerts")
+    response = _mention(alice_api, investigation, {"user_ids": ["bob", "carol"], "note": "look at node 4"},
+                        django_capture_on_commit_callbacks)  # fmt: skip
+    assert response.status_code == 201
+    body = response.json()
+    assert (body["role"], body["content"], body["mentions"]) == ("mention", "look at node 4", ["bob", "carol"])
+    sent = Notification.objects.order_by("recipient").values_list("recipient", "kind", "actor", "link", "body")
+    link = f"/investigations/{investigation.pk}"
+    assert list(sent) == [
+        ("bob", "mention", "alice", link, "look at node 4"), ("carol", "mention", "alice", link, "look at node 4"),
+    ]  # fmt: skip
+
+
+def test_the_caller_is_never_notified_of_their_own_mention(
+    bob_api, make_investigation, django_capture_on_commit_callbacks
+):
+    investigation = make_investigation(owner="alice", members=("bob",))
+    _mention(bob_api, investigation, {"user_ids": ["bob", "alice"]}, django_capture_on_commit_callbacks)
+    assert list(Notification.objects.values_list("recipient", flat=True)) == ["alice"]
+
+
+def test_mentioned_users_become_members_and_can_open_the_link(
+    alice_api, carol_api, make_investigation, django_capture_on_commit_callbacks
+):
+    investigation = make_investigation()
+    _mention(alice_api, investigation, {"user_ids": ["carol"]}, django_capture_on_commit_callbacks)
+    assert carol_api.get(f"/investigations/{investigation.pk}").status_code == 200
+    assert list(InvestigationMember.objects.values_list("user_id", flat=True)) == ["carol"]
+
+
+def test_unknown_ids_are_named_and_nothing_is_stored_nor_sent(
+    alice_api, make_investigation, django_capture_on_commit_callbacks
+):
+    investigation = make_investigation()
+    response = _mention(
+        alice_api, investigation, {"user_ids": ["bob", "zed", "yan"]}, django_capture_on_commit_callbacks
+    )
+    assert response.status_code == 400
+    assert response.json()["user_ids"] == ["zed", "yan"]
+    assert "zed, yan" in response.json()["detail"]
+    assert not ItemMessage.objects.exists()
+    assert not Notification.objects.exists()
+    assert not InvestigationMember.objects.exists()
+
+
+@pytest.mark.parametrize("user_ids", ["bob", {"id": "bob"}, None, [], [""]])
+def test_user_ids_must_be_a_non_empty_list_of_ids(alice_api, make_investigation, user_ids):
+    investigation = make_investigation()
+    response = alice_api.post(f"/investigations/{investigation.pk}/mentions", {"user_ids": user_ids}, format="json")
+    assert response.status_code == 400
+    assert not ItemMessage.objects.exists()
+
+
+def test_someone_who_is_neither_owner_nor_member_gets_404(carol_api, make_investigation):
+    investigation = make_investigation(owner="alice", members=("bob",))
+    response = carol_api.post(f"/investigations/{investigation.pk}/mentions", {"user_ids": ["bob"]}, format="json")
+    assert response.status_code == 404
+    assert not ItemMessage.objects.exists()
+
+
+def test_a_mention_never_runs_the_agent(alice_api, make_investigation, settings, django_capture_on_commit_callbacks):
+    settings.WORKSPACE_AGENT = "tests.agent.test_chat_send.BrokenAgent"
+    investigation = make_investigation()
+    _mention(
+        alice_api, investigation, {"user_ids": ["bob"], "note": "$ rm -rf / ?"}, django_capture_on_commit_callbacks
+    )
+    assert list(ItemMessage.objects.values_list("role", flat=True)) == ["mention"]
+
+
+def test_mentioning_into_a_closed_investigation_is_allowed_and_recorded(
+    alice_api, make_investigation, django_capture_on_commit_callbacks
+):
+    investigation = make_investigation()
+    alice_api.post(f"/investigations/{investigation.pk}/status", {"status": "closed"}, format="json")
+    response = _mention(alice_api, investigation, {"user_ids": ["bob"]}, django_capture_on_commit_callbacks)
+    assert response.status_code == 201
+    assert ItemMessage.objects.filter(role="mention", mentions=["bob"]).exists()
+    assert Notification.objects.filter(recipient="bob", kind="mention").exists()
+
+
+def test_a_mention_without_a_note_names_the_users(alice_api, make_investigation, django_capture_on_commit_callbacks):
+    body = _mention(alice_api, make_investigation(), {"user_ids": ["bob"]}, django_capture_on_commit_callbacks).json()
+    assert body["content"] == "@bob"
+
+
+def test_the_agent_tool_mentions_with_actor_null(alice_api, make_investigation, django_capture_on_commit_callbacks):
+    investigation = make_investigation()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = alice_api.post(
+            f"/a/rca/items/{investigation.pk}/messages", {"content": "@mention bob carol: please look"}, format="json"
+        )
+    assert response.json()["replies"][0]["content"] == "I mentioned bob, carol."
+    mention = ItemMessage.objects.get(role="mention")
+    assert (mention.mentions, mention.created_by, mention.content) == (["bob", "carol"], "", "please look")
+    sent = Notification.objects.order_by("recipient").values_list("recipient", "actor")
+    assert list(sent) == [("bob", None), ("carol", None)]
+
+
+def test_the_agent_tool_reports_unknown_users_and_sends_nothing(alice_api, make_investigation):
+    investigation = make_investigation()
+    reply = alice_api.post(
+        f"/a/rca/items/{investigation.pk}/messages", {"content": "@mention zed"}, format="json"
+    ).json()["replies"][0]["content"]
+    assert reply == "I could not do that: Not in the user directory: zed."
+    assert not ItemMessage.objects.filter(role="mention").exists()

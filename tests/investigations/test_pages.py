@@ -1,0 +1,54 @@
+"""Investigation pages: the list with its create form, and one investigation's page."""
+
+from __future__ import annotations
+
+import pytest
+
+from workspace.models import Investigation
+
+pytestmark = pytest.mark.django_db
+HTML = {"HTTP_ACCEPT": "text/html"}
+
+
+def test_the_list_page_shows_the_callers_investigations(bob_api, make_investigation):
+    make_investigation(title="Shared with bob", members=("bob",))
+    make_investigation(title="Private to carol", owner="carol")
+    page = bob_api.get("/investigations", **HTML).content.decode()
+    assert "Shared with bob" in page
+    assert "Private to carol" not in page
+
+
+def test_the_create_form_opens_the_new_investigation(alice_api):
+    response = alice_api.post("/investigations", {"title": "From the form", "members": "bob carol"}, **HTML)
+    investigation = Investigation.objects.get()
+    assert response["Location"] == f"/investigations/{investigation.pk}"
+    assert sorted(investigation.members.values_list("user_id", flat=True)) == ["bob", "carol"]
+
+
+def test_the_create_form_shows_an_unknown_member_as_a_message(alice_api):
+    response = alice_api.post("/investigations", {"title": "T", "members": "zed"}, follow=True, **HTML)
+    assert "Not in the user directory: zed." in response.content.decode()
+    assert not Investigation.objects.exists()
+
+
+def test_the_page_shows_the_conversation_status_control_and_picker(alice_api, make_investigation):
+    investigation = make_investigation(title="Disk alerts", members=("bob",))
+    alice_api.post(
+        f"/investigations/{investigation.pk}/mentions", {"user_ids": ["carol"], "note": "ping"}, format="json"
+    )
+    page = alice_api.get(f"/investigations/{investigation.pk}", **HTML).content.decode()
+    for expected in ('data-testid="status-select"', 'data-testid="mention-search"', "@carol", "ping", "bob, carol"):
+        assert expected in page
+
+
+def test_a_stranger_gets_the_404_page(carol_api, make_investigation):
+    investigation = make_investigation(owner="alice")
+    assert carol_api.get(f"/investigations/{investigation.pk}", **HTML).status_code == 404
+
+
+def test_the_item_page_carries_the_chat_panel(alice_api, make_item):
+    item = make_item()
+    alice_api.post(f"/a/notebook/items/{item.pk}/messages", {"content": "$ echo panel"}, format="json")
+    page = alice_api.get(f"/a/notebook/items/{item.pk}", **HTML).content.decode()
+    assert 'data-testid="chat-panel"' in page
+    assert "[exit 0]" in page

@@ -1,0 +1,34 @@
+"""RCA citations: the agent's knowledge-base answers inside an investigation become `rca` events."""
+
+from __future__ import annotations
+
+import pytest
+
+from knowledge.models import CitationEvent
+
+pytestmark = pytest.mark.django_db
+QUESTION = "How do I free sandbox quota capacity?"
+
+
+def test_an_answer_inside_an_investigation_writes_rca_events_for_the_asker(bob_api, make_investigation, handbook):
+    investigation = make_investigation(owner="alice", members=("bob",))
+    reply = bob_api.post(f"/a/rca/items/{investigation.pk}/messages", {"content": QUESTION}, format="json")
+    citations = reply.json()["replies"][0]["citations"]
+    events = list(CitationEvent.objects.values_list("origin_kind", "origin_id", "cited_by", "collection_id"))
+    assert citations
+    assert events[0] == ("rca", str(investigation.pk), "bob", handbook.id)
+    assert len(events) == len(citations)
+
+
+def test_two_questions_count_twice(alice_api, make_investigation, handbook):
+    investigation = make_investigation()
+    for _ in range(2):
+        alice_api.post(f"/a/rca/items/{investigation.pk}/messages", {"content": QUESTION}, format="json")
+    per_turn = CitationEvent.objects.values("message_id").distinct().count()
+    assert per_turn == 2
+
+
+def test_an_answer_that_found_nothing_writes_no_event(alice_api, make_investigation, handbook):
+    investigation = make_investigation()
+    alice_api.post(f"/a/rca/items/{investigation.pk}/messages", {"content": "zxqv wvut?"}, format="json")
+    assert not CitationEvent.objects.exists()

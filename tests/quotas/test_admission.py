@@ -1,0 +1,206 @@
+"""The sandbox admission gate: each dimension refusing alone, the edges, and which paths it guards."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from collab.errors import ApiError
+from quotas import ledger
+from quotas.models import SandboxActivity
+from tests.quotas.conftest import GIB, MIB
+from tests.workspace.conftest import item_url
+from workspace.sandboxes import admission
+
+pytestmark = pytest.mark.django_db
+
+
+def _exec(api, item, command="true"):
+    return api.post(item_url(item, "/exec"), {"command": command}, format="json")
+
+
+def _fill(api, items):
+    for item in items:
+        assert _exec(api, item).status_code == 200
+
+
+def test_sandbox_count_alone_refuses(per_user, alice_api, make_item):
+    per_user(count=2, cpu=10, memory="10G")
+    _fill(alice_api, [make_item(), make_item()])
+    response = _exec(alice_api, make_item())
+    assert response.status_code == 507
+    body = response.json()
+    assert (body["error"], body["dimension"], body["used"], body["limit"]) == (
+        "sandbox_quota_exceeded",
+        "sandboxes",
+        2,
+        2,
+    )
+    assert "also" not in body
+    assert "sandboxes limit" in body["detail"]
+    assert "Retry-After" not in response.headers
+
+
+def test_cpu_alone_refuses(per_user, alice_api, make_item):
+    per_user(count=10, cpu=2, memory="10G")
+    _fill(alice_api, [make_item(), make_item()])
+    body = _exec(alice_api, make_item()).json()
+    assert (body["error"], body["dimension"], body["used"], body["limit"]) == (
+        "sandbox_quota_exceeded",
+        "cpu",
+        2.0,
+        2.0,
+    )
+    assert "also" not in body
+
+
+def test_memory_alone_refuses(per_user, alice_api, make_item):
+    per_user(count=10, cpu=10, memory="1G")
+    _fill(alice_api, [make_item(), make_item()])
+    response = _exec(alice_api, make_item())
+    assert response.status_code == 507
+    body = response.json()
+    assert (body["dimension"], body["used"], body["limit"], body["requested"]) == ("memory", GIB, GIB, 512 * MIB)
+    assert "also" not in body
+
+
+def test_exactly_at_each_limit_is_admitted(per_user, alice_api, make_item):
+    per_user(count=2, cpu=2, memory="1G")
+    first, second = make_item(), make_item()
+    _fill(alice_api, [first, second])
+    assert ledger.live_rows_of_owner("alice").count() == 2
+
+
+def test_when_several_limits_bind_the_first_is_named_and_the_others_listed(per_user, alice_api, make_item):
+    per_user(count=1, cpu=1, memory="512M")
+    _fill(alice_api, [make_item()])
+    body = _exec(alice_api, make_item()).json()
+    assert body["dimension"] == "sandboxes"
+    assert [(other["error"], other["dimension"]) for other in body["also"]] == [
+        ("sandbox_quota_exceeded", "cpu"),
+        ("sandbox_quota_exceeded", "memory"),
+    ]
+
+
+def test_an_item_with_a_live_sandbox_is_always_admitted(per_user, alice_api, make_item):
+    per_user(count=1)
+    item = make_item()
+    _fill(alice_api, [item])
+    response = _exec(alice_api, item, "echo again")
+    assert (response.status_code, response.json()["sandbox_opened"]) == (200, False)
+
+
+def test_a_refused_open_records_nothing(per_user, alice_api, make_item):
+    per_user(count=1)
+    _fill(alice_api, [make_item()])
+    refused = make_item()
+    assert _exec(alice_api, refused).status_code == 507
+    assert not SandboxActivity.objects.filter(item_id=str(refused.pk)).exists()
+
+
+def test_closed_sandboxes_free_capacity_without_a_decrement(per_user, alice_api, make_item):
+    per_user(count=1)
+    first = make_item()
+    _fill(alice_api, [first])
+    assert alice_api.delete(item_url(first, "/sandbox")).status_code == 204
+    assert _exec(alice_api, make_item()).status_code == 200
+    assert SandboxActivity.objects.filter(is_deleted=True).count() == 1  # soft-deleted, still listed
+
+
+def test_expired_evidence_is_not_counted(per_user, alice_api, make_item, clock):
+    per_user(count=1)
+    _fill(alice_api, [make_item()])
+    clock.advance(seconds=91)  # past the 90 s lease: the row is still open but no longer live
+    assert SandboxActivity.current.count() == 1
+    assert _exec(alice_api, make_item()).status_code == 200
+
+
+def test_the_debtor_is_the_items_owner_not_its_creator(per_user, alice_api, make_item):
+    per_user(count=1)
+    _fill(alice_api, [make_item(created_by="alice", owner="bob")])
+    # Alice pays for nothing yet, so her own item opens; bob's next item would not.
+    assert _exec(alice_api, make_item()).status_code == 200
+    body = _exec(alice_api, make_item(created_by="alice", owner="bob")).json()
+    assert (body["dimension"], body["owner"]) == ("sandboxes", "bob")
+
+
+def test_apps_that_declare_no_cost_are_bound_by_count_only(per_user, alice_api, make_item):
+    per_user(count=3, cpu=1, memory="512M")
+    _fill(alice_api, [make_item()])  # a notebook takes the whole cpu and memory allowance
+    _fill(alice_api, [make_item(app_slug="rca"), make_item(app_slug="rca")])  # rca declares nothing
+    body = _exec(alice_api, make_item(app_slug="rca")).json()
+    assert body["dimension"] == "sandboxes"
+
+
+def test_costless_sandboxes_add_nothing_to_the_cpu_and_memory_sums(per_user, alice_api, make_item):
+    per_user(cpu=1, memory="512M")
+    _fill(alice_api, [make_item(app_slug="rca"), make_item(app_slug="rca")])
+    assert _exec(alice_api, make_item()).status_code == 200
+
+
+def test_no_limit_means_the_gate_costs_no_query(alice_api, make_item, django_assert_num_queries, write_config):
+    write_config("")
+    item = make_item()
+    app = admission.get_config().app("notebook")
+    admission.sandbox_admission_check(item=item, app=app)  # warms the 5 s override memo
+    # One query: the item's live row; with no limit the gate itself reads nothing.
+    with django_assert_num_queries(1):
+        admission.sandbox_admission_check(item=item, app=app)
+
+
+def test_with_limits_the_gate_is_one_aggregate_query(per_user, make_item, django_assert_num_queries):
+    per_user(count=5, cpu=5, memory="5G")
+    item = make_item()
+    app = admission.get_config().app("notebook")
+    admission.sandbox_admission_check(item=item, app=app)
+    # The item's live row, the owner's lock (PostgreSQL only; SQLite serialises writers), the sums.
+    expected = 3 if connection.features.has_select_for_update else 2
+    with django_assert_num_queries(expected) as captured:
+        admission.sandbox_admission_check(item=item, app=app)
+    gate = captured.captured_queries[-1]["sql"]
+    assert "COUNT(" in gate
+    assert "SUM(" in gate
+
+
+def test_the_read_only_check_refuses_before_anything_is_stored(per_user, alice_api, make_item):
+    per_user(count=1)
+    _fill(alice_api, [make_item()])
+    item = make_item()
+    with pytest.raises(ApiError) as refused:
+        admission.sandbox_admission_check(item=item, app=admission.get_config().app("notebook"))
+    assert (refused.value.status_code, refused.value.error) == (507, "sandbox_quota_exceeded")
+    assert SandboxActivity.objects.count() == 1
+
+
+def test_item_open_browse_and_upload_are_never_gated(per_user, alice_api, make_item):
+    per_user(count=1)
+    _fill(alice_api, [make_item()])
+    item = make_item()
+    assert alice_api.get(item_url(item)).status_code == 200
+    assert alice_api.get(item_url(item, "/files")).status_code == 200
+    put = alice_api.put(item_url(item, "/files/a.txt"), b"hello", content_type="application/octet-stream")
+    assert put.status_code == 200
+    assert alice_api.get(item_url(item, "/files/a.txt")).status_code == 200
+    batch = {"operations": [{"op": "stage", "path": "b.txt", "content": "x"}]}
+    assert alice_api.post(item_url(item, "/files:batch"), batch, format="json").status_code == 200
+    assert not SandboxActivity.objects.filter(item_id=str(item.pk)).exists()
+
+
+def test_exec_refusal_on_the_item_page_flow_is_json_for_fetch(per_user, alice_api, make_item):
+    per_user(count=1)
+    _fill(alice_api, [make_item()])
+    response = alice_api.post(
+        item_url(make_item(), "/exec"), {"command": "ls"}, format="json", HTTP_ACCEPT="application/json"
+    )
+    assert response.status_code == 507
+    assert response["Content-Type"].startswith("application/json")
+
+
+def test_only_the_creator_or_staff_can_move_the_debt(per_user, alice_api, bob_api, make_item):
+    per_user(count=1)
+    item = make_item(created_by="alice")
+    # bob cannot even see the item, let alone make himself or anyone else pay for it
+    assert bob_api.patch(item_url(item), {"owner": "carol"}, format="json").status_code == 404
+    item.refresh_from_db()
+    assert item.debtor == "alice"
+    assert alice_api.patch(item_url(item), {"owner": "bob"}, format="json").json()["owner"] == "bob"

@@ -1,0 +1,67 @@
+"""Every path that opens a sandbox meets the real gate: chat send, workflow runs, scheduled runs, exec."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from quotas.models import SandboxActivity
+from tests.workspace.conftest import item_url
+from workspace.generated import workflows
+from workspace.models import ItemMessage, WorkflowRun
+from workspace.workflows import services as workflow_services
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def make_workflow(db) -> Callable[..., str]:
+    def build(steps: list[str], **fields: object) -> str:
+        return workflows.create({"name": "checks", "steps": steps, **fields}, user="alice")["resource_id"]
+
+    return build
+
+
+@pytest.fixture
+def full(per_user, alice_api, make_item):
+    """Alice's one allowed sandbox is live on another item."""
+    per_user(count=1)
+    assert alice_api.post(item_url(make_item(), "/exec"), {"command": "true"}, format="json").status_code == 200
+
+
+def test_chat_send_is_refused_before_the_message_is_stored(full, alice_api, make_item):
+    response = alice_api.post(item_url(make_item(), "/messages"), {"content": "$ echo hi"}, format="json")
+    assert response.status_code == 507
+    assert (response.json()["error"], response.json()["dimension"]) == ("sandbox_quota_exceeded", "sandboxes")
+    assert not ItemMessage.objects.exists()
+
+
+def test_a_pure_chat_turn_is_gated_too(full, alice_api, make_item):
+    response = alice_api.post(item_url(make_item(), "/messages"), {"content": "hello there"}, format="json")
+    assert response.status_code == 507
+    assert not ItemMessage.objects.exists()
+
+
+def test_a_workflow_run_is_refused_and_records_nothing(full, alice_api, make_item, make_workflow):
+    workflow_id = make_workflow(["echo one"])
+    response = alice_api.post(item_url(make_item(), f"/workflows/{workflow_id}/run"), format="json")
+    assert (response.status_code, response.json()["error"]) == (507, "sandbox_quota_exceeded")
+    assert not WorkflowRun.objects.exists()
+
+
+def test_a_scheduled_run_refused_by_quota_leaves_a_not_run_record(full, make_item, make_workflow):
+    item = make_item()
+    run = workflow_services.scheduled_run(workflow_id=make_workflow(["echo one"]), item_id=item.pk)
+    assert run.status == "not_run"
+    assert run.reason.startswith("not run due to quota: ")
+    assert "sandboxes limit" in run.reason
+    assert not SandboxActivity.objects.filter(item_id=str(item.pk)).exists()
+
+
+def test_chat_send_on_an_item_with_a_live_sandbox_passes_the_gate(per_user, alice_api, make_item):
+    per_user(count=1)
+    item = make_item()
+    assert alice_api.post(item_url(item, "/exec"), {"command": "true"}, format="json").status_code == 200
+    response = alice_api.post(item_url(item, "/messages"), {"content": "$ echo hi"}, format="json")
+    assert response.status_code == 201

@@ -1,0 +1,119 @@
+"""My resources: usage against limits as JSON and as a page, and closing a sandbox from there."""
+
+from __future__ import annotations
+
+import pytest
+
+from quotas.models import SandboxActivity, WorkspaceDiskUsage
+from tests.quotas.conftest import GIB, MIB
+from tests.workspace.conftest import item_url
+from workspace.sandboxes.registry import backend_named
+
+pytestmark = pytest.mark.django_db
+
+
+def _open(api, item):
+    assert api.post(item_url(item, "/exec"), {"command": "true"}, format="json").status_code == 200
+    return SandboxActivity.current.get(item_id=str(item.pk))
+
+
+def test_the_json_shows_usage_limits_live_sandboxes_and_disk(per_user, alice_api, make_item):
+    per_user(count=3, cpu=4, memory="2G", disk="1G")
+    notebook, investigation = make_item(title="Scratch"), make_item(app_slug="rca", title="Outage")
+    _open(alice_api, notebook)
+    _open(alice_api, investigation)
+    WorkspaceDiskUsage.objects.create(item_id=str(notebook.pk), app_slug="notebook", owner="alice", bytes=4096)
+    body = alice_api.get("/me/resources").json()
+    assert body["limits"] == {"count": 3, "cpu": 4.0, "memory": 2 * GIB, "disk": GIB}
+    assert (body["sandboxes_in_use"], body["cpu_in_use"], body["memory_in_use"]) == (2, 1.0, 512 * MIB)
+    assert [(row["ordinal"], row["title"], row["slug"]) for row in body["live"]] == [
+        (1, "Scratch", "notebook"),
+        (2, "Outage", "rca"),
+    ]
+    assert (body["live"][0]["item"], body["live"][0]["url"]) == (str(notebook.pk), item_url(notebook))
+    assert (body["live"][0]["cores"], body["live"][0]["memory"], body["live"][0]["charges_cost"]) == (
+        1.0,
+        512 * MIB,
+        True,
+    )
+    assert (body["disk_in_use"], body["disk_tracked"]) == (4096, True)
+    assert [(row["title"], row["bytes"], row["url"]) for row in body["disk"]] == [("Scratch", 4096, item_url(notebook))]
+
+
+def test_the_json_is_about_the_caller_only(per_user, alice_api, bob_api, make_item):
+    per_user(count=3)
+    _open(alice_api, make_item())
+    body = bob_api.get("/me/resources").json()
+    assert (body["user_id"], body["sandboxes_in_use"], body["live"]) == ("bob", 0, [])
+
+
+def test_no_limits_show_as_null_and_disk_untracked(write_config, alice_api):
+    write_config("")
+    body = alice_api.get("/me/resources").json()
+    assert body["limits"] == {"count": None, "cpu": None, "memory": None, "disk": None}
+    assert body["disk_tracked"] is False
+
+
+def test_closing_from_my_resources_truly_shuts_the_sandbox_down(per_user, alice_api, make_item):
+    per_user(count=1)
+    item = make_item()
+    row = _open(alice_api, item)
+    assert alice_api.delete(f"/me/resources/live/{item.pk}").status_code == 204
+    row.refresh_from_db()
+    assert (row.is_deleted, row.close_reason) == (True, "closed")
+    assert backend_named("local").probe(row.backend_sandbox_id) is False
+    assert alice_api.post(item_url(make_item(), "/exec"), {"command": "true"}, format="json").status_code == 200
+
+
+def test_closing_someone_elses_or_no_sandbox_is_404(per_user, alice_api, bob_api, make_item):
+    per_user()
+    item = make_item()
+    _open(alice_api, item)
+    assert bob_api.delete(f"/me/resources/live/{item.pk}").status_code == 404
+    assert alice_api.delete(f"/me/resources/live/{make_item().pk}").status_code == 404
+    assert alice_api.delete("/me/resources/live/nope").status_code == 404
+    assert SandboxActivity.current.filter(item_id=str(item.pk)).exists()
+
+
+def test_the_payer_may_close_a_sandbox_of_an_item_someone_else_created(per_user, alice_api, bob_api, make_item):
+    per_user()
+    item = make_item(created_by="alice", owner="bob")
+    _open(alice_api, item)
+    assert bob_api.delete(f"/me/resources/live/{item.pk}").status_code == 204
+
+
+def test_the_page_shows_usage_links_and_close_buttons(per_user, client, alice_api, make_item):
+    per_user(count=2, memory="1G", disk="1G")
+    item = make_item(title="Scratch")
+    _open(alice_api, item)
+    WorkspaceDiskUsage.objects.create(item_id=str(item.pk), app_slug="notebook", owner="alice", bytes=2048)
+    page = client.get("/my-resources", HTTP_X_USER_ID="alice").content.decode()
+    assert "My resources" in page
+    assert f'href="{item_url(item)}"' in page
+    assert f'data-testid="close-{item.pk}"' in page
+    assert "512M" in page
+    assert "1G" in page
+    assert "2.0\xa0KB" in page
+
+
+def test_the_page_close_button_shuts_down_and_comes_back_with_a_message(per_user, client, alice_api, make_item):
+    per_user()
+    item = make_item()
+    row = _open(alice_api, item)
+    response = client.post(f"/my-resources/live/{item.pk}/close", HTTP_X_USER_ID="alice", follow=True)
+    assert "The sandbox is shut down." in response.content.decode()
+    row.refresh_from_db()
+    assert row.is_deleted
+
+
+def test_the_page_never_deletes_files(per_user, client, alice_api, make_item):
+    per_user(disk="1G")
+    item = make_item()
+    alice_api.put(item_url(item, "/files/keep.txt"), b"keep", content_type="application/octet-stream")
+    client.get("/my-resources", HTTP_X_USER_ID="alice")
+    client.post(f"/my-resources/live/{item.pk}/close", HTTP_X_USER_ID="alice")
+    assert alice_api.get(item_url(item, "/files/keep.txt")).status_code == 200
+
+
+def test_the_nav_links_my_resources(client):
+    assert 'href="/my-resources"' in client.get("/my-resources", HTTP_X_USER_ID="bob").content.decode()

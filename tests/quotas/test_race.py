@@ -1,0 +1,50 @@
+"""Race-free admission (DESIGN.md §8): concurrent opens for one owner never exceed the limit."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection
+
+from collab.errors import ApiError
+from quotas import ledger
+from workspace.config import get_config
+from workspace.sandboxes.admission import before_sandbox_open
+
+THREADS = 20
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_twenty_concurrent_opens_with_count_three_admit_exactly_three(per_user, make_item):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: SQLite runs one writer at a time, so there is no race to lose")
+    per_user(count=3)
+    items = [make_item(title=f"Race {n}") for n in range(THREADS)]
+    app = get_config().app("notebook")
+    start = threading.Barrier(THREADS)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def open_one(item) -> None:
+        try:
+            start.wait()
+            # Only the admission step: the check and the new row, without a real backend, so
+            # the threads meet in the gate rather than queue on process start-up.
+            before_sandbox_open(item=item, app=app, backend="local")
+            outcome = "admitted"
+        except ApiError as exc:
+            outcome = f"{exc.status_code} {exc.error}"
+        finally:
+            connection.close()
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=open_one, args=(item,)) for item in items]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcomes) == ["507 sandbox_quota_exceeded"] * 17 + ["admitted"] * 3
+    assert ledger.live_rows_of_owner("alice").count() == 3

@@ -1,0 +1,1 @@
+"""An item's conversation: chat send with its gate, the agent turn, and the messages it leaves."""

@@ -1,0 +1,46 @@
+"""Fetch-and-authorise for investigations: missing, not an investigation and not yours all 404."""
+
+from __future__ import annotations
+
+from django.http import Http404
+
+from workspace.models import Investigation, InvestigationMember, Item
+
+INVESTIGATION_APP = "rca"
+
+
+def is_participant(investigation: Investigation, user_id: str) -> bool:
+    """The owner (the item's creator, who holds the permissions) or a member."""
+    if not user_id:
+        return False
+    if investigation.item.created_by == user_id:
+        return True
+    return InvestigationMember.objects.filter(investigation=investigation, user_id=user_id).exists()
+
+
+def investigation_adopt(investigation_id: int) -> Investigation | None:
+    """An `rca` item made through the generic item routes gets its investigation row on first use."""
+    item = Item.objects.filter(pk=investigation_id, app_slug=INVESTIGATION_APP).first()
+    if item is None:
+        return None
+    existing = Investigation.objects.select_related("item").filter(pk=investigation_id).first()
+    if existing is not None:
+        return existing
+    investigation, _created = Investigation.objects.get_or_create(
+        item=item,
+        defaults={"created_by": item.created_by, "updated_by": item.created_by, "created_at": item.created_at},
+    )
+    return investigation
+
+
+def investigation_for_member(investigation_id: int, user_id: str, *, lock: bool = False) -> Investigation:
+    """The investigation with its item, if `user_id` owns it or is a member; `lock` for writers."""
+    rows = Investigation.objects.select_related("item")
+    if lock:
+        rows = rows.select_for_update(of=("self",))
+    investigation = rows.filter(pk=investigation_id).first()
+    if investigation is None:
+        investigation = investigation_adopt(investigation_id)
+    if investigation is None or not is_participant(investigation, user_id):
+        raise Http404("No such investigation.")
+    return investigation

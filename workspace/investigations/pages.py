@@ -1,0 +1,46 @@
+"""Investigation pages: the list with a create form, and one investigation's conversation."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+
+from collab.errors import ApiError
+from collab.web import identity_required
+from workspace.chat.selectors import messages_of_item
+from workspace.investigations import selectors, services
+from workspace.investigations.access import investigation_for_member
+from workspace.models import Investigation
+
+
+@identity_required
+def investigations_page(request: HttpRequest) -> HttpResponse:
+    user_id = request.identity.user_id
+    if request.method == "POST":
+        members = [part for part in request.POST.get("members", "").replace(",", " ").split() if part]
+        try:
+            investigation = services.investigation_create(
+                title=request.POST.get("title", ""), members=members, user_id=user_id
+            )
+        except ApiError as exc:
+            messages.error(request, str(exc.detail))
+        else:
+            return HttpResponseRedirect(reverse("investigation", args=[investigation.pk]))
+    rows = selectors.investigations_for_user(user_id=user_id)
+    return render(request, "workspace/investigations.html", {"investigations": rows})
+
+
+@identity_required
+def investigation_page(request: HttpRequest, investigation_id: int) -> HttpResponse:
+    investigation = investigation_for_member(investigation_id, request.identity.user_id)
+    conversation = messages_of_item(investigation.pk)
+    context = {
+        "investigation": investigation,
+        "item": investigation.item,
+        "members": selectors.member_ids(investigation),
+        "conversation": conversation,
+        "statuses": Investigation.Status.choices,
+    }
+    return render(request, "workspace/investigation.html", context)

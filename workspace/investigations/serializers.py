@@ -1,0 +1,37 @@
+"""Serializers of the investigation endpoints (module-level, uniquely named)."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from workspace.chat.serializers import ChatMessageOutputSerializer
+from workspace.models import Investigation
+
+
+class InvestigationCreateInputSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=200, trim_whitespace=True)
+    members = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
+
+
+class InvestigationMentionInputSerializer(serializers.Serializer):
+    user_ids = serializers.ListField(child=serializers.CharField(max_length=150), min_length=1)
+    note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+
+
+class InvestigationStatusInputSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=Investigation.Status.values)
+
+
+class InvestigationOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField(help_text="Also the id of its item of the `rca` app.")
+    title = serializers.CharField()
+    status = serializers.ChoiceField(choices=Investigation.Status.values)
+    owner = serializers.CharField(help_text="The creator, who holds the permissions.")
+    members = serializers.ListField(child=serializers.CharField())
+    item_url = serializers.CharField()
+    created_at = serializers.IntegerField()
+    updated_at = serializers.IntegerField()
+
+
+class InvestigationDetailOutputSerializer(InvestigationOutputSerializer):
+    messages = ChatMessageOutputSerializer(many=True)

@@ -1,0 +1,160 @@
+"""Writes of investigations: create, mention (by a person or the agent), status moves."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import transaction
+
+from collab.errors import ApiError
+from collab.identity import get_user_directory, unknown_user_ids
+from collab.services import notify
+from workspace import services as item_services
+from workspace.access import app_or_404
+from workspace.chat.messages import message_append
+from workspace.investigations.access import INVESTIGATION_APP, investigation_for_member
+from workspace.models import Investigation, InvestigationMember, ItemMessage
+
+AGENT_NAME = "The agent"
+
+
+def investigation_link(investigation_id: int) -> str:
+    return f"/investigations/{investigation_id}"
+
+
+def _display_name(user_id: str | None) -> str:
+    if not user_id:
+        return AGENT_NAME
+    user = get_user_directory().get(user_id)
+    return user.name if user else user_id
+
+
+def _known_user_ids(user_ids: Sequence[str]) -> list[str]:
+    wanted = list(dict.fromkeys(user_id.strip() for user_id in user_ids))
+    unknown = unknown_user_ids(wanted)
+    if unknown or "" in wanted:
+        named = [user_id for user_id in unknown if user_id] or ["(blank)"]
+        raise ApiError(
+            status_code=400,
+            error="unknown_users",
+            detail=f"Not in the user directory: {', '.join(named)}.",
+            user_ids=unknown,
+        )
+    return wanted
+
+
+def _members_add(investigation: Investigation, user_ids: Sequence[str], *, by: str | None) -> list[str]:
+    """Adds the ones who are neither the owner nor already members; returns those added."""
+    existing = set(investigation.members.values_list("user_id", flat=True))
+    added = [u for u in user_ids if u != investigation.item.created_by and u not in existing]
+    rows = []
+    for user_id in added:
+        row = InvestigationMember(investigation=investigation, user_id=user_id)
+        row.stamp_created(by)
+        rows.append(row)
+    InvestigationMember.objects.bulk_create(rows)
+    return added
+
+
+@transaction.atomic
+def investigation_create(*, title: str, user_id: str, members: Sequence[str] = ()) -> Investigation:
+    """A new `rca` item and its investigation; the creator is the owner, `members` join at once."""
+    if not title.strip():
+        raise ApiError(status_code=400, error="validation_error", detail="An investigation needs a title.")
+    known = _known_user_ids(members)
+    item = item_services.item_create(app=app_or_404(INVESTIGATION_APP), title=title[:200], user_id=user_id)
+    investigation = Investigation(item=item)
+    investigation.stamp_created(user_id)
+    investigation.save(force_insert=True)
+    _members_add(investigation, known, by=user_id)
+    return investigation
+
+
+def _mention(investigation: Investigation, user_ids: Sequence[str], note: str, actor: str | None) -> ItemMessage:
+    mentioned = _known_user_ids(user_ids)
+    if not mentioned:
+        raise ApiError(status_code=400, error="validation_error", detail="Name at least one user to mention.")
+    note = note.strip()
+    message = message_append(
+        item=investigation.item,
+        role=ItemMessage.Role.MENTION,
+        content=note or " ".join(f"@{user_id}" for user_id in mentioned),
+        user_id=actor,
+        mentions=mentioned,
+    )
+    # Members, so the notification's link opens for them.
+    _members_add(investigation, mentioned, by=actor)
+    notify(
+        [user_id for user_id in mentioned if user_id != actor],
+        "mention",
+        title=f"{_display_name(actor)} mentioned you in {investigation.item.title}",
+        body=note,
+        link=investigation_link(investigation.pk),
+        actor=actor,
+    )
+    return message
+
+
+@transaction.atomic
+def mention_create(*, investigation_id: int, user_id: str, user_ids: Sequence[str], note: str = "") -> ItemMessage:
+    """A person mentions colleagues: one `mention` message, one notification each; the agent stays idle.
+
+    Allowed whatever the status: a closed investigation may still need someone's eyes.
+    """
+    investigation = investigation_for_member(investigation_id, user_id, lock=True)
+    return _mention(investigation, user_ids, note, user_id)
+
+
+@transaction.atomic
+def mention_create_by_agent(*, investigation_id: int, user_ids: Sequence[str], note: str = "") -> ItemMessage:
+    """The agent tool `mention_user`: the same entry and notifications, with actor null."""
+    investigation = (
+        Investigation.objects.select_for_update(of=("self",)).select_related("item").get(pk=investigation_id)
+    )
+    return _mention(investigation, user_ids, note, None)
+
+
+def _move(investigation: Investigation, status: str, actor: str | None) -> Investigation:
+    if status not in Investigation.Status.values:
+        raise ApiError(
+            status_code=400,
+            error="invalid_status",
+            detail=f"status must be one of {', '.join(Investigation.Status.values)}.",
+        )
+    if status == investigation.status:
+        raise ApiError(status_code=400, error="status_unchanged", detail=f"The investigation is already {status}.")
+    before = Investigation.Status(investigation.status).label
+    investigation.status = status
+    investigation.stamp_updated(actor)
+    investigation.save(update_fields=["status", "updated_by", "updated_at"])
+    after = Investigation.Status(status).label
+    summary = f"{_display_name(actor)} moved the status from {before} to {after}."
+    message_append(item=investigation.item, role=ItemMessage.Role.SYSTEM, content=summary, user_id=actor)
+    everyone = [investigation.item.created_by, *investigation.members.values_list("user_id", flat=True)]
+    notify(
+        [user_id for user_id in everyone if user_id != actor],
+        "status",
+        title=f"{investigation.item.title} is now {after.lower()}",
+        body=summary,
+        link=investigation_link(investigation.pk),
+        actor=actor,
+    )
+    return investigation
+
+
+@transaction.atomic
+def status_change(*, investigation_id: int, user_id: str, status: str) -> Investigation:
+    """Any move except into the current status; owner and members hear of it, the mover does not.
+
+    The row is locked so two concurrent moves are judged one after the other.
+    """
+    return _move(investigation_for_member(investigation_id, user_id, lock=True), status, user_id)
+
+
+@transaction.atomic
+def status_change_by_agent(*, investigation_id: int, status: str) -> Investigation:
+    """The agent flips the status: actor null, so everyone (owner and members) is notified."""
+    investigation = (
+        Investigation.objects.select_for_update(of=("self",)).select_related("item").get(pk=investigation_id)
+    )
+    return _move(investigation, status, None)

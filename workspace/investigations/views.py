@@ -1,0 +1,77 @@
+"""Investigation endpoints (DESIGN.md §6); `/investigations/<id>` serves the page to browsers."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from collab.api import ServiceApiView
+from collab.serializers import ErrorOutputSerializer
+from workspace.chat.selectors import message_as_dict
+from workspace.chat.serializers import ChatMessageOutputSerializer
+from workspace.investigations import selectors, services
+from workspace.investigations.access import investigation_for_member
+from workspace.investigations.serializers import (
+    InvestigationCreateInputSerializer,
+    InvestigationDetailOutputSerializer,
+    InvestigationMentionInputSerializer,
+    InvestigationOutputSerializer,
+    InvestigationStatusInputSerializer,
+)
+
+_ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
+
+
+def _detail(investigation_id: int, user_id: str) -> dict:
+    investigation = investigation_for_member(investigation_id, user_id)
+    return selectors.investigation_as_dict(investigation, with_messages=True)
+
+
+class InvestigationListCreateApi(ServiceApiView):
+    @extend_schema(responses={200: InvestigationOutputSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        rows = selectors.investigations_for_user(user_id=request.user.id)
+        return Response([selectors.investigation_as_dict(row) for row in rows])
+
+    @extend_schema(
+        request=InvestigationCreateInputSerializer, responses={201: InvestigationDetailOutputSerializer, **_ERRORS}
+    )
+    def post(self, request: Request) -> Response:
+        body = InvestigationCreateInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        investigation = services.investigation_create(user_id=request.user.id, **body.validated_data)
+        return Response(_detail(investigation.pk, request.user.id), status=201)
+
+
+class InvestigationApi(ServiceApiView):
+    @extend_schema(responses={200: InvestigationDetailOutputSerializer, **_ERRORS})
+    def get(self, request: Request, investigation_id: int) -> Response:
+        return Response(_detail(investigation_id, request.user.id))
+
+
+class InvestigationMentionsApi(ServiceApiView):
+    @extend_schema(request=InvestigationMentionInputSerializer, responses={201: ChatMessageOutputSerializer, **_ERRORS})
+    def post(self, request: Request, investigation_id: int) -> Response:
+        # Who may mention is checked before the body, so a stranger learns nothing from a 400.
+        investigation_for_member(investigation_id, request.user.id)
+        body = InvestigationMentionInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        message = services.mention_create(
+            investigation_id=investigation_id, user_id=request.user.id, **body.validated_data
+        )
+        return Response(message_as_dict(message), status=201)
+
+
+class InvestigationStatusApi(ServiceApiView):
+    @extend_schema(
+        request=InvestigationStatusInputSerializer, responses={200: InvestigationOutputSerializer, **_ERRORS}
+    )
+    def post(self, request: Request, investigation_id: int) -> Response:
+        investigation_for_member(investigation_id, request.user.id)
+        body = InvestigationStatusInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        investigation = services.status_change(
+            investigation_id=investigation_id, user_id=request.user.id, status=body.validated_data["status"]
+        )
+        return Response(selectors.investigation_as_dict(investigation))

@@ -1,0 +1,1 @@
+"""Workflow execution on items: manual runs, the scheduler, and the runs they record."""

@@ -1,0 +1,160 @@
+"""Running a workflow's steps in an item's sandbox and recording the run (or why it could not start)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from collab import clock
+from collab.errors import ApiError
+from workspace.config import AppDescriptor, get_config
+from workspace.models import Item, WorkflowRun
+from workspace.sandboxes import lifecycle
+from workspace.sandboxes.base import CommandInvalid, validate_command
+from workspace.workflows.definitions import WorkflowDefinition, workflow_definition
+
+logger = logging.getLogger(__name__)
+QUOTA_REFUSAL = "sandbox_quota_exceeded"
+OUTPUT_LIMIT = 20_000
+Status = WorkflowRun.Status
+
+
+def _checked_steps(definition: WorkflowDefinition) -> list[str]:
+    if not definition.steps:
+        raise ApiError(status_code=400, error="workflow_empty", detail=f"Workflow {definition.name!r} has no steps.")
+    for number, step in enumerate(definition.steps, start=1):
+        try:
+            validate_command(step)
+        except CommandInvalid as exc:
+            raise ApiError(
+                status_code=400, error="invalid_workflow_step", detail=f"Step {number} cannot run: {exc}"
+            ) from exc
+    return list(definition.steps)
+
+
+def workflow_run_gate(*, item: Item, app: AppDescriptor) -> None:
+    """THE admission gate of workflow execution (spec "Limits" 7-8), before a run is recorded.
+
+    Opening the item's sandbox goes through admission, which refuses a new sandbox over quota
+    with 507 `sandbox_quota_exceeded` (503 when the backend is unreachable).
+    """
+    lifecycle.sandbox_for_item(item=item, app=app)
+
+
+@transaction.atomic
+def _run_record(
+    *,
+    definition: WorkflowDefinition | None,
+    workflow_id: str,
+    item: Item | None,
+    trigger: str,
+    status: str,
+    user_id: str,
+    reason: str = "",
+) -> WorkflowRun:
+    moment = clock.now()
+    run = WorkflowRun(
+        workflow_id=workflow_id,
+        revision_id=definition.revision_id if definition else "",
+        item=item,
+        trigger=trigger,
+        status=status,
+        reason=reason,
+        started_at=moment if status == Status.RUNNING else None,
+        finished_at=None if status == Status.RUNNING else moment,
+    )
+    run.stamp_created(user_id)
+    run.save(force_insert=True)
+    return run
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= OUTPUT_LIMIT else text[:OUTPUT_LIMIT] + "\n… (output clipped)"
+
+
+def _execute(run: WorkflowRun, *, item: Item, app: AppDescriptor, steps: list[str]) -> WorkflowRun:
+    """Runs the steps in order and stops at the first that fails; each step's result is kept."""
+    timeout = get_config().sandbox.exec_timeout
+    results: list[dict] = []
+    status, reason = Status.SUCCEEDED, ""
+    for number, step in enumerate(steps, start=1):
+        try:
+            outcome = lifecycle.sandbox_exec(item=item, app=app, command=step, timeout=timeout)
+        except ApiError as exc:
+            status, reason = Status.FAILED, f"Step {number} could not run: {exc.detail}"
+            break
+        result = outcome.result
+        results.append(
+            {
+                "command": step,
+                "exit_code": result.exit_code,
+                "stdout": _clip(result.stdout),
+                "stderr": _clip(result.stderr),
+                "timed_out": result.timed_out,
+                "duration_ms": result.duration_ms,
+            }
+        )
+        if result.exit_code != 0 or result.timed_out:
+            status, reason = Status.FAILED, f"Step {number} exited with {result.exit_code}."
+            break
+    run.steps, run.status, run.reason, run.finished_at = results, status, reason, clock.now()
+    run.save(update_fields=["steps", "status", "reason", "finished_at"])
+    return run
+
+
+def workflow_run(*, item: Item, app: AppDescriptor, workflow_id: str, user_id: str) -> WorkflowRun:
+    """A manual run of the workflow's current revision on `item`.
+
+    Refused before anything is recorded: unknown workflow (404), deleted (410), no or bad steps
+    (400), and the gate (507 over quota, 503 backend down), so a refused run leaves no record.
+    Not one transaction: steps run for seconds; the run row shows `running` meanwhile.
+    """
+    definition = workflow_definition(workflow_id)
+    steps = _checked_steps(definition)
+    workflow_run_gate(item=item, app=app)
+    run = _run_record(
+        definition=definition, workflow_id=definition.id, item=item,
+        trigger=WorkflowRun.Trigger.MANUAL, status=Status.RUNNING, user_id=user_id,
+    )  # fmt: skip
+    return _execute(run, item=item, app=app, steps=steps)
+
+
+def not_run_reason(exc: ApiError) -> str:
+    if exc.error == QUOTA_REFUSAL:
+        return f"not run due to quota: {exc.detail}"
+    return f"not run: {exc.detail}"
+
+
+def _app_of(item: Item) -> AppDescriptor:
+    app = get_config().app(item.app_slug)
+    if app is None:
+        raise ApiError(status_code=404, error="unknown_app", detail=f"The app {item.app_slug!r} no longer exists.")
+    return app
+
+
+def scheduled_run(*, workflow_id: str, item_id: int) -> WorkflowRun:
+    """A headless run started by the scheduler; what stops it from starting becomes a `not_run` record.
+
+    The run acts for the item's creator (DESIGN.md §3: work off the request path gets its user).
+    """
+    item = Item.objects.filter(pk=item_id).first()
+    definition: WorkflowDefinition | None = None
+    try:
+        definition = workflow_definition(workflow_id)
+        if item is None:
+            raise ApiError(status_code=404, error="item_not_found", detail=f"item {item_id} does not exist.")
+        steps = _checked_steps(definition)
+        app = _app_of(item)
+        workflow_run_gate(item=item, app=app)
+    except ApiError as exc:
+        logger.info("scheduled workflow %s on item %s not run: %s", workflow_id, item_id, exc.detail)
+        return _run_record(
+            definition=definition, workflow_id=workflow_id, item=item, trigger=WorkflowRun.Trigger.SCHEDULED,
+            status=Status.NOT_RUN, user_id=item.created_by if item else "", reason=not_run_reason(exc),
+        )  # fmt: skip
+    run = _run_record(
+        definition=definition, workflow_id=workflow_id, item=item, trigger=WorkflowRun.Trigger.SCHEDULED,
+        status=Status.RUNNING, user_id=item.created_by,
+    )  # fmt: skip
+    return _execute(run, item=item, app=app, steps=steps)

@@ -1,0 +1,43 @@
+"""Workflow endpoints of an item: its runs of one workflow, and a gated manual run."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from drf_spectacular.utils import extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from collab.api import ServiceApiView
+from collab.serializers import ErrorOutputSerializer
+from workspace.access import item_for_viewer
+from workspace.workflows import selectors, services
+from workspace.workflows.definitions import workflow_definition
+from workspace.workflows.serializers import WorkflowRunOutputSerializer, WorkflowRunsOutputSerializer
+
+_ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer, 410: ErrorOutputSerializer}
+
+
+class WorkflowRunListApi(ServiceApiView):
+    @extend_schema(responses={200: WorkflowRunsOutputSerializer, **_ERRORS})
+    def get(self, request: Request, slug: str, item_id: int, workflow_id: str) -> Response:
+        _app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
+        definition = workflow_definition(workflow_id)
+        runs = selectors.runs_of_workflow(workflow_id=definition.id, item_id=item.pk)
+        return Response(
+            {
+                "workflow": {**asdict(definition), "steps": list(definition.steps)},
+                "runs": [selectors.run_as_dict(run) for run in runs],
+            }
+        )
+
+
+class WorkflowRunApi(ServiceApiView):
+    @extend_schema(
+        request=None,
+        responses={201: WorkflowRunOutputSerializer, 503: ErrorOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
+    )
+    def post(self, request: Request, slug: str, item_id: int, workflow_id: str) -> Response:
+        app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
+        run = services.workflow_run(item=item, app=app, workflow_id=workflow_id, user_id=request.user.id)
+        return Response(selectors.run_as_dict(run), status=201)
