@@ -79,7 +79,7 @@ class KbCitationOutputSerializer(serializers.Serializer):
     document_id = serializers.CharField()
     document_name = serializers.CharField()
     source_chunk_ids = serializers.ListField(child=serializers.CharField())
-    quote = serializers.CharField()
+    quote = serializers.CharField(allow_blank=True)
 
 
 class KbChatMessageOutputSerializer(serializers.Serializer):

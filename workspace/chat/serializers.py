@@ -4,19 +4,12 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from knowledge.serializers import KbCitationOutputSerializer
+
 
 class ChatSendInputSerializer(serializers.Serializer):
     # Validated by the service (empty or too long is 400 `empty_message` / `message_too_long`).
     content = serializers.JSONField(help_text="The message text; fenced sh blocks and `$ ` lines run.")
-
-
-class ChatCitationOutputSerializer(serializers.Serializer):
-    marker = serializers.IntegerField()
-    collection_id = serializers.CharField()
-    document_id = serializers.CharField()
-    document_name = serializers.CharField()
-    source_chunk_ids = serializers.ListField(child=serializers.CharField())
-    quote = serializers.CharField(allow_blank=True)
 
 
 class ChatMessageOutputSerializer(serializers.Serializer):
@@ -24,7 +17,7 @@ class ChatMessageOutputSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=["user", "agent", "mention", "system"])
     content = serializers.CharField(allow_blank=True)
     mentions = serializers.ListField(child=serializers.CharField())
-    citations = ChatCitationOutputSerializer(many=True)
+    citations = KbCitationOutputSerializer(many=True)
     created_by = serializers.CharField(allow_null=True, help_text="null for the agent")
     created_at = serializers.IntegerField(help_text="epoch milliseconds")
 
