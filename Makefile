@@ -22,9 +22,10 @@ migrate: install
 demo: migrate
 	$(BIN)/python manage.py load_demo
 
-# Creates the virtualenv, installs, migrates SQLite, loads the demo and serves.
+# Creates the virtualenv, installs, migrates SQLite, loads the demo and serves (with the demo's
+# per-user limits from workspace/demo.toml unless WORKSPACE_CONFIG names another file).
 run: demo
-	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+	WORKSPACE_CONFIG=$${WORKSPACE_CONFIG:-workspace/demo.toml} $(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 # The whole suite on SQLite; browser tests skip (with the reason) where chromium is missing.
 test: install

@@ -177,6 +177,10 @@ CRUDGEN_SYSTEMS = ["workspace.generated.system"]
 
 WORKSPACE_NOTIFICATION_POLL_SECONDS = int(os.environ.get("WORKSPACE_NOTIFICATION_POLL_SECONDS", "30"))
 
+# The deployment config and the app descriptors (DESIGN.md §4); empty means the shipped defaults.
+WORKSPACE_CONFIG = os.environ.get("WORKSPACE_CONFIG", "")
+WORKSPACE_APPS_DIR = os.environ.get("WORKSPACE_APPS_DIR", "")
+
 # Where per-deployment files (workspaces, cgroup roots in tests) live.
 WORKSPACE_VAR_DIR = Path(os.environ.get("WORKSPACE_VAR_DIR", str(BASE_DIR / "var")))
 
