@@ -23,9 +23,13 @@ demo: migrate
 	$(BIN)/python manage.py load_demo
 
 # Creates the virtualenv, installs, migrates SQLite, loads the demo and serves (with the demo's
-# per-user limits from workspace/demo.toml unless WORKSPACE_CONFIG names another file).
+# per-user limits from workspace/demo.toml unless WORKSPACE_CONFIG names another file). The
+# worker beside it probes live sandboxes (their leases), reclaims idle ones and measures disk.
 run: demo
-	WORKSPACE_CONFIG=$${WORKSPACE_CONFIG:-workspace/demo.toml} $(BIN)/python manage.py runserver $(HOST):$(PORT)
+	@export WORKSPACE_CONFIG=$${WORKSPACE_CONFIG:-workspace/demo.toml}; \
+	$(BIN)/python manage.py worker & worker=$$!; \
+	trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
 # The whole suite on SQLite; browser tests skip (with the reason) where chromium is missing.
 test: install

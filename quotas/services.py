@@ -51,7 +51,7 @@ def _shown(dimension: str, value: float) -> str:
     if dimension == "memory":
         return format_size(int(value)) if value else "0"
     if dimension == "cpu":
-        return f"{value:g} cores"
+        return f"{value:g} core" if value == 1 else f"{value:g} cores"
     return f"{int(value)}"
 
 
