@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -79,6 +79,10 @@ class Storage(ABC):
 
     def exists(self, resource_id: str) -> bool:
         return self.fetch(resource_id) is not None
+
+    def atomic(self) -> AbstractContextManager[None]:
+        """A unit of work that writes all or nothing where the backend can (a database can)."""
+        return nullcontext()
 
 
 def _in_range(value: datetime, bounds: tuple[datetime | None, datetime | None] | None) -> bool:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,6 +118,9 @@ class DjangoStorage(Storage):
             .first()
         )
         return _revision(row, resource_id) if row else None
+
+    def atomic(self) -> AbstractContextManager[None]:
+        return transaction.atomic(using=self.using)
 
     @contextmanager
     def locked(self, resource_id: str) -> Iterator[_RowSession | None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,25 @@ def test_load_error_refuses_a_duplicate(clock: Clock) -> None:
     source.dump(dumped)
     with pytest.raises(DuplicateResource):
         source.load(io.StringIO(dumped.getvalue()), on_duplicate="error")
+
+
+@pytest.mark.parametrize("storage_factory", [MemoryStorage, DjangoStorage], ids=["memory", "django"])
+def test_load_refused_by_a_duplicate_late_in_the_dump_loads_nothing(clock: Clock, storage_factory) -> None:
+    source = _system(MemoryStorage, clock)
+    _populate(source, clock)
+    dumped = io.StringIO()
+    source.dump(dumped)
+    last_id = json.loads(dumped.getvalue().splitlines()[-1])["meta"]["resource_id"]
+    target = _system(storage_factory, clock)
+    only_last = io.StringIO()
+    lines = dumped.getvalue().splitlines()
+    only_last.write(lines[0] + "\n" + lines[-1] + "\n")
+    target.load(io.StringIO(only_last.getvalue()))
+
+    with pytest.raises(DuplicateResource, match=last_id):
+        target.load(io.StringIO(dumped.getvalue()), on_duplicate="error")
+
+    assert target.get_crud(Workflow).count(is_deleted=None) == 1
 
 
 def test_load_refuses_a_stream_without_the_dump_header(clock: Clock) -> None:
