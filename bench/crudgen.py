@@ -122,6 +122,10 @@ def _seed(namespace: str, count: int, revisions_each: int = 1) -> list[str]:
             for n in range(1, revisions_each + 1)
         ]
         StoredRevision.objects.bulk_create(revisions, batch_size=2000)
+    # The rows went in around the storage, so its namespace tally is rebuilt from them.
+    from crudgen import DjangoStorage
+
+    DjangoStorage(namespace=namespace).recount()
     return ids
 
 

@@ -70,3 +70,25 @@ class StoredRevision(models.Model):
 
     def __str__(self) -> str:
         return self.revision_id
+
+
+class NamespaceTally(models.Model):
+    """How many live and soft-deleted resources a namespace holds, kept beside every write.
+
+    An unfiltered list's `total` is the sum of a namespace's slots: a handful of rows, whatever
+    the namespace's size, where `COUNT(*)` would walk every row. Writers add to one random slot
+    so that concurrent creates seldom queue on the same row lock.
+    """
+
+    namespace = models.CharField(max_length=200)
+    slot = models.PositiveSmallIntegerField()
+    live = models.BigIntegerField(default=0)
+    deleted = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "slot"], name="crudgen_tally_unique_slot"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.namespace}[{self.slot}]: {self.live} live, {self.deleted} deleted"

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import BooleanField, F, OrderBy, QuerySet, Value
+from django.db.models import BooleanField, Count, F, OrderBy, Q, QuerySet, Sum, Value
 
 from crudgen.errors import DuplicateResource
 from crudgen.metadata import ResourceMeta, Revision
-from crudgen.models import StoredResource, StoredRevision
+from crudgen.models import NamespaceTally, StoredResource, StoredRevision
 from crudgen.storage.base import Storage, Stored
 from crudgen.types import ListQueryParams, SortOrder
 
@@ -28,6 +29,30 @@ _META_COLUMNS = (
     "schema_version",
 )
 _NULLABLE_SORTS = {"created_by", "updated_by"}
+TALLY_SLOTS = 8
+
+
+def _tally(using: str, namespace: str, *, live: int = 0, deleted: int = 0) -> None:
+    """Adds to one slot of the namespace's tally, inside the caller's transaction."""
+    if not live and not deleted:
+        return
+    slot = random.randrange(TALLY_SLOTS)
+    rows = NamespaceTally.objects.using(using).filter(namespace=namespace, slot=slot)
+    change = {"live": F("live") + live, "deleted": F("deleted") + deleted}
+    if not rows.update(**change):
+        # First write to this slot. A concurrent first writer's insert wins or waits for ours;
+        # either way the update below then finds the row.
+        NamespaceTally.objects.using(using).bulk_create(
+            [NamespaceTally(namespace=namespace, slot=slot)], ignore_conflicts=True
+        )
+        rows.update(**change)
+
+
+def _tally_of_flip(using: str, namespace: str, *, was_deleted: bool | None, is_deleted: bool | None) -> None:
+    """Moves one resource between the tally's columns (None: it did not or does not exist)."""
+    live = int(is_deleted is False) - int(was_deleted is False)
+    deleted = int(is_deleted is True) - int(was_deleted is True)
+    _tally(using, namespace, live=live, deleted=deleted)
 
 
 def _flag(value: bool) -> Value:
@@ -76,6 +101,12 @@ class _RowSession:
         return _revision(found, self.row.resource_id) if found else None
 
     def save(self, meta: ResourceMeta, data: dict[str, Any], new_revision: Revision | None = None) -> None:
+        _tally_of_flip(
+            self.row._state.db or "default",
+            self.row.namespace,
+            was_deleted=self.current.meta.is_deleted,
+            is_deleted=meta.is_deleted,
+        )
         for name in _META_COLUMNS:
             setattr(self.row, name, getattr(meta, name))
         self.row.data = data
@@ -104,6 +135,7 @@ class DjangoStorage(Storage):
                 )
                 row.save(force_insert=True, using=self.using)
                 _revision_row(revision, row).save(force_insert=True, using=self.using)
+                _tally_of_flip(self.using, self.namespace, was_deleted=None, is_deleted=meta.is_deleted)
         except IntegrityError as exc:
             raise DuplicateResource(f"resource {meta.resource_id} already exists") from exc
 
@@ -161,17 +193,38 @@ class DjangoStorage(Storage):
         tie = F("resource_id").desc() if descending else F("resource_id").asc()
         return [primary, tie]
 
+    def _tallied_total(self, is_deleted: bool | None) -> int:
+        sums = (
+            NamespaceTally.objects.using(self.using)
+            .filter(namespace=self.namespace)
+            .aggregate(live=Sum("live"), deleted=Sum("deleted"))
+        )
+        live, deleted = sums["live"] or 0, sums["deleted"] or 0
+        if is_deleted is None:
+            return live + deleted
+        return deleted if is_deleted else live
+
+    def recount(self) -> None:
+        """Rebuilds the namespace's tally from its rows (after rows were written around the storage)."""
+        with transaction.atomic(using=self.using):
+            NamespaceTally.objects.using(self.using).filter(namespace=self.namespace).delete()
+            counts = self._resources().aggregate(
+                live=Count("pk", filter=Q(is_deleted=False)), deleted=Count("pk", filter=Q(is_deleted=True))
+            )
+            NamespaceTally.objects.using(self.using).create(namespace=self.namespace, slot=0, **counts)
+
     def select(self, params: ListQueryParams, is_deleted: bool | None) -> tuple[list[Stored], int]:
         rows = self._filtered(params, is_deleted)
-        total = rows.count()
+        filtered = params.created_by_filter or params.updated_by_filter
+        ranged = params.created_time_range or params.updated_time_range
+        total = rows.count() if filtered or ranged else self._tallied_total(is_deleted)
         if total <= params.offset:
             return [], total
         page = rows.order_by(*self._ordering(params))[params.offset : params.offset + params.page_size]
         return [_stored(row) for row in page], total
 
     def count(self, is_deleted: bool | None = False) -> int:
-        rows = self._resources()
-        return (rows.filter(is_deleted=_flag(is_deleted)) if is_deleted is not None else rows).count()
+        return self._tallied_total(is_deleted)
 
     def revisions(self, resource_id: str, offset: int, limit: int) -> tuple[list[Revision], int]:
         rows = StoredRevision.objects.using(self.using).filter(
@@ -189,7 +242,10 @@ class DjangoStorage(Storage):
 
     def replace(self, stored: Stored, revisions: list[Revision]) -> None:
         with transaction.atomic(using=self.using):
-            self._resources().filter(resource_id=stored.meta.resource_id).delete()
+            previous = self._resources().select_for_update().filter(resource_id=stored.meta.resource_id)
+            was_deleted = previous.values_list("is_deleted", flat=True).first()
+            _tally_of_flip(self.using, self.namespace, was_deleted=was_deleted, is_deleted=stored.meta.is_deleted)
+            previous.delete()
             row = StoredResource(
                 namespace=self.namespace, data=stored.data, **{n: getattr(stored.meta, n) for n in _META_COLUMNS}
             )
