@@ -86,13 +86,28 @@ def activity_open(
     )
 
 
-def activity_attach(*, activity_id: int, backend_sandbox_id: str, size: ResolvedSize) -> bool:
-    """Stores the backend's id and the size it actually enforces; False if already closed."""
+OPENING_LEASE = timedelta(seconds=30)
+
+
+def opening_lease(lease: timedelta) -> timedelta:
+    """How long a row counts before its backend confirms the sandbox: a crash while opening
+    then holds the owner's capacity for seconds, not for a whole lease."""
+    return min(lease, OPENING_LEASE)
+
+
+def activity_attach(*, activity_id: int, backend_sandbox_id: str, size: ResolvedSize, lease: timedelta) -> bool:
+    """Stores the backend's id and the size it actually enforces, and starts the full lease.
+
+    False if the row was closed meanwhile.
+    """
+    moment = clock.now()
     updated = SandboxActivity.current.filter(pk=activity_id).update(
         backend_sandbox_id=backend_sandbox_id,
         cpu_cores=size.cpu_cores,
         memory_bytes=size.memory_bytes,
         pids_max=size.pids_max,
+        last_seen_at=moment,
+        lease_expires_at=moment + lease,
     )
     return updated == 1
 

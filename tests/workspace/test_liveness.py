@@ -11,7 +11,9 @@ from django.core.management import call_command
 from quotas import ledger
 from quotas.models import SandboxActivity
 from tests.workspace.conftest import item_url
+from workspace.config import get_config
 from workspace.sandboxes import lifecycle
+from workspace.sandboxes.admission import before_sandbox_open
 from workspace.sandboxes.registry import backend_named
 
 pytestmark = pytest.mark.django_db
@@ -137,3 +139,20 @@ def test_every_ledger_query_filters_soft_deleted_rows():
     source = Path(ledger.__file__).read_text()
     assert "SandboxActivity.objects.filter" not in source
     assert "SandboxActivity.objects.exclude" not in source
+
+
+def test_a_sandbox_that_never_finished_opening_stops_counting_after_the_opening_lease(make_item, clock):
+    item = make_item()
+    before_sandbox_open(item=item, app=get_config().app(item.app_slug), backend="local")
+    assert ledger.live_rows_of_owner("alice").count() == 1
+
+    clock.advance(seconds=31)
+
+    assert ledger.live_rows_of_owner("alice").count() == 0
+
+
+def test_an_opened_sandbox_holds_the_full_lease_from_when_it_opened(alice_api, make_item, clock):
+    item = make_item()
+    activity = _open(alice_api, item)
+
+    assert activity.lease_expires_at - activity.last_seen_at == LEASE

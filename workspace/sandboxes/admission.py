@@ -67,7 +67,7 @@ def before_sandbox_open(*, item: Item, app: AppDescriptor, backend: str) -> Admi
             owner=owner,
             backend=backend,
             size=size,
-            lease=get_config().sandbox.lease,
+            lease=ledger.opening_lease(get_config().sandbox.lease),
             charges_cost=resources.declares_cost,
         )
     return Admission(activity=activity, opened_here=True)

@@ -80,7 +80,10 @@ def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
         ledger.activity_close(activity_id=activity.pk, reason=Reason.FAILED)
         raise _unavailable(exc) from exc
     size = ledger.ResolvedSize(opened.spec.cpu_cores, opened.spec.memory_bytes, opened.spec.pids_max)
-    if not ledger.activity_attach(activity_id=activity.pk, backend_sandbox_id=opened.id, size=size):
+    attached = ledger.activity_attach(
+        activity_id=activity.pk, backend_sandbox_id=opened.id, size=size, lease=get_config().sandbox.lease
+    )
+    if not attached:
         # Closed while it was opening (a person pressed close): honour the close.
         backend.close(opened.id)
         raise ApiError(status_code=409, error="sandbox_closed", detail="The sandbox was closed while it opened.")
