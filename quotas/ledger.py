@@ -145,6 +145,11 @@ def expired_rows(*, at: datetime | None = None) -> QuerySet[SandboxActivity]:
 
 
 @transaction.atomic
+def owners_with_disk_limit(owners: Iterable[str]) -> set[str]:
+    """Who among `owners` has a per-user disk limit: only their workspaces need measuring."""
+    return {owner for owner, limits in limits_for_many(owners).items() if limits.disk is not None}
+
+
 def record_disk_measurements(measurements: Iterable[DiskMeasurement]) -> int:
     """The disk ledger's one entry point, fed after each mirror sweep (spec "Events" 4).
 

@@ -106,16 +106,25 @@ def item_sandbox_close(*, item: Item) -> int:
 
 
 def workspaces_sweep() -> int:
-    """The mirror sweep: measure every item's workspace and hand the figures to the disk ledger."""
-    rows = Item.objects.order_by("pk").values_list("pk", "app_slug", "owner", "created_by")
+    """The mirror sweep: measure the workspaces whose owner has a disk limit, for the disk ledger.
+
+    Items of owners without a per-user disk limit are not walked at all (with no disk quota
+    configured a sweep reads no workspace); they are still handed over, unmeasured, so a row
+    left from an earlier owner who had a limit is forgotten.
+    """
+    rows = [
+        (str(pk), slug, owner or creator)
+        for pk, slug, owner, creator in Item.objects.order_by("pk").values_list("pk", "app_slug", "owner", "created_by")
+    ]
+    tracked = ledger.owners_with_disk_limit({owner for _, _, owner in rows})
     measurements = [
         ledger.DiskMeasurement(
-            item_id=str(pk),
+            item_id=item_id,
             app_slug=slug,
-            owner=owner or creator,
-            bytes=filestore.workspace_bytes(filestore.workspace_dir(pk)),
+            owner=owner,
+            bytes=filestore.workspace_bytes(filestore.workspace_dir(item_id)) if owner in tracked else 0,
         )
-        for pk, slug, owner, creator in rows.iterator(chunk_size=500)
+        for item_id, slug, owner in rows
     ]
     return ledger.record_disk_measurements(measurements)
 

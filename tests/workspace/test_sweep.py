@@ -6,7 +6,9 @@ import pytest
 from django.core.management import call_command
 
 from quotas import ledger
+from quotas.limits import OverrideValues
 from quotas.models import WorkspaceDiskUsage
+from quotas.services import override_set
 from workspace.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db
@@ -53,3 +55,28 @@ def test_item_detail_shows_the_last_measurement(alice_api, make_item):
     (workspace_dir(item.pk) / "a.bin").write_bytes(b"x" * 7)
     call_command("sweep")
     assert alice_api.get(f"/a/notebook/items/{item.pk}").json()["disk"]["bytes"] == 7
+
+
+def test_sweep_walks_no_workspace_when_nobody_has_a_disk_limit(make_item, write_config, monkeypatch):
+    write_config("")
+    make_item()
+    walked: list[object] = []
+    monkeypatch.setattr("workspace.filestore.workspace_bytes", lambda root: walked.append(root) or 0)
+
+    call_command("sweep")
+
+    assert walked == []
+    assert not WorkspaceDiskUsage.objects.exists()
+
+
+def test_sweep_walks_only_the_workspaces_of_owners_with_a_disk_limit(make_item, write_config, monkeypatch):
+    write_config('[resources.per_user]\ndisk = "10G"\n')
+    limited = make_item()
+    override_set(user_id="bob", values=OverrideValues(disk=0), actor="alice")
+    make_item(owner="bob")
+    walked: list[str] = []
+    monkeypatch.setattr("workspace.filestore.workspace_bytes", lambda root: walked.append(root.name) or 0)
+
+    call_command("sweep")
+
+    assert walked == [workspace_dir(limited.pk).name]
