@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-postgres lint migrate demo clean
+.PHONY: install run serve test test-postgres lint migrate demo bench clean
 
 $(STAMP): requirements.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,15 @@ run: demo
 	trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
+# Production: gunicorn (several workers) on PostgreSQL, DEBUG off, Django accounts instead of the
+# mock identity, static files from WhiteNoise, `manage.py worker` beside it (workspace/gunicorn.conf.py
+# creates the database if missing, migrates, collects static files, starts and stops the worker).
+# Without DJANGO_SECRET_KEY a key is generated once into var/secret_key.
+serve: install
+	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/workspace} \
+	DJANGO_DEBUG=0 WORKSPACE_MOCK_IDENTITY=0 WORKSPACE_BIND=$${WORKSPACE_BIND:-$(HOST):$(PORT)} \
+	$(BIN)/gunicorn -c workspace/gunicorn.conf.py
+
 # The whole suite on SQLite; browser tests skip (with the reason) where chromium is missing.
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -38,6 +47,11 @@ test: install
 # The same suite on PostgreSQL (a fresh test database each run).
 test-postgres: install
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/workspace} $(BIN)/python -m pytest --create-db $(PYTEST_ARGS)
+
+# Every bench/ script on SQLite and PostgreSQL at its documented sizes (QUICK=1: small sizes),
+# one table in bench/REPORT.md; raw outputs in bench/results/.
+bench: install
+	$(BIN)/python bench/report.py $(if $(QUICK),--quick) $${BENCH_DATABASE_URL:+--database-url $$BENCH_DATABASE_URL}
 
 lint: install
 	$(BIN)/ruff check .

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import DataError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -43,6 +44,11 @@ def _flatten(detail: Any) -> str:
 
 
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DataError):
+        # The database refused a value Python accepted (PostgreSQL: a NUL character); nothing was stored.
+        exc = ApiError(
+            status_code=400, error="invalid_value", detail="A value cannot be stored (e.g. a NUL character)."
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound("Not found.")
     elif isinstance(exc, DjangoPermissionDenied):

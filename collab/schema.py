@@ -1,4 +1,4 @@
-"""How the OpenAPI schema describes the service's authentication."""
+"""How the OpenAPI schema describes the service's authentication and its shared error bodies."""
 
 from __future__ import annotations
 
@@ -6,10 +6,24 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
+ERROR_COMPONENT = "ErrorOutput"
+_ERROR_SCHEMA = {
+    "type": "object",
+    "description": "Every error: an `error` code and a human `detail`; some codes add fields (`dimension`, `used`...).",
+    "properties": {"error": {"type": "string"}, "detail": {"type": "string"}},
+    "required": ["error", "detail"],
+}
+_WRITE_METHODS = {"post", "put", "patch", "delete"}
+_METHODS = {"get", "post", "put", "patch", "delete"}
+
 
 class WorkspaceAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "collab.authentication.WorkspaceAuthentication"
     name = ["basicAuth", "cookieAuth", "mockUserHeader"]
+
+    def get_security_requirement(self, auto_schema: Any) -> list[dict[str, list[Any]]]:
+        # Alternatives, not a conjunction: any one of them identifies the caller.
+        return [{name: []} for name in self.name]
 
     def get_security_definition(self, auto_schema: Any) -> list[dict[str, Any]]:
         return [
@@ -22,3 +36,40 @@ class WorkspaceAuthenticationScheme(OpenApiAuthenticationExtension):
                 "description": "Mock identity only (demo and tests): names the acting user.",
             },
         ]
+
+
+def _error_response(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{ERROR_COMPONENT}"}}},
+    }
+
+
+def _shared_errors(path: str, method: str, operation: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The errors any operation of this shape can answer, whatever its view declares."""
+    errors = {"401": _error_response("Unknown X-User-Id, bad credentials or nobody signed in.")}
+    if "{" in path:
+        errors["404"] = _error_response("Not found, or not yours.")
+    if method in _WRITE_METHODS:
+        errors["400"] = _error_response("Malformed request (`malformed_request`) or invalid fields.")
+    if "requestBody" in operation:
+        errors["415"] = _error_response("The body's media type is not accepted.")
+    return errors
+
+
+def add_shared_error_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: one error component, listed under every operation.
+
+    Views declare their own domain errors (403, 507...); the ones the middleware, the parsers and
+    the URL resolver produce everywhere are added here so no operation leaves them undocumented.
+    """
+    schemas = result.setdefault("components", {}).setdefault("schemas", {})
+    schemas.setdefault(ERROR_COMPONENT, _ERROR_SCHEMA)
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            if method not in _METHODS:
+                continue
+            responses = operation.setdefault("responses", {})
+            for code, response in _shared_errors(path, method, operation).items():
+                responses.setdefault(code, response)
+    return result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
@@ -43,11 +43,19 @@ def _time_param(query: Mapping[str, Any], name: str, errors: dict[str, str]) -> 
     raw = query.get(name)
     if raw in (None, ""):
         return None
-    parsed = parse_datetime(raw.replace(" ", "+"))
+    try:
+        parsed = parse_datetime(raw.replace(" ", "+"))
+    except ValueError:  # well formed but not a date, e.g. month 13
+        parsed = None
     if parsed is None or parsed.tzinfo is None:
         errors[name] = "must be an ISO 8601 date-time with a timezone"
         return None
-    return parsed
+    try:
+        # In UTC: PostgreSQL refuses offsets beyond ±15:59 that Python accepts (up to ±23:59).
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        errors[name] = "is out of range once converted to UTC"
+        return None
 
 
 def parse_list_params(query: Any) -> ListQueryParams:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import DataError
 from django.http import Http404, HttpResponseBase
 from django.urls import URLPattern, path
 from rest_framework import exceptions
@@ -85,6 +86,11 @@ def error_response(exc: Exception) -> Response | None:
     """crudgen's own error bodies, so its routes never depend on the host project's exception handler."""
     if isinstance(exc, CrudError):
         return Response(exc.body(), status=exc.status_code)
+    if isinstance(exc, DataError):
+        # The database refused a value Python accepted (PostgreSQL: a NUL character); nothing was stored.
+        return Response(
+            {"error": "validation_error", "detail": "A value cannot be stored (e.g. a NUL character)."}, status=422
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from workspace.selectors import ITEMS_DEFAULT_LIMIT, ITEMS_MAX_LIMIT
@@ -73,8 +74,20 @@ class ItemListOutputSerializer(serializers.Serializer):
     next_before = serializers.IntegerField(allow_null=True)
 
 
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        ]
+    }
+)
+class CommandField(serializers.JSONField):
+    """Any JSON to the parser (the view names a wrong type itself); the schema says what is accepted."""
+
+
 class ExecInputSerializer(serializers.Serializer):
-    command = serializers.JSONField(help_text="A string (run by /bin/sh -c) or a list of strings (argv).")
+    command = CommandField(help_text="A string (run by /bin/sh -c) or a list of strings (argv).")
     timeout = serializers.FloatField(required=False, allow_null=True, help_text="Seconds.")
 
 

@@ -57,6 +57,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "workspace.request_log.RequestLogMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -153,6 +154,16 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two models have a `status` with different choices: name each enum after its model.
+    "ENUM_NAME_OVERRIDES": {
+        "DocumentStatusEnum": "knowledge.models.Document.Status",
+        "InvestigationStatusEnum": "workspace.models.Investigation.Status",
+        "HealthCheckEnum": "workspace.health.CHECK_STATES",
+    },
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "collab.schema.add_shared_error_responses",
+    ],
 }
 
 # Identity (DESIGN.md §3). Mock identity is the demo and test default and is refused at
@@ -187,8 +198,41 @@ WORKSPACE_VAR_DIR = Path(os.environ.get("WORKSPACE_VAR_DIR", str(BASE_DIR / "var
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json_line": {"format": "%(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "request_lines": {"class": "logging.StreamHandler", "formatter": "json_line"},
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("WORKSPACE_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # One JSON object per line (workspace/request_log.py); WORKSPACE_REQUEST_LOG_LEVEL=WARNING silences it.
+        "workspace.requests": {
+            "handlers": ["request_lines"],
+            "level": os.environ.get("WORKSPACE_REQUEST_LOG_LEVEL", "INFO"),
+            "propagate": False,
+        },
+        # The request log above replaces runserver's own access line.
+        "django.server": {"level": "WARNING"},
+    },
 }
+
+# Production serving (`make serve`, README "Production"). With DEBUG off, `collectstatic` writes a
+# gzip copy of each file and WhiteNoise serves the collected files (with those copies) rather than
+# the source folders; before any `collectstatic` it still falls back to the finders.
+if not DEBUG:
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    }
+    WHITENOISE_USE_FINDERS = not STATIC_ROOT.is_dir()
+
+# Behind a load balancer that terminates TLS: trust its X-Forwarded-Proto and send cookies over
+# HTTPS only; origins (https://ws.example.com) allowed to POST forms to the pages.
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+if _env_flag("DJANGO_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True

@@ -10,6 +10,7 @@ from django.urls.resolvers import URLPattern, URLResolver
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from workspace import errors
+from workspace.health import HealthApi
 
 
 def site_urlpatterns() -> list[URLPattern | URLResolver]:
@@ -19,6 +20,7 @@ def site_urlpatterns() -> list[URLPattern | URLResolver]:
         # Before admin/: the staff override endpoints live at /admin/user-resources.
         path("", include("quotas.urls")),
         path("admin/", admin.site.urls),
+        path("healthz", HealthApi.as_view(), name="healthz"),
         path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),
         path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
         path("api/v1/", include("workspace.generated")),

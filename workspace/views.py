@@ -51,7 +51,11 @@ class WorkspaceAppListApi(APIView):
 
 
 class ItemListCreateApi(APIView):
-    @extend_schema(parameters=[ItemListQuerySerializer], responses={200: ItemListOutputSerializer, **_ERRORS})
+    @extend_schema(
+        operation_id="a_items_list",
+        parameters=[ItemListQuerySerializer],
+        responses={200: ItemListOutputSerializer, **_ERRORS},
+    )
     def get(self, request: Request, slug: str) -> Response:
         app_or_404(slug)
         query = ItemListQuerySerializer(data=request.query_params)
@@ -149,7 +153,8 @@ def _request_chunks(request: HttpRequest) -> Iterator[bytes]:
 
 
 class ItemFileApi(APIView):
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, **_ERRORS})
+    # The stored bytes with a type guessed from the name: any media type may come back.
+    @extend_schema(responses={(200, "*/*"): OpenApiTypes.BINARY, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int, file_path: str) -> FileResponse:
         _app, item = _viewer_item(request, slug, item_id)
         target = read_file(workspace_dir(item.pk), file_path)

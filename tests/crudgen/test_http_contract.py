@@ -296,6 +296,33 @@ def test_a_time_filter_without_timezone_is_422(api: APIClient) -> None:
     assert response.status_code == 422
 
 
+def test_a_time_filter_with_an_offset_beyond_postgresqls_range_is_read_in_utc(api: APIClient, clock: Clock) -> None:
+    # Found by the fuzzer: PostgreSQL refused -21:44 (its offsets stop at ±15:59), a 500.
+    api.post("/api/workflow", {"name": "early", "steps": []}, format="json")
+    clock.advance(hours=1)
+    api.post("/api/workflow", {"name": "late", "steps": []}, format="json")
+
+    # 2026-01-05T09:30Z written with a -21:44 offset.
+    response = api.get("/api/workflow/full", {"created_time_start": "2026-01-04T11:46:00-21:44"})
+
+    assert response.status_code == 200
+    assert [item["data"]["name"] for item in response.json()["items"]] == ["late"]
+
+
+def test_a_time_filter_out_of_range_in_utc_is_422(api: APIClient) -> None:
+    response = api.get("/api/workflow/meta", {"created_time_end": "0001-01-01T00:00:00+05:00"})
+
+    assert response.status_code == 422
+    assert "created_time_end" in response.json()["fields"]
+
+
+def test_a_well_formed_but_impossible_time_filter_is_422(api: APIClient) -> None:
+    response = api.get("/api/workflow/meta", {"updated_time_start": "2026-13-01T00:00:00Z"})
+
+    assert response.status_code == 422
+    assert "updated_time_start" in response.json()["fields"]
+
+
 def test_earlier_route_set_reads_by_id(api: APIClient, created: dict) -> None:
     response = api.get(f"/api/workflow/{created['resource_id']}")
     assert response.status_code == 200

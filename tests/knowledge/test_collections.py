@@ -65,3 +65,17 @@ def test_collection_list_is_a_fixed_number_of_queries(alice_api, make_collection
         rows = alice_api.get("/kb/collections").json()
 
     assert len(rows) == 30
+
+
+@pytest.mark.postgres
+def test_a_nul_character_in_a_collection_id_is_a_400_not_a_server_error(alice_api):
+    # Found while fuzzing on PostgreSQL: a NUL in a path id reached the database and answered 500.
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite stores NUL characters")
+
+    response = alice_api.get("/kb/collections/a%00b/documents")
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_value"

@@ -76,3 +76,17 @@ def test_admin_shows_resources_read_only() -> None:
         assert model_admin.has_add_permission(None) is False
         assert model_admin.has_change_permission(None) is False
         assert model_admin.has_delete_permission(None) is False
+
+
+@pytest.mark.postgres
+def test_a_nul_character_in_a_filter_is_422_not_a_server_error(alice_api: APIClient) -> None:
+    # Found while fuzzing on PostgreSQL, which cannot hold NUL in text: it was a 500.
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite stores NUL characters")
+
+    response = alice_api.get("/api/v1/workflow/meta", {"created_by": "a\x00b"})
+
+    assert response.status_code == 422
+    assert response.json()["error"] == "validation_error"

@@ -19,13 +19,13 @@ class InvestigationMentionInputSerializer(serializers.Serializer):
 
 
 class InvestigationStatusInputSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=Investigation.Status.values)
+    status = serializers.ChoiceField(choices=Investigation.Status.choices)
 
 
 class InvestigationOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField(help_text="Also the id of its item of the `rca` app.")
     title = serializers.CharField()
-    status = serializers.ChoiceField(choices=Investigation.Status.values)
+    status = serializers.ChoiceField(choices=Investigation.Status.choices)
     owner = serializers.CharField(help_text="The creator, who holds the permissions.")
     members = serializers.ListField(child=serializers.CharField())
     item_url = serializers.CharField()

@@ -1,0 +1,217 @@
+"""One report: every bench/ script on SQLite and on PostgreSQL, gathered into bench/REPORT.md.
+
+Run: .venv/bin/python bench/report.py [--quick] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
+     (or `make bench`, `make bench QUICK=1`)
+Each script runs in its own process at its documented sizes (--quick: small sizes, for a fast
+check), once on a throwaway SQLite file and once on a throwaway PostgreSQL database; its output is
+kept in bench/results/<script>-<backend>.txt (git-ignored) and its figures are parsed into one
+Markdown table: figure, size, SQLite, PostgreSQL. It asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.live import DEFAULT_SERVER_URL, postgres_reachable, throwaway_database
+
+BENCH = Path(__file__).resolve().parent
+RESULTS = BENCH / "results"
+REPORT = BENCH / "REPORT.md"
+Row = tuple[str, str, str]  # figure, size, value
+
+
+@dataclass(frozen=True)
+class Script:
+    name: str
+    full: list[str]
+    quick: list[str]
+    parse: Callable[[str], list[Row]]
+    own_database: bool = False  # takes --database-url as the database to fill (it must be disposable)
+    setup_name: str = ""  # bench.common.setup_django's `bench_<name>` database, dropped afterwards
+
+
+def _table_rows(prefix: str, unit: str = "ms") -> Callable[[str], list[Row]]:
+    """bench.common.print_table: | figure | size | server ms | db ms | queries |"""
+
+    def parse(text: str) -> list[Row]:
+        rows = []
+        for match in re.finditer(
+            r"^\| (.+?)\s+\|\s+([\d,]+) \|\s+([\d.]+) \|\s+([\d.]+) \|\s+([\d.]+) \|$", text, re.M
+        ):
+            label, size, server, _db, queries = match.groups()
+            rows.append((f"{prefix}: {label}", size, f"{float(server):.2f} {unit}, {float(queries):g} q"))
+        return rows
+
+    return parse
+
+
+def _citations(text: str) -> list[Row]:
+    rows = []
+    for match in re.finditer(r"^\s*(\d+)  (.+?)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)$", text, re.M):
+        size, name, queries, _rows, ms, _counted = match.groups()
+        rows.append((f"citations: {name} with cited", f"{int(size):,} events", f"{float(ms):.2f} ms, {queries} q"))
+    return rows
+
+
+def _crudgen(text: str) -> list[Row]:
+    rows = []
+    pattern = r"^\s*(\d+)  (.{26})\s*(\d+)\s+([\d.]+)\s+(\S+)\s+(\S+)\s+(\S+)$"
+    for match in re.finditer(pattern, text, re.M):
+        size, operation, crud, queries, plain, _plain_q, _ratio = match.groups()
+        versus = f" (plain DRF {plain}/s)" if plain != "-" else ""
+        rows.append(
+            (f"crudgen: {operation.strip()}", f"{int(size):,} rows", f"{crud} req/s, {float(queries):g} q{versus}")
+        )
+    return rows
+
+
+def _files(text: str) -> list[Row]:
+    rows = []
+    for match in re.finditer(r"^(HTTP PUT|file store)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)$", text, re.M):
+        label, size, per_second, ms, queries = match.groups()
+        rows.append((f"file write: {label}", f"{int(size):,} B", f"{per_second}/s ({ms} ms), {float(queries):g} q"))
+    return rows
+
+
+def _exec(text: str) -> list[Row]:
+    runs = re.search(r"(\d+) runs", text)
+    rows = []
+    for match in re.finditer(r"^(live sandbox|opens one)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", text, re.M):
+        label, median, p90, queries = match.groups()
+        size = f"{runs.group(1)} runs" if runs else ""
+        rows.append((f"exec round trip: {label}", size, f"{median} ms (p90 {p90}), {float(queries):g} q"))
+    return rows
+
+
+SCRIPTS = [
+    Script(
+        "notifications",
+        ["--sizes", "1000,100000,1000000"],
+        ["--sizes", "1000,10000", "--repeat", "50"],
+        _table_rows("notifications"),
+        setup_name="notifications",
+    ),
+    Script("citations", ["--sizes", "10000", "100000"], ["--sizes", "10000"], _citations),
+    Script(
+        "crudgen",
+        ["--sizes", "1000,10000,100000"],
+        ["--sizes", "1000", "--requests", "50"],
+        _crudgen,
+        own_database=True,
+    ),
+    Script("files", [], ["--writes", "50", "--sizes", "1024,65536"], _files, setup_name="files"),
+    Script("exec", [], ["--runs", "10"], _exec, setup_name="exec"),
+    Script(
+        "quotas",
+        ["--sizes", "10,1000,100000"],
+        ["--sizes", "10,1000", "--repeat", "50"],
+        _table_rows("quota gates"),
+        setup_name="quotas",
+    ),
+]
+
+
+def _run(script: Script, args: list[str], database_url: str, backend: str) -> tuple[str, float]:
+    command = [sys.executable, str(BENCH / f"{script.name}.py"), *args]
+    if database_url:
+        command += ["--database-url", database_url]
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "BENCH_DATABASE_URL"}}
+    env["WORKSPACE_LOG_LEVEL"] = "WARNING"
+    print(f"  {backend:<10} {' '.join(command[1:])}", flush=True)
+    began = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=BENCH.parent, check=False)
+    seconds = time.perf_counter() - began
+    output = done.stdout + (f"\n[exit {done.returncode}]\n{done.stderr}" if done.returncode else "")
+    (RESULTS / f"{script.name}-{backend}.txt").write_text(output)
+    if done.returncode:
+        print(f"  {script.name} on {backend} failed (exit {done.returncode}); see bench/results/", file=sys.stderr)
+    return done.stdout, seconds
+
+
+def _drop(server_url: str, name: str) -> None:
+    import psycopg
+
+    from bench.live import _admin_url
+
+    with psycopg.connect(_admin_url(server_url), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _postgres_run(script: Script, args: list[str], server_url: str) -> tuple[str, float]:
+    if script.own_database:
+        with throwaway_database(server_url, prefix=f"bench_{script.name}") as url:
+            return _run(script, args, url, "postgresql")
+    try:
+        return _run(script, args, server_url, "postgresql")
+    finally:
+        if script.setup_name:
+            _drop(server_url, f"bench_{script.setup_name}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a fast check")
+    parser.add_argument("--database-url", default=DEFAULT_SERVER_URL, help="a PostgreSQL server (any database on it)")
+    parser.add_argument("--only", default="", help="comma-separated script names (default: all)")
+    args = parser.parse_args()
+    RESULTS.mkdir(exist_ok=True)
+    wanted = [s for s in SCRIPTS if not args.only or s.name in args.only.split(",")]
+    have_postgres = postgres_reachable(args.database_url)
+    if not have_postgres:
+        print(f"no PostgreSQL at {args.database_url}: its column stays empty", file=sys.stderr)
+    table: dict[tuple[str, str], dict[str, str]] = {}
+    order: list[tuple[str, str]] = []
+    durations: list[str] = []
+    began = time.perf_counter()
+    for script in wanted:
+        script_args = script.quick if args.quick else script.full
+        print(f"{script.name}:", flush=True)
+        runs = {"sqlite": _run(script, script_args, "", "sqlite")}
+        if have_postgres:
+            runs["postgresql"] = _postgres_run(script, script_args, args.database_url)
+        durations.append(
+            f"{script.name} " + ", ".join(f"{backend} {seconds:.0f} s" for backend, (_, seconds) in runs.items())
+        )
+        for backend, (output, _) in runs.items():
+            for figure, size, value in script.parse(output):
+                key = (figure, size)
+                if key not in table:
+                    table[key] = {}
+                    order.append(key)
+                table[key][backend] = value
+    total = time.perf_counter() - began
+    lines = [
+        "# Benchmark report",
+        "",
+        f"Written by `make bench{' QUICK=1' if args.quick else ''}` (`bench/report.py`) on "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC: {platform.python_implementation()} {platform.python_version()}, "
+        f"{os.cpu_count()} cores, {'quick sizes' if args.quick else 'the documented sizes'}. Each script ran in its "
+        "own process on a throwaway SQLite file and a throwaway PostgreSQL database; the raw outputs are in "
+        "`bench/results/` (not committed). `q` is SQL statements per operation. Figures are wall-clock "
+        "times of one machine and only comparable within this table; the scripts assert nothing about time.",
+        "",
+        "| figure | size | SQLite | PostgreSQL |",
+        "|---|---|---|---|",
+    ]
+    for figure, size in order:
+        cells = table[(figure, size)]
+        lines.append(f"| {figure} | {size} | {cells.get('sqlite', '-')} | {cells.get('postgresql', '-')} |")
+    lines += ["", f"Run time {total / 60:.1f} min: " + "; ".join(durations) + ".", ""]
+    REPORT.write_text("\n".join(lines))
+    print(f"wrote {REPORT.relative_to(BENCH.parent)} ({len(order)} figures) in {total:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

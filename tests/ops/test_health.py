@@ -1,0 +1,88 @@
+"""GET /healthz: the database and the sandbox backend, 200 when both work and 503 naming what failed."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from django.db import OperationalError
+from django.test import Client
+
+from tests.workspace.test_sandbox_host import host  # noqa: F401 - fixture
+from workspace import health
+
+pytestmark = pytest.mark.django_db
+
+
+def test_healthz_is_ok_when_the_database_and_local_sandboxes_work(client: Client) -> None:
+    response = client.get("/healthz")
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "status": "ok",
+        "database": "ok",
+        "sandbox_backend": "ok",
+        "backend": "local",
+        "driver": "cgroup-v2",
+    }
+
+
+def test_healthz_needs_nobody_signed_in(client: Client, acting_as) -> None:
+    acting_as(None)
+
+    assert client.get("/me", HTTP_ACCEPT="application/json").status_code == 401
+    assert client.get("/healthz").status_code == 200
+
+
+def test_healthz_is_503_naming_the_database_when_it_does_not_answer(client: Client, monkeypatch) -> None:
+    class BrokenConnection:
+        def cursor(self):
+            raise OperationalError("connection refused")
+
+    monkeypatch.setattr(health, "connection", BrokenConnection())
+
+    response = client.get("/healthz")
+
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["status"], body["database"], body["sandbox_backend"], body["error"]) == (
+        "failing",
+        "failing",
+        "ok",
+        "unhealthy",
+    )
+    assert "database: the database does not answer: connection refused" in body["detail"]
+
+
+def test_healthz_is_503_when_local_sandboxes_cannot_enforce_limits(client: Client, settings, monkeypatch) -> None:
+    settings.WORKSPACE_CGROUP_DRIVER = "prlimit"
+    monkeypatch.setattr("workspace.sandboxes.isolation.shutil.which", lambda _name: None)
+
+    response = client.get("/healthz")
+
+    assert response.status_code == 503
+    assert response.json()["sandbox_backend"] == "failing"
+    assert "no prlimit binary" in response.json()["detail"]
+
+
+def test_healthz_reaches_the_sandbox_host_of_the_http_backend(client: Client, write_config, host) -> None:  # noqa: F811
+    write_config(f'[sandbox]\nbackend = "http"\nhost_url = "{host}"\n')
+
+    response = client.get("/healthz")
+
+    assert response.status_code == 200
+    assert (response.json()["backend"], response.json()["sandbox_backend"]) == ("http", "ok")
+
+
+def test_healthz_is_503_when_the_sandbox_host_is_unreachable(client: Client, write_config) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed_port = sock.getsockname()[1]
+    write_config(f'[sandbox]\nbackend = "http"\nhost_url = "http://127.0.0.1:{closed_port}"\n')
+
+    response = client.get("/healthz")
+
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["database"], body["sandbox_backend"]) == ("ok", "failing")
+    assert f"127.0.0.1:{closed_port} cannot be reached" in body["detail"]

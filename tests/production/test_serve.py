@@ -1,0 +1,153 @@
+"""`make serve`'s gunicorn: several workers over one PostgreSQL, an override seen everywhere within 5 s."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.live import PRODUCTION_CONFIG, Client, children_of, command_line, gunicorn
+from tests.production.conftest import STAFF, STAFF_PASSWORD, USER, USER_PASSWORD
+
+pytestmark = pytest.mark.postgres
+
+MEMO_SECONDS = 5.0
+# A poll that starts just after the memo expired still has to be answered; this covers the gap
+# between two polls and one request, never a wait for the memo itself.
+SLACK_SECONDS = 0.75
+POLLERS = 3
+
+# The production config plus, for this test only, a header naming the worker that answered.
+PID_HEADER_CONFIG = f"""
+import os
+_production = {str(PRODUCTION_CONFIG)!r}
+_namespace = {{"__file__": _production, "__name__": "production_gunicorn_conf"}}
+exec(compile(open(_production).read(), _production, "exec"), _namespace)
+globals().update({{k: v for k, v in _namespace.items() if not k.startswith("__")}})
+
+
+def post_worker_init(worker):
+    inner = worker.wsgi
+
+    def app(environ, start_response):
+        def start(status, headers, exc_info=None):
+            return start_response(status, [*headers, ("X-Worker-Pid", str(os.getpid()))], exc_info)
+
+        return inner(environ, start)
+
+    worker.wsgi = app
+"""
+
+
+@pytest.fixture(scope="module")
+def two_workers(deployment, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gunicorn")
+    config = folder / "gunicorn_pid_header.conf.py"
+    config.write_text(PID_HEADER_CONFIG)
+    # One thread per worker and a new connection per poll: a busy worker leaves the next
+    # connection to the other one, so both answer (a keep-alive connection sticks to one worker).
+    env = {**deployment, "GUNICORN_THREADS": "1"}
+    with gunicorn(env, folder / "gunicorn.log", workers=2, config=config) as server:
+        yield server
+
+
+def _count_limit_by_pid(port: int, until, deadline: float) -> list[tuple[float, str, object]]:
+    """Polls /me/resources as the plain user from several connections until `until(seen)` or the deadline.
+
+    Returns (request start, answering pid, limits.count) for every answer.
+    """
+    seen: list[tuple[float, str, object]] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def poll(client: Client) -> None:
+        try:
+            while not stop.is_set() and time.monotonic() < deadline:
+                began = time.monotonic()
+                response = client.get("/me/resources", headers={"Connection": "close"})
+                assert response.status == 200, response.body
+                with lock:
+                    seen.append((began, response.headers["x-worker-pid"], response.json()["limits"]["count"]))
+                    if until(seen):
+                        stop.set()
+                time.sleep(0.02)
+        except BaseException as exc:
+            errors.append(exc)
+            stop.set()
+
+    clients = []
+    for _ in range(POLLERS):
+        client = Client(port)
+        client.login(USER, USER_PASSWORD)
+        clients.append(client)
+    threads = [threading.Thread(target=poll, args=(client,)) for client in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for client in clients:
+        client.close()
+    if errors:
+        raise errors[0]
+    return seen
+
+
+def test_an_override_written_through_one_worker_is_seen_by_the_other_within_five_seconds(two_workers):
+    # Both workers answer with the site default first, so each holds the old value in its memo.
+    before = _count_limit_by_pid(
+        two_workers.port, lambda seen: len({pid for _, pid, _ in seen}) == 2, time.monotonic() + 20
+    )
+    assert len({pid for _, pid, _ in before}) == 2, "only one worker ever answered"
+    assert {count for _, _, count in before} == {None}
+
+    staff = Client(two_workers.port, basic=(STAFF, STAFF_PASSWORD))
+    written_at = time.monotonic()
+    put = staff.request("PUT", f"/admin/user-resources/{USER}", {"count": 7})
+    assert put.status == 200, put.body
+    writer = put.headers["x-worker-pid"]
+
+    def other_saw_it(seen):
+        return any(pid != writer and count == 7 for _, pid, count in seen)
+
+    after = _count_limit_by_pid(two_workers.port, other_saw_it, written_at + MEMO_SECONDS + 5)
+    assert other_saw_it(after), f"the other worker never showed the override: {after}"
+    # The writer dropped its memo at once; the other worker's memo expires within 5 s.
+    assert {count for _, pid, count in after if pid == writer} <= {7}
+    first_seen = min(began for began, pid, count in after if pid != writer and count == 7)
+    assert first_seen - written_at <= MEMO_SECONDS + SLACK_SECONDS
+
+
+def test_pages_and_static_files_are_served_with_debug_off(two_workers):
+    client = Client(two_workers.port)
+    page = client.get("/my-resources", headers={"Accept": "text/html"})
+    assert page.status == 302
+    assert "/accounts/login/" in page.headers["location"]
+    stylesheet = next(Path(__file__).resolve().parents[2].joinpath("static", "css").glob("*.css")).name
+    assert client.get(f"/static/css/{stylesheet}").status == 200
+    missing = client.get("/no-such-page", headers={"Accept": "text/html"})
+    assert missing.status == 404
+    assert b"Traceback" not in missing.body
+    assert b"URLconf" not in missing.body
+
+
+def test_mock_identity_headers_are_ignored_in_production(two_workers):
+    response = Client(two_workers.port).get("/me", headers={"X-User-Id": USER})
+    assert response.status == 401
+
+
+def test_stopping_gunicorn_stops_the_worker_it_started_beside_it(deployment, tmp_path):
+    env = {**deployment, "WORKSPACE_SERVE_WORKER": "1", "WORKSPACE_WORKER_INTERVAL": "3600"}
+    with gunicorn(env, tmp_path / "gunicorn.log", workers=1) as server:
+        deadline = time.monotonic() + 10
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline:
+            workers = [pid for pid in children_of(server.process.pid) if "manage.py worker" in command_line(pid)]
+            time.sleep(0.05)
+        assert workers, server.log_text()
+        server.process.send_signal(signal.SIGTERM)
+        server.process.wait(30)
+    assert all(not Path(f"/proc/{pid}").exists() or "manage.py worker" not in command_line(pid) for pid in workers)

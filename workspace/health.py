@@ -1,0 +1,112 @@
+"""`GET /healthz`: can this process reach its database and start sandboxes? For load balancers."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.db import connection
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from workspace.config import get_config
+from workspace.sandboxes.http import HttpBackend
+from workspace.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, configured_driver
+from workspace.sandboxes.registry import var_dir
+
+# A probe a load balancer waits on must answer well within its own timeout.
+HOST_TIMEOUT_SECONDS = 2.0
+
+
+CHECK_STATES = ["ok", "failing"]
+
+
+class CheckFailed(Exception):
+    pass
+
+
+class HealthOutputSerializer(serializers.Serializer):
+    status = serializers.ChoiceField(choices=CHECK_STATES)
+    database = serializers.ChoiceField(choices=CHECK_STATES)
+    sandbox_backend = serializers.ChoiceField(choices=CHECK_STATES)
+    backend = serializers.CharField(help_text="`local` or `http`.")
+    driver = serializers.CharField(required=False, help_text="local only: cgroup-v2, cgroup-v1 or prlimit.")
+    error = serializers.CharField(required=False, help_text="`unhealthy` when a check failed.")
+    detail = serializers.CharField(required=False, help_text="What failed, check by check.")
+
+
+def database_check() -> None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+    except Exception as exc:  # any driver error means "cannot serve"
+        raise CheckFailed(f"the database does not answer: {exc}") from exc
+
+
+def _local_check() -> dict[str, Any]:
+    driver = configured_driver()
+    if isinstance(driver, CgroupV2Driver):
+        group = driver.parent if driver.parent.exists() else driver.parent.parent
+        if not os.access(group, os.W_OK):
+            raise CheckFailed(f"the cgroup v2 group {group} is not writable")
+    if isinstance(driver, CgroupV1Driver) and not driver.available:
+        raise CheckFailed("no cgroup v1 controller is writable")
+    if isinstance(driver, PrlimitDriver) and not driver.binary:
+        raise CheckFailed("no writable cgroup and no prlimit binary: limits cannot be enforced")
+    root = var_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CheckFailed(f"the sandbox directory {root} cannot be created: {exc}") from exc
+    if not os.access(root, os.W_OK):
+        raise CheckFailed(f"the sandbox directory {root} is not writable")
+    return {"driver": driver.name}
+
+
+def sandbox_check(backend: str) -> dict[str, Any]:
+    """Extra fields to report; raises CheckFailed when sandboxes cannot be started."""
+    if backend == "http":
+        host = HttpBackend(get_config().sandbox.host_url, timeout=HOST_TIMEOUT_SECONDS)
+        try:
+            host.host_defaults()
+        except Exception as exc:  # unreachable, timed out, or not JSON: all mean "cannot start"
+            raise CheckFailed(str(exc)) from exc
+        return {}
+    return _local_check()
+
+
+def health_report() -> tuple[int, dict[str, Any]]:
+    backend = get_config().sandbox.backend
+    report: dict[str, Any] = {"status": "ok", "database": "ok", "sandbox_backend": "ok", "backend": backend}
+    failures = []
+    try:
+        database_check()
+    except CheckFailed as exc:
+        report["database"] = "failing"
+        failures.append(f"database: {exc}")
+    try:
+        report.update(sandbox_check(backend))
+    except CheckFailed as exc:
+        report["sandbox_backend"] = "failing"
+        failures.append(f"sandbox_backend: {exc}")
+    if not failures:
+        return 200, report
+    report.update(status="failing", error="unhealthy", detail="; ".join(failures))
+    return 503, report
+
+
+class HealthApi(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(
+        auth=[], responses={200: HealthOutputSerializer, 503: HealthOutputSerializer}, operation_id="healthz"
+    )
+    def get(self, request: Request) -> Response:
+        status, report = health_report()
+        return Response(report, status=status)

@@ -1,0 +1,60 @@
+"""One JSON line per request on `workspace.requests`, so an operator can count refusals by code and dimension."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+
+logger = logging.getLogger("workspace.requests")
+
+# Error bodies are small; a larger JSON body is a payload, not an error, and is not parsed.
+_MAX_ERROR_BODY = 64 * 1024
+
+
+def _error_fields(response: HttpResponse) -> dict[str, Any]:
+    if response.status_code < 400 or getattr(response, "streaming", False):
+        return {}
+    if not response.get("Content-Type", "").startswith("application/json"):
+        return {}
+    content = response.content
+    if len(content) > _MAX_ERROR_BODY:
+        return {}
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return {}
+    if not isinstance(body, dict):
+        return {}
+    return {key: body[key] for key in ("error", "dimension") if isinstance(body.get(key), str)}
+
+
+def request_record(request: HttpRequest, response: HttpResponse, duration_ms: float) -> dict[str, Any]:
+    identity = getattr(request, "identity", None)
+    return {
+        "method": request.method,
+        "path": request.path,
+        "status": response.status_code,
+        "duration_ms": round(duration_ms, 1),
+        "user_id": getattr(identity, "user_id", None),
+        **_error_fields(response),
+    }
+
+
+class RequestLogMiddleware:
+    """Outermost, so the duration covers every other middleware and a 401 from identity is logged."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        if logger.isEnabledFor(logging.INFO):
+            record = request_record(request, response, (time.perf_counter() - started) * 1000)
+            logger.info(json.dumps(record))
+        return response
