@@ -9,7 +9,7 @@ import pytest
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
-from crudgen import CRUDSystem, DjangoStorage, ListQueryParams, MetadataConfig
+from crudgen import CRUDSystem, DjangoStorage, DuplicateResource, ListQueryParams, MetadataConfig
 from crudgen.models import NamespaceTally, StoredResource
 from tests.crudgen.conftest import Clock, Workflow
 
@@ -109,3 +109,35 @@ def test_concurrent_creates_and_deletes_keep_the_tally_exact(clock: Clock) -> No
 
     live, deleted = _row_counts(crud.storage.namespace)
     assert (crud.count(is_deleted=False), crud.count(is_deleted=True)) == (live, deleted) == (18, 12)
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_create_on_postgres_is_one_statement_that_writes_resource_revision_and_tally(clock: Clock) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("the one-statement create is PostgreSQL's")
+    _, crud = _crud(clock)
+
+    with CaptureQueriesContext(connection) as queries:
+        created = crud.create({"name": "one trip", "steps": ["ls"]})
+
+    assert len(queries) == 1
+    assert crud.read(created["resource_id"]).data["name"] == "one trip"
+    assert crud.list_revisions(created["resource_id"]).total == 1
+    assert crud.count() == 1
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_duplicate_create_on_postgres_writes_nothing(clock: Clock) -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("the one-statement create is PostgreSQL's")
+    _, crud = _crud(clock)
+    created = crud.storage.fetch(crud.create({"name": "a", "steps": []})["resource_id"])
+    revision = crud.storage.revisions(created.meta.resource_id, 0, 1)[0][0]
+
+    with pytest.raises(DuplicateResource):
+        crud.storage.insert(created.meta, revision, created.data)
+
+    assert crud.count() == 1
+    assert StoredResource.objects.count() == 1
