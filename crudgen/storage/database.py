@@ -29,6 +29,15 @@ _META_COLUMNS = (
     "revision_count",
     "schema_version",
 )
+_REVISION_COLUMNS = (
+    "revision_id",
+    "parent_revision_id",
+    "number",
+    "data",
+    "schema_version",
+    "created_time",
+    "created_by",
+)
 _NULLABLE_SORTS = {"created_by", "updated_by"}
 TALLY_SLOTS = 8
 
@@ -75,29 +84,11 @@ def _stored(row: StoredResource) -> Stored:
 
 
 def _revision(row: StoredRevision, resource_id: str) -> Revision:
-    return Revision(
-        resource_id=resource_id,
-        revision_id=row.revision_id,
-        parent_revision_id=row.parent_revision_id,
-        number=row.number,
-        data=row.data,
-        created_time=row.created_time,
-        created_by=row.created_by,
-        schema_version=row.schema_version,
-    )
+    return Revision(resource_id=resource_id, **{name: getattr(row, name) for name in _REVISION_COLUMNS})
 
 
 def _revision_row(revision: Revision, resource: StoredResource) -> StoredRevision:
-    return StoredRevision(
-        resource=resource,
-        revision_id=revision.revision_id,
-        parent_revision_id=revision.parent_revision_id,
-        number=revision.number,
-        data=revision.data,
-        schema_version=revision.schema_version,
-        created_time=revision.created_time,
-        created_by=revision.created_by,
-    )
+    return StoredRevision(resource=resource, **{name: getattr(revision, name) for name in _REVISION_COLUMNS})
 
 
 @dataclass
@@ -157,20 +148,17 @@ class DjangoStorage(Storage):
         connection = connections[self.using]
         q = connection.ops.quote_name
         resource_columns = ["namespace", *_META_COLUMNS, "data"]
-        revision_columns = ["revision_id", "parent_revision_id", "number", "data", "schema_version"]
-        revision_columns += ["created_time", "created_by"]
         sql = (
             f"WITH new_resource AS (INSERT INTO {q(StoredResource._meta.db_table)} "
             f"({', '.join(q(c) for c in resource_columns)}) "
             f"VALUES ({', '.join(['%s'] * (len(resource_columns) - 1))}, %s::jsonb) RETURNING {q('id')}), "
             f"new_revision AS (INSERT INTO {q(StoredRevision._meta.db_table)} "
-            f"({q('resource_id')}, {', '.join(q(c) for c in revision_columns)}) "
+            f"({q('resource_id')}, {', '.join(q(c) for c in _REVISION_COLUMNS)}) "
             f"SELECT {q('id')}, %s, %s, %s, %s::jsonb, %s, %s, %s FROM new_resource) "
             + _tally_upsert_sql(connection, rows="SELECT %s, %s, %s, %s FROM new_resource")
         )
         params: list[Any] = [self.namespace, *(getattr(meta, name) for name in _META_COLUMNS), json.dumps(data)]
-        params += [revision.revision_id, revision.parent_revision_id, revision.number, json.dumps(revision.data)]
-        params += [revision.schema_version, revision.created_time, revision.created_by]
+        params += [json.dumps(revision.data) if c == "data" else getattr(revision, c) for c in _REVISION_COLUMNS]
         params += [self.namespace, random.randrange(TALLY_SLOTS), int(not meta.is_deleted), int(meta.is_deleted)]
         # Alone it runs in autocommit; inside a caller's transaction a savepoint keeps a
         # duplicate from aborting that transaction.
