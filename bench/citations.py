@@ -1,33 +1,37 @@
 """Benchmark: collection, document-list and chunk-list reads with `cited` counts at growing event-log sizes.
 
-Usage: .venv/bin/python bench/citations.py [--sizes 10000 100000 1000000] [--database-url postgres://...]
+Usage: .venv/bin/python bench/citations.py [--sizes 100000 1000000 10000000] [--database-url postgres://...]
 
 Builds a throwaway database (a temporary SQLite file, or a fresh `ws_bench_citations_<pid>` database on
 the PostgreSQL server named by --database-url, dropped afterwards), loads 20 collections x 50 documents
-x 20 chunks, then appends citation events in bulk up to each size (collections and documents chosen with
-a Zipf-like skew, 1-3 adjacent chunks per event) and times the three reads through the same selectors
-the API uses. Prints the time of each read (median of the runs, database work and fetch) and query counts;
-asserts nothing about time.
+x 20 chunks, then appends citation events with set-based SQL up to each size (generate_series on
+PostgreSQL, a recursive CTE on SQLite; collections and documents skewed towards rank 0, 2-4 adjacent
+chunks per event). At each size all but the last LIVE events are closed into slices by the same
+`citation_slices_close` the worker runs, and the rest stay in the open slice, counted live, as in
+the hour after a close. Times the three reads through the selectors the API uses (median of the
+runs, database work and fetch), the write path of one answer, and checks totals + live == log at
+the end. Asserts nothing about time.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import random
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTIONS, DOCUMENTS, CHUNKS = 20, 50, 20
 RUNS = 7
-BATCH = 20_000
+BATCH = 1_000_000
+# Events of the open slice at each size: a busy hour since the last close, counted live.
+LIVE = 2_000
 
 
 def _throwaway_url(database_url: str | None) -> tuple[str, Callable[[], None]]:
@@ -73,10 +77,6 @@ def _setup_django(url: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def _zipf_weights(count: int) -> list[float]:
-    return [1 / (rank + 1) for rank in range(count)]
-
-
 def _load_library() -> tuple[list[str], dict[str, list[str]], dict[str, list[str]]]:
     """Collections, documents per collection and chunks per document, inserted in bulk."""
     from knowledge.models import Chunk, Collection, Document
@@ -102,66 +102,58 @@ def _load_library() -> tuple[list[str], dict[str, list[str]], dict[str, list[str
     return [c.id for c in collections], docs_of, chunks_of
 
 
-def _event_rows(start: int, stop: int, library: tuple, rng: random.Random) -> tuple[list[tuple], list[tuple]]:
-    collection_ids, docs_of, chunks_of = library
-    collection_weights, document_weights = _zipf_weights(COLLECTIONS), _zipf_weights(DOCUMENTS)
-    moment = datetime(2026, 1, 1, tzinfo=UTC)
-    events, refs = [], []
-    for event_id in range(start + 1, stop + 1):
-        collection_id = rng.choices(collection_ids, collection_weights)[0]
-        document_id = rng.choices(docs_of[collection_id], document_weights)[0]
-        first = rng.randrange(CHUNKS - 2)
-        cited = chunks_of[document_id][first : first + rng.randint(1, 3)]
-        events.append(
-            (event_id, collection_id, document_id, "kb_chat", "chat_bench", "alice", 1, f"msg_{event_id}", moment)
-        )
-        refs.extend((event_id, chunk_id) for chunk_id in cited)
-    return events, refs
+def _skewed(vendor: str, count: int, draws: int) -> str:
+    """The least of `draws` uniform picks in [0, count): rank 0 is the busiest, like a Zipf tail."""
+    pick = f"floor(random() * {count})" if vendor == "postgresql" else f"(abs(random()) % {count})"
+    return f"{'LEAST' if vendor == 'postgresql' else 'MIN'}({', '.join([pick] * draws)})"
 
 
-def _append_events(start: int, stop: int, library: tuple, rng: random.Random) -> None:
+def _padded(vendor: str, expression: str, width: int) -> str:
+    if vendor == "postgresql":
+        return f"lpad(({expression})::int::text, {width}, '0')"
+    return f"substr('{'0' * width}' || ({expression}), -{width})"
+
+
+def _append_events(start: int, stop: int, moment: datetime) -> None:
+    """Events `start < id <= stop` in set-based SQL (generate_series / a recursive CTE), each citing
+    2-4 adjacent chunks (about 3 refs per event), collections and documents skewed to rank 0."""
     from django.db import connection, transaction
 
-    event_sql = (
-        "INSERT INTO knowledge_citationevent (id, collection_id, document_id, origin_kind, origin_id, cited_by, "
-        "marker, message_id, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    vendor = connection.vendor
+    series = (
+        "SELECT g AS n FROM generate_series(%s, %s) AS g"
+        if vendor == "postgresql"
+        else "WITH RECURSIVE s(n) AS (SELECT %s UNION ALL SELECT n + 1 FROM s WHERE n < %s) SELECT n FROM s"
     )
-    ref_sql = "INSERT INTO knowledge_citationeventchunk (event_id, chunk_id) VALUES (%s, %s)"
+    picks = (
+        f"SELECT n, {_skewed(vendor, COLLECTIONS, 6)} AS c, {_skewed(vendor, DOCUMENTS, 12)} AS d FROM ({series}) AS g"
+    )
+    collection, document = _padded(vendor, "c", 3), _padded(vendor, "d", 3)
+    events = (
+        "INSERT INTO knowledge_citationevent (id, collection_id, document_id, origin_kind, origin_id, cited_by, "
+        f"marker, message_id, created_at) SELECT n, 'col_' || {collection}, 'doc_' || {collection} || '_' || "
+        f"{document}, 'kb_chat', 'chat_bench', 'alice', 1, 'msg_' || n, %s FROM ({picks}) AS p"
+    )
+    chunk = _padded(vendor, f"(e.id * 7) % {CHUNKS - 3} + k.n", 2)
+    refs = (
+        "WITH k(n) AS (VALUES (0), (1), (2), (3)) INSERT INTO knowledge_citationeventchunk (event_id, chunk_id) "
+        f"SELECT e.id, 'chk_' || substr(e.document_id, 5) || '_' || {chunk} FROM knowledge_citationevent AS e, k "
+        "WHERE e.id > %s AND e.id <= %s AND k.n <= 1 + e.id % 3"
+    )
+    stamp = connection.ops.adapt_datetimefield_value(moment)
     for low in range(start, stop, BATCH):
-        events, refs = _event_rows(low, min(low + BATCH, stop), library, rng)
+        high = min(low + BATCH, stop)
         with transaction.atomic(), connection.cursor() as cursor:
-            if connection.vendor == "postgresql":
-                _copy(cursor, "knowledge_citationevent", EVENT_COLUMNS, events)
-                _copy(cursor, "knowledge_citationeventchunk", ("event_id", "chunk_id"), refs)
-            else:
-                cursor.executemany(event_sql, events)
-                cursor.executemany(ref_sql, refs)
+            cursor.execute(events, [low + 1, high, stamp])
+            cursor.execute(refs, [low, high])
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+        if vendor == "postgresql":
+            cursor.execute("SELECT setval(pg_get_serial_sequence('knowledge_citationevent', 'id'), %s)", [stop])
             # Index-only scans need a current visibility map, as autovacuum would give a live table.
             cursor.execute("VACUUM ANALYZE knowledge_citationevent")
             cursor.execute("VACUUM ANALYZE knowledge_citationeventchunk")
         else:
             cursor.execute("ANALYZE")
-
-
-EVENT_COLUMNS = (
-    "id",
-    "collection_id",
-    "document_id",
-    "origin_kind",
-    "origin_id",
-    "cited_by",
-    "marker",
-    "message_id",
-    "created_at",
-)
-
-
-def _copy(cursor, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
-    with cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
 
 
 def _measure(read: Callable[[], list]) -> tuple[float, int, int]:
@@ -186,7 +178,7 @@ def _measure(read: Callable[[], list]) -> tuple[float, int, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 10_000_000])
     parser.add_argument("--database-url", default=None, help="postgres://... to bench PostgreSQL (default SQLite)")
     args = parser.parse_args()
     url, cleanup = _throwaway_url(args.database_url)
@@ -197,12 +189,25 @@ def main() -> None:
         cleanup()
 
 
+class _BenchClock:
+    """The service clock, moved an hour per size so each size closes one slice."""
+
+    def __init__(self) -> None:
+        self.current = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self.current
+
+
 def _run(sizes: list[int]) -> None:
     from django.db import connection
 
+    from collab import clock as clock_module
     from knowledge import selectors
+    from knowledge.services import citation_slices_close
 
-    rng = random.Random(7)
+    bench_clock = _BenchClock()
+    clock_module.set_source(bench_clock.now)
     library = _load_library()
     busiest_collection = library[0][0]
     busiest_document = library[1][busiest_collection][0]
@@ -212,22 +217,82 @@ def _run(sizes: list[int]) -> None:
         "chunks (busiest doc.)": lambda: selectors.chunks_with_counts(document_id=busiest_document),
     }
     print(f"backend: {connection.vendor}; {COLLECTIONS} collections x {DOCUMENTS} documents x {CHUNKS} chunks")
+    print(f"each size: all but the last {LIVE:,} events in closed slices, those {LIVE:,} in the open slice")
     print(f"{'events':>9}  {'read':<26} {'queries':>7} {'rows':>5} {'ms (median)':>12}  {'events counted':>14}")
     loaded = 0
     for size in sizes:
         started = time.perf_counter()
-        _append_events(loaded, size, library, rng)
+        closed_part = max(size - LIVE, loaded)
+        _append_events(loaded, closed_part, bench_clock.current)
+        bench_clock.current += timedelta(hours=1)
+        closing = time.perf_counter()
+        citation_slices_close()
+        close_seconds = time.perf_counter() - closing
+        _append_events(closed_part, size, bench_clock.current + timedelta(minutes=30))
         loaded = size
         load_seconds = time.perf_counter() - started
         counted = {
-            "collections": size,
+            "collections": _events_total(),
             "documents (busiest coll.)": _events_in(busiest_collection),
             "chunks (busiest doc.)": _events_of(busiest_document),
         }
         for name, read in reads.items():
             db_ms, statements, rows = _measure(read)
             print(f"{size:>9}  {name:<26} {statements:>7} {rows:>5} {db_ms:>12.2f}  {counted[name]:>14}")
-        print(f"{'':>9}  (appended in {load_seconds:.1f} s)")
+        write_ms, write_statements, inserts = _measure_write(library, size)
+        loaded = _last_event_id()
+        print(
+            f"{'':>9}  (write path, one answer of 3 markers: {write_ms:.2f} ms, {write_statements} statements, "
+            f"{inserts} inserts)"
+        )
+        print(f"{'':>9}  (appended in {load_seconds:.1f} s; closing the slice took {close_seconds:.2f} s)")
+    problems = selectors.citation_counts_check()
+    print(f"check: totals + live == log: {'ok' if problems.ok else problems.mismatches[:5]}")
+
+
+def _measure_write(library: tuple, size: int) -> tuple[float, int, int]:
+    """Median of recording one answer (3 markers, 1-2 chunks each) through the service."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from knowledge.answers import Citation
+    from knowledge.services import record_citations
+
+    collection_ids, docs_of, chunks_of = library
+    document_id = docs_of[collection_ids[0]][0]
+    chunks = chunks_of[document_id]
+    citations = [
+        Citation(m, collection_ids[0], document_id, "0.txt", tuple(chunks[m : m + 1 + m % 2])) for m in (1, 2, 3)
+    ]
+
+    def write(run: int) -> None:
+        record_citations(
+            citations=citations, origin_kind="kb_chat", origin_id="chat_w", cited_by="bob", message_id=f"w{size}_{run}"
+        )
+
+    with CaptureQueriesContext(connection) as captured:
+        write(-1)
+    inserts = sum(query["sql"].startswith(("INSERT", "WITH")) for query in captured.captured_queries)
+    timings = []
+    for run in range(RUNS):
+        started = time.perf_counter()
+        write(run)
+        timings.append((time.perf_counter() - started) * 1000)
+    return statistics.median(timings), len(captured.captured_queries), inserts
+
+
+def _last_event_id() -> int:
+    from django.db.models import Max
+
+    from knowledge.models import CitationEvent
+
+    return CitationEvent.objects.aggregate(last=Max("id"))["last"] or 0
+
+
+def _events_total() -> int:
+    from knowledge.models import CitationEvent
+
+    return CitationEvent.objects.count()
 
 
 def _events_in(collection_id: str) -> int:

@@ -178,9 +178,10 @@ class CitationEvent(models.Model):
             models.UniqueConstraint(fields=["message_id", "marker"], name="kb_event_unique_marker"),
         ]
         indexes = [
-            # Collection and document `cited` are index-only counts on these.
-            models.Index(fields=["collection_id", "document_id"], name="kb_event_collection_idx"),
-            models.Index(fields=["document_id"], name="kb_event_document_idx"),
+            # The live (open-slice) part of collection and document `cited`: an index-only range
+            # count of the events after the closed slices' last id (see CitationRollup).
+            models.Index(fields=["collection_id", "id"], name="kb_event_collection_live_idx"),
+            models.Index(fields=["document_id", "id"], name="kb_event_document_live_idx"),
             models.Index(fields=["origin_kind", "origin_id"], name="kb_event_origin_idx"),
         ]
 
@@ -203,4 +204,42 @@ class CitationEventChunk(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["event", "chunk_id"], name="kb_event_chunk_unique")]
-        indexes = [models.Index(fields=["chunk_id"], name="kb_event_chunk_idx")]
+        # The live part of chunk `cited`: refs of events after the closed slices' last id.
+        indexes = [models.Index(fields=["chunk_id", "event"], name="kb_event_chunk_live_idx")]
+
+
+class CitationRollup(models.Model):
+    """The one row that splits the citation log into closed slices and the open slice.
+
+    Events with `id <= closed_through` belong to closed slices: their aggregates are in
+    CitationTotal and never change again. Later events are the open slice, counted live. Closing
+    holds this row `FOR UPDATE` while writers of events hold it `FOR SHARE` (PostgreSQL; SQLite
+    writes are serialised anyway), so no uncommitted event can get an id at or below the boundary.
+    """
+
+    ROW = 1
+
+    id = models.PositiveSmallIntegerField(primary_key=True, default=ROW, editable=False)
+    closed_through = models.BigIntegerField(default=0, help_text="Last event id of the closed slices.")
+    closed_at = models.DateTimeField(null=True, blank=True, help_text="When the last slice closed.")
+    slices = models.PositiveIntegerField(default=0, help_text="Slices closed so far.")
+
+
+class CitationTotal(models.Model):
+    """`cited` of one collection, document or chunk over the closed slices of the log only.
+
+    Written only by the slice close (adds a closed slice's aggregate) and the rebuild (recounts
+    the closed slices); never by the write path, so it cannot drift from the log it summarises.
+    """
+
+    class Scope(models.TextChoices):
+        COLLECTION = "collection", "Collection"
+        DOCUMENT = "document", "Document"
+        CHUNK = "chunk", "Chunk"
+
+    scope = models.CharField(max_length=10, choices=Scope.choices)
+    key = models.CharField(max_length=40)
+    cited = models.BigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "key"], name="kb_total_unique_key")]

@@ -1,4 +1,9 @@
-"""Reads of the knowledge base; every `cited` is counted from the event log in SQL at read time."""
+"""Reads of the knowledge base; every `cited` comes from the event log in SQL at read time.
+
+`cited` = the closed slices' aggregate (CitationTotal, one indexed lookup) + the open slice
+counted live (an index range count of the events after `CitationRollup.closed_through`), so a
+list costs one statement whose work depends on the open slice, not on the size of the log.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +11,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Func, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
+from django.db import connection, transaction
+from django.db.models import Count, Func, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from knowledge.models import (
     Chunk,
     CitationEvent,
     CitationEventChunk,
+    CitationRollup,
+    CitationTotal,
     Collection,
     Document,
     KbChat,
@@ -26,6 +35,32 @@ def _count(rows: QuerySet, key: str) -> Subquery:
     function rather than Django's aggregate so no GROUP BY is added; the group step doubled the time."""
     counted = rows.filter(**{key: OuterRef("pk")}).order_by().annotate(n=Func(Value(1), function="COUNT")).values("n")
     return Subquery(counted, output_field=IntegerField())
+
+
+def _closed_through() -> Coalesce:
+    """The last event id of the closed slices, as an uncorrelated scalar subquery (run once)."""
+    boundary = CitationRollup.objects.filter(pk=CitationRollup.ROW).values("closed_through")[:1]
+    return Coalesce(Subquery(boundary), Value(0))
+
+
+def _cited(scope: str, live: QuerySet, key: str) -> Coalesce:
+    """Closed-slice total of the row plus its live count in the open slice."""
+    total = CitationTotal.objects.filter(scope=scope, key=OuterRef("pk")).values("cited")[:1]
+    live_key = "event_id" if live.model is CitationEventChunk else "id"
+    open_slice = live.filter(**{f"{live_key}__gt": _closed_through()})
+    return Coalesce(Subquery(total), Value(0)) + _count(open_slice, key)
+
+
+def _collection_cited() -> Coalesce:
+    return _cited(CitationTotal.Scope.COLLECTION, CitationEvent.objects.all(), "collection_id")
+
+
+def _document_cited() -> Coalesce:
+    return _cited(CitationTotal.Scope.DOCUMENT, CitationEvent.objects.all(), "document_id")
+
+
+def _chunk_cited() -> Coalesce:
+    return _cited(CitationTotal.Scope.CHUNK, CitationEventChunk.objects.all(), "chunk_id")
 
 
 @dataclass(frozen=True)
@@ -82,7 +117,7 @@ def _collections(**filters: Any) -> list[CollectionRow]:
         Collection.objects.filter(**filters)
         .annotate(
             document_count=_count(Document.objects.all(), "collection_id"),
-            cited=_count(CitationEvent.objects.all(), "collection_id"),
+            cited=_collection_cited(),
         )
         .values("id", "name", "description", "created_by", "document_count", "cited", "created_at", "updated_at")
     )
@@ -116,9 +151,7 @@ _DOCUMENT_FIELDS = (
 def _documents(**filters: Any) -> list[DocumentRow]:
     rows = (
         Document.objects.filter(**filters)
-        .annotate(
-            chunks=_count(Chunk.objects.all(), "document_id"), cited=_count(CitationEvent.objects.all(), "document_id")
-        )
+        .annotate(chunks=_count(Chunk.objects.all(), "document_id"), cited=_document_cited())
         .values(*_DOCUMENT_FIELDS)
     )
     return [DocumentRow(owner=row.pop("created_by"), **row) for row in rows]
@@ -135,7 +168,7 @@ def document_with_counts(*, document_id: str) -> DocumentRow | None:
 def chunks_with_counts(*, document_id: str) -> list[ChunkRow]:
     rows = (
         Chunk.objects.filter(document_id=document_id)
-        .annotate(cited=_count(CitationEventChunk.objects.all(), "chunk_id"))
+        .annotate(cited=_chunk_cited())
         .order_by("ordinal")
         .values("id", "document_id", "ordinal", "text", "cited")
     )
@@ -146,7 +179,7 @@ def chunk_texts(*, chunk_ids: list[str]) -> dict[str, ChunkRow]:
     """Current chunks among `chunk_ids` (a re-upload may have removed some), with their counts."""
     rows = (
         Chunk.objects.filter(pk__in=chunk_ids)
-        .annotate(cited=_count(CitationEventChunk.objects.all(), "chunk_id"))
+        .annotate(cited=_chunk_cited())
         .values("id", "document_id", "ordinal", "text", "cited")
     )
     return {row["id"]: ChunkRow(**row) for row in rows}
@@ -223,3 +256,57 @@ def chat_transcript(*, messages: list[KbChatMessage]) -> list[TranscriptEntry]:
         )
         for message in messages
     ]
+
+
+@dataclass(frozen=True)
+class CitationCheck:
+    """Closed-slice totals plus the live slice, compared with the full aggregate of the log."""
+
+    closed_through: int
+    events: int
+    mismatches: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+
+def _full_counts(rows: QuerySet, key: str) -> dict[str, int]:
+    return dict(rows.order_by().values_list(key).annotate(n=Count("*")).values_list(key, "n"))
+
+
+def citation_counts_check() -> CitationCheck:
+    """Recounts the whole log (a full scan: for the check command and tests, never for a page).
+
+    Reads one snapshot: an event committed between two statements would otherwise look like drift.
+    """
+    fresh_transaction = not connection.in_atomic_block
+    with transaction.atomic():
+        if connection.vendor == "postgresql" and fresh_transaction:
+            with connection.cursor() as cursor:
+                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        return _check_snapshot()
+
+
+def _check_snapshot() -> CitationCheck:
+    rollup = CitationRollup.objects.filter(pk=CitationRollup.ROW).first()
+    boundary = rollup.closed_through if rollup else 0
+    events, refs = CitationEvent.objects.all(), CitationEventChunk.objects.all()
+    scopes = {
+        CitationTotal.Scope.COLLECTION: (events, "collection_id", {"id__gt": boundary}),
+        CitationTotal.Scope.DOCUMENT: (events, "document_id", {"id__gt": boundary}),
+        CitationTotal.Scope.CHUNK: (refs, "chunk_id", {"event_id__gt": boundary}),
+    }
+    mismatches = []
+    for scope, (rows, key, open_slice) in scopes.items():
+        full = _full_counts(rows, key)
+        live = _full_counts(rows.filter(**open_slice), key)
+        closed = dict(CitationTotal.objects.filter(scope=scope).values_list("key", "cited"))
+        for name in sorted(full.keys() | live.keys() | closed.keys()):
+            summed = closed.get(name, 0) + live.get(name, 0)
+            if summed != full.get(name, 0):
+                mismatches.append(
+                    f"{scope} {name}: closed {closed.get(name, 0)} + live {live.get(name, 0)} "
+                    f"!= log {full.get(name, 0)}"
+                )
+    return CitationCheck(closed_through=boundary, events=events.count(), mismatches=mismatches)

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.db.models import Max
 
+from collab import clock
 from collab.errors import ApiError
 from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
@@ -19,6 +20,8 @@ from knowledge.models import (
     Chunk,
     CitationEvent,
     CitationEventChunk,
+    CitationRollup,
+    CitationTotal,
     Collection,
     Document,
     KbChat,
@@ -271,44 +274,124 @@ def record_citations(
 ) -> int:
     """Appends one event per marker (with its chunk rows); returns how many were new.
 
-    A marker already recorded for `message_id` is skipped, so replaying a write cannot count twice;
-    a concurrent replay that wins the race trips the unique key and the retry sees its rows.
+    One insert per table: the events' insert skips markers already recorded for `message_id`
+    (unique key, conflicts ignored) and returns the new rows, whose chunk refs are the second insert.
+    Replaying an answer, even concurrently, therefore never counts twice.
     """
     if origin_kind not in CitationEvent.OriginKind.values:
         raise ValueError(f"origin_kind must be one of {CitationEvent.OriginKind.values}, not {origin_kind!r}.")
     by_marker = {citation.marker: citation for citation in reversed(citations) if citation.marker > 0}
     if not by_marker:
         return 0
-    try:
-        with transaction.atomic():
-            return _append_events(by_marker, origin_kind, origin_id, cited_by, message_id)
-    except IntegrityError:
-        with transaction.atomic():
-            return _append_events(by_marker, origin_kind, origin_id, cited_by, message_id)
-
-
-def _append_events(
-    by_marker: dict[int, Citation], origin_kind: str, origin_id: str, cited_by: str, message_id: str
-) -> int:
-    recorded = set(CitationEvent.objects.filter(message_id=message_id).values_list("marker", flat=True))
-    fresh = [by_marker[marker] for marker in sorted(by_marker) if marker not in recorded]
-    if not fresh:
-        return 0
-    events = CitationEvent.objects.bulk_create(
-        CitationEvent(
-            collection_id=citation.collection_id,
-            document_id=citation.document_id,
-            origin_kind=origin_kind,
-            origin_id=origin_id,
-            cited_by=cited_by,
-            marker=citation.marker,
-            message_id=message_id,
+    with transaction.atomic():
+        _hold_open_slice()
+        fresh = _insert_events(by_marker, origin_kind, origin_id, cited_by, message_id)
+        CitationEventChunk.objects.bulk_create(
+            CitationEventChunk(event_id=event_id, chunk_id=chunk_id)
+            for event_id, marker in fresh
+            for chunk_id in dict.fromkeys(by_marker[marker].source_chunk_ids)
         )
-        for citation in fresh
+    return len(fresh)
+
+
+def _hold_open_slice() -> None:
+    """Shares the rollup row until commit, so a slice cannot close over this uncommitted event.
+
+    SQLite needs nothing: its write transactions start IMMEDIATE and so run one at a time.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT 1 FROM {CitationRollup._meta.db_table} WHERE id = %s FOR SHARE", [CitationRollup.ROW]
+            )
+
+
+def _insert_events(
+    by_marker: dict[int, Citation], origin_kind: str, origin_id: str, cited_by: str, message_id: str
+) -> list[tuple[int, int]]:
+    """`INSERT ... ON CONFLICT DO NOTHING RETURNING id, marker` (PostgreSQL and SQLite >= 3.35)."""
+    moment = connection.ops.adapt_datetimefield_value(clock.now())
+    markers = sorted(by_marker)
+    rows = [
+        (by_marker[m].collection_id, by_marker[m].document_id, origin_kind, origin_id, cited_by, m, message_id, moment)
+        for m in markers
+    ]
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+    sql = (
+        f"INSERT INTO {CitationEvent._meta.db_table} "
+        "(collection_id, document_id, origin_kind, origin_id, cited_by, marker, message_id, created_at) "
+        f"VALUES {values} ON CONFLICT (message_id, marker) DO NOTHING RETURNING id, marker"
     )
-    CitationEventChunk.objects.bulk_create(
-        CitationEventChunk(event=event, chunk_id=chunk_id)
-        for event, citation in zip(events, fresh, strict=True)
-        for chunk_id in dict.fromkeys(citation.source_chunk_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [value for row in rows for value in row])
+        return sorted(cursor.fetchall(), key=lambda row: row[1])
+
+
+@dataclass(frozen=True)
+class SliceClose:
+    closed: bool
+    events: int
+    closed_through: int
+
+
+def _rollup_locked() -> CitationRollup:
+    """The rollup row, held FOR UPDATE: no event writer is in flight while it is held."""
+    rollup, _ = CitationRollup.objects.select_for_update().get_or_create(pk=CitationRollup.ROW)
+    return rollup
+
+
+def _add_closed_slice(*, after: int, through: int) -> None:
+    """Adds the aggregates of events `after < id <= through` to the totals: three set-based upserts."""
+    if through <= after:
+        return
+    totals, events, refs = (
+        CitationTotal._meta.db_table,
+        CitationEvent._meta.db_table,
+        CitationEventChunk._meta.db_table,
     )
-    return len(events)
+    upsert = f"ON CONFLICT (scope, key) DO UPDATE SET cited = {totals}.cited + excluded.cited"
+    with connection.cursor() as cursor:
+        for scope, column, table, id_column in (
+            (CitationTotal.Scope.COLLECTION, "collection_id", events, "id"),
+            (CitationTotal.Scope.DOCUMENT, "document_id", events, "id"),
+            (CitationTotal.Scope.CHUNK, "chunk_id", refs, "event_id"),
+        ):
+            cursor.execute(
+                f"INSERT INTO {totals} (scope, key, cited) SELECT %s, {column}, COUNT(*) FROM {table} "
+                f"WHERE {id_column} > %s AND {id_column} <= %s GROUP BY {column} {upsert}",
+                [str(scope), after, through],
+            )
+
+
+SLICE_HOURS = 1
+
+
+@transaction.atomic
+def citation_slices_close() -> SliceClose:
+    """Closes the open slice of the citation log at most once per clock hour (the worker calls this
+    every pass): its aggregates join the totals and the boundary moves to the last event id.
+
+    Cheap when there is nothing to do (one locked read). Closing an empty slice only moves the time.
+    """
+    rollup = _rollup_locked()
+    moment = clock.now()
+    hour = moment.replace(minute=0, second=0, microsecond=0)
+    if rollup.closed_at is not None and rollup.closed_at >= hour:
+        return SliceClose(closed=False, events=0, closed_through=rollup.closed_through)
+    last = CitationEvent.objects.aggregate(last=Max("id"))["last"] or 0
+    through = max(last, rollup.closed_through)
+    _add_closed_slice(after=rollup.closed_through, through=through)
+    events = CitationEvent.objects.filter(id__gt=rollup.closed_through, id__lte=through).count()
+    rollup.closed_through, rollup.closed_at, rollup.slices = through, moment, rollup.slices + 1
+    rollup.save()
+    return SliceClose(closed=True, events=events, closed_through=through)
+
+
+@transaction.atomic
+def citation_totals_rebuild() -> SliceClose:
+    """Recounts the closed slices from the log (the boundary stays): repairs anything a hand did."""
+    rollup = _rollup_locked()
+    CitationTotal.objects.all().delete()
+    _add_closed_slice(after=0, through=rollup.closed_through)
+    events = CitationEvent.objects.filter(id__lte=rollup.closed_through).count()
+    return SliceClose(closed=False, events=events, closed_through=rollup.closed_through)

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from knowledge.services import citation_slices_close
 from workspace.services import worker_pass
 
 
@@ -23,10 +24,12 @@ class Command(BaseCommand):
         done = 0
         while True:
             report = worker_pass()
+            citation_slices_close()
             done += 1
             self.stdout.write(
                 f"pass {done}: probed {report.probe.probed}, refreshed {report.probe.refreshed}, "
-                f"gone {report.probe.closed}, reclaimed {report.reclaim.closed}, measured {report.measured}, "
+                f"gone {report.probe.closed}, reclaimed {report.reclaim.closed}, "
+                f"unknown closed {report.reconcile.closed}, measured {report.measured}, "
                 f"workflows started {report.workflows.started}, not run {report.workflows.not_run}"
             )
             if limit and done >= limit:
