@@ -58,5 +58,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
+# Workspace images stay mounted across restarts; unmount them before removing var/.
 clean:
+	-awk '$$2 ~ "^$(CURDIR)/var/workspaces/" {print $$2}' /proc/mounts | xargs -r -n1 umount -l
 	rm -rf $(VENV) db.sqlite3 db.sqlite3-* var staticfiles .pytest_cache .ruff_cache

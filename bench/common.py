@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import sys
 import tempfile
@@ -14,6 +15,21 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def bench_var_dir(prefix: str) -> Path:
+    """A throwaway var directory sandbox uids may pass through (bubblewrap reaches workspaces by
+    path); at exit its sandboxes are closed and its workspace images unmounted."""
+    var_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    var_dir.chmod(0o711)
+    atexit.register(_release)
+    return var_dir
+
+
+def _release() -> None:
+    from workspace.sandboxes.registry import local_sandboxes_release
+
+    local_sandboxes_release()
 
 
 def parse_args(description: str, default_sizes: str) -> argparse.Namespace:

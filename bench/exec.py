@@ -12,14 +12,13 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import setup_django
+from bench.common import bench_var_dir, setup_django
 
 
 def _start_host(var_dir: Path) -> str:
@@ -38,7 +37,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=["local", "http"], default="local")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", ""))
     args = parser.parse_args()
-    var_dir = Path(tempfile.mkdtemp(prefix="bench-exec-"))
+    var_dir = bench_var_dir("bench-exec-")
     os.environ["WORKSPACE_VAR_DIR"] = str(var_dir)
     vendor = setup_django(args.database_url, "exec")
 

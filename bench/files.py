@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import setup_django
+from bench.common import bench_var_dir, setup_django
 
 
 def main() -> None:
@@ -26,7 +25,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1024,65536,1048576")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", ""))
     args = parser.parse_args()
-    os.environ["WORKSPACE_VAR_DIR"] = tempfile.mkdtemp(prefix="bench-files-")
+    os.environ["WORKSPACE_VAR_DIR"] = str(bench_var_dir("bench-files-"))
     vendor = setup_django(args.database_url, "files")
 
     from django.db import connection

@@ -104,18 +104,13 @@ def migrate(env: dict[str, str]) -> None:
 
 
 CLOSE_SANDBOXES = """
-from pathlib import Path
-from django.conf import settings
-from workspace.sandboxes.registry import backend_named
-if (Path(settings.WORKSPACE_VAR_DIR) / "sandboxes").is_dir():
-    backend = backend_named("local")
-    for sandbox_id in backend.sandboxes():
-        backend.close(sandbox_id)
+from django.core.management import call_command
+call_command("release_sandboxes")
 """
 
 
 def close_sandboxes(env: dict[str, str]) -> None:
-    """Closes every local sandbox under the env's var dir (their control groups are real)."""
+    """Closes every local sandbox under the env's var dir and unmounts its workspace images."""
     run_django(CLOSE_SANDBOXES, env)
 
 

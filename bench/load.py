@@ -21,7 +21,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -30,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.common import bench_var_dir
 from bench.live import (
     DEFAULT_SERVER_URL,
     Client,
@@ -214,7 +214,7 @@ def main() -> None:
     parser.add_argument("--json-out", default="", help="also write the figures as JSON to this file")
     args = parser.parse_args()
     users = [f"load{n}" for n in range(args.users)]
-    var_dir = Path(tempfile.mkdtemp(prefix="bench-load-")) / "var"
+    var_dir = bench_var_dir("bench-load-") / "var"
     with throwaway_database(args.database_url, prefix="bench_load") as url:
         env = production_env(url, var_dir, WORKSPACE_SERVE_PREPARE="0", WORKSPACE_SERVE_WORKER="0")
         migrate(env)

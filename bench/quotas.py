@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Figure, measure, parse_args, print_table, setup_django
+from bench.common import Figure, bench_var_dir, measure, parse_args, print_table, setup_django
 
 OWNERS = 1000
 PAYER, FREE = "alice", "bob"  # with every per-user limit / with none
@@ -92,7 +91,7 @@ def _file_write(owner: str):
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0], "10,1000,100000")
-    os.environ["WORKSPACE_VAR_DIR"] = tempfile.mkdtemp(prefix="bench-quotas-")
+    os.environ["WORKSPACE_VAR_DIR"] = str(bench_var_dir("bench-quotas-"))
     vendor = setup_django(args.database_url, "quotas")
 
     from quotas import services

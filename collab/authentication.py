@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rest_framework.authentication import BaseAuthentication, CSRFCheck
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.request import Request
 
 
@@ -27,12 +26,19 @@ class AuthenticatedIdentity:
         return self.id
 
 
+# Identities a browser carries along on its own: a cross-site form could make it send them, so
+# their unsafe requests need the CSRF token. In mock mode a request that names nobody (no
+# X-User-Id) is such a browser too: it acts as the default person. A header or credentials are
+# stated by the caller, which a cross-site form cannot do.
+COOKIE_SOURCES = ("session", "default")
+
+
 class WorkspaceAuthentication(BaseAuthentication):
     def authenticate(self, request: Request) -> tuple[AuthenticatedIdentity, None] | None:
         identity = getattr(request._request, "identity", None)
         if identity is None or not identity.user_id:
             return None
-        if identity.source == "session":
+        if identity.source in COOKIE_SOURCES:
             self._enforce_csrf(request)
         return AuthenticatedIdentity(id=identity.user_id, is_staff=identity.is_staff), None
 
@@ -51,4 +57,11 @@ class WorkspaceAuthentication(BaseAuthentication):
         check.process_request(request)
         reason = check.process_view(request, None, (), {})
         if reason:
-            raise PermissionDenied(f"CSRF failed: {reason}")
+            # Imported here: collab.errors loads DRF's settings, which load this module.
+            from collab.errors import ApiError
+
+            raise ApiError(
+                status_code=403,
+                error="csrf_failed",
+                detail=f"CSRF failed: {reason} Send the page's CSRF token, or name yourself (X-User-Id, credentials).",
+            )

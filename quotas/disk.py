@@ -7,6 +7,7 @@ disk ledger is fed by the mirror sweep alone, so a refused write leaves no trace
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from quotas import host, selectors
@@ -52,6 +53,59 @@ def _refusal(error: str, *, used: int, quota: int, delta: int, whose: str, limit
     return Refusal(body={"error": error, "used": used, "quota": quota, "attempted": attempted, "detail": detail})
 
 
+@dataclass(frozen=True)
+class _Standing:
+    """Where one item's write stands against the limits that bind it."""
+
+    item_id: str
+    app_slug: str
+    owner: str
+    app_limit: int  # 0: none
+    user_limit: int | None
+    live: int  # the workspace's bytes without this write's staged files
+    user_used: int  # the owner's total with `live` for this item (0 without a user limit)
+
+
+def _standing(write: GrowingWrite) -> _Standing | None:
+    """None when no disk limit binds the write (then nothing is read, not even the workspace)."""
+    item_id = str(write.item_id)
+    app_slug, owner = write.app_slug, write.owner
+    if not (app_slug and owner):
+        facts = item_facts(item_id)
+        if facts is None:
+            return None
+        app_slug, owner = app_slug or facts.app_slug, owner or facts.owner
+    quotas_host = host.installed()
+    app_limit = quotas_host.app_disk_limit(app_slug) or 0
+    user_limit = limits_for(owner).disk
+    if not app_limit and user_limit is None:
+        return None
+    # The staged files already sit in the workspace as temp files until they land; without
+    # them the walk gives the size before this write.
+    live = max(0, quotas_host.workspace_bytes(item_id) - write.attempted)
+    user_used = 0
+    if user_limit is not None:
+        user_used = selectors.owner_disk_bytes(owner=owner, excluding_item=item_id) + live
+    return _Standing(item_id, app_slug, owner, app_limit, user_limit, live, user_used)
+
+
+def disk_write_headroom(write: GrowingWrite) -> int | None:
+    """How many more bytes `write` may still grow by; None when no disk limit binds it.
+
+    The file store asks once while an upload streams in and refuses as soon as it passes this,
+    so a write over quota is cut off at most one chunk late instead of being stored whole first.
+    """
+    standing = _standing(write)
+    if standing is None:
+        return None
+    room = []
+    if standing.app_limit:
+        room.append(standing.app_limit - standing.live - write.delta)
+    if standing.user_limit is not None:
+        room.append(standing.user_limit - standing.user_used - write.delta)
+    return max(0, min(room))
+
+
 def disk_write_check(write: GrowingWrite) -> None:
     """Refuses (507) a growing write over the workspace limit or the owner's per-user disk total.
 
@@ -63,45 +117,31 @@ def disk_write_check(write: GrowingWrite) -> None:
     delta = write.delta
     if delta <= 0:
         return
-    item_id = str(write.item_id)
-    app_slug, owner = write.app_slug, write.owner
-    if not (app_slug and owner):
-        facts = item_facts(item_id)
-        if facts is None:
-            return
-        app_slug, owner = app_slug or facts.app_slug, owner or facts.owner
-    quotas_host = host.installed()
-    app_limit = quotas_host.app_disk_limit(app_slug) or 0
-    user_limit = limits_for(owner).disk
-    if not app_limit and user_limit is None:
+    standing = _standing(write)
+    if standing is None:
         return
-    # The staged files already sit in the workspace as temp files until they land; without
-    # them the walk gives the size before this write.
-    live = max(0, quotas_host.workspace_bytes(item_id) - write.attempted)
     refusals = []
-    if app_limit and live + delta > app_limit:
+    if standing.app_limit and standing.live + delta > standing.app_limit:
         refusals.append(
             _refusal(
                 "workspace_quota_exceeded",
-                used=live,
-                quota=app_limit,
+                used=standing.live,
+                quota=standing.app_limit,
                 delta=delta,
-                whose=f"item {item_id}'s workspace",
-                limit=f"the {app_slug} app's workspace disk limit",
+                whose=f"item {standing.item_id}'s workspace",
+                limit=f"the {standing.app_slug} app's workspace disk limit",
             )
         )
-    if user_limit is not None:
-        used = selectors.owner_disk_bytes(owner=owner, excluding_item=item_id) + live
-        if used + delta > user_limit:
-            refusals.append(
-                _refusal(
-                    "user_quota_exceeded",
-                    used=used,
-                    quota=user_limit,
-                    delta=delta,
-                    whose=f"{owner}'s disk use across all items",
-                    limit=f"{owner}'s per-user disk limit",
-                )
+    if standing.user_limit is not None and standing.user_used + delta > standing.user_limit:
+        refusals.append(
+            _refusal(
+                "user_quota_exceeded",
+                used=standing.user_used,
+                quota=standing.user_limit,
+                delta=delta,
+                whose=f"{standing.owner}'s disk use across all items",
+                limit=f"{standing.owner}'s per-user disk limit",
             )
+        )
     if refusals:
         raise quota_error(refusals)

@@ -113,16 +113,17 @@ def activity_attach(*, activity_id: int, backend_sandbox_id: str, size: Resolved
 
 
 def heartbeat(*, activity_id: int, lease: timedelta, used: bool = False) -> bool:
-    """Fresh evidence (a probe, or exec activity when `used`); False if the row was closed.
+    """Fresh evidence (a probe, or exec activity when `used`); False if the ledger gave up on it.
 
-    The soft delete wins: the UPDATE only matches rows still open, so a heartbeat that arrives
-    after a close or reclaim changes nothing.
+    The UPDATE only matches rows still open AND still live: a heartbeat that arrives after a
+    close, a reclaim or the end of the lease changes nothing, so a row that stopped counting
+    never counts again (its capacity may already be someone else's); it is closed instead.
     """
     moment = clock.now()
     changes: dict[str, datetime] = {"last_seen_at": moment, "lease_expires_at": moment + lease}
     if used:
         changes["last_used_at"] = moment
-    return SandboxActivity.current.filter(pk=activity_id).update(**changes) == 1
+    return SandboxActivity.current.filter(pk=activity_id, lease_expires_at__gt=moment).update(**changes) == 1
 
 
 def activity_close(*, activity_id: int, reason: str) -> bool:
@@ -142,6 +143,19 @@ def idle_rows(*, idle_since: datetime) -> QuerySet[SandboxActivity]:
 def expired_rows(*, at: datetime | None = None) -> QuerySet[SandboxActivity]:
     """Open rows whose evidence ran out: no longer counted, still to be shut down and forgotten."""
     return SandboxActivity.current.filter(lease_expires_at__lte=at or clock.now()).order_by("id")
+
+
+def expired_rows_of_owner(owner: str) -> QuerySet[SandboxActivity]:
+    return expired_rows().filter(owner=owner)
+
+
+def open_backend_ids(backend: str) -> set[str]:
+    """The backend sandbox ids the ledger still holds open (live or not yet shut down)."""
+    return set(
+        SandboxActivity.current.filter(backend=backend)
+        .exclude(backend_sandbox_id="")
+        .values_list("backend_sandbox_id", flat=True)
+    )
 
 
 @transaction.atomic

@@ -30,6 +30,7 @@ class SandboxActivity(models.Model):
         EXPIRED = "expired", "Liveness expired"
         GONE = "gone", "Backend reports it gone"
         FAILED = "failed", "Failed to open"
+        DISK = "disk", "Workspace over its disk limit"
 
     item_id = models.CharField(max_length=64)
     app_slug = models.CharField(max_length=64)

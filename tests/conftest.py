@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
@@ -24,6 +28,38 @@ class MovableClock:
     def advance(self, **delta: float) -> datetime:
         self.current += timedelta(**delta)
         return self.current
+
+
+@pytest.fixture(scope="session")
+def traversable_tmp() -> Iterator[Path]:
+    """A temp root that sandbox uids may pass through (0711): bubblewrap reaches workspaces by path,
+    and pytest's own temp root is private to root (0700)."""
+    base = Path(tempfile.mkdtemp(prefix="ws-tests-"))
+    base.chmod(0o711)
+    yield base
+    from workspace.volumes import unmount_under
+
+    unmount_under(base)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def tmp_path(traversable_tmp: Path, request: pytest.FixtureRequest) -> Path:
+    """pytest's `tmp_path`, moved under the traversable root."""
+    directory = Path(tempfile.mkdtemp(prefix=re.sub(r"\W", "_", request.node.name)[:40], dir=traversable_tmp))
+    directory.chmod(0o711)
+    return directory
+
+
+@pytest.fixture(autouse=True)
+def sandboxes_closed_after_each_test(settings) -> Iterator[None]:
+    """Workspaces are measured (not image-bounded) unless a test asks for images; whatever a test
+    opened is closed and unmounted after it, while its settings still name its var dir."""
+    settings.WORKSPACE_DISK_ENFORCEMENT = "measure"
+    yield
+    from workspace.sandboxes.registry import local_sandboxes_release
+
+    local_sandboxes_release()
 
 
 @pytest.fixture

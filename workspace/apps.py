@@ -77,12 +77,17 @@ class WorkspaceConfig(AppConfig):
 
     def ready(self) -> None:
         from workspace.config import get_config
+        from workspace.sandboxes.boundary import boundary_warnings, configured_boundary
         from workspace.sandboxes.isolation import configured_driver, warn_about_enforcement
+        from workspace.volumes import enforcement_warnings
 
-        # A bad config or descriptor raises ImproperlyConfigured naming the file and key.
+        # A bad config or descriptor raises ImproperlyConfigured naming the file and key; so does
+        # a local backend without bubblewrap outside DEBUG.
         config = get_config()
         if config.sandbox.backend == "local":
             warn_about_enforcement(configured_driver())
+            for warning in boundary_warnings(configured_boundary()) + enforcement_warnings():
+                logger.warning(warning)
         install_quotas()
         for warning in quota_warnings():
             logger.warning(warning)
@@ -91,11 +96,12 @@ class WorkspaceConfig(AppConfig):
 def install_quotas() -> None:
     """Hands the quotas what they need and puts the disk check on every growing write."""
     from quotas import host
-    from quotas.disk import disk_write_check
+    from quotas.disk import disk_write_check, disk_write_headroom
     from workspace import filestore
 
     host.install(WorkspaceQuotaHost())
     filestore.register_write_check(disk_write_check)
+    filestore.register_write_headroom(disk_write_headroom)
 
 
 def quota_warnings() -> list[str]:

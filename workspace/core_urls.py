@@ -25,6 +25,16 @@ urlpatterns = [
     ),
     path(f"{_ITEM}/files", views.ItemFileListApi.as_view(), name="ws-item-files"),
     path(f"{_ITEM}/files:batch", views.ItemFileBatchApi.as_view(), name="ws-item-files-batch"),
+    path(
+        f"{_ITEM}/files:move",
+        html_or_api(page=pages.file_move_page, api=views.ItemFileMoveApi),
+        name="ws-item-files-move",
+    ),
+    path(
+        f"{_ITEM}/files:mkdir",
+        html_or_api(page=pages.folder_create_page, api=views.ItemFolderCreateApi),
+        name="ws-item-files-mkdir",
+    ),
     path(f"{_ITEM}/upload", pages.upload_page, name="ws-item-upload"),
     path(
         f"{_ITEM}/files/<path:file_path>", html_or_api(page=pages.file_page, api=views.ItemFileApi), name="ws-item-file"

@@ -16,13 +16,17 @@ from typing import Any
 
 from collab.errors import ApiError
 from workspace.filestore import (
+    DiskFull,
     FileChange,
     StagedFile,
     WorkspaceRef,
     WriteIntent,
     check_write,
+    item_write_lock,
     iter_file,
     list_files,
+    open_read,
+    refuse_full,
     relative,
     resolve,
     stage,
@@ -80,8 +84,9 @@ def _plan_replace(root: Path, operation: dict[str, Any]) -> list[tuple[str, Any]
         if entry.size > MAX_REPLACE_FILE_BYTES:
             continue
         try:
-            text = full.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
+            with open_read(root, full) as handle:
+                text = handle.read().decode("utf-8")
+        except (UnicodeDecodeError, OSError, ApiError):
             continue  # binary or unreadable files are left alone
         if search in text:
             planned.append((entry.path, text.replace(search, replacement).encode("utf-8")))
@@ -106,8 +111,8 @@ def _plan_stage(root: Path, operation: dict[str, Any]) -> list[tuple[str, Any]]:
 _PLANNERS = {"copy": _plan_copy, "replace": _plan_replace, "stage": _plan_stage}
 
 
-def _chunks(source: Any):
-    return iter_file(source) if isinstance(source, Path) else [source]
+def _chunks(root: Path, source: Any):
+    return iter_file(root, source) if isinstance(source, Path) else [source]
 
 
 def run_batch(ref: WorkspaceRef, operations: list[dict[str, Any]]) -> BatchReport:
@@ -126,10 +131,18 @@ def run_batch(ref: WorkspaceRef, operations: list[dict[str, Any]]) -> BatchRepor
             planned[path] = source
     if len(planned) > MAX_FILES:
         raise _bad(f"A batch may write at most {MAX_FILES} files.")
+    with item_write_lock(ref.item_id):
+        return _stage_check_commit(ref, root, planned)
+
+
+def _stage_check_commit(ref: WorkspaceRef, root: Path, planned: dict[str, Any]) -> BatchReport:
     staged: list[StagedFile] = []
     try:
         for path, source in planned.items():
-            staged.append(stage(root, path, _chunks(source)))
+            try:
+                staged.append(stage(root, path, _chunks(root, source)))
+            except DiskFull as full:
+                raise refuse_full(ref, (*(s.change for s in staged), full.change)) from full
         check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, tuple(s.change for s in staged)))
         for item in staged:
             item.commit()

@@ -18,7 +18,7 @@ from collab.web import identity_required
 from quotas.sizes import format_size
 from workspace import selectors, services
 from workspace.access import app_or_404, item_for_viewer
-from workspace.filestore import read_file, workspace_dir
+from workspace.filestore import open_read, read_file, workspace_prepared
 
 EDITABLE_BYTES = 512 * 1024
 
@@ -117,13 +117,23 @@ def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
 @errors_as_messages
 def file_page(request: HttpRequest, slug: str, item_id: int, file_path: str) -> HttpResponse:
     app, item = _viewer_item(request, slug, item_id)
+    if request.method == "POST" and request.POST.get("action") == "delete":
+        services.file_delete(item=item, path=file_path)
+        messages.success(request, f"Deleted {file_path}.")
+        return HttpResponseRedirect(_item_url(slug, item_id))
     if request.method == "POST":
         text = request.POST.get("content", "").replace("\r\n", "\n")
-        services.file_write(item=item, path=file_path, chunks=[text.encode("utf-8")])
+        try:
+            services.file_write(item=item, path=file_path, chunks=[text.encode("utf-8")])
+        except ApiError as exc:
+            # A refused save keeps what was typed, and says which limit bound and where to free room.
+            context = {"app": app, "item": item, "path": file_path, "content": text, "editable": True, "refused": exc}
+            return render(request, "workspace/file.html", context, status=exc.status_code)
         messages.success(request, f"Saved {file_path}.")
         return HttpResponseRedirect(_item_url(slug, item_id))
     try:
-        target = read_file(workspace_dir(item.pk), file_path)
+        root = workspace_prepared(item.pk, item.app_slug)
+        target = read_file(root, file_path)
     except ApiError as exc:
         if exc.error != "file_not_found":
             raise
@@ -131,11 +141,12 @@ def file_page(request: HttpRequest, slug: str, item_id: int, file_path: str) -> 
         context = {"app": app, "item": item, "path": file_path, "content": "", "editable": True, "new": True}
         return render(request, "workspace/file.html", context)
     if request.GET.get("raw"):
-        return FileResponse(target.open("rb"), as_attachment=True, filename=target.name)
+        return FileResponse(open_read(root, target), as_attachment=True, filename=target.name)
     content, editable = "", target.stat().st_size <= EDITABLE_BYTES
     if editable:
         try:
-            content = target.read_text(encoding="utf-8")
+            with open_read(root, target) as handle:
+                content = handle.read().decode("utf-8")
         except UnicodeDecodeError:
             editable = False
     return render(
@@ -158,6 +169,28 @@ def upload_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     path = f"{folder}/{upload.name}" if folder else upload.name
     services.file_write(item=item, path=path, chunks=upload.chunks())
     messages.success(request, f"Uploaded {path}.")
+    return HttpResponseRedirect(_item_url(slug, item_id))
+
+
+@identity_required
+@require_POST
+@errors_as_messages
+def file_move_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
+    _app, item = _viewer_item(request, slug, item_id)
+    source, target = request.POST.get("source", ""), request.POST.get("target", "").strip().strip("/")
+    services.file_move(item=item, source=source, target=target)
+    messages.success(request, f"Renamed {source} to {target}.")
+    return HttpResponseRedirect(_item_url(slug, item_id))
+
+
+@identity_required
+@require_POST
+@errors_as_messages
+def folder_create_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
+    _app, item = _viewer_item(request, slug, item_id)
+    path = request.POST.get("path", "").strip().strip("/")
+    services.folder_create(item=item, path=path)
+    messages.success(request, f"Created the folder {path}.")
     return HttpResponseRedirect(_item_url(slug, item_id))
 
 

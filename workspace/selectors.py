@@ -8,7 +8,7 @@ from typing import Any
 from quotas import ledger
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from workspace.config import AppDescriptor, get_config
-from workspace.filestore import FileEntry, list_files, workspace_dir
+from workspace.filestore import FileEntry, list_files, workspace_prepared
 from workspace.models import Item
 
 ITEMS_DEFAULT_LIMIT = 50
@@ -57,7 +57,7 @@ def item_detail(item: Item) -> ItemDetail:
 
 
 def item_files(item: Item) -> list[FileEntry]:
-    return list_files(workspace_dir(item.pk))
+    return list_files(workspace_prepared(item.pk, item.app_slug))
 
 
 def sandbox_as_dict(activity: SandboxActivity | None) -> dict[str, Any] | None:

@@ -116,6 +116,15 @@ class FileChangeOutputSerializer(serializers.Serializer):
     new_size = serializers.IntegerField()
 
 
+class FileMoveInputSerializer(serializers.Serializer):
+    source = serializers.CharField(max_length=4096, trim_whitespace=False, help_text="The file or folder to move.")
+    target = serializers.CharField(max_length=4096, trim_whitespace=False, help_text="Its new path; must not exist.")
+
+
+class FolderCreateInputSerializer(serializers.Serializer):
+    path = serializers.CharField(max_length=4096, trim_whitespace=False)
+
+
 class FileBatchInputSerializer(serializers.Serializer):
     operations = serializers.ListField(
         child=serializers.DictField(),

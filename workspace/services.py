@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ from workspace import filebatch, filestore
 from workspace.config import AppDescriptor, get_config
 from workspace.models import Item
 from workspace.sandboxes import lifecycle
-from workspace.sandboxes.base import CommandInvalid, validate_command
+from workspace.sandboxes.base import Command, CommandInvalid, validate_command
 from workspace.workflows import scheduler
 
 
@@ -32,7 +32,8 @@ def item_create(*, app: AppDescriptor, title: str, owner: str = "", user_id: str
     item = Item(app_slug=app.slug, title=title.strip(), owner=_check_owner(owner) or user_id)
     item.stamp_created(user_id)
     item.save()
-    filestore.workspace_dir(item.pk).mkdir(parents=True, exist_ok=True)
+    # After commit: making and mounting a workspace image must not hold the database's write lock.
+    transaction.on_commit(lambda: filestore.workspace_prepared(item.pk, item.app_slug))
     return item
 
 
@@ -71,6 +72,14 @@ def file_delete(*, item: Item, path: str) -> filestore.FileChange:
     return filestore.delete_path(workspace_ref(item), path)
 
 
+def file_move(*, item: Item, source: str, target: str) -> filestore.FileChange:
+    return filestore.move_path(workspace_ref(item), source, target)
+
+
+def folder_create(*, item: Item, path: str) -> filestore.FileChange:
+    return filestore.make_folder(workspace_ref(item), path)
+
+
 def files_batch(*, item: Item, operations: list[dict[str, Any]]) -> filebatch.BatchReport:
     return filebatch.run_batch(workspace_ref(item), operations)
 
@@ -88,17 +97,31 @@ def exec_timeout(requested: float | None) -> float:
     return float(requested)
 
 
+def _valid_command(command: Any) -> Command:
+    try:
+        return validate_command(command)
+    except CommandInvalid as exc:
+        raise ApiError(status_code=400, error="invalid_command", detail=str(exc)) from exc
+
+
 def item_exec(*, item: Item, app: AppDescriptor, command: Any, timeout: float | None = None) -> lifecycle.ExecOutcome:
     """Runs `command` in the item's sandbox, opening one through admission when none is live.
 
     Not one transaction: the command runs for seconds and the ledger steps inside commit on
     their own, so a crash mid-command leaves the sandbox counted only until its lease runs out.
     """
-    try:
-        valid = validate_command(command)
-    except CommandInvalid as exc:
-        raise ApiError(status_code=400, error="invalid_command", detail=str(exc)) from exc
-    return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=exec_timeout(timeout))
+    return lifecycle.sandbox_exec(item=item, app=app, command=_valid_command(command), timeout=exec_timeout(timeout))
+
+
+def item_exec_streaming(
+    *, item: Item, app: AppDescriptor, command: Any, timeout: float | None = None
+) -> Iterator[tuple[str, bytes] | lifecycle.ExecOutcome]:
+    """`item_exec` as it happens. The command, the timeout and the quota gate are checked (and
+    the sandbox opened) before this returns, so their refusals come back as plain errors; the
+    iterator then yields output chunks and ends with the outcome."""
+    valid, seconds = _valid_command(command), exec_timeout(timeout)
+    ready = lifecycle.sandbox_for_item(item=item, app=app)
+    return lifecycle.sandbox_exec_streaming(item=item, app=app, command=valid, timeout=seconds, ready=ready)
 
 
 def item_sandbox_close(*, item: Item) -> int:
@@ -134,14 +157,17 @@ class WorkerPass:
     measured: int
     probe: lifecycle.SweepCounts
     reclaim: lifecycle.SweepCounts
+    reconcile: lifecycle.SweepCounts
     workflows: scheduler.ScheduledPass
 
 
 def worker_pass() -> WorkerPass:
-    """One round of the periodic job: liveness probes, idle reclaim, the disk sweep, due workflows."""
+    """One round of the periodic job: liveness probes, idle reclaim, reconciliation of the
+    backends against the ledger, the disk sweep, due workflows."""
     probe = lifecycle.sandboxes_probe()
     reclaim = lifecycle.sandboxes_reclaim()
+    reconcile = lifecycle.sandboxes_reconcile()
     measured = workspaces_sweep()
     # Last, so scheduled runs open sandboxes against a ledger the probes and reclaim just cleaned.
     workflows = scheduler.schedules_run_due()
-    return WorkerPass(measured=measured, probe=probe, reclaim=reclaim, workflows=workflows)
+    return WorkerPass(measured=measured, probe=probe, reclaim=reclaim, reconcile=reconcile, workflows=workflows)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -49,6 +50,7 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "crudgen",
     "collab",
     "knowledge",
@@ -64,6 +66,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Outside the identity middleware, so a locked-out HTTP Basic caller gets its 429.
+    "axes.middleware.AxesMiddleware",
     "collab.middleware.CurrentUserMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -82,6 +86,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "collab.context_processors.workspace_header",
+                "workspace.context_processors.sandbox_boundary",
             ],
         },
     },
@@ -195,6 +200,25 @@ WORKSPACE_APPS_DIR = os.environ.get("WORKSPACE_APPS_DIR", "")
 # Where per-deployment files (workspaces, cgroup roots in tests) live.
 WORKSPACE_VAR_DIR = Path(os.environ.get("WORKSPACE_VAR_DIR", str(BASE_DIR / "var")))
 
+# The sandbox boundary (README "What sandbox code can and cannot do"). "bwrap" runs every command
+# of the local backend under bubblewrap; "none" is refused unless DEBUG is on (then it warns and
+# item pages show a banner).
+WORKSPACE_SANDBOX_ISOLATION = os.environ.get("WORKSPACE_SANDBOX_ISOLATION", "bwrap")
+WORKSPACE_BWRAP = os.environ.get("WORKSPACE_BWRAP", "/usr/bin/bwrap")
+# When the server runs as root, sandbox code runs as host uid BASE + (item id mod COUNT): never 0,
+# never the server's uid. Unprivileged servers cannot switch uid; their sandboxes keep the server's.
+WORKSPACE_SANDBOX_UID_BASE = int(os.environ.get("WORKSPACE_SANDBOX_UID_BASE", "1500000000"))
+WORKSPACE_SANDBOX_UID_COUNT = int(os.environ.get("WORKSPACE_SANDBOX_UID_COUNT", "500000000"))
+# The private /tmp of each sandbox (a tmpfs; its pages also count against the memory limit).
+WORKSPACE_SANDBOX_TMP_BYTES = int(os.environ.get("WORKSPACE_SANDBOX_TMP_BYTES", str(64 * 1024 * 1024)))
+# Disk bound of each workspace: "image" (a filesystem image of the app's disk limit, mounted at
+# the workspace; needs root), "measure" (measured after each exec; an overrunning sandbox is
+# stopped), or "auto" (image where the service may mount, else measure).
+WORKSPACE_DISK_ENFORCEMENT = os.environ.get("WORKSPACE_DISK_ENFORCEMENT", "auto")
+# The shared secret between the app and its sandbox hosts (`runsandboxhost`): the app sends it on
+# every call, the host answers 401 without it and refuses to listen beyond loopback without one.
+WORKSPACE_SANDBOX_HOST_TOKEN = os.environ.get("WORKSPACE_SANDBOX_HOST_TOKEN", "")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -233,6 +257,19 @@ if not DEBUG:
 # Behind a load balancer that terminates TLS: trust its X-Forwarded-Proto and send cookies over
 # HTTPS only; origins (https://ws.example.com) allowed to POST forms to the pages.
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
-if _env_flag("DJANGO_BEHIND_TLS_PROXY", False):
+WORKSPACE_BEHIND_PROXY = _env_flag("DJANGO_BEHIND_TLS_PROXY", False)
+if WORKSPACE_BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+
+# Password guessing (the login page and HTTP Basic) is throttled by django-axes before any hash is
+# computed: after AXES_FAILURE_LIMIT wrong passwords for one username, or from one address, further
+# attempts get 429 with Retry-After until the cool-off ends.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("WORKSPACE_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("WORKSPACE_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "collab.throttle.lockout_response"
+AXES_CLIENT_IP_CALLABLE = "collab.throttle.client_address"
+AXES_VERBOSE = False

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import codecs
+import json
 import mimetypes
 from collections.abc import Iterator
+from typing import Any
 
-from django.http import FileResponse, HttpRequest
+from django.http import FileResponse, HttpRequest, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -16,7 +20,8 @@ from collab.errors import ApiError
 from collab.serializers import ErrorOutputSerializer
 from workspace import selectors, services
 from workspace.access import app_or_404, item_for_viewer
-from workspace.filestore import CHUNK, read_file, workspace_dir
+from workspace.filestore import CHUNK, open_read, read_file, workspace_prepared
+from workspace.sandboxes.lifecycle import ExecOutcome
 from workspace.serializers import (
     ExecInputSerializer,
     ExecOutputSerializer,
@@ -24,6 +29,8 @@ from workspace.serializers import (
     FileBatchOutputSerializer,
     FileChangeOutputSerializer,
     FileEntryOutputSerializer,
+    FileMoveInputSerializer,
+    FolderCreateInputSerializer,
     ItemCreateInputSerializer,
     ItemDetailOutputSerializer,
     ItemListOutputSerializer,
@@ -100,27 +107,89 @@ class ItemApi(APIView):
         return Response(_detail(item))
 
 
+class EventStreamRenderer(BaseRenderer):
+    """`Accept: text/event-stream` on exec: the output as server-sent events while it runs."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        # Only refusals get here (the stream itself bypasses renderers): they stay JSON.
+        return json.dumps(data).encode()
+
+
+def _outcome_as_dict(outcome: ExecOutcome) -> dict[str, Any]:
+    return {
+        **outcome.result.as_dict(),
+        "sandbox_id": outcome.activity.backend_sandbox_id,
+        "sandbox_opened": outcome.opened,
+    }
+
+
+def _server_sent_events(events: Iterator[tuple[str, bytes] | ExecOutcome]) -> Iterator[bytes]:
+    """`output` events ({stream, text}) as the command writes, then one `result` (the JSON exec
+    answer) or one `error` ({error, detail})."""
+    decoders = {name: codecs.getincrementaldecoder("utf-8")(errors="replace") for name in ("stdout", "stderr")}
+
+    def frame(event: str, data: dict[str, Any]) -> bytes:
+        return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+    try:
+        for event in events:
+            if isinstance(event, ExecOutcome):
+                yield frame("result", _outcome_as_dict(event))
+            elif text := decoders[event[0]].decode(event[1]):
+                yield frame("output", {"stream": event[0], "text": text})
+    except ApiError as exc:
+        yield frame("error", {"error": exc.error, "detail": str(exc.detail), **exc.extra})
+
+
+# One server-sent event of a streamed exec, as OpenAPI 3.1 describes event streams: every event
+# carries a name and a JSON `data` line.
+_EXEC_EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["output", "result", "error"]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+
+
 class ItemExecApi(APIView):
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
     @extend_schema(
         request=ExecInputSerializer,
-        responses={200: ExecOutputSerializer, 503: ErrorOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
+        responses={
+            (200, "application/json"): ExecOutputSerializer,
+            (200, "text/event-stream"): _EXEC_EVENT_SCHEMA,
+            503: ErrorOutputSerializer,
+            507: ErrorOutputSerializer,
+            **_ERRORS,
+        },
+        description=(
+            "Runs the command in the item's sandbox. With `Accept: text/event-stream` the answer streams: "
+            "`output` events ({stream, text}) while it runs, then one `result` event (this JSON answer) "
+            "or an `error` event. Refusals (400, 507...) come back as JSON before any event."
+        ),
     )
-    def post(self, request: Request, slug: str, item_id: int) -> Response:
+    def post(self, request: Request, slug: str, item_id: int) -> Response | StreamingHttpResponse:
         app, item = _viewer_item(request, slug, item_id)
         if not isinstance(request.data, dict) or "command" not in request.data:
             raise ApiError(status_code=400, error="invalid_command", detail="The body needs a 'command'.")
         body = ExecInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        outcome = services.item_exec(
-            item=item, app=app, command=body.validated_data["command"], timeout=body.validated_data.get("timeout")
-        )
-        return Response(
-            {
-                **outcome.result.as_dict(),
-                "sandbox_id": outcome.activity.backend_sandbox_id,
-                "sandbox_opened": outcome.opened,
-            }
-        )
+        command, timeout = body.validated_data["command"], body.validated_data.get("timeout")
+        if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
+            events = services.item_exec_streaming(item=item, app=app, command=command, timeout=timeout)
+            response = StreamingHttpResponse(_server_sent_events(events), content_type="text/event-stream")
+            response["Cache-Control"] = "no-store"
+            response["X-Accel-Buffering"] = "no"  # proxies pass each event on as it comes
+            return response
+        outcome = services.item_exec(item=item, app=app, command=command, timeout=timeout)
+        return Response(_outcome_as_dict(outcome))
 
 
 class ItemSandboxApi(APIView):
@@ -157,9 +226,10 @@ class ItemFileApi(APIView):
     @extend_schema(responses={(200, "*/*"): OpenApiTypes.BINARY, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int, file_path: str) -> FileResponse:
         _app, item = _viewer_item(request, slug, item_id)
-        target = read_file(workspace_dir(item.pk), file_path)
+        root = workspace_prepared(item.pk, item.app_slug)
+        target = read_file(root, file_path)
         content_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
-        return FileResponse(target.open("rb"), content_type=content_type)
+        return FileResponse(open_read(root, target), content_type=content_type)
 
     @extend_schema(
         request={"application/octet-stream": OpenApiTypes.BINARY},
@@ -174,6 +244,33 @@ class ItemFileApi(APIView):
     def delete(self, request: Request, slug: str, item_id: int, file_path: str) -> Response:
         _app, item = _viewer_item(request, slug, item_id)
         return Response(services.file_delete(item=item, path=file_path).__dict__)
+
+
+class ItemFileMoveApi(APIView):
+    @extend_schema(
+        request=FileMoveInputSerializer,
+        responses={200: FileChangeOutputSerializer, 409: ErrorOutputSerializer, **_ERRORS},
+        description="Renames or moves a file or folder inside the workspace; an existing target is a 409.",
+    )
+    def post(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        body = FileMoveInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        change = services.file_move(item=item, **body.validated_data)
+        return Response(change.__dict__)
+
+
+class ItemFolderCreateApi(APIView):
+    @extend_schema(
+        request=FolderCreateInputSerializer,
+        responses={201: FileChangeOutputSerializer, 409: ErrorOutputSerializer, **_ERRORS},
+    )
+    def post(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        body = FolderCreateInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        change = services.folder_create(item=item, path=body.validated_data["path"])
+        return Response(change.__dict__, status=201)
 
 
 class ItemFileBatchApi(APIView):

@@ -21,8 +21,8 @@
     return {response: response, body: body};
   }
 
-  /* A refusal as a DOM node: the server's human `detail`, and for a 507 (a quota) a link to the
-     page where the person can free capacity. */
+  /* A refusal as a DOM node: the server's human `detail`, every other limit that binds too
+     (`also`), and for a 507 (a quota) a link to the page where the person can free capacity. */
   function refusal(status, body) {
     const box = document.createElement("div");
     box.className = "refusal" + (status === 507 ? " refusal-quota" : "");
@@ -31,6 +31,17 @@
     const text = document.createElement("span");
     text.textContent = (body && (body.detail || body.error)) || ("Request failed (" + status + ").");
     box.appendChild(text);
+    const others = (body && body.also) || [];
+    if (others.length) {
+      const list = document.createElement("ul");
+      list.className = "refusal-also";
+      others.forEach((other) => {
+        const entry = document.createElement("li");
+        entry.textContent = other.detail || other.error;
+        list.appendChild(entry);
+      });
+      box.appendChild(list);
+    }
     if (status === 507) {
       const link = document.createElement("a");
       link.href = document.body.dataset.myResourcesUrl;

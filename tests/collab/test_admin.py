@@ -14,9 +14,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def admin_client_logged_in() -> Client:
-    get_user_model().objects.create_superuser("root", "root@example.com", "root-pass")
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "root-pass")
     client = Client()
-    client.login(username="root", password="root-pass")
+    client.force_login(root)
     return client
 
 

@@ -67,3 +67,43 @@ def page(browser, live_server) -> Iterator[object]:
     context.set_default_timeout(10_000)
     yield context.new_page()
     context.close()
+
+
+@pytest.fixture
+def deployment(settings, tmp_path) -> Iterator[Callable[[str], None]]:
+    """Points the live server at a var dir and a deployment config of the test's own (TOML text);
+    sandboxes use a fake cgroup root and prlimit, and are closed after the test."""
+    from workspace.config import DEFAULT_APPS_DIR, forget_loaded_config
+
+    def configure(toml: str) -> None:
+        settings.WORKSPACE_VAR_DIR = tmp_path / "var"
+        settings.WORKSPACE_CGROUP_ROOT = str(tmp_path / "cgroup")
+        settings.WORKSPACE_CGROUP_DRIVER = "prlimit"
+        config = tmp_path / "workspace.toml"
+        config.write_text(toml)
+        settings.WORKSPACE_CONFIG = str(config)
+        settings.WORKSPACE_APPS_DIR = str(DEFAULT_APPS_DIR)
+        forget_loaded_config()
+
+    yield configure
+    forget_loaded_config()
+
+
+@pytest.fixture
+def make_notebook() -> Callable[..., object]:
+    """A notebook item of `owner` (its creator), with `files` already in its workspace."""
+    from workspace.filestore import workspace_dir
+    from workspace.models import Item
+
+    def make(title: str = "Notebook", *, owner: str = "bob", files: dict[str, bytes] | None = None) -> Item:
+        item = Item(app_slug="notebook", title=title, owner=owner)
+        item.stamp_created(owner)
+        item.save()
+        workspace_dir(item.pk).mkdir(parents=True, exist_ok=True)
+        for path, data in (files or {}).items():
+            target = workspace_dir(item.pk) / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        return item
+
+    return make

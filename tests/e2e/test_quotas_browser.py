@@ -4,37 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from workspace.config import DEFAULT_APPS_DIR, forget_loaded_config
-from workspace.filestore import workspace_dir
-from workspace.models import Item
-
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def one_sandbox_each(settings, tmp_path):
-    settings.WORKSPACE_VAR_DIR = tmp_path / "var"
-    settings.WORKSPACE_CGROUP_ROOT = str(tmp_path / "cgroup")
-    settings.WORKSPACE_CGROUP_DRIVER = "prlimit"
-    config = tmp_path / "workspace.toml"
-    config.write_text("[resources.per_user]\ncount = 1\n")
-    settings.WORKSPACE_CONFIG = str(config)
-    settings.WORKSPACE_APPS_DIR = str(DEFAULT_APPS_DIR)
-    forget_loaded_config()
-    yield
-    from workspace.sandboxes.lifecycle import sandbox_close
-
-    for item in Item.objects.all():
-        sandbox_close(item=item)
-    forget_loaded_config()
-
-
-def _item(title: str) -> Item:
-    item = Item(app_slug="notebook", title=title, owner="bob")
-    item.stamp_created("bob")
-    item.save()
-    workspace_dir(item.pk).mkdir(parents=True, exist_ok=True)
-    return item
+def one_sandbox_each(deployment) -> None:
+    deployment("[resources.per_user]\ncount = 1\n")
 
 
 def _run(page, command: str) -> None:
@@ -42,8 +17,8 @@ def _run(page, command: str) -> None:
     page.click("[data-testid=exec-run]")
 
 
-def test_a_full_quota_is_refused_with_a_way_out_and_closing_a_sandbox_frees_it(page_as):
-    first, second = _item("First notebook"), _item("Second notebook")
+def test_a_full_quota_is_refused_with_a_way_out_and_closing_a_sandbox_frees_it(page_as, make_notebook):
+    first, second = make_notebook("First notebook"), make_notebook("Second notebook")
     page = page_as("bob")
 
     page.goto(f"/a/notebook/items/{first.pk}")

@@ -140,6 +140,8 @@ def main() -> int:
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ws-fuzz-") as tmp_name, _throwaway_database(Path(tmp_name)) as db_url:
         tmp = Path(tmp_name)
+        # Sandbox uids reach their workspaces by path (bubblewrap runs as them).
+        tmp.chmod(0o711)
         env = {
             **os.environ,
             "DATABASE_URL": db_url,
@@ -205,6 +207,7 @@ def main() -> int:
             server.terminate()
             server.wait(timeout=20)
             server_log.close()
+            _manage("release_sandboxes", env=env)
 
 
 if __name__ == "__main__":

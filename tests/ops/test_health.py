@@ -12,10 +12,17 @@ from tests.workspace.test_sandbox_host import host  # noqa: F401 - fixture
 from workspace import health
 
 pytestmark = pytest.mark.django_db
+# The checks' details (hosts, ports, paths) are for staff.
+STAFF = "alice"
+
+
+@pytest.fixture(autouse=True)
+def alice_is_staff(settings) -> None:
+    settings.WORKSPACE_MOCK_STAFF = [STAFF]
 
 
 def test_healthz_is_ok_when_the_database_and_local_sandboxes_work(client: Client) -> None:
-    response = client.get("/healthz")
+    response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
     assert response.status_code == 200
     assert response.json() == {
@@ -41,7 +48,7 @@ def test_healthz_is_503_naming_the_database_when_it_does_not_answer(client: Clie
 
     monkeypatch.setattr(health, "connection", BrokenConnection())
 
-    response = client.get("/healthz")
+    response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
     assert response.status_code == 503
     body = response.json()
@@ -58,7 +65,7 @@ def test_healthz_is_503_when_local_sandboxes_cannot_enforce_limits(client: Clien
     settings.WORKSPACE_CGROUP_DRIVER = "prlimit"
     monkeypatch.setattr("workspace.sandboxes.isolation.shutil.which", lambda _name: None)
 
-    response = client.get("/healthz")
+    response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
     assert response.status_code == 503
     assert response.json()["sandbox_backend"] == "failing"
@@ -68,7 +75,7 @@ def test_healthz_is_503_when_local_sandboxes_cannot_enforce_limits(client: Clien
 def test_healthz_reaches_the_sandbox_host_of_the_http_backend(client: Client, write_config, host) -> None:  # noqa: F811
     write_config(f'[sandbox]\nbackend = "http"\nhost_url = "{host}"\n')
 
-    response = client.get("/healthz")
+    response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
     assert response.status_code == 200
     assert (response.json()["backend"], response.json()["sandbox_backend"]) == ("http", "ok")
@@ -80,9 +87,29 @@ def test_healthz_is_503_when_the_sandbox_host_is_unreachable(client: Client, wri
         closed_port = sock.getsockname()[1]
     write_config(f'[sandbox]\nbackend = "http"\nhost_url = "http://127.0.0.1:{closed_port}"\n')
 
-    response = client.get("/healthz")
+    response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
     assert response.status_code == 503
     body = response.json()
     assert (body["database"], body["sandbox_backend"]) == ("ok", "failing")
     assert f"127.0.0.1:{closed_port} cannot be reached" in body["detail"]
+
+
+@pytest.mark.parametrize("headers", [{}, {"HTTP_X_USER_ID": "bob"}])
+def test_healthz_tells_anyone_but_staff_only_ok(client: Client, headers) -> None:
+    # Given an anonymous caller (no header: the demo's default person, here staff) or a non-staff person
+    # When they ask
+    response = client.get("/healthz", **headers)
+    # Then they learn the state in one word, nothing about hosts or checks
+    assert (response.status_code, response.json()) == (200, {"status": "ok"})
+
+
+def test_healthz_failing_tells_a_non_staff_caller_nothing_more(client: Client, monkeypatch) -> None:
+    class BrokenConnection:
+        def cursor(self):
+            raise OperationalError("connection to db.internal:5432 refused")
+
+    monkeypatch.setattr(health, "connection", BrokenConnection())
+    response = client.get("/healthz", HTTP_X_USER_ID="bob")
+    assert response.status_code == 503
+    assert response.json() == {"status": "failing", "error": "unhealthy", "detail": "A health check failed."}

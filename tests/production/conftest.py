@@ -8,6 +8,7 @@ They run under `make test` too: they never use the test database, only their own
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,11 +28,13 @@ User.objects.create_user({USER!r}, password={USER_PASSWORD!r})
 
 
 @pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def deployment(traversable_tmp: Path) -> Iterator[dict[str, str]]:
     """The environment of `make serve` over a fresh, migrated database with a staff and a plain account."""
     if not postgres_reachable(SERVER_URL):
         pytest.skip(f"needs a PostgreSQL server at {SERVER_URL}")
-    var_dir: Path = tmp_path_factory.mktemp("production") / "var"
+    home = Path(tempfile.mkdtemp(prefix="production", dir=traversable_tmp))
+    home.chmod(0o711)
+    var_dir = home / "var"
     with throwaway_database(SERVER_URL, prefix="ws_production_test") as url:
         env = production_env(url, var_dir, WORKSPACE_SERVE_PREPARE="0", WORKSPACE_SERVE_WORKER="0")
         migrate(env)

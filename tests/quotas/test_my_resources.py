@@ -22,7 +22,8 @@ def test_the_json_shows_usage_limits_live_sandboxes_and_disk(per_user, alice_api
     notebook, investigation = make_item(title="Scratch"), make_item(app_slug="rca", title="Outage")
     _open(alice_api, notebook)
     _open(alice_api, investigation)
-    WorkspaceDiskUsage.objects.create(item_id=str(notebook.pk), app_slug="notebook", owner="alice", bytes=4096)
+    # Each exec already measured its workspace; the sweep's later figure replaces it.
+    WorkspaceDiskUsage.objects.filter(item_id=str(notebook.pk)).update(bytes=4096)
     body = alice_api.get("/me/resources").json()
     assert body["limits"] == {"count": 3, "cpu": 4.0, "memory": 2 * GIB, "disk": GIB}
     assert (body["sandboxes_in_use"], body["cpu_in_use"], body["memory_in_use"]) == (2, 1.0, 512 * MIB)
@@ -37,7 +38,10 @@ def test_the_json_shows_usage_limits_live_sandboxes_and_disk(per_user, alice_api
         True,
     )
     assert (body["disk_in_use"], body["disk_tracked"]) == (4096, True)
-    assert [(row["title"], row["bytes"], row["url"]) for row in body["disk"]] == [("Scratch", 4096, item_url(notebook))]
+    assert [(row["title"], row["bytes"], row["url"]) for row in body["disk"]] == [
+        ("Scratch", 4096, item_url(notebook)),
+        ("Outage", 0, item_url(investigation)),
+    ]
 
 
 def test_the_json_is_about_the_caller_only(per_user, alice_api, bob_api, make_item):
@@ -86,7 +90,7 @@ def test_the_page_shows_usage_links_and_close_buttons(per_user, client, alice_ap
     per_user(count=2, memory="1G", disk="1G")
     item = make_item(title="Scratch")
     _open(alice_api, item)
-    WorkspaceDiskUsage.objects.create(item_id=str(item.pk), app_slug="notebook", owner="alice", bytes=2048)
+    WorkspaceDiskUsage.objects.filter(item_id=str(item.pk)).update(bytes=2048)
     page = client.get("/my-resources", HTTP_X_USER_ID="alice").content.decode()
     assert "My resources" in page
     assert f'href="{item_url(item)}"' in page

@@ -24,18 +24,7 @@ def workspace_dirs(settings, tmp_path: Path) -> Iterator[Path]:
     # The demo makes alice staff; here nobody is unless a test says so.
     settings.WORKSPACE_MOCK_STAFF = []
     yield var_dir
-    _close_leftover_sandboxes(var_dir)
     forget_loaded_config()
-
-
-def _close_leftover_sandboxes(var_dir: Path) -> None:
-    from workspace.sandboxes.registry import backend_named
-
-    state = var_dir / "sandboxes"
-    if state.is_dir():
-        backend = backend_named("local")
-        for sandbox_id in backend.sandboxes():
-            backend.close(sandbox_id)
 
 
 @pytest.fixture

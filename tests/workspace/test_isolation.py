@@ -7,8 +7,10 @@ import time
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from workspace.sandboxes.base import SandboxSpec
+from workspace.sandboxes.boundary import configured_boundary
 from workspace.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, detect_driver
 from workspace.sandboxes.local import LocalBackend
 
@@ -16,7 +18,15 @@ GIB = 1024**3
 
 
 def _backend(tmp_path: Path, driver) -> LocalBackend:
-    return LocalBackend(state_dir=tmp_path / "state", workspace_root=tmp_path / "ws", driver=driver)
+    """A backend with its own driver over the settings' var dir, so the sandboxes a test leaves
+    open are closed after it like any other."""
+    var_dir = Path(settings.WORKSPACE_VAR_DIR)
+    return LocalBackend(
+        state_dir=var_dir / "sandboxes",
+        workspace_root=var_dir / "workspaces",
+        driver=driver,
+        boundary=configured_boundary(),
+    )
 
 
 def _v1_root(tmp_path: Path) -> Path:
@@ -81,13 +91,11 @@ def test_exec_runs_in_the_items_workspace_and_joins_the_group(tmp_path):
     (tmp_path / "cg").mkdir()
     backend = _backend(tmp_path, CgroupV2Driver(tmp_path / "cg"))
     opened = backend.open(item_id="7", spec=SandboxSpec(memory_bytes=GIB))
-    (tmp_path / "ws" / "7" / "hello.txt").write_text("hi")
-    result = backend.exec(opened.id, command="ls && echo $$", timeout=10)
-    assert result.exit_code == 0
-    listed, pid = result.stdout.split()
-    assert listed == "hello.txt"
+    (Path(settings.WORKSPACE_VAR_DIR) / "workspaces" / "7" / "hello.txt").write_text("hi")
+    result = backend.exec(opened.id, command="ls", timeout=10)
+    assert (result.exit_code, result.stdout) == (0, "hello.txt\n")
     procs = tmp_path / "cg" / "workspace-sandboxes" / opened.id / "cgroup.procs"
-    assert procs.read_text().strip() == pid
+    assert procs.read_text().strip().isdigit()
 
 
 def test_argv_commands_are_not_run_by_a_shell(tmp_path):
@@ -116,14 +124,35 @@ def test_output_is_bounded_and_truncation_flagged(tmp_path):
 def test_closing_kills_processes_left_running_in_the_background(tmp_path):
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
     opened = backend.open(item_id="1", spec=SandboxSpec())
-    pid = int(backend.exec(opened.id, command="sleep 60 >/dev/null 2>&1 & echo $!", timeout=10).stdout)
-    assert Path(f"/proc/{pid}").exists()
+    backend.exec(opened.id, command="setsid sleep 60 >/dev/null 2>&1 &", timeout=10)
+    # The background child may still be exec'ing `sleep` when the command returns.
+    deadline = time.monotonic() + 3
+    while not (sleepers := _host_pids_running(opened.id, backend, "sleep 60")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sleepers
     backend.close(opened.id)
     deadline = time.monotonic() + 3
-    while _running(pid) and time.monotonic() < deadline:
+    while any(_running(pid) for pid in sleepers) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not _running(pid)
+    assert not any(_running(pid) for pid in sleepers)
     assert not backend.probe(opened.id)
+
+
+def _host_pids_running(sandbox_id: str, backend: LocalBackend, command: str) -> list[int]:
+    """Host pids of the sandbox's processes whose command line is `command`."""
+    pidns = backend._state(sandbox_id)["init"]["pidns"]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            same = os.readlink(entry / "ns" / "pid") == pidns
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            continue
+        if same and cmdline == command:
+            found.append(int(entry.name))
+    return found
 
 
 def _running(pid: int) -> bool:

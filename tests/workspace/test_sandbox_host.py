@@ -3,37 +3,45 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import urllib.request
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import CommandError, call_command
 
 from quotas import ledger
 from quotas.models import SandboxActivity
 from tests.workspace.conftest import item_url
+from workspace.sandboxes import lifecycle
 from workspace.sandboxes.base import SandboxSpec
 from workspace.sandboxes.host import HostSettings, build_server
 from workspace.sandboxes.http import HttpBackend
 
 GIB = 1024**3
+TOKEN = "host-shared-token"
 
 
 @pytest.fixture
-def host(workspace_dirs: Path):
-    """A sandbox host on a free loopback port, sharing the app's workspace directories."""
+def host(settings, workspace_dirs: Path):
+    """A sandbox host on a free loopback port with a shared token the app also sends."""
+    settings.WORKSPACE_SANDBOX_HOST_TOKEN = TOKEN
     chosen = HostSettings(
         defaults=SandboxSpec(cpu_cores=2.0, memory_bytes=GIB, pids_max=100),
         workspace_root=workspace_dirs / "workspaces",
         state_dir=workspace_dirs / "host-state",
+        token=TOKEN,
     )
     server = build_server("127.0.0.1", 0, chosen)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     yield url
-    backend = HttpBackend(url)
+    backend = HttpBackend(url, token=TOKEN)
     for entry in (workspace_dirs / "host-state").glob("*"):
         backend.close(entry.name)
     server.shutdown()
@@ -46,8 +54,10 @@ def http_config(write_config, host):
     return host
 
 
-def _call(url: str, method: str = "GET", body: dict | None = None) -> tuple[int, dict]:
+def _call(url: str, method: str = "GET", body: dict | None = None, *, token: str = TOKEN) -> tuple[int, dict]:
     request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=10) as response:
             raw = response.read()
@@ -179,3 +189,66 @@ def test_runsandboxhost_serves_the_protocol_with_defaults_from_the_environment(t
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_a_call_without_the_shared_token_is_refused_and_opens_nothing(host, workspace_dirs):
+    # Given a host with a token
+    # When callers send no token, a wrong one, or a token for another scheme
+    answers = [
+        _call(f"{host}/sandboxes", "POST", {"item_id": "5"}, token=""),
+        _call(f"{host}/sandboxes", "POST", {"item_id": "5"}, token="guess"),
+        _call(f"{host}/healthz", token=""),
+    ]
+    # Then each gets 401 and no sandbox exists
+    assert [status for status, _ in answers] == [401, 401, 401]
+    assert answers[0][1]["error"] == "unauthorized"
+    assert not list((workspace_dirs / "host-state").glob("loc-*"))
+
+
+def test_the_host_refuses_to_listen_beyond_loopback_without_a_token(workspace_dirs):
+    # Given host settings without a token
+    chosen = HostSettings(SandboxSpec(), workspace_dirs / "workspaces", workspace_dirs / "host-state")
+    # When it is asked to listen on every address, it refuses to start
+    with pytest.raises(ImproperlyConfigured, match="without a token"):
+        build_server("0.0.0.0", 0, chosen)
+
+
+def test_runsandboxhost_exits_with_the_reason_when_bound_beyond_loopback_without_a_token(settings):
+    settings.WORKSPACE_SANDBOX_HOST_TOKEN = ""
+    with pytest.raises(CommandError, match="without a token"):
+        call_command("runsandboxhost", "--bind", "0.0.0.0", "--port", "0")
+
+
+def test_sandboxes_of_the_host_run_inside_the_boundary(host):
+    # Given a sandbox opened through the host
+    _status, created = _call(f"{host}/sandboxes", "POST", {"item_id": "12"})
+    # When it reports its uid and what it sees
+    _status, result = _call(f"{host}/sandboxes/{created['id']}/exec", "POST", {"command": "id -u; ls /; hostname"})
+    # Then it is the host's boundary: its own uid when root, only system dirs, its own hostname
+    uid, *rest = result["stdout"].split()
+    assert int(uid) != 0 or os.geteuid() != 0
+    assert "workspace" in rest
+    assert rest[-1] == "sandbox"
+
+
+def test_the_host_lists_its_sandboxes_by_age(host):
+    # Given a sandbox just opened on the host
+    _status, created = _call(f"{host}/sandboxes", "POST", {"item_id": "21"})
+    # When the app asks for sandboxes older than none and older than an hour
+    everything = _call(f"{host}/sandboxes?older_than=0")
+    old_only = _call(f"{host}/sandboxes?older_than=3600")
+    # Then only the first list holds it; a bad age is a 400
+    assert everything == (200, {"sandboxes": [created["id"]]})
+    assert old_only == (200, {"sandboxes": []})
+    assert _call(f"{host}/sandboxes?older_than=soon")[0] == 400
+
+
+@pytest.mark.django_db
+def test_reconciliation_closes_an_orphan_the_host_runs_without_a_ledger_row(http_config):
+    # Given a sandbox the host opened after the app had given up waiting (no ledger row)
+    _status, orphan = _call(f"{http_config}/sandboxes", "POST", {"item_id": "22"})
+    # When the worker reconciles
+    closed = lifecycle.sandboxes_reconcile(older_than=timedelta(0)).closed
+    # Then the host no longer runs it
+    assert closed == 1
+    assert _call(f"{http_config}/sandboxes/{orphan['id']}")[0] == 404

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -69,6 +70,18 @@ class ExecResult:
         return asdict(self)
 
 
+# What an exec reports as it runs: ("stdout" | "stderr", bytes) chunks, then one ExecResult.
+ExecEvent = tuple[str, bytes] | ExecResult
+
+
+def final_result(events: Iterable[ExecEvent]) -> ExecResult:
+    """The ExecResult that ends a stream of exec events (the chunks are in it too, bounded)."""
+    for event in events:
+        if isinstance(event, ExecResult):
+            return event
+    raise SandboxUnavailable("the exec ended without a result")
+
+
 @runtime_checkable
 class SandboxBackend(Protocol):
     """What the workspace needs from an isolation technology.
@@ -80,13 +93,23 @@ class SandboxBackend(Protocol):
 
     name: str
 
-    def open(self, *, item_id: str, spec: SandboxSpec, workspace: Path | None = None) -> OpenedSandbox: ...
+    def open(
+        self, *, item_id: str, spec: SandboxSpec, workspace: Path | None = None, disk_bytes: int | None = None
+    ) -> OpenedSandbox: ...
 
     def exec(self, sandbox_id: str, *, command: Command, timeout: float) -> ExecResult: ...
+
+    def exec_streaming(self, sandbox_id: str, *, command: Command, timeout: float) -> Iterator[ExecEvent]:
+        """`exec` as it happens; a backend that cannot stream yields the whole output at the end."""
+        ...
 
     def probe(self, sandbox_id: str) -> bool: ...
 
     def close(self, sandbox_id: str) -> None: ...
+
+    def sandboxes_older_than(self, seconds: float) -> list[str]:
+        """Ids of the sandboxes it runs that were opened at least `seconds` ago (reconciliation)."""
+        ...
 
 
 def validate_command(command: Any) -> Command:

@@ -6,10 +6,13 @@ five routes, and a blocking exec per thread is exactly its job.
 
 from __future__ import annotations
 
+import hmac
+import ipaddress
 import json
 import logging
 import os
 import re
+import urllib.parse
 from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,11 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from quotas.sizes import SizeError, parse_optional_size
 from workspace.sandboxes.base import CommandInvalid, SandboxGone, SandboxSpec, validate_command
+from workspace.sandboxes.boundary import boundary_warnings, configured_boundary
 from workspace.sandboxes.isolation import configured_driver, warn_about_enforcement
 from workspace.sandboxes.local import LocalBackend
+from workspace.volumes import enforcement_warnings
 
 logger = logging.getLogger(__name__)
 _ITEM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -45,6 +51,7 @@ class HostSettings:
     defaults: SandboxSpec
     workspace_root: Path
     state_dir: Path
+    token: str = ""
 
     @classmethod
     def from_settings(cls) -> HostSettings:
@@ -60,6 +67,7 @@ class HostSettings:
             defaults=defaults,
             workspace_root=Path(_setting("SANDBOX_HOST_WORKSPACES", str(var_dir / "workspaces"))),
             state_dir=Path(_setting("SANDBOX_HOST_STATE_DIR", str(var_dir / "sandbox-host"))),
+            token=settings.WORKSPACE_SANDBOX_HOST_TOKEN,
         )
 
 
@@ -78,6 +86,14 @@ def _memory(value: Any) -> int | None:
         return parse_optional_size(value, allow_max=True)
     except SizeError as exc:
         raise BadRequest(f"memory: {exc}") from exc
+
+
+def _disk(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest("disk must be a non-negative number of bytes or null")
+    return value
 
 
 class SandboxHost:
@@ -101,8 +117,17 @@ class SandboxHost:
             memory_bytes=_memory(body.get("memory")),
             pids_max=None if pids is None else int(pids),
         )
-        opened = self.backend.open(item_id=item_id, spec=spec)
+        opened = self.backend.open(item_id=item_id, spec=spec, disk_bytes=_disk(body.get("disk")))
         return 201, {"id": opened.id, **opened.spec.as_dict()}
+
+    def listing(self, query: str) -> tuple[int, dict]:
+        """`GET /sandboxes?older_than=S`: the ids the app reconciles against its ledger."""
+        values = urllib.parse.parse_qs(query).get("older_than", ["0"])
+        try:
+            older_than = float(values[0])
+        except ValueError as exc:
+            raise BadRequest("older_than must be a number of seconds") from exc
+        return 200, {"sandboxes": self.backend.sandboxes_older_than(max(older_than, 0.0))}
 
     def state(self, sandbox_id: str) -> tuple[int, dict]:
         if sandbox_id not in self.backend.sandboxes():
@@ -130,6 +155,7 @@ class SandboxHost:
 
 class _Handler(BaseHTTPRequestHandler):
     host: SandboxHost
+    token: str
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -157,7 +183,19 @@ class _Handler(BaseHTTPRequestHandler):
             raise BadRequest("the body must be a JSON object")
         return body
 
+    def _authorised(self) -> bool:
+        """Every call carries the shared token when the host has one (compared in constant time)."""
+        if not self.token:
+            return True
+        sent = self.headers.get("Authorization", "")
+        return hmac.compare_digest(sent.encode(), f"Bearer {self.token}".encode())
+
     def _route(self, method: str) -> None:
+        if not self._authorised():
+            # The body is not read: close the connection rather than leave it unread on a kept-alive one.
+            self.close_connection = True
+            self._reply(401, {"error": "unauthorized", "detail": "This sandbox host needs its shared token."})
+            return
         try:
             self._reply(*self._dispatch(method))
         except BadRequest as exc:
@@ -172,6 +210,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self.host.healthz()
         if path == "/sandboxes" and method == "POST":
             return self.host.create(self._body())
+        if path == "/sandboxes" and method == "GET":
+            return self.host.listing(self.path.partition("?")[2])
         match = _SANDBOX_PATH.match(path)
         if match and match.group(2) and method == "POST":
             return self.host.exec(match.group(1), self._body())
@@ -194,12 +234,35 @@ class _Handler(BaseHTTPRequestHandler):
 def build_server(address: str, port: int, host_settings: HostSettings | None = None) -> ThreadingHTTPServer:
     """A ready-to-serve host; port 0 picks a free port (read it from `server.server_address`)."""
     chosen = host_settings or HostSettings.from_settings()
+    if not chosen.token and not _is_loopback(address):
+        raise ImproperlyConfigured(
+            f"The sandbox host will not listen on {address} without a token: set WORKSPACE_SANDBOX_HOST_TOKEN "
+            "here and in the app, or listen on loopback."
+        )
+    if not chosen.token:
+        logger.warning("The sandbox host has no token: any local process may open sandboxes through it.")
     driver = configured_driver()
     warn_about_enforcement(driver)
+    boundary = configured_boundary()
+    for warning in boundary_warnings(boundary) + enforcement_warnings():
+        logger.warning(warning)
     backend = LocalBackend(
-        state_dir=chosen.state_dir, workspace_root=chosen.workspace_root, driver=driver, defaults=chosen.defaults
+        state_dir=chosen.state_dir,
+        workspace_root=chosen.workspace_root,
+        driver=driver,
+        boundary=boundary,
+        defaults=chosen.defaults,
     )
-    handler = type("SandboxHostHandler", (_Handler,), {"host": SandboxHost(backend)})
+    handler = type("SandboxHostHandler", (_Handler,), {"host": SandboxHost(backend), "token": chosen.token})
     server = ThreadingHTTPServer((address, port), handler)
     server.daemon_threads = True
     return server
+
+
+def _is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False

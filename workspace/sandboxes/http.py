@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from workspace.sandboxes.base import (
     Command,
+    ExecEvent,
     ExecResult,
     OpenedSandbox,
     SandboxGone,
@@ -24,8 +26,9 @@ _EXEC_GRACE_SECONDS = 15.0
 class HttpBackend:
     name = "http"
 
-    def __init__(self, base_url: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, base_url: str, *, token: str = "", timeout: float = 10.0) -> None:
         self.base_url = base_url.rstrip("/")
+        self.token = token
         self.timeout = timeout
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
@@ -34,7 +37,11 @@ class HttpBackend:
             f"{self.base_url}{path}",
             data=data,
             method=method,
-            headers={"Content-Type": "application/json", "Accept": "application/json"},
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                **({"Authorization": f"Bearer {self.token}"} if self.token else {}),
+            },
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
@@ -60,9 +67,13 @@ class HttpBackend:
             pids_max=defaults.get("pids_max"),
         )
 
-    def open(self, *, item_id: str, spec: SandboxSpec, workspace: Path | None = None) -> OpenedSandbox:
+    def open(
+        self, *, item_id: str, spec: SandboxSpec, workspace: Path | None = None, disk_bytes: int | None = None
+    ) -> OpenedSandbox:
         # Undeclared dimensions go as null, never as a number, so the host's tuned defaults stand.
         payload = {"item_id": str(item_id), "cpu": spec.cpu_cores, "memory": spec.memory_bytes, "pids": spec.pids_max}
+        if disk_bytes is not None:
+            payload["disk"] = disk_bytes
         created = self._call("POST", "/sandboxes", payload)
         if not isinstance(created, dict) or not created.get("id"):
             raise SandboxUnavailable("the sandbox host did not return a sandbox id")
@@ -86,12 +97,24 @@ class HttpBackend:
         known = ExecResult.__dataclass_fields__.keys()
         return ExecResult(**{key: value for key, value in (result or {}).items() if key in known})
 
+    def exec_streaming(self, sandbox_id: str, *, command: Command, timeout: float) -> Iterator[ExecEvent]:
+        # The host protocol answers an exec whole: its output arrives at once, at the end.
+        result = self.exec(sandbox_id, command=command, timeout=timeout)
+        for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+            if text:
+                yield name, text.encode()
+        yield result
+
     def probe(self, sandbox_id: str) -> bool:
         try:
             state = self._call("GET", f"/sandboxes/{sandbox_id}")
         except SandboxGone:
             return False
         return bool(state and state.get("alive"))
+
+    def sandboxes_older_than(self, seconds: float) -> list[str]:
+        listed = self._call("GET", f"/sandboxes?older_than={seconds:g}") or {}
+        return [str(sandbox_id) for sandbox_id in listed.get("sandboxes", [])]
 
     def close(self, sandbox_id: str) -> None:
         try:

@@ -8,9 +8,11 @@ threaded server.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -65,6 +67,10 @@ class IsolationDriver(Protocol):
     unenforced: tuple[str, ...]
 
     def create(self, sandbox_id: str, spec: SandboxSpec) -> Confinement: ...
+
+    def kill(self, confinement: Confinement) -> None:
+        """Kills every process in the sandbox's groups (the kernel's list, not ours)."""
+        ...
 
     def destroy(self, confinement: Confinement) -> None: ...
 
@@ -125,11 +131,17 @@ class CgroupV2Driver:
             _write(group / "pids.max", str(spec.pids_max) if spec.pids_max else "max")
         return Confinement(self.name, [str(group)], kernel)
 
-    def destroy(self, confinement: Confinement) -> None:
+    def kill(self, confinement: Confinement) -> None:
+        """`cgroup.kill` ends every process of the group at once, including ones that hid from us."""
         for group in map(Path, confinement.groups):
             kill_file = group / "cgroup.kill"
             if confinement.kernel and kill_file.exists():
-                _write(kill_file, "1")
+                with contextlib.suppress(OSError):
+                    _write(kill_file, "1")
+
+    def destroy(self, confinement: Confinement) -> None:
+        self.kill(confinement)
+        for group in map(Path, confinement.groups):
             _remove_group(group, kernel=confinement.kernel)
 
 
@@ -137,12 +149,13 @@ class CgroupV1Driver:
     """One group per controller hierarchy: `<root>/{memory,cpu,pids}/workspace-sandboxes/<id>`."""
 
     name = "cgroup-v1"
-    CONTROLLERS = ("memory", "cpu", "pids")
+    # The freezer sets no limit: close freezes the group so nothing can fork while it is killed.
+    CONTROLLERS = ("memory", "cpu", "pids", "freezer")
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.available = tuple(c for c in self.CONTROLLERS if (root / c).is_dir() and os.access(root / c, os.W_OK))
-        self.unenforced = tuple(c for c in self.CONTROLLERS if c not in self.available)
+        self.unenforced = tuple(c for c in self.CONTROLLERS if c not in self.available and c != "freezer")
 
     def create(self, sandbox_id: str, spec: SandboxSpec) -> Confinement:
         groups: list[Path] = []
@@ -166,6 +179,20 @@ class CgroupV1Driver:
             _write(group / "cpu.cfs_quota_us", str(quota))
         elif controller == "pids" and spec.pids_max is not None:
             _write(group / "pids.max", str(spec.pids_max) if spec.pids_max else "max")
+
+    def kill(self, confinement: Confinement) -> None:
+        """Freeze, kill every member, thaw: a frozen group cannot fork a survivor mid-kill."""
+        if not confinement.kernel:
+            return
+        freezer = next((Path(g) for g in confinement.groups if Path(g).parent.parent.name == "freezer"), None)
+        with contextlib.suppress(OSError):
+            if freezer is not None:
+                _write(freezer / "freezer.state", "FROZEN")
+            for pid in confinement.member_pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            if freezer is not None:
+                _write(freezer / "freezer.state", "THAWED")
 
     def destroy(self, confinement: Confinement) -> None:
         for group in map(Path, confinement.groups):
@@ -194,6 +221,9 @@ class PrlimitDriver:
                 prefix.append(f"--nproc={spec.pids_max}")
             prefix = [self.binary, *prefix, "--"] if prefix else []
         return Confinement(self.name, [], False, prefix)
+
+    def kill(self, confinement: Confinement) -> None:
+        return None
 
     def destroy(self, confinement: Confinement) -> None:
         return None

@@ -9,16 +9,18 @@ from django.conf import settings
 
 from workspace.config import get_config
 from workspace.sandboxes.base import SandboxBackend
+from workspace.sandboxes.boundary import configured_boundary
 from workspace.sandboxes.http import HttpBackend
 from workspace.sandboxes.isolation import configured_driver
 from workspace.sandboxes.local import LocalBackend
+from workspace.volumes import unmount_under
 
 _lock = threading.Lock()
 _built: dict[tuple, SandboxBackend] = {}
 
 
 def var_dir() -> Path:
-    return Path(getattr(settings, "WORKSPACE_VAR_DIR", "var"))
+    return Path(settings.WORKSPACE_VAR_DIR)
 
 
 def _key(name: str) -> tuple:
@@ -28,6 +30,8 @@ def _key(name: str) -> tuple:
         str(var_dir()),
         str(getattr(settings, "WORKSPACE_CGROUP_ROOT", "/sys/fs/cgroup")),
         getattr(settings, "WORKSPACE_CGROUP_DRIVER", "auto"),
+        settings.WORKSPACE_SANDBOX_ISOLATION,
+        settings.WORKSPACE_SANDBOX_HOST_TOKEN,
     )
 
 
@@ -46,10 +50,28 @@ def default_backend() -> SandboxBackend:
 
 def _build(name: str) -> SandboxBackend:
     if name == "http":
-        return HttpBackend(get_config().sandbox.host_url)
+        return HttpBackend(get_config().sandbox.host_url, token=settings.WORKSPACE_SANDBOX_HOST_TOKEN)
     if name == "local":
         root = var_dir()
         return LocalBackend(
-            state_dir=root / "sandboxes", workspace_root=root / "workspaces", driver=configured_driver()
+            state_dir=root / "sandboxes",
+            workspace_root=root / "workspaces",
+            driver=configured_driver(),
+            boundary=configured_boundary(),
         )
     raise ValueError(f"Unknown sandbox backend {name!r}.")
+
+
+def local_sandboxes_release() -> tuple[int, int]:
+    """Closes every local sandbox under the var directory and unmounts its workspace images.
+
+    Returns (sandboxes closed, images unmounted). For tests, benchmarks and a host being retired:
+    the service itself never needs it.
+    """
+    closed = 0
+    if (var_dir() / "sandboxes").is_dir():
+        backend = backend_named("local")
+        for sandbox_id in backend.sandboxes():
+            backend.close(sandbox_id)
+            closed += 1
+    return closed, unmount_under(var_dir())

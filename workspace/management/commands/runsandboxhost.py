@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from workspace.sandboxes.host import build_server
 
@@ -17,7 +18,10 @@ class Command(BaseCommand):
         parser.add_argument("--bind", default="127.0.0.1", help="Address to listen on (default loopback only).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        server = build_server(options["bind"], options["port"])
+        try:
+            server = build_server(options["bind"], options["port"])
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
         address, port = server.server_address[:2]
         self.stdout.write(f"Sandbox host listening on http://{address}:{port}/", ending="\n")
         self.stdout.flush()

@@ -1,0 +1,268 @@
+"""Workspace volumes: the kernel's bound on a workspace's disk use.
+
+Where the service may mount (root), each workspace is an ext4 image of its app's disk limit,
+loop-mounted at the workspace's directory, so a command that writes past the limit gets ENOSPC
+from the kernel. The file API writes through the same mount and still answers its exact 507
+first. Where it may not mount, workspaces are plain directories measured after each exec.
+
+Images live beside the workspaces (`<workspaces>/.images/<item>.img`), are sparse (they take the disk
+their files take), and survive restarts; a process that finds one unmounted mounts it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import logging
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+logger = logging.getLogger(__name__)
+
+IMAGE = "image"
+MEASURE = "measure"
+# Below this an ext4 journal would take a large share of the image; small images go without.
+_JOURNAL_FROM_BYTES = 64 * 1024 * 1024
+# ext4 cannot be made smaller than this; tinier limits still get this image (the file API's
+# exact check holds the limit itself, the kernel holds the image size).
+_SMALLEST_IMAGE_BYTES = 1024 * 1024
+_TOOLS = ("mkfs.ext4", "mount", "umount", "resize2fs", "e2fsck", "losetup", "findmnt")
+# Workspaces this process could not give an image (their files did not fit): not retried.
+_unbounded: set[str] = set()
+# Mounted images the kernel would not grow online: retried at their next mount, not on every call.
+_not_growable: set[str] = set()
+
+
+class VolumeError(Exception):
+    """An image could not be made or mounted; the caller falls back to measuring."""
+
+
+def workspaces_root() -> Path:
+    return Path(settings.WORKSPACE_VAR_DIR) / "workspaces"
+
+
+@functools.cache
+def _may_mount() -> bool:
+    return os.geteuid() == 0 and all(shutil.which(tool) for tool in _TOOLS)
+
+
+def disk_enforcement() -> str:
+    """IMAGE or MEASURE, from `WORKSPACE_DISK_ENFORCEMENT` and what this process may do."""
+    wanted = settings.WORKSPACE_DISK_ENFORCEMENT
+    if wanted not in ("auto", IMAGE, MEASURE):
+        raise ImproperlyConfigured(f"WORKSPACE_DISK_ENFORCEMENT must be auto, image or measure, not {wanted!r}.")
+    able = _may_mount()
+    if wanted == IMAGE and not able:
+        raise ImproperlyConfigured(
+            "WORKSPACE_DISK_ENFORCEMENT=image needs root and e2fsprogs/util-linux (mkfs.ext4, mount, losetup)."
+        )
+    if wanted == "auto":
+        return IMAGE if able else MEASURE
+    return wanted
+
+
+def enforcement_warnings() -> list[str]:
+    if disk_enforcement() == MEASURE:
+        return [
+            "Workspaces are plain directories: a command can write past its app's disk limit until the "
+            "measurement after its exec stops the sandbox (mount images need root)."
+        ]
+    return []
+
+
+def workspace_prepare(directory: Path, *, limit_bytes: int | None, uid: int | None) -> Path:
+    """`directory`, mounted on its image when disk is bounded by images, owned by `uid`.
+
+    Cheap when already prepared (a mount check and a stat), so every file operation and every
+    sandbox open may call it. A workspace whose image could not be made stays a plain directory
+    (measured after each exec) and is not retried by this process.
+    """
+    if not limit_bytes or disk_enforcement() != IMAGE or str(directory) in _unbounded:
+        directory.mkdir(parents=True, exist_ok=True)
+        _adopt(directory, uid)
+        return directory
+    if os.path.ismount(directory):
+        _grow_if_raised(directory, _image_path(directory), limit_bytes)
+        return directory
+    with _volume_lock(directory):
+        if not os.path.ismount(directory):
+            try:
+                _mount_image(directory, limit_bytes, uid)
+            except VolumeError as exc:
+                logger.warning("workspace %s stays a plain directory (measured after each exec): %s", directory, exc)
+                _unbounded.add(str(directory))
+                directory.mkdir(parents=True, exist_ok=True)
+                _adopt(directory, uid)
+    return directory
+
+
+def is_bounded(directory: Path) -> bool:
+    """True when the kernel bounds this workspace (it is a mounted image)."""
+    return os.path.ismount(directory)
+
+
+def used_bytes(directory: Path) -> int:
+    """What a mounted image holds, from the filesystem's own count (no walk): block-rounded file
+    sizes plus a little metadata, close enough for the approximate per-user total."""
+    stats = os.statvfs(directory)
+    return (stats.f_blocks - stats.f_bfree) * stats.f_frsize
+
+
+def unmount_under(directory: Path) -> int:
+    """Unmounts every workspace image mounted below `directory`, deepest first; returns how many.
+
+    For tests, benchmarks and `manage.py release_sandboxes`: in service, images stay mounted.
+    """
+    prefix = str(directory.resolve()) + "/"
+    with open("/proc/self/mounts") as mounts:
+        points = [fields[1] for fields in map(str.split, mounts) if fields[1].startswith(prefix)]
+    for point in sorted(points, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False, capture_output=True)
+    return len(points)
+
+
+def _image_path(directory: Path) -> Path:
+    return directory.parent / ".images" / f"{directory.name}.img"
+
+
+def _image_bytes(limit_bytes: int) -> int:
+    return max(_SMALLEST_IMAGE_BYTES, limit_bytes)
+
+
+@contextlib.contextmanager
+def _volume_lock(directory: Path) -> Iterator[None]:
+    """Serialises mounting one workspace across processes (web workers, the worker, a host)."""
+    image = _image_path(directory)
+    image.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(image.with_suffix(".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _mount_image(directory: Path, limit_bytes: int, uid: int | None) -> None:
+    image = _image_path(directory)
+    wanted = _image_bytes(limit_bytes)
+    created = not image.exists()
+    if created:
+        _make_image(image, wanted, uid)
+    elif image.stat().st_size != wanted:
+        _resize_offline(image, wanted)
+    directory.mkdir(parents=True, exist_ok=True)
+    if any(directory.iterdir()):
+        try:
+            _move_into_image(image, directory)
+        except VolumeError:
+            image.unlink(missing_ok=True)
+            raise
+    _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(directory)])
+    if created:
+        with contextlib.suppress(OSError):
+            (directory / "lost+found").rmdir()
+    _adopt(directory, uid)
+
+
+def _make_image(image: Path, size: int, uid: int | None) -> None:
+    owner = uid if uid is not None else os.geteuid()
+    features = [] if size >= _JOURNAL_FROM_BYTES else ["-O", "^has_journal"]
+    with open(image, "wb") as handle:
+        handle.truncate(size)
+    try:
+        _run(["mkfs.ext4", "-q", "-F", "-m", "0", *features, "-E", f"root_owner={owner}:{owner}", str(image)])
+    except VolumeError:
+        image.unlink(missing_ok=True)
+        raise
+
+
+def _resize_offline(image: Path, size: int) -> None:
+    """A changed limit: grow or shrink the unmounted image; a shrink that cannot fit keeps the old size."""
+    current = image.stat().st_size
+    try:
+        _run(["e2fsck", "-f", "-p", str(image)], ok_codes=(0, 1))
+        if size > current:
+            with open(image, "r+b") as handle:
+                handle.truncate(size)
+        _run(["resize2fs", str(image), f"{size // 1024}K"])
+        if size < current:
+            with open(image, "r+b") as handle:
+                handle.truncate(size)
+    except VolumeError as exc:
+        logger.warning("could not resize %s to %d bytes, it keeps %d: %s", image, size, current, exc)
+
+
+def _grow_if_raised(directory: Path, image: Path, limit_bytes: int) -> None:
+    """A raised limit grows a mounted image at once where the kernel allows it (online resize needs
+    CAP_SYS_RESOURCE); otherwise, like a lowered one, it takes effect at the next mount."""
+    wanted = _image_bytes(limit_bytes)
+    try:
+        if image.stat().st_size >= wanted:
+            return
+    except FileNotFoundError:
+        return
+    if str(image) in _not_growable:
+        return
+    device = _run(["findmnt", "-n", "-o", "SOURCE", str(directory)]).strip()
+    current = image.stat().st_size
+    try:
+        with open(image, "r+b") as handle:
+            handle.truncate(wanted)
+        _run(["losetup", "-c", device])
+        _run(["resize2fs", device])
+    except VolumeError as exc:
+        # The filesystem still ends where it did: so must the image, or the next mount would
+        # see the new size and skip the offline resize.
+        with open(image, "r+b") as handle:
+            handle.truncate(current)
+        with contextlib.suppress(VolumeError):
+            _run(["losetup", "-c", device])
+        _not_growable.add(str(image))
+        logger.warning("%s keeps its size until it is next mounted: %s", image, exc)
+
+
+def _move_into_image(image: Path, directory: Path) -> None:
+    """A workspace that held files before it had an image: copy them in, or refuse if they do not fit."""
+    staging = image.with_suffix(".staging")
+    staging.mkdir(exist_ok=True)
+    _run(["mount", "-o", "loop,nosuid,nodev", str(image), str(staging)])
+    try:
+        for entry in directory.iterdir():
+            target = staging / entry.name
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.copytree(entry, target, symlinks=True, dirs_exist_ok=True)
+            else:
+                shutil.copy2(entry, target, follow_symlinks=False)
+    except OSError as exc:
+        raise VolumeError(f"the files already there do not fit the image: {exc}") from exc
+    finally:
+        _run(["umount", str(staging)])
+        staging.rmdir()
+    for entry in directory.iterdir():
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _adopt(directory: Path, uid: int | None) -> None:
+    """The workspace root belongs to the sandbox's uid, so sandbox code may write there."""
+    if uid is None:
+        return
+    info = directory.stat()
+    if info.st_uid != uid:
+        os.chown(directory, uid, uid)
+
+
+def _run(argv: list[str], *, ok_codes: tuple[int, ...] = (0,)) -> str:
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise VolumeError(f"{argv[0]} failed: {exc}") from exc
+    if done.returncode not in ok_codes:
+        raise VolumeError(f"{' '.join(argv[:2])} exited {done.returncode}: {done.stderr.strip()[:300]}")
+    return done.stdout
