@@ -13,6 +13,11 @@ __version__ = "0.2.0"
 
 _EXPORTS = {
     "CRUDSystem": "crudgen.system",
+    "AccessPolicy": "crudgen.access",
+    "AccessAction": "crudgen.access",
+    "CreatorOnly": "crudgen.access",
+    "ListScope": "crudgen.access",
+    "Caller": "crudgen.access",
     "SingleModelCRUD": "crudgen.crud",
     "SchemaMigration": "crudgen.crud",
     "MetadataConfig": "crudgen.metadata",

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from crudgen.access import AccessAction, AccessPolicy, Caller, ListScope
 from crudgen.errors import NotFoundError, ResourceDeletedError, RevisionConflict
 from crudgen.metadata import MetadataConfig, ResourceMeta, Revision, meta_view, revision_view
 from crudgen.schema import ModelAdapter, to_plain
@@ -54,8 +55,10 @@ class SingleModelCRUD:
         metadata_config: MetadataConfig | None = None,
         default_values: Mapping[str, Any] | None = None,
         migration: SchemaMigration | None = None,
+        access_policy: AccessPolicy | None = None,
     ) -> None:
         self.model = model
+        self.access_policy = access_policy or AccessPolicy()
         self.storage = storage
         self.resource_name = resource_name
         self.id_generator = id_generator or _default_id
@@ -111,24 +114,29 @@ class SingleModelCRUD:
             body = self._with_metadata_fields(body, meta)
         return self.adapter.validate(body)
 
-    def _read(self, resource_id: str) -> Stored:
+    def _read(self, resource_id: str, caller: Caller | None = None, action: AccessAction = AccessAction.READ) -> Stored:
+        """Deleted or not; a caller the policy refuses gets the same 404 as for a missing id."""
         stored = self.storage.fetch(resource_id)
         if stored is None:
             raise NotFoundError(f"{self.resource_name} {resource_id} not found")
+        if caller is not None:
+            caller.authorize(action, stored.meta, self.resource_name)
         return self._migrated(stored)
 
     # -- writes --------------------------------------------------------------------------------
 
-    def create(self, data: Any, *, user: str | None = None) -> dict[str, Any]:
-        return meta_view(self.create_meta(data, user=user), self.metadata_config)
+    def create(self, data: Any, *, user: str | None = None, caller: Caller | None = None) -> dict[str, Any]:
+        return meta_view(self.create_meta(data, user=user, caller=caller), self.metadata_config)
 
-    def create_meta(self, data: Any, *, user: str | None = None) -> ResourceMeta:
+    def create_meta(self, data: Any, *, user: str | None = None, caller: Caller | None = None) -> ResourceMeta:
         actor = self._user(user)
         now = self.metadata_config.now()
         resource_id = self.id_generator()
         revision_id = f"{resource_id}:1"
         meta = ResourceMeta(resource_id, revision_id, False, now, now, actor, actor, 1, self.schema_version)
         plain = self._prepare(to_plain(data), meta, full=True)
+        if caller is not None:
+            caller.check_data(plain)
         revision = Revision(resource_id, revision_id, None, 1, plain, now, actor, self.schema_version)
         self.storage.insert(meta, revision, plain)
         return meta
@@ -139,11 +147,16 @@ class SingleModelCRUD:
         if_match: str | None,
         change: Callable[[WriteSession, Stored], ResourceMeta],
         *,
+        action: AccessAction,
+        caller: Caller | None,
         allow_deleted: bool = False,
     ) -> ResourceMeta:
         with self.storage.locked(resource_id) as session:
             if session is None:
                 raise NotFoundError(f"{self.resource_name} {resource_id} not found")
+            # Access first: a refused caller learns neither the current revision nor a deletion.
+            if caller is not None:
+                caller.authorize(action, session.current.meta, self.resource_name)
             current = self._migrated(session.current)
             if not if_match_allows(if_match, current.meta.current_revision_id):
                 raise RevisionConflict(
@@ -155,7 +168,12 @@ class SingleModelCRUD:
             return change(session, current)
 
     def _store_data(
-        self, session: WriteSession, current: Stored, build: Callable[[ResourceMeta], dict[str, Any]], actor: str | None
+        self,
+        session: WriteSession,
+        current: Stored,
+        build: Callable[[ResourceMeta], dict[str, Any]],
+        actor: str | None,
+        caller: Caller | None,
     ) -> ResourceMeta:
         unchanged = build(current.meta)
         if unchanged == current.data:
@@ -170,6 +188,8 @@ class SingleModelCRUD:
             schema_version=self.schema_version,
         )
         data = build(meta)
+        if caller is not None:
+            caller.check_data(data)
         revision = Revision(
             meta.resource_id,
             meta.current_revision_id,
@@ -184,42 +204,66 @@ class SingleModelCRUD:
         return meta
 
     def update_meta(
-        self, resource_id: str, data: Any, *, user: str | None = None, if_match: str | None = None
+        self,
+        resource_id: str,
+        data: Any,
+        *,
+        user: str | None = None,
+        if_match: str | None = None,
+        caller: Caller | None = None,
     ) -> ResourceMeta:
         """Replace the data (PUT); data identical to the current revision stores nothing."""
         actor = self._user(user)
         body = to_plain(data)
 
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
-            return self._store_data(session, current, lambda meta: self._prepare(body, meta, full=True), actor)
+            return self._store_data(session, current, lambda meta: self._prepare(body, meta, full=True), actor, caller)
 
-        return self._locked_change(resource_id, if_match, change)
+        return self._locked_change(resource_id, if_match, change, action=AccessAction.UPDATE, caller=caller)
 
     def patch_meta(
-        self, resource_id: str, operations: Any, *, user: str | None = None, if_match: str | None = None
+        self,
+        resource_id: str,
+        operations: Any,
+        *,
+        user: str | None = None,
+        if_match: str | None = None,
+        caller: Caller | None = None,
     ) -> ResourceMeta:
         """Apply RFC 6902 operations; the result is validated against the model before anything is stored."""
         actor = self._user(user)
 
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
             patched = apply_json_patch(current.data, operations)
-            return self._store_data(session, current, lambda meta: self._prepare(patched, meta, full=False), actor)
+            return self._store_data(
+                session, current, lambda meta: self._prepare(patched, meta, full=False), actor, caller
+            )
 
-        return self._locked_change(resource_id, if_match, change)
+        return self._locked_change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
 
     def modify_meta(
-        self, resource_id: str, updates: Mapping[str, Any], *, user: str | None = None, if_match: str | None = None
+        self,
+        resource_id: str,
+        updates: Mapping[str, Any],
+        *,
+        user: str | None = None,
+        if_match: str | None = None,
+        caller: Caller | None = None,
     ) -> ResourceMeta:
         """The advanced updater: `{field: UpdateOperation}` (set_value, list_add, list_remove, dict_update)."""
         actor = self._user(user)
 
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
             updated = apply_update_operations(current.data, updates)
-            return self._store_data(session, current, lambda meta: self._prepare(updated, meta, full=False), actor)
+            return self._store_data(
+                session, current, lambda meta: self._prepare(updated, meta, full=False), actor, caller
+            )
 
-        return self._locked_change(resource_id, if_match, change)
+        return self._locked_change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
 
-    def _flag_deleted(self, resource_id: str, deleted: bool, user: str | None, if_match: str | None) -> ResourceMeta:
+    def _flag_deleted(
+        self, resource_id: str, deleted: bool, user: str | None, if_match: str | None, caller: Caller | None
+    ) -> ResourceMeta:
         actor = self._user(user)
 
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
@@ -229,17 +273,28 @@ class SingleModelCRUD:
             session.save(meta, current.data)
             return meta
 
-        return self._locked_change(resource_id, if_match, change, allow_deleted=True)
+        action = AccessAction.DELETE if deleted else AccessAction.RESTORE
+        return self._locked_change(resource_id, if_match, change, action=action, caller=caller, allow_deleted=True)
 
-    def delete_meta(self, resource_id: str, *, user: str | None = None, if_match: str | None = None) -> ResourceMeta:
+    def delete_meta(
+        self, resource_id: str, *, user: str | None = None, if_match: str | None = None, caller: Caller | None = None
+    ) -> ResourceMeta:
         """Soft delete: the data and revisions stay; reads of the data answer `resource_deleted`."""
-        return self._flag_deleted(resource_id, True, user, if_match)
+        return self._flag_deleted(resource_id, True, user, if_match, caller)
 
-    def restore_meta(self, resource_id: str, *, user: str | None = None, if_match: str | None = None) -> ResourceMeta:
-        return self._flag_deleted(resource_id, False, user, if_match)
+    def restore_meta(
+        self, resource_id: str, *, user: str | None = None, if_match: str | None = None, caller: Caller | None = None
+    ) -> ResourceMeta:
+        return self._flag_deleted(resource_id, False, user, if_match, caller)
 
     def switch_meta(
-        self, resource_id: str, revision_id: str, *, user: str | None = None, if_match: str | None = None
+        self,
+        resource_id: str,
+        revision_id: str,
+        *,
+        user: str | None = None,
+        if_match: str | None = None,
+        caller: Caller | None = None,
     ) -> ResourceMeta:
         """Make an existing revision current (a rollback); the history is not rewritten."""
         actor = self._user(user)
@@ -251,6 +306,8 @@ class SingleModelCRUD:
             if target.revision_id == current.meta.current_revision_id:
                 return current.meta
             data = self._upgrade(target.data, target.schema_version)
+            if caller is not None:
+                caller.check_data(data)
             meta = current.meta.evolve(
                 current_revision_id=target.revision_id,
                 updated_time=self.metadata_config.now(),
@@ -260,7 +317,7 @@ class SingleModelCRUD:
             session.save(meta, data)
             return meta
 
-        return self._locked_change(resource_id, if_match, change)
+        return self._locked_change(resource_id, if_match, change, action=AccessAction.SWITCH, caller=caller)
 
     def update(self, resource_id: str, data: Any, **kwargs: Any) -> dict[str, Any]:
         return meta_view(self.update_meta(resource_id, data, **kwargs), self.metadata_config)
@@ -282,12 +339,12 @@ class SingleModelCRUD:
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def read(self, resource_id: str) -> Stored:
+    def read(self, resource_id: str, *, caller: Caller | None = None) -> Stored:
         """Metadata and current data, deleted or not."""
-        return self._read(resource_id)
+        return self._read(resource_id, caller)
 
-    def read_live(self, resource_id: str) -> Stored:
-        stored = self._read(resource_id)
+    def read_live(self, resource_id: str, *, caller: Caller | None = None) -> Stored:
+        stored = self._read(resource_id, caller)
         if stored.meta.is_deleted:
             raise ResourceDeletedError(f"{self.resource_name} {resource_id} is deleted")
         return stored
@@ -299,8 +356,8 @@ class SingleModelCRUD:
     def get_data(self, resource_id: str) -> dict[str, Any]:
         return self.read_live(resource_id).data
 
-    def get_meta(self, resource_id: str) -> dict[str, Any]:
-        return meta_view(self._read(resource_id).meta, self.metadata_config)
+    def get_meta(self, resource_id: str, *, caller: Caller | None = None) -> dict[str, Any]:
+        return meta_view(self._read(resource_id, caller).meta, self.metadata_config)
 
     def full_view(self, stored: Stored, shape: str = "meta") -> dict[str, Any]:
         if shape == "revision_info":
@@ -323,11 +380,11 @@ class SingleModelCRUD:
         revision = self.storage.fetch_revision(stored.meta.resource_id, stored.meta.current_revision_id)
         return revision.parent_revision_id if revision else None
 
-    def get_full(self, resource_id: str, shape: str = "meta") -> dict[str, Any]:
-        return self.full_view(self._read(resource_id), shape)
+    def get_full(self, resource_id: str, shape: str = "meta", *, caller: Caller | None = None) -> dict[str, Any]:
+        return self.full_view(self._read(resource_id, caller), shape)
 
-    def get_revision(self, resource_id: str, revision_id: str) -> dict[str, Any]:
-        stored = self._read(resource_id)
+    def get_revision(self, resource_id: str, revision_id: str, *, caller: Caller | None = None) -> dict[str, Any]:
+        stored = self._read(resource_id, caller, AccessAction.READ_REVISIONS)
         revision = self.storage.fetch_revision(resource_id, revision_id)
         if revision is None:
             raise NotFoundError(f"revision {revision_id} of {self.resource_name} {resource_id} not found")
@@ -335,18 +392,23 @@ class SingleModelCRUD:
         return {"data": data, "revision_info": revision_view(revision, stored.meta, self.metadata_config)}
 
     def list_stored(
-        self, params: ListQueryParams | None = None, *, is_deleted: bool | None = False
+        self, params: ListQueryParams | None = None, *, is_deleted: bool | None = False, scope: ListScope | None = None
     ) -> tuple[list[Stored], int]:
         params = params or ListQueryParams()
-        page, total = self.storage.select(params, is_deleted)
+        page, total = self.storage.select(params, is_deleted, scope)
         return [self._migrated(stored) for stored in page], total
 
     def list_with_params(
-        self, params: ListQueryParams | None = None, *, is_deleted: bool | None = False, view: str = "data"
+        self,
+        params: ListQueryParams | None = None,
+        *,
+        is_deleted: bool | None = False,
+        view: str = "data",
+        scope: ListScope | None = None,
     ) -> ListResult:
-        """A page of resources; `view` is `data`, `meta` or `full`."""
+        """A page of resources; `view` is `data`, `meta` or `full`; `scope` is what the caller may list."""
         params = params or ListQueryParams()
-        page, total = self.list_stored(params, is_deleted=is_deleted)
+        page, total = self.list_stored(params, is_deleted=is_deleted, scope=scope)
         render: dict[str, Callable[[Stored], dict[str, Any]]] = {
             "data": lambda stored: stored.data,
             "meta": lambda stored: meta_view(stored.meta, self.metadata_config),
@@ -354,12 +416,14 @@ class SingleModelCRUD:
         }
         return ListResult.build([render[view](stored) for stored in page], total, params)
 
-    def count(self, is_deleted: bool | None = False) -> int:
-        return self.storage.count(is_deleted)
+    def count(self, is_deleted: bool | None = False, *, scope: ListScope | None = None) -> int:
+        return self.storage.count(is_deleted, scope)
 
-    def list_revisions(self, resource_id: str, page: int = 1, page_size: int = 20) -> ListResult:
+    def list_revisions(
+        self, resource_id: str, page: int = 1, page_size: int = 20, *, caller: Caller | None = None
+    ) -> ListResult:
         params = ListQueryParams(page=page, page_size=page_size)
-        stored = self._read(resource_id)
+        stored = self._read(resource_id, caller, AccessAction.READ_REVISIONS)
         revisions, total = self.storage.revisions(resource_id, params.offset, params.page_size)
         items = [revision_view(revision, stored.meta, self.metadata_config) for revision in revisions]
         return ListResult.build(items, total, params)

@@ -43,6 +43,11 @@ class StoredResource(models.Model):
                 fields=["namespace", "is_deleted", "updated_by", "resource_id"], name="crudgen_res_updated_by"
             ),
             models.Index(fields=["namespace", "is_deleted", "resource_id"], name="crudgen_res_resource_id"),
+            # An access scope (ListScope.created_by) listed newest first: an index walk per creator.
+            models.Index(
+                fields=["namespace", "is_deleted", "created_by", "created_time", "resource_id"],
+                name="crudgen_res_scope_created",
+            ),
             models.Index(fields=["namespace", "schema_version"], name="crudgen_res_schema_version"),
         ]
 

@@ -173,7 +173,10 @@ class CrudAutoSchema(AutoSchema):
         if route.name in {"read_data", "read_meta", "read_full", "get"} or route.response_model == "meta":
             success["headers"] = {"ETag": {"schema": {"type": "string"}, "description": "current revision id"}}
         responses: dict[str, Any] = {str(binding.status_code): success}
-        for code in _ERRORS_BY_METHOD.get(method.upper(), ()):
+        codes = list(_ERRORS_BY_METHOD.get(method.upper(), ()))
+        if method.upper() in {"POST", "PUT", "PATCH"}:
+            codes += crud.access_policy.data_refusal_statuses
+        for code in sorted(set(codes)):
             responses[str(code)] = {
                 "description": "error",
                 "content": {"application/json": {"schema": _ref("CrudError")}},

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from crudgen.access import Caller
 from crudgen.errors import ValidationFailed
 from crudgen.metadata import meta_view
 from crudgen.params import LIST_QUERY_PARAMETERS, bool_param, parse_list_params
@@ -34,6 +35,11 @@ class RouteContext:
     def query(self) -> Mapping[str, Any]:
         return self.request.query_params
 
+    @property
+    def caller(self) -> Caller:
+        """The CRUD's access policy bound to this request; a custom route passes it to every read and write."""
+        return Caller(self.crud.access_policy, self)
+
 
 # -- default handlers --------------------------------------------------------------------------
 
@@ -43,51 +49,54 @@ def _meta_body(ctx: RouteContext, meta: Any) -> dict[str, Any]:
     return meta_view(meta, ctx.crud.metadata_config)
 
 
+def _as_caller(ctx: RouteContext) -> dict[str, Any]:
+    """Who writes, on which revision, under which access policy: what every change is given."""
+    return {"user": ctx.user, "if_match": ctx.if_match, "caller": ctx.caller}
+
+
 def handle_create(ctx: RouteContext) -> dict[str, Any]:
-    return _meta_body(ctx, ctx.crud.create_meta(ctx.request.data, user=ctx.user))
+    return _meta_body(ctx, ctx.crud.create_meta(ctx.request.data, user=ctx.user, caller=ctx.caller))
 
 
 def handle_read_data(ctx: RouteContext) -> dict[str, Any]:
-    stored = ctx.crud.read_live(ctx.kwargs["resource_id"])
+    stored = ctx.crud.read_live(ctx.kwargs["resource_id"], caller=ctx.caller)
     ctx.etag = stored.meta.current_revision_id
     return stored.data
 
 
 def handle_read_meta(ctx: RouteContext) -> dict[str, Any]:
-    return _meta_body(ctx, ctx.crud.read(ctx.kwargs["resource_id"]).meta)
+    return _meta_body(ctx, ctx.crud.read(ctx.kwargs["resource_id"], caller=ctx.caller).meta)
 
 
 def handle_read_full(ctx: RouteContext) -> dict[str, Any]:
     shape = ctx.query.get("shape") or "meta"
     if shape not in {"meta", "revision_info"}:
         raise ValidationFailed({"shape": "must be meta or revision_info"})
-    stored = ctx.crud.read(ctx.kwargs["resource_id"])
+    stored = ctx.crud.read(ctx.kwargs["resource_id"], caller=ctx.caller)
     ctx.etag = stored.meta.current_revision_id
     return ctx.crud.full_view(stored, shape)
 
 
 def handle_update(ctx: RouteContext) -> dict[str, Any]:
-    meta = ctx.crud.update_meta(ctx.kwargs["resource_id"], ctx.request.data, user=ctx.user, if_match=ctx.if_match)
+    meta = ctx.crud.update_meta(ctx.kwargs["resource_id"], ctx.request.data, **_as_caller(ctx))
     return _meta_body(ctx, meta)
 
 
 def handle_patch(ctx: RouteContext) -> dict[str, Any]:
-    meta = ctx.crud.patch_meta(ctx.kwargs["resource_id"], ctx.request.data, user=ctx.user, if_match=ctx.if_match)
+    meta = ctx.crud.patch_meta(ctx.kwargs["resource_id"], ctx.request.data, **_as_caller(ctx))
     return _meta_body(ctx, meta)
 
 
 def handle_delete(ctx: RouteContext) -> dict[str, Any]:
-    return _meta_body(ctx, ctx.crud.delete_meta(ctx.kwargs["resource_id"], user=ctx.user, if_match=ctx.if_match))
+    return _meta_body(ctx, ctx.crud.delete_meta(ctx.kwargs["resource_id"], **_as_caller(ctx)))
 
 
 def handle_restore(ctx: RouteContext) -> dict[str, Any]:
-    return _meta_body(ctx, ctx.crud.restore_meta(ctx.kwargs["resource_id"], user=ctx.user, if_match=ctx.if_match))
+    return _meta_body(ctx, ctx.crud.restore_meta(ctx.kwargs["resource_id"], **_as_caller(ctx)))
 
 
 def handle_switch(ctx: RouteContext) -> dict[str, Any]:
-    meta = ctx.crud.switch_meta(
-        ctx.kwargs["resource_id"], ctx.kwargs["revision_id"], user=ctx.user, if_match=ctx.if_match
-    )
+    meta = ctx.crud.switch_meta(ctx.kwargs["resource_id"], ctx.kwargs["revision_id"], **_as_caller(ctx))
     return _meta_body(ctx, meta)
 
 
@@ -95,7 +104,7 @@ def _list_handler(view: str, deleted_param: bool = False) -> Callable[[RouteCont
     def handle(ctx: RouteContext) -> dict[str, Any]:
         params = parse_list_params(ctx.query)
         is_deleted = bool_param(ctx.query, "is_deleted") if deleted_param else None
-        result = ctx.crud.list_with_params(params, is_deleted=bool(is_deleted), view=view)
+        result = ctx.crud.list_with_params(params, is_deleted=bool(is_deleted), view=view, scope=ctx.caller.scope())
         return result.to_dict()
 
     return handle
@@ -103,12 +112,13 @@ def _list_handler(view: str, deleted_param: bool = False) -> Callable[[RouteCont
 
 def handle_count(ctx: RouteContext) -> dict[str, Any]:
     is_deleted = bool_param(ctx.query, "is_deleted")
-    return {"count": ctx.crud.count(is_deleted=bool(is_deleted))}
+    return {"count": ctx.crud.count(is_deleted=bool(is_deleted), scope=ctx.caller.scope())}
 
 
 def handle_revision_list(ctx: RouteContext) -> dict[str, Any]:
     params = parse_list_params(ctx.query)
-    return ctx.crud.list_revisions(ctx.kwargs["resource_id"], params.page, params.page_size).to_dict()
+    revisions = ctx.crud.list_revisions(ctx.kwargs["resource_id"], params.page, params.page_size, caller=ctx.caller)
+    return revisions.to_dict()
 
 
 # -- plugins and their manager ----------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import IO, Any
 from django.urls import URLPattern, path
 
 from crudgen import backup
+from crudgen.access import AccessPolicy
 from crudgen.crud import SchemaMigration, SingleModelCRUD
 from crudgen.metadata import MetadataConfig
 from crudgen.naming import resource_name_for
@@ -42,6 +43,7 @@ class CRUDSystem:
         use_plural: bool = True,
         resource_name_style: ResourceNameStyle = ResourceNameStyle.SNAKE,
         plugin_manager: PluginManager | None = None,
+        access_policy: AccessPolicy | None = None,
     ) -> None:
         self.storage_factory = storage_factory or MemoryStorage
         self.metadata_config = metadata_config or MetadataConfig()
@@ -49,6 +51,7 @@ class CRUDSystem:
         self.use_plural = use_plural
         self.resource_name_style = ResourceNameStyle(resource_name_style)
         self.plugin_manager = plugin_manager
+        self.access_policy = access_policy
         self.cruds: dict[str, SingleModelCRUD] = {}
         self._names_by_model: dict[type, list[str]] = {}
 
@@ -60,8 +63,12 @@ class CRUDSystem:
         use_plural: bool | None = None,
         default_values: Mapping[str, Any] | None = None,
         migration: SchemaMigration | None = None,
+        access_policy: AccessPolicy | None = None,
     ) -> SingleModelCRUD:
-        """Register `model`; the plural option only shapes a name derived from the class, never a given one."""
+        """Register `model`; the plural option only shapes a name derived from the class, never a given one.
+
+        `access_policy` (else the system's, else open) decides who lists, reads and changes its resources.
+        """
         if resource_name is None:
             plural = self.use_plural if use_plural is None else use_plural
             resource_name = resource_name_for(model.__name__, self.resource_name_style, plural)
@@ -75,6 +82,7 @@ class CRUDSystem:
             metadata_config=self.metadata_config,
             default_values=default_values,
             migration=migration,
+            access_policy=access_policy or self.access_policy,
         )
         self.cruds[resource_name] = crud
         self._names_by_model.setdefault(model, []).append(resource_name)

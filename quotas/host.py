@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from django.core.exceptions import ImproperlyConfigured
@@ -35,6 +36,17 @@ class ItemLink:
     url: str
 
 
+@dataclass(frozen=True)
+class Handover:
+    """An item whose bill someone asked this person to take over; it waits for their answer."""
+
+    item_id: str
+    app_slug: str
+    title: str
+    requested_by: str
+    requested_at: datetime | None
+
+
 class QuotaHost(Protocol):
     def site_limits(self) -> UserLimits:
         """`resources.per_user` of the config in force."""
@@ -48,8 +60,12 @@ class QuotaHost(Protocol):
     def item_facts(self, item_id: str) -> ItemFacts | None:
         """App and owner (blank owner already replaced by the creator); None if there is no such item."""
 
-    def describe_items(self, item_ids: Sequence[str]) -> dict[str, ItemLink]:
-        """Titles and page links of the items that still exist, in one query."""
+    def describe_items(self, item_ids: Sequence[str], *, viewer: str) -> dict[str, ItemLink]:
+        """Titles of the items that still exist; a page link only where `viewer` may open the page
+        (the payer of someone else's item sees its title, not a link to a 404)."""
+
+    def pending_handovers(self, user_id: str) -> list[Handover]:
+        """Items waiting for `user_id` to accept paying for them, oldest request first."""
 
     def sandbox_close(self, item_id: str) -> int:
         """Truly shuts the item's sandbox down; returns how many sandboxes were closed."""

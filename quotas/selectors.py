@@ -58,6 +58,7 @@ class MyResources:
     disk_in_use: int
     disk_tracked: bool
     disk: list[DiskOfItem]
+    handovers: list[host.Handover]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +71,7 @@ class MyResources:
             "disk_in_use": self.disk_in_use,
             "disk_tracked": self.disk_tracked,
             "disk": [asdict(row) for row in self.disk],
+            "handovers": [asdict(row) for row in self.handovers],
         }
 
 
@@ -113,7 +115,8 @@ def my_resources(*, user_id: str) -> MyResources:
     limits = limits_for(user_id)
     live_rows = list(ledger.live_rows_of_owner(user_id).order_by("opened_at", "id"))
     disk_rows = list(WorkspaceDiskUsage.current.filter(owner=user_id).order_by("-bytes", "item_id")[:MY_DISK_ROWS])
-    links = host.installed().describe_items(sorted({row.item_id for row in [*live_rows, *disk_rows]}))
+    installed = host.installed()
+    links = installed.describe_items(sorted({row.item_id for row in [*live_rows, *disk_rows]}), viewer=user_id)
 
     def link(item_id: str, app_slug: str) -> host.ItemLink:
         return links.get(item_id) or host.ItemLink(item_id=item_id, app_slug=app_slug, title="(deleted item)", url="")
@@ -152,6 +155,7 @@ def my_resources(*, user_id: str) -> MyResources:
         disk_in_use=owner_disk_bytes(owner=user_id),
         disk_tracked=limits.disk is not None,
         disk=disk,
+        handovers=installed.pending_handovers(user_id),
     )
 
 

@@ -38,6 +38,14 @@ class MyDiskItemOutputSerializer(serializers.Serializer):
     measured_at = serializers.DateTimeField()
 
 
+class MyHandoverOutputSerializer(serializers.Serializer):
+    item_id = serializers.CharField()
+    app_slug = serializers.CharField()
+    title = serializers.CharField()
+    requested_by = serializers.CharField(help_text="Who asked you to pay for the item.")
+    requested_at = serializers.DateTimeField(allow_null=True)
+
+
 class MyResourcesOutputSerializer(serializers.Serializer):
     user_id = serializers.CharField()
     limits = QuotaLimitsOutputSerializer()
@@ -48,6 +56,10 @@ class MyResourcesOutputSerializer(serializers.Serializer):
     disk_in_use = serializers.IntegerField(help_text="Sum of the last measurements (approximate).")
     disk_tracked = serializers.BooleanField(help_text="Whether a per-user disk limit applies, so disk is measured.")
     disk = MyDiskItemOutputSerializer(many=True)
+    handovers = MyHandoverOutputSerializer(
+        many=True,
+        help_text="Items you are asked to pay for; answer at /me/resources/handovers/<item_id>/accept|decline.",
+    )
 
 
 class UserResourceOverrideOutputSerializer(serializers.Serializer):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from django.apps import AppConfig
 
 if TYPE_CHECKING:
-    from quotas.host import ItemFacts, ItemLink
+    from quotas.host import Handover, ItemFacts, ItemLink
     from quotas.limits import UserLimits
 
 logger = logging.getLogger("workspace.quotas")
@@ -45,20 +45,57 @@ class WorkspaceQuotaHost:
         row = Item.objects.filter(pk=int(item_id)).values_list("app_slug", "owner", "created_by").first()
         return None if row is None else ItemFacts(app_slug=row[0], owner=row[1] or row[2])
 
-    def describe_items(self, item_ids: Sequence[str]) -> dict[str, ItemLink]:
+    def describe_items(self, item_ids: Sequence[str], *, viewer: str) -> dict[str, ItemLink]:
         from django.urls import reverse
 
+        from collab.identity import standing_of
         from quotas.host import ItemLink
-        from workspace.models import Item
+        from workspace.models import InvestigationMember, Item
 
-        numbers = [int(item_id) for item_id in item_ids if item_id.isdigit()]
+        numbers = [int(item_id) for item_id in item_ids if item_id.isdigit() and len(item_id) < 19]
         if not numbers:
             return {}
-        rows = Item.objects.filter(pk__in=numbers).values_list("pk", "app_slug", "title")
+        rows = list(Item.objects.filter(pk__in=numbers).values_list("pk", "app_slug", "title", "created_by"))
+        others = [pk for pk, _slug, _title, creator in rows if creator != viewer]
+        # Items the viewer pays for but did not create: two lookups at most, and only then.
+        openable = {pk for pk, _slug, _title, creator in rows if creator == viewer}
+        if others and standing_of(viewer).is_staff:
+            openable.update(others)
+        elif others:
+            openable.update(
+                InvestigationMember.objects.filter(investigation_id__in=others, user_id=viewer).values_list(
+                    "investigation_id", flat=True
+                )
+            )
         return {
-            str(pk): ItemLink(item_id=str(pk), app_slug=slug, title=title, url=reverse("ws-item", args=[slug, pk]))
-            for pk, slug, title in rows
+            str(pk): ItemLink(
+                item_id=str(pk),
+                app_slug=slug,
+                title=title,
+                url=reverse("ws-item", args=[slug, pk]) if pk in openable else "",
+            )
+            for pk, slug, title, _creator in rows
         }
+
+    def pending_handovers(self, user_id: str) -> list[Handover]:
+        from quotas.host import Handover
+        from workspace.models import Item
+
+        rows = (
+            Item.objects.filter(pending_owner=user_id)
+            .exclude(pending_owner="")
+            .order_by("pending_owner_requested_at", "pk")
+        )
+        return [
+            Handover(
+                item_id=str(row.pk),
+                app_slug=row.app_slug,
+                title=row.title,
+                requested_by=row.pending_owner_requested_by,
+                requested_at=row.pending_owner_requested_at,
+            )
+            for row in rows[:100]
+        ]
 
     def sandbox_close(self, item_id: str) -> int:
         from workspace.models import Item

@@ -16,6 +16,11 @@ _INVESTIGATION = "investigations/<int:investigation_id>"
 
 
 urlpatterns = [
+    path("me/resources/handovers/<int:item_id>/accept", views.HandoverAnswerApi.as_view(), name="me-handover-accept"),
+    path(
+        "me/resources/handovers/<int:item_id>/decline", views.HandoverDeclineApi.as_view(), name="me-handover-decline"
+    ),
+    path("my-resources/handovers/<int:item_id>/<str:answer>", pages.handover_answer_page, name="my-handover-answer"),
     path("a", html_or_api(page=pages.apps_page, api=views.WorkspaceAppListApi), name="ws-apps"),
     path("a/<slug:slug>/items", html_or_api(page=pages.items_page, api=views.ItemListCreateApi), name="ws-items"),
     path(_ITEM, html_or_api(page=pages.item_page, api=views.ItemApi), name="ws-item"),

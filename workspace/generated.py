@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from collab.identity import current_user_id
 from crudgen import CRUDSystem, DjangoStorage, MetadataConfig, ResourceNameStyle
+from workspace.workflows.access import WorkflowAccess
 
 
 @dataclass
@@ -26,6 +27,7 @@ system = CRUDSystem(
     use_plural=False,
     resource_name_style=ResourceNameStyle.DASH,
 )
-workflows = system.register_model(Workflow)
+# Private to their creator and staff; `item_id` must name an item the caller may use.
+workflows = system.register_model(Workflow, access_policy=WorkflowAccess())
 
 urlpatterns = system.create_router(prefix="")

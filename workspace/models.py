@@ -17,12 +17,23 @@ class Item(TrackedModel):
     app_slug = models.CharField(max_length=64)
     title = models.CharField(max_length=200)
     owner = models.CharField(max_length=150, blank=True, default="")
+    # A handover of the bill waiting for its addressee (DESIGN.md §5 "Nobody is billed without
+    # consent"): `owner` changes only when `pending_owner` accepts on their My resources page.
+    pending_owner = models.CharField(max_length=150, blank=True, default="")
+    pending_owner_requested_by = models.CharField(max_length=150, blank=True, default="")
+    pending_owner_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [
             # An app's items of one creator, newest first: the list page.
             models.Index(fields=["app_slug", "created_by", "-id"], name="item_app_creator_idx"),
             models.Index(fields=["owner"], name="item_owner_idx"),
+            # The handovers waiting for one person (their My resources page); most items have none.
+            models.Index(
+                fields=["pending_owner"],
+                name="item_pending_owner_idx",
+                condition=~models.Q(pending_owner=""),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -7,7 +7,7 @@ from functools import wraps
 from typing import Any
 
 from django.contrib import messages
-from django.http import FileResponse, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.html import format_html
@@ -19,6 +19,7 @@ from quotas.sizes import format_size
 from workspace import selectors, services
 from workspace.access import app_or_404, item_for_viewer
 from workspace.filestore import open_read, read_file, workspace_prepared
+from workspace.models import Item
 
 EDITABLE_BYTES = 512 * 1024
 
@@ -60,6 +61,12 @@ def apps_page(request: HttpRequest) -> HttpResponse:
     return render(request, "workspace/apps.html", {"apps": selectors.apps()})
 
 
+def _handover_note(item: Item) -> str:
+    if not item.pending_owner:
+        return ""
+    return f" {item.pending_owner} pays for it once they accept on their My resources page; you pay until then."
+
+
 @identity_required
 def items_page(request: HttpRequest, slug: str) -> HttpResponse:
     app = app_or_404(slug)
@@ -71,12 +78,16 @@ def items_page(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             try:
                 item = services.item_create(
-                    app=app, title=title[:200], owner=request.POST.get("owner", ""), user_id=identity.user_id
+                    app=app,
+                    title=title[:200],
+                    owner=request.POST.get("owner", ""),
+                    user_id=identity.user_id,
+                    is_staff=identity.is_staff,
                 )
             except ApiError as exc:
                 messages.error(request, str(exc.detail))
             else:
-                messages.success(request, f"Created {item.title}.")
+                messages.success(request, f"Created {item.title}.{_handover_note(item)}")
                 return HttpResponseRedirect(_item_url(slug, item.pk))
     items = selectors.items_of_app(app_slug=slug, user_id=identity.user_id, is_staff=identity.is_staff)
     return render(request, "workspace/items.html", {"app": app, "items": items})
@@ -94,7 +105,7 @@ def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
             title=request.POST.get("title") or None,
             owner=request.POST.get("owner"),
         )
-        messages.success(request, "Saved.")
+        messages.success(request, f"Saved.{_handover_note(item)}")
         return HttpResponseRedirect(_item_url(slug, item_id))
     detail = selectors.item_detail(item)
     context = {
@@ -202,3 +213,21 @@ def sandbox_close_page(request: HttpRequest, slug: str, item_id: int) -> HttpRes
     closed = services.item_sandbox_close(item=item)
     messages.success(request, "The sandbox is shut down." if closed else "There was no live sandbox.")
     return HttpResponseRedirect(_item_url(slug, item_id))
+
+
+@identity_required
+@require_POST
+def handover_answer_page(request: HttpRequest, item_id: int, answer: str) -> HttpResponse:
+    """Accept or decline paying for an item, from the My resources page."""
+    if answer not in {"accept", "decline"}:
+        raise Http404("No such answer.")
+    try:
+        item = services.item_handover_answer(
+            item_id=item_id, user_id=request.identity.user_id, accept=answer == "accept"
+        )
+    except ApiError as exc:
+        messages.error(request, str(exc.detail))
+    else:
+        done = "You pay for" if answer == "accept" else "You declined paying for"
+        messages.success(request, f"{done} {item.title}.")
+    return HttpResponseRedirect(reverse("my-resources"))

@@ -82,6 +82,7 @@ def item_as_dict(item: Item, *, detail: ItemDetail | None = None) -> dict[str, A
         "app": item.app_slug,
         "title": item.title,
         "owner": item.debtor,
+        "pending_owner": item.pending_owner or None,
         "created_by": item.created_by,
         "updated_by": item.updated_by,
         "created_at": item.created_at,

@@ -58,10 +58,19 @@ class ItemOutputSerializer(serializers.Serializer):
     app = serializers.CharField()
     title = serializers.CharField()
     owner = serializers.CharField(help_text="The quota debtor; permissions follow created_by.")
+    pending_owner = serializers.CharField(
+        allow_null=True, help_text="Asked to pay for the item; `owner` becomes them once they accept."
+    )
     created_by = serializers.CharField()
     updated_by = serializers.CharField()
     created_at = serializers.DateTimeField()
     updated_at = serializers.DateTimeField()
+
+
+class HandoverAnswerOutputSerializer(serializers.Serializer):
+    item_id = serializers.IntegerField()
+    owner = serializers.CharField(help_text="Who pays for the item now.")
+    accepted = serializers.BooleanField()
 
 
 class ItemDetailOutputSerializer(ItemOutputSerializer):

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import transaction
 
+from collab import clock
 from collab.errors import ApiError
 from collab.identity import unknown_user_ids
 from quotas import ledger
@@ -26,11 +27,33 @@ def _check_owner(owner: str) -> str:
     return owner
 
 
+def _bill_to(item: Item, *, owner: str, user_id: str, is_staff: bool) -> list[str]:
+    """Who pays for `item` (DESIGN.md §5: nobody is billed without consent); returns the changed fields.
+
+    Staff assign directly, and anyone may name themselves. Naming someone else only asks them:
+    the item waits in `pending_owner` until they accept on their My resources page, and the
+    current payer pays meanwhile. A blank owner is the creator.
+    """
+    wanted = _check_owner(owner) or item.created_by
+    before = (item.owner, item.pending_owner, item.pending_owner_requested_by)
+    if is_staff or wanted == user_id or wanted == item.debtor:
+        item.owner = wanted
+        item.pending_owner = item.pending_owner_requested_by = ""
+        item.pending_owner_requested_at = None
+    else:
+        item.pending_owner, item.pending_owner_requested_by = wanted, user_id
+        item.pending_owner_requested_at = clock.now()
+    if (item.owner, item.pending_owner, item.pending_owner_requested_by) == before:
+        return []
+    return ["owner", "pending_owner", "pending_owner_requested_by", "pending_owner_requested_at"]
+
+
 @transaction.atomic
-def item_create(*, app: AppDescriptor, title: str, owner: str = "", user_id: str) -> Item:
-    """A new item of `app`; its owner (the quota debtor) defaults to the creator."""
-    item = Item(app_slug=app.slug, title=title.strip(), owner=_check_owner(owner) or user_id)
+def item_create(*, app: AppDescriptor, title: str, owner: str = "", user_id: str, is_staff: bool = False) -> Item:
+    """A new item of `app`; the creator pays unless staff name someone else or that person accepts."""
+    item = Item(app_slug=app.slug, title=title.strip(), owner=user_id)
     item.stamp_created(user_id)
+    _bill_to(item, owner=owner, user_id=user_id, is_staff=is_staff)
     item.save()
     # After commit: making and mounting a workspace image must not hold the database's write lock.
     transaction.on_commit(lambda: filestore.workspace_prepared(item.pk, item.app_slug))
@@ -41,21 +64,49 @@ def item_create(*, app: AppDescriptor, title: str, owner: str = "", user_id: str
 def item_update(
     *, item: Item, user_id: str, is_staff: bool, title: str | None = None, owner: str | None = None
 ) -> Item:
-    """Owner locking (DESIGN.md §8): only the creator or staff may change who pays for an item."""
-    fields = []
-    if owner is not None and owner.strip() != item.owner:
+    """Owner locking (DESIGN.md §8): only the creator or staff may change who pays for an item,
+    and handing the bill to someone else waits for their consent (`_bill_to`)."""
+    fields: list[str] = []
+    if owner is not None and (owner.strip() != item.owner or item.pending_owner):
         if not (is_staff or item.created_by == user_id):
             raise ApiError(
                 status_code=403, error="owner_locked", detail="Only the item's creator or staff may change its owner."
             )
-        item.owner = _check_owner(owner) or item.created_by
-        fields.append("owner")
+        fields += _bill_to(item, owner=owner, user_id=user_id, is_staff=is_staff)
     if title is not None and title.strip() != item.title:
         item.title = title.strip()
         fields.append("title")
     if fields:
         item.stamp_updated(user_id)
         item.save(update_fields=[*fields, "updated_by", "updated_at"])
+    return item
+
+
+@transaction.atomic
+def item_handover_answer(*, item_id: int, user_id: str, accept: bool) -> Item:
+    """The addressee of a handover accepts (they pay from now on) or declines (nothing changes
+    but the request, which goes). Anyone else, or no waiting handover, is 404."""
+    in_range = 0 < item_id < 2**63
+    item = (
+        Item.objects.select_for_update().filter(pk=item_id, pending_owner=user_id).first()
+        if user_id and in_range
+        else None
+    )
+    if item is None:
+        raise ApiError(
+            status_code=404, error="no_handover", detail=f"No handover of item {item_id} is waiting for you."
+        )
+    if accept:
+        item.owner = user_id
+    item.pending_owner = item.pending_owner_requested_by = ""
+    item.pending_owner_requested_at = None
+    item.stamp_updated(user_id)
+    item.save(
+        update_fields=[
+            "owner", "pending_owner", "pending_owner_requested_by", "pending_owner_requested_at",
+            "updated_by", "updated_at",
+        ]
+    )  # fmt: skip
     return item
 
 

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from collab.api import ServiceApiView
 from collab.errors import ApiError
 from collab.serializers import ErrorOutputSerializer
 from workspace import selectors, services
@@ -31,6 +32,7 @@ from workspace.serializers import (
     FileEntryOutputSerializer,
     FileMoveInputSerializer,
     FolderCreateInputSerializer,
+    HandoverAnswerOutputSerializer,
     ItemCreateInputSerializer,
     ItemDetailOutputSerializer,
     ItemListOutputSerializer,
@@ -83,7 +85,9 @@ class ItemListCreateApi(APIView):
         app = app_or_404(slug)
         body = ItemCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        item = services.item_create(app=app, user_id=request.user.id, **body.validated_data)
+        item = services.item_create(
+            app=app, user_id=request.user.id, is_staff=request.user.is_staff, **body.validated_data
+        )
         return Response(_detail(item), status=201)
 
 
@@ -284,3 +288,18 @@ class ItemFileBatchApi(APIView):
         body.is_valid(raise_exception=True)
         report = services.files_batch(item=item, operations=body.validated_data["operations"])
         return Response({"changes": [change.__dict__ for change in report.changes], "delta": report.delta})
+
+
+class HandoverAnswerApi(ServiceApiView):
+    """The addressee's answer to a request to pay for an item (DESIGN.md §5)."""
+
+    accept = True
+
+    @extend_schema(request=None, responses={200: HandoverAnswerOutputSerializer, 404: ErrorOutputSerializer})
+    def post(self, request: Request, item_id: int) -> Response:
+        item = services.item_handover_answer(item_id=item_id, user_id=request.user.id, accept=self.accept)
+        return Response({"item_id": item.pk, "owner": item.debtor, "accepted": self.accept})
+
+
+class HandoverDeclineApi(HandoverAnswerApi):
+    accept = False

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from crudgen.access import ListScope
 from crudgen.metadata import ResourceMeta, Revision
 from crudgen.types import ListQueryParams, SortOrder
 
@@ -59,11 +60,13 @@ class Storage(ABC):
     def locked(self, resource_id: str) -> AbstractContextManager[WriteSession | None]: ...
 
     @abstractmethod
-    def select(self, params: ListQueryParams, is_deleted: bool | None) -> tuple[list[Stored], int]:
-        """One page of resources matching the params, and the total count of matches."""
+    def select(
+        self, params: ListQueryParams, is_deleted: bool | None, scope: ListScope | None = None
+    ) -> tuple[list[Stored], int]:
+        """One page of resources matching the params within the access scope, and the total count of matches."""
 
     @abstractmethod
-    def count(self, is_deleted: bool | None = False) -> int: ...
+    def count(self, is_deleted: bool | None = False, scope: ListScope | None = None) -> int: ...
 
     @abstractmethod
     def revisions(self, resource_id: str, offset: int, limit: int) -> tuple[list[Revision], int]:
@@ -92,15 +95,22 @@ def _in_range(value: datetime, bounds: tuple[datetime | None, datetime | None] |
     return (start is None or value >= start) and (end is None or value <= end)
 
 
+def in_scope(candidates: Iterable[Stored], is_deleted: bool | None, scope: ListScope | None) -> list[Stored]:
+    return [
+        item
+        for item in candidates
+        if (is_deleted is None or item.meta.is_deleted == is_deleted) and (scope is None or scope.admits(item.meta))
+    ]
+
+
 def filter_sort_page(
-    candidates: Iterable[Stored], params: ListQueryParams, is_deleted: bool | None
+    candidates: Iterable[Stored], params: ListQueryParams, is_deleted: bool | None, scope: ListScope | None = None
 ) -> tuple[list[Stored], int]:
     """The same semantics DjangoStorage runs in SQL, for backends without a query engine."""
     matches = [
         item
-        for item in candidates
-        if (is_deleted is None or item.meta.is_deleted == is_deleted)
-        and (not params.created_by_filter or item.meta.created_by in params.created_by_filter)
+        for item in in_scope(candidates, is_deleted, scope)
+        if (not params.created_by_filter or item.meta.created_by in params.created_by_filter)
         and (not params.updated_by_filter or item.meta.updated_by in params.updated_by_filter)
         and _in_range(item.meta.created_time, params.created_time_range)
         and _in_range(item.meta.updated_time, params.updated_time_range)
@@ -115,3 +125,18 @@ def filter_sort_page(
 
     matches.sort(key=key, reverse=reverse)
     return matches[params.offset : params.offset + params.page_size], len(matches)
+
+
+class ScannedStorage(Storage):
+    """A backend without a query engine: lists and counts filter every resource in Python."""
+
+    @abstractmethod
+    def _all(self) -> list[Stored]: ...
+
+    def select(
+        self, params: ListQueryParams, is_deleted: bool | None, scope: ListScope | None = None
+    ) -> tuple[list[Stored], int]:
+        return filter_sort_page(self._all(), params, is_deleted, scope)
+
+    def count(self, is_deleted: bool | None = False, scope: ListScope | None = None) -> int:
+        return len(in_scope(self._all(), is_deleted, scope))

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.db.models import BooleanField, Count, F, OrderBy, Q, QuerySet, Sum, Value
 
+from crudgen.access import ListScope
 from crudgen.errors import DuplicateResource
 from crudgen.metadata import ResourceMeta, Revision
 from crudgen.models import NamespaceTally, StoredResource, StoredRevision
@@ -192,10 +193,20 @@ class DjangoStorage(Storage):
             row = self._resources().select_for_update().filter(resource_id=resource_id).first()
             yield _RowSession(row, _stored(row)) if row else None
 
-    def _filtered(self, params: ListQueryParams, is_deleted: bool | None) -> QuerySet[StoredResource]:
+    def _scoped(self, is_deleted: bool | None, scope: ListScope | None) -> QuerySet[StoredResource]:
         rows = self._resources()
         if is_deleted is not None:
             rows = rows.filter(is_deleted=_flag(is_deleted))
+        if scope is not None and scope.created_by is not None:
+            # One creator (the usual scope) is an equality, so the page is a walk of the scope index.
+            creators = sorted(scope.created_by)
+            rows = rows.filter(created_by=creators[0]) if len(creators) == 1 else rows.filter(created_by__in=creators)
+        return rows
+
+    def _filtered(
+        self, params: ListQueryParams, is_deleted: bool | None, scope: ListScope | None
+    ) -> QuerySet[StoredResource]:
+        rows = self._scoped(is_deleted, scope)
         if params.created_by_filter:
             rows = rows.filter(created_by__in=params.created_by_filter)
         if params.updated_by_filter:
@@ -243,9 +254,12 @@ class DjangoStorage(Storage):
             )
             NamespaceTally.objects.using(self.using).create(namespace=self.namespace, slot=0, **counts)
 
-    def select(self, params: ListQueryParams, is_deleted: bool | None) -> tuple[list[Stored], int]:
-        rows = self._filtered(params, is_deleted)
-        filtered = params.created_by_filter or params.updated_by_filter
+    def select(
+        self, params: ListQueryParams, is_deleted: bool | None, scope: ListScope | None = None
+    ) -> tuple[list[Stored], int]:
+        rows = self._filtered(params, is_deleted, scope)
+        scoped = scope is not None and not scope.is_everything
+        filtered = scoped or params.created_by_filter or params.updated_by_filter
         ranged = params.created_time_range or params.updated_time_range
         total = rows.count() if filtered or ranged else self._tallied_total(is_deleted)
         if total <= params.offset:
@@ -253,8 +267,11 @@ class DjangoStorage(Storage):
         page = rows.order_by(*self._ordering(params))[params.offset : params.offset + params.page_size]
         return [_stored(row) for row in page], total
 
-    def count(self, is_deleted: bool | None = False) -> int:
-        return self._tallied_total(is_deleted)
+    def count(self, is_deleted: bool | None = False, scope: ListScope | None = None) -> int:
+        if scope is None or scope.is_everything:
+            return self._tallied_total(is_deleted)
+        # One caller's part: an index range count on (namespace, is_deleted, created_by).
+        return self._scoped(is_deleted, scope).count()
 
     def revisions(self, resource_id: str, offset: int, limit: int) -> tuple[list[Revision], int]:
         rows = StoredRevision.objects.using(self.using).filter(

@@ -16,8 +16,7 @@ from urllib.parse import quote
 from crudgen.errors import DuplicateResource
 from crudgen.metadata import ResourceMeta, Revision
 from crudgen.serializers import Serializer, get_serializer
-from crudgen.storage.base import Storage, Stored, filter_sort_page
-from crudgen.types import ListQueryParams
+from crudgen.storage.base import ScannedStorage, Stored
 
 
 @dataclass
@@ -36,7 +35,7 @@ class _DiskSession:
         self.storage._write_resource(meta, data)
 
 
-class DiskStorage(Storage):
+class DiskStorage(ScannedStorage):
     """Lists and counts read every resource file; use DjangoStorage where collections grow large."""
 
     def __init__(self, root: str | os.PathLike[str], serializer: str | Serializer = "json") -> None:
@@ -122,12 +121,6 @@ class DiskStorage(Storage):
 
     def _all(self) -> list[Stored]:
         return [self._read_stored(path) for path in self._resources_dir.glob(f"*.{self.serializer.extension}")]
-
-    def select(self, params: ListQueryParams, is_deleted: bool | None) -> tuple[list[Stored], int]:
-        return filter_sort_page(self._all(), params, is_deleted)
-
-    def count(self, is_deleted: bool | None = False) -> int:
-        return sum(1 for item in self._all() if is_deleted is None or item.meta.is_deleted == is_deleted)
 
     def _history(self, resource_id: str) -> list[Revision]:
         directory = self._revision_dir(resource_id)

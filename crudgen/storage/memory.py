@@ -11,8 +11,7 @@ from typing import Any
 from crudgen.errors import DuplicateResource
 from crudgen.metadata import ResourceMeta, Revision
 from crudgen.serializers import Serializer, get_serializer
-from crudgen.storage.base import Storage, Stored, filter_sort_page
-from crudgen.types import ListQueryParams
+from crudgen.storage.base import ScannedStorage, Stored
 
 
 @dataclass
@@ -27,7 +26,7 @@ class _MemorySession:
         self.storage._write(meta, data, new_revision)
 
 
-class MemoryStorage(Storage):
+class MemoryStorage(ScannedStorage):
     def __init__(self, namespace: str | None = None, serializer: str | Serializer = "pickle") -> None:
         self.namespace = namespace
         self.serializer = get_serializer(serializer)
@@ -73,12 +72,6 @@ class MemoryStorage(Storage):
         with self._lock:
             raws = list(self._resources.values())
         return [self._decode_stored(raw) for raw in raws]
-
-    def select(self, params: ListQueryParams, is_deleted: bool | None) -> tuple[list[Stored], int]:
-        return filter_sort_page(self._all(), params, is_deleted)
-
-    def count(self, is_deleted: bool | None = False) -> int:
-        return sum(1 for item in self._all() if is_deleted is None or item.meta.is_deleted == is_deleted)
 
     def _history(self, resource_id: str) -> list[Revision]:
         with self._lock:

@@ -10,6 +10,7 @@ from quotas import ledger
 from quotas.models import SandboxActivity
 from tests.quotas.conftest import GIB, MIB
 from tests.workspace.conftest import item_url
+from workspace.models import Item
 from workspace.sandboxes import admission
 
 pytestmark = pytest.mark.django_db
@@ -203,4 +204,20 @@ def test_only_the_creator_or_staff_can_move_the_debt(per_user, alice_api, bob_ap
     assert bob_api.patch(item_url(item), {"owner": "carol"}, format="json").status_code == 404
     item.refresh_from_db()
     assert item.debtor == "alice"
-    assert alice_api.patch(item_url(item), {"owner": "bob"}, format="json").json()["owner"] == "bob"
+    # alice may only ask bob; he pays once he accepts
+    assert alice_api.patch(item_url(item), {"owner": "bob"}, format="json").json()["pending_owner"] == "bob"
+    assert bob_api.post(f"/me/resources/handovers/{item.pk}/accept").json()["owner"] == "bob"
+
+
+def test_commands_in_an_item_waiting_for_consent_count_against_the_creator_only(per_user, bob_api, api_client_for):
+    # Given carol may run one sandbox, and bob's item names her as owner
+    per_user(count=1)
+    body = bob_api.post("/a/notebook/items", {"title": "Mine", "owner": "carol"}, format="json").json()
+    # When bob runs a command in it
+    bob_api.post(item_url(Item.objects.get(pk=body["id"]), "/exec"), {"command": "true"}, format="json")
+    # Then the sandbox is billed to bob, and carol's own item still opens a sandbox
+    assert list(SandboxActivity.objects.values_list("owner", flat=True)) == ["bob"]
+    carol = api_client_for("carol")
+    own = carol.post("/a/notebook/items", {"title": "Hers"}, format="json").json()
+    answer = carol.post(item_url(Item.objects.get(pk=own["id"]), "/exec"), {"command": "true"}, format="json")
+    assert answer.status_code == 200

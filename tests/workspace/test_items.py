@@ -20,9 +20,9 @@ def test_creating_an_item_records_the_creator_and_defaults_the_owner_to_them(ali
     assert body["sandbox"] is None
 
 
-def test_creating_an_item_with_another_owner_keeps_the_creator(alice_api):
+def test_creating_an_item_for_another_owner_asks_them_and_keeps_the_creator_paying(alice_api):
     body = alice_api.post("/a/notebook/items", {"title": "For bob", "owner": "bob"}, format="json").json()
-    assert (body["owner"], body["created_by"]) == ("bob", "alice")
+    assert (body["owner"], body["pending_owner"], body["created_by"]) == ("alice", "bob", "alice")
 
 
 def test_creating_an_item_without_a_title_is_400_and_stores_nothing(alice_api):
@@ -91,11 +91,11 @@ def test_bad_list_limit_is_400(alice_api):
     assert alice_api.get("/a/notebook/items?limit=0").status_code == 400
 
 
-def test_the_creator_may_change_the_owner(alice_api, make_item):
+def test_the_creator_may_ask_someone_else_to_pay(alice_api, make_item):
     item = make_item()
     response = alice_api.patch(item_url(item), {"owner": "bob"}, format="json")
     assert response.status_code == 200
-    assert response.json()["owner"] == "bob"
+    assert (response.json()["owner"], response.json()["pending_owner"]) == ("alice", "bob")
 
 
 def test_staff_may_change_the_owner(api_client_for, make_item, settings):

@@ -39,16 +39,22 @@ def test_defaults_fill_optional_workflow_fields(alice_api: APIClient) -> None:
     }
 
 
-def test_editing_keeps_revisions_and_switching_back_rolls_back(alice_api: APIClient, bob_api: APIClient) -> None:
-    created = alice_api.post("/api/v1/workflow", BODY, format="json").json()
+def test_editing_keeps_revisions_and_switching_back_rolls_back(
+    settings, alice_api: APIClient, bob_api: APIClient
+) -> None:
+    # Given bob's workflow, edited by alice (staff)
+    settings.WORKSPACE_MOCK_STAFF = ["alice"]
+    created = bob_api.post("/api/v1/workflow", BODY, format="json").json()
     rid = created["resource_id"]
-    edit = bob_api.patch(
+    edit = alice_api.patch(
         f"/api/v1/workflow/{rid}", [{"op": "add", "path": "/steps/-", "value": "deploy"}], format="json"
     )
-    assert edit.json()["updated_by"] == "bob"
-    alice_api.post(f"/api/v1/workflow/{rid}/switch/{created['current_revision_id']}")
-    assert alice_api.get(f"/api/v1/workflow/{rid}/data").json()["steps"] == ["make test"]
-    assert alice_api.get(f"/api/v1/workflow/{rid}/revision-list").json()["total"] == 2
+    assert edit.json()["updated_by"] == "alice"
+    # When bob switches back to his first revision
+    bob_api.post(f"/api/v1/workflow/{rid}/switch/{created['current_revision_id']}")
+    # Then his steps are current again and both revisions are kept
+    assert bob_api.get(f"/api/v1/workflow/{rid}/data").json()["steps"] == ["make test"]
+    assert bob_api.get(f"/api/v1/workflow/{rid}/revision-list").json()["total"] == 2
 
 
 def test_a_workflow_without_steps_is_refused(alice_api: APIClient) -> None:

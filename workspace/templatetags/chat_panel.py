@@ -15,11 +15,12 @@ register = template.Library()
 PANEL_MESSAGES = 100
 
 
-@register.inclusion_tag("workspace/chat_panel.html")
-def chat_panel(app: AppDescriptor, item: Item) -> dict[str, Any]:
+@register.inclusion_tag("workspace/chat_panel.html", takes_context=True)
+def chat_panel(context: template.Context, app: AppDescriptor, item: Item) -> dict[str, Any]:
+    identity = context["request"].identity
     return {
         "app": app,
         "item": item,
         "conversation": messages_of_item(item.pk, limit=PANEL_MESSAGES),
-        "workflows": recent_definitions(),
+        "workflows": recent_definitions(user_id=identity.user_id or "", is_staff=identity.is_staff),
     }

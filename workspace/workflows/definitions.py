@@ -6,8 +6,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from collab.errors import ApiError
-from crudgen import ListQueryParams, NotFoundError, ResourceDeletedError, SortOrder
+from crudgen import ListQueryParams, ListScope, NotFoundError, SortOrder
+from crudgen.storage.base import Stored
 from workspace.generated import workflows
+from workspace.workflows.access import may_see_workflow
 
 _PAGE = 500
 
@@ -22,6 +24,7 @@ class WorkflowDefinition:
     item_id: str | None
     every_seconds: int | None
     enabled: bool
+    created_by: str
 
     @property
     def scheduled_item_id(self) -> int | None:
@@ -36,10 +39,12 @@ class WorkflowDefinition:
         )
 
 
-def _definition(resource_id: str, revision_id: str, data: dict) -> WorkflowDefinition:
+def _definition(stored: Stored) -> WorkflowDefinition:
+    data = stored.data
     return WorkflowDefinition(
-        id=resource_id,
-        revision_id=revision_id,
+        id=stored.meta.resource_id,
+        revision_id=stored.meta.current_revision_id,
+        created_by=stored.meta.created_by or "",
         name=str(data.get("name", "")),
         steps=tuple(str(step) for step in data.get("steps") or ()),
         description=str(data.get("description") or ""),
@@ -49,21 +54,29 @@ def _definition(resource_id: str, revision_id: str, data: dict) -> WorkflowDefin
     )
 
 
-def workflow_definition(workflow_id: str) -> WorkflowDefinition:
-    """The current revision; an unknown id is 404, a deleted workflow 410 with a clear reason."""
+def _not_found(workflow_id: str) -> ApiError:
+    return ApiError(status_code=404, error="workflow_not_found", detail=f"There is no workflow {workflow_id}.")
+
+
+def workflow_definition(workflow_id: str, *, user_id: str | None = None, is_staff: bool = False) -> WorkflowDefinition:
+    """The current revision; an unknown id is 404, a deleted workflow 410 with a clear reason.
+
+    With `user_id` (a person asking), someone else's workflow is the same 404 as a missing one,
+    deleted or not; without it (the scheduler) every workflow is found.
+    """
     try:
-        stored = workflows.read_live(workflow_id)
+        stored = workflows.read(workflow_id)
     except NotFoundError as exc:
-        raise ApiError(
-            status_code=404, error="workflow_not_found", detail=f"There is no workflow {workflow_id}."
-        ) from exc
-    except ResourceDeletedError as exc:
+        raise _not_found(workflow_id) from exc
+    if user_id is not None and not may_see_workflow(stored.meta.created_by, user_id=user_id, is_staff=is_staff):
+        raise _not_found(workflow_id)
+    if stored.meta.is_deleted:
         raise ApiError(
             status_code=410,
             error="workflow_deleted",
             detail=f"Workflow {workflow_id} was deleted, so it cannot run; restore it first.",
-        ) from exc
-    return _definition(stored.meta.resource_id, stored.meta.current_revision_id, stored.data)
+        )
+    return _definition(stored)
 
 
 def live_definitions() -> Iterator[WorkflowDefinition]:
@@ -74,12 +87,14 @@ def live_definitions() -> Iterator[WorkflowDefinition]:
             ListQueryParams(page=page, page_size=_PAGE, sort_by="created_time", sort_order=SortOrder.ASC)
         )
         for row in stored:
-            yield _definition(row.meta.resource_id, row.meta.current_revision_id, row.data)
+            yield _definition(row)
         if page * _PAGE >= total or not stored:
             return
         page += 1
 
 
-def recent_definitions(*, limit: int = 20) -> list[WorkflowDefinition]:
-    stored, _total = workflows.list_stored(ListQueryParams(page=1, page_size=limit))
-    return [_definition(row.meta.resource_id, row.meta.current_revision_id, row.data) for row in stored]
+def recent_definitions(*, user_id: str, is_staff: bool, limit: int = 20) -> list[WorkflowDefinition]:
+    """The newest workflows the viewer may see (their own; staff see all), in one indexed query."""
+    scope = ListScope.everything() if is_staff else ListScope.created_by_one_of([user_id])
+    stored, _total = workflows.list_stored(ListQueryParams(page=1, page_size=limit), scope=scope)
+    return [_definition(row) for row in stored]

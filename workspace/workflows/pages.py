@@ -19,7 +19,7 @@ def workflow_page(request: HttpRequest, slug: str, item_id: int, workflow_id: st
     identity = request.identity
     app, item = item_for_viewer(slug, item_id, user_id=identity.user_id, is_staff=identity.is_staff)
     try:
-        definition = workflow_definition(workflow_id)
+        definition = workflow_definition(workflow_id, user_id=identity.user_id, is_staff=identity.is_staff)
     except ApiError as exc:
         if exc.status_code == 404:
             raise Http404(str(exc.detail)) from exc

@@ -8,6 +8,8 @@ from django.db import transaction
 
 from collab import clock
 from collab.errors import ApiError
+from collab.identity import standing_of
+from workspace.access import can_view
 from workspace.config import AppDescriptor, get_config
 from workspace.models import Item, WorkflowRun
 from workspace.sandboxes import lifecycle
@@ -103,14 +105,34 @@ def _execute(run: WorkflowRun, *, item: Item, app: AppDescriptor, steps: list[st
     return run
 
 
-def workflow_run(*, item: Item, app: AppDescriptor, workflow_id: str, user_id: str) -> WorkflowRun:
-    """A manual run of the workflow's current revision on `item`.
+def creator_may_use(definition: WorkflowDefinition, item: Item) -> bool:
+    """A run acts for the workflow's creator: they must still be a user and still see the item."""
+    standing = standing_of(definition.created_by)
+    return standing.active and can_view(item, user_id=definition.created_by, is_staff=standing.is_staff)
 
-    Refused before anything is recorded: unknown workflow (404), deleted (410), no or bad steps
-    (400), and the gate (507 over quota, 503 backend down), so a refused run leaves no record.
-    Not one transaction: steps run for seconds; the run row shows `running` meanwhile.
+
+def _creator_checked(definition: WorkflowDefinition, item: Item) -> None:
+    if not creator_may_use(definition, item):
+        raise ApiError(
+            status_code=403,
+            error="workflow_creator_lacks_access",
+            detail=(
+                f"Workflow {definition.name!r} acts for {definition.created_by or 'nobody'}, "
+                f"who may not use item {item.pk}."
+            ),
+        )
+
+
+def workflow_run(*, item: Item, app: AppDescriptor, workflow_id: str, user_id: str, is_staff: bool) -> WorkflowRun:
+    """A manual run of the workflow's current revision on `item`, acting for the workflow's creator.
+
+    Refused before anything is recorded: a workflow the caller may not see or that does not exist
+    (404), deleted (410), a creator who may not use the item (403), no or bad steps (400), and the
+    gate (507 over quota, 503 backend down), so a refused run leaves no record. The run records
+    who pressed run. Not one transaction: steps run for seconds; the row shows `running` meanwhile.
     """
-    definition = workflow_definition(workflow_id)
+    definition = workflow_definition(workflow_id, user_id=user_id, is_staff=is_staff)
+    _creator_checked(definition, item)
     steps = _checked_steps(definition)
     workflow_run_gate(item=item, app=app)
     run = _run_record(
@@ -136,7 +158,9 @@ def _app_of(item: Item) -> AppDescriptor:
 def scheduled_run(*, workflow_id: str, item_id: int) -> WorkflowRun:
     """A headless run started by the scheduler; what stops it from starting becomes a `not_run` record.
 
-    The run acts for the item's creator (DESIGN.md §3: work off the request path gets its user).
+    The run acts for the workflow's creator (DESIGN.md §3: work off the request path gets its
+    user), whose access to the item is checked again now: a creator who lost it gets a `not_run`
+    record saying so, and nothing runs.
     """
     item = Item.objects.filter(pk=item_id).first()
     definition: WorkflowDefinition | None = None
@@ -144,6 +168,7 @@ def scheduled_run(*, workflow_id: str, item_id: int) -> WorkflowRun:
         definition = workflow_definition(workflow_id)
         if item is None:
             raise ApiError(status_code=404, error="item_not_found", detail=f"item {item_id} does not exist.")
+        _creator_checked(definition, item)
         steps = _checked_steps(definition)
         app = _app_of(item)
         workflow_run_gate(item=item, app=app)
@@ -151,10 +176,10 @@ def scheduled_run(*, workflow_id: str, item_id: int) -> WorkflowRun:
         logger.info("scheduled workflow %s on item %s not run: %s", workflow_id, item_id, exc.detail)
         return _run_record(
             definition=definition, workflow_id=workflow_id, item=item, trigger=WorkflowRun.Trigger.SCHEDULED,
-            status=Status.NOT_RUN, user_id=item.created_by if item else "", reason=not_run_reason(exc),
+            status=Status.NOT_RUN, user_id=definition.created_by if definition else "", reason=not_run_reason(exc),
         )  # fmt: skip
     run = _run_record(
         definition=definition, workflow_id=workflow_id, item=item, trigger=WorkflowRun.Trigger.SCHEDULED,
-        status=Status.RUNNING, user_id=item.created_by,
+        status=Status.RUNNING, user_id=definition.created_by,
     )  # fmt: skip
     return _execute(run, item=item, app=app, steps=steps)

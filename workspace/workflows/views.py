@@ -22,7 +22,7 @@ class WorkflowRunListApi(ServiceApiView):
     @extend_schema(responses={200: WorkflowRunsOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int, workflow_id: str) -> Response:
         _app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
-        definition = workflow_definition(workflow_id)
+        definition = workflow_definition(workflow_id, user_id=request.user.id, is_staff=request.user.is_staff)
         runs = selectors.runs_of_workflow(workflow_id=definition.id, item_id=item.pk)
         return Response(
             {
@@ -39,5 +39,7 @@ class WorkflowRunApi(ServiceApiView):
     )
     def post(self, request: Request, slug: str, item_id: int, workflow_id: str) -> Response:
         app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
-        run = services.workflow_run(item=item, app=app, workflow_id=workflow_id, user_id=request.user.id)
+        run = services.workflow_run(
+            item=item, app=app, workflow_id=workflow_id, user_id=request.user.id, is_staff=request.user.is_staff
+        )
         return Response(selectors.run_as_dict(run), status=201)

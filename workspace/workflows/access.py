@@ -1,0 +1,56 @@
+"""Who may see, change and run a workflow (DESIGN.md §7 "Access"): its creator and staff.
+
+The generated `/api/v1/workflow` routes ask `WorkflowAccess` (crudgen's access hook): lists are
+scoped to the caller's own workflows in SQL, every other route answers 404 for someone else's,
+and an `item_id` must name an item the caller may use. Runs act for the workflow's creator and
+check the creator's access to the item when they start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crudgen import CreatorOnly, CrudError, RouteContext
+from workspace.access import can_view
+from workspace.models import Item
+
+
+class UnusableItem(CrudError):
+    status_code = 400
+    code = "invalid_item_id"
+
+
+def usable_item(raw: object, *, user_id: str, is_staff: bool) -> Item | None:
+    """The item `raw` names if `user_id` may use it (see it, and so run in it); else None."""
+    text = str(raw).strip()
+    if not text.isdigit() or len(text) > 18:
+        return None
+    item = Item.objects.filter(pk=int(text)).first()
+    if item is None or not can_view(item, user_id=user_id, is_staff=is_staff):
+        return None
+    return item
+
+
+def _is_staff(ctx: RouteContext) -> bool:
+    return bool(getattr(ctx.request.user, "is_staff", False))
+
+
+class WorkflowAccess(CreatorOnly):
+    data_refusal_statuses = (UnusableItem.status_code,)
+
+    def __init__(self) -> None:
+        super().__init__(sees_everything=_is_staff)
+
+    def check_data(self, ctx: RouteContext, data: dict[str, Any]) -> None:
+        raw = data.get("item_id")
+        if raw is None or not str(raw).strip():
+            return
+        if usable_item(raw, user_id=ctx.user or "", is_staff=_is_staff(ctx)) is None:
+            raise UnusableItem(
+                f"item_id {str(raw)[:40]!r} does not name an item you may use.",
+                fields={"item_id": "no such item, or not yours"},
+            )
+
+
+def may_see_workflow(created_by: str | None, *, user_id: str, is_staff: bool) -> bool:
+    return is_staff or (bool(user_id) and created_by == user_id)
