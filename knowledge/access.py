@@ -5,14 +5,47 @@ from __future__ import annotations
 from django.http import Http404
 
 from collab.errors import ApiError
-from knowledge.models import Collection, Document, KbChat, KbChatShare
+from knowledge.models import Collection, CollectionWriter, Document, KbChat, KbChatShare
 
 
 def collection_or_404(collection_id: str) -> Collection:
-    """Collections are the team's shared library: every signed-in user may read and add to them."""
+    """Collections are the team's shared library: every signed-in user reads them."""
     collection = Collection.objects.filter(pk=collection_id).first()
     if collection is None:
         raise Http404("No such collection.")
+    return collection
+
+
+def is_writer(collection: Collection, user_id: str) -> bool:
+    """The creator, and the people the creator added, change a collection's documents."""
+    if not user_id:
+        return False
+    return (
+        collection.created_by == user_id
+        or CollectionWriter.objects.filter(collection=collection, user_id=user_id).exists()
+    )
+
+
+def collection_for_writer(collection_id: str, user_id: str, *, action: str) -> Collection:
+    """Everyone may see the collection, so a reader learns why they may not change it (403)."""
+    collection = collection_or_404(collection_id)
+    if not is_writer(collection, user_id):
+        raise ApiError(
+            status_code=403,
+            error="not_a_writer",
+            detail=f"Only the writers of {collection.name!r} can {action}; ask {collection.created_by} to add you.",
+        )
+    return collection
+
+
+def collection_for_creator(collection_id: str, user_id: str) -> Collection:
+    collection = collection_or_404(collection_id)
+    if collection.created_by != user_id:
+        raise ApiError(
+            status_code=403,
+            error="not_collection_creator",
+            detail=f"Only {collection.created_by}, who created {collection.name!r}, chooses its writers.",
+        )
     return collection
 
 
@@ -20,6 +53,15 @@ def document_or_404(document_id: str) -> Document:
     document = Document.objects.defer("content").filter(pk=document_id).first()
     if document is None:
         raise Http404("No such document.")
+    return document
+
+
+def document_for_writer(document_id: str, user_id: str, *, action: str, lock: bool = False) -> Document:
+    documents = Document.objects.select_for_update(of=("self",)) if lock else Document.objects.all()
+    document = documents.defer("content").select_related("collection").filter(pk=document_id).first()
+    if document is None:
+        raise Http404("No such document.")
+    collection_for_writer(document.collection_id, user_id, action=action)
     return document
 
 

@@ -7,7 +7,16 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from knowledge.models import CitationEvent, Collection, Document, KbChat
+from knowledge.models import CitationEvent, Collection, CollectionWriter, Document, KbChat
+
+
+class CollectionWriterInline(admin.TabularInline):
+    """Who besides the creator changes the collection's documents; staff may correct the list."""
+
+    model = CollectionWriter
+    extra = 0
+    fields = ("user_id", "created_by", "created_at")
+    readonly_fields = ("created_by", "created_at")
 
 
 @admin.register(Collection)
@@ -15,6 +24,15 @@ class CollectionAdmin(admin.ModelAdmin):
     list_display = ("name", "created_by", "updated_at")
     search_fields = ("name",)
     readonly_fields = ("created_by", "updated_by", "created_at", "updated_at")
+    inlines = [CollectionWriterInline]
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        for row in formset.save(commit=False):
+            if not row.pk:
+                row.stamp_created(request.user.get_username())
+            row.save()
+        for gone in formset.deleted_objects:
+            gone.delete()
 
 
 @admin.register(Document)
@@ -23,7 +41,9 @@ class DocumentAdmin(admin.ModelAdmin):
     list_filter = ("status",)
     search_fields = ("filename",)
     exclude = ("content",)
-    readonly_fields = ("size", "content_version", "created_by", "updated_by", "created_at", "updated_at")
+    readonly_fields = (
+        "size", "content_version", "replaced_by", "replaced_at", "created_by", "updated_by", "created_at", "updated_at",
+    )  # fmt: skip
 
 
 @admin.register(KbChat)

@@ -49,6 +49,21 @@ class Collection(TrackedModel):
         return self.name
 
 
+class CollectionWriter(TrackedModel):
+    """Someone the collection's creator lets upload, re-upload, rename and delete its documents
+    (DESIGN.md §6); the creator is a writer without a row. Everyone signed in reads."""
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="writers")
+    user_id = models.CharField(max_length=150)
+
+    class Meta:
+        ordering = ["user_id"]
+        constraints = [models.UniqueConstraint(fields=["collection", "user_id"], name="kb_writer_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} writes {self.collection_id}"
+
+
 class Document(TrackedModel):
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -65,6 +80,9 @@ class Document(TrackedModel):
     content_version = models.PositiveIntegerField(default=1)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     reason = models.TextField(blank=True, default="")
+    # Who last replaced the content by re-uploading the same filename, and when (blank: never).
+    replaced_by = models.CharField(max_length=150, blank=True, default="")
+    replaced_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["filename", "id"]

@@ -22,6 +22,7 @@ from knowledge.models import (
     CitationRollup,
     CitationTotal,
     Collection,
+    CollectionWriter,
     Document,
     KbChat,
     KbChatMessage,
@@ -73,6 +74,7 @@ class CollectionRow:
     cited: int
     created_at: datetime
     updated_at: datetime
+    writers: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ class DocumentRow:
     cited: int
     created_at: datetime
     updated_at: datetime
+    replaced_by: str
+    replaced_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,22 @@ def _collections(**filters: Any) -> list[CollectionRow]:
         )
         .values("id", "name", "description", "created_by", "document_count", "cited", "created_at", "updated_at")
     )
-    return [CollectionRow(owner=row.pop("created_by"), documents=row.pop("document_count"), **row) for row in rows]
+    rows = list(rows)
+    # Writers of the listed collections in one query: the creator first, then those added.
+    added: dict[str, list[str]] = {}
+    for collection_id, user_id in CollectionWriter.objects.filter(
+        collection_id__in=[row["id"] for row in rows]
+    ).values_list("collection_id", "user_id"):
+        added.setdefault(collection_id, []).append(user_id)
+    return [
+        CollectionRow(
+            owner=row["created_by"],
+            documents=row["document_count"],
+            writers=[row["created_by"], *added.get(row["id"], [])],
+            **{key: value for key, value in row.items() if key not in {"created_by", "document_count"}},
+        )
+        for row in rows
+    ]
 
 
 def collections_with_counts() -> list[CollectionRow]:
@@ -145,6 +164,8 @@ _DOCUMENT_FIELDS = (
     "cited",
     "created_at",
     "updated_at",
+    "replaced_by",
+    "replaced_at",
 )
 
 

@@ -32,6 +32,9 @@ class KbCollectionOutputSerializer(serializers.Serializer):
     owner = serializers.CharField()
     documents = serializers.IntegerField(help_text="Number of documents.")
     cited = serializers.IntegerField(help_text="Citation events naming this collection.")
+    writers = serializers.ListField(
+        child=serializers.CharField(), help_text="Who may change its documents: the creator, then those added."
+    )
     created_at = KbEpochMsField()
     updated_at = KbEpochMsField()
 
@@ -59,6 +62,8 @@ class KbDocumentOutputSerializer(serializers.Serializer):
     cited = serializers.IntegerField()
     created_at = KbEpochMsField()
     updated_at = KbEpochMsField()
+    replaced_by = serializers.CharField(help_text="Who last replaced the content by re-uploading; empty if never.")
+    replaced_at = KbEpochMsField(allow_null=True, help_text="When the content was last replaced (epoch ms).")
 
 
 class KbChunksQuerySerializer(serializers.Serializer):
@@ -121,6 +126,18 @@ class KbChatExchangeOutputSerializer(serializers.Serializer):
 
 class KbChatShareInputSerializer(serializers.Serializer):
     user_ids = serializers.ListField(child=serializers.CharField(max_length=150), allow_empty=True)
+
+
+class KbWritersInputSerializer(serializers.Serializer):
+    user_ids = serializers.ListField(child=serializers.CharField(max_length=150), allow_empty=False, max_length=200)
+
+
+class KbWritersOutputSerializer(serializers.Serializer):
+    writers = serializers.ListField(child=serializers.CharField(), help_text="The creator first, then those added.")
+
+
+class KbDocumentRenameInputSerializer(serializers.Serializer):
+    filename = serializers.CharField(max_length=255)
 
 
 class KbChatSharedWithOutputSerializer(serializers.Serializer):

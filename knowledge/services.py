@@ -13,7 +13,7 @@ from collab import clock
 from collab.errors import ApiError
 from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
-from knowledge.access import chat_for_owner, collection_or_404
+from knowledge.access import chat_for_owner, collection_for_creator, collection_for_writer, document_for_writer
 from knowledge.answers import Citation, answer_question
 from knowledge.formats import SUPPORTED_DESCRIPTION, document_format
 from knowledge.models import (
@@ -23,6 +23,7 @@ from knowledge.models import (
     CitationRollup,
     CitationTotal,
     Collection,
+    CollectionWriter,
     Document,
     KbChat,
     KbChatMessage,
@@ -70,8 +71,8 @@ def _check_upload(*, filename: str, content_type: str, data: bytes) -> None:
 def document_upload(*, collection_id: str, user_id: str, filename: str, content_type: str, data: bytes) -> Document:
     """Stores the bytes as a pending document; the same filename in a collection replaces that
     document's content and keeps its id (spec "Events" 3). The caller starts the ingest."""
-    collection = collection_or_404(collection_id)
-    filename = filename.strip().replace("\\", "/").rsplit("/", 1)[-1]
+    collection = collection_for_writer(collection_id, user_id, action="upload documents")
+    filename = _clean_filename(filename)
     _check_upload(filename=filename, content_type=content_type, data=data)
     document = (
         Document.objects.select_for_update().defer("content").filter(collection=collection, filename=filename).first()
@@ -85,6 +86,7 @@ def document_upload(*, collection_id: str, user_id: str, filename: str, content_
         _drop_chunks(document.id)
         document.content_version += 1
         document.stamp_updated(user_id)
+        document.replaced_by, document.replaced_at = user_id, document.updated_at
     document.content = data
     document.size = len(data)
     document.content_type = content_type
@@ -92,6 +94,73 @@ def document_upload(*, collection_id: str, user_id: str, filename: str, content_
     document.reason = ""
     document.save()
     return document
+
+
+def _clean_filename(filename: str) -> str:
+    return filename.strip().replace("\\", "/").rsplit("/", 1)[-1]
+
+
+@transaction.atomic
+def document_rename(*, document_id: str, user_id: str, filename: str) -> Document:
+    """A writer renames a document; another document of that name in the collection is 409."""
+    document = document_for_writer(document_id, user_id, action="rename documents", lock=True)
+    new_name = _clean_filename(filename)
+    if not new_name or len(new_name) > 255:
+        raise ApiError(status_code=400, error="invalid_filename", detail="A file name needs 1 to 255 characters.")
+    if new_name == document.filename:
+        return document
+    if Document.objects.filter(collection_id=document.collection_id, filename=new_name).exists():
+        raise ApiError(
+            status_code=409, error="filename_taken", detail=f"{new_name!r} already names a document of this collection."
+        )
+    document.filename = new_name
+    document.stamp_updated(user_id)
+    document.save(update_fields=["filename", "updated_by", "updated_at"])
+    return document
+
+
+@transaction.atomic
+def document_delete(*, document_id: str, user_id: str) -> None:
+    """A writer deletes a document and its chunks; its citation events stay as history."""
+    document = document_for_writer(document_id, user_id, action="delete documents", lock=True)
+    _drop_chunks(document.id)
+    document.delete()
+
+
+@transaction.atomic
+def collection_writers_add(*, collection_id: str, user_id: str, user_ids: Sequence[str]) -> list[str]:
+    """The creator adds writers; unknown ids are 400 naming them and nothing changes."""
+    collection = collection_for_creator(collection_id, user_id)
+    wanted = list(dict.fromkeys(uid.strip() for uid in user_ids if uid.strip()))
+    unknown = unknown_user_ids(wanted)
+    if unknown:
+        raise ApiError(
+            status_code=400, error="unknown_user", detail=f"Not in the user directory: {', '.join(unknown)}.",
+            unknown=unknown,
+        )  # fmt: skip
+    existing = set(CollectionWriter.objects.filter(collection=collection).values_list("user_id", flat=True))
+    fresh = []
+    for writer_id in wanted:
+        if writer_id in existing or writer_id == collection.created_by:
+            continue
+        row = CollectionWriter(collection=collection, user_id=writer_id)
+        row.stamp_created(user_id)
+        fresh.append(row)
+    CollectionWriter.objects.bulk_create(fresh, ignore_conflicts=True)
+    return collection_writer_ids(collection)
+
+
+def collection_writer_ids(collection: Collection) -> list[str]:
+    return [
+        collection.created_by,
+        *CollectionWriter.objects.filter(collection=collection).values_list("user_id", flat=True),
+    ]
+
+
+@transaction.atomic
+def collection_writer_remove(*, collection_id: str, user_id: str, writer_id: str) -> None:
+    collection = collection_for_creator(collection_id, user_id)
+    CollectionWriter.objects.filter(collection=collection, user_id=writer_id).delete()
 
 
 def _drop_chunks(document_id: str) -> None:

@@ -7,6 +7,12 @@ from knowledge import views
 urlpatterns = [
     path("kb/collections", views.collections, name="kb-collections"),
     path("kb/collections/<str:collection_id>/documents", views.collection_documents, name="kb-collection-documents"),
+    path("kb/collections/<str:collection_id>/writers", views.collection_writers, name="kb-collection-writers"),
+    path(
+        "kb/collections/<str:collection_id>/writers/<str:user_id>",
+        views.collection_writer,
+        name="kb-collection-writer",
+    ),
     # `chunks` is a literal segment and must be matched before `<document_id>` swallows it.
     path("kb/documents/chunks", views.document_chunks_by_query, name="kb-document-chunks-query"),
     path("kb/documents/<str:document_id>", views.document, name="kb-document"),

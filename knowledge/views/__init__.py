@@ -7,6 +7,9 @@ from knowledge.views import api, pages
 
 collections = html_or_api(page=pages.collections_page, api=api.KbCollectionListApi)
 collection_documents = html_or_api(page=pages.collection_documents_page, api=api.KbCollectionDocumentsApi)
+collection_writers = html_or_api(page=pages.collection_writers_page, api=api.KbCollectionWritersApi)
+# A form cannot send DELETE, so the page's "remove writer" button posts to the same path.
+collection_writer = html_or_api(page=pages.collection_writer_remove_page, api=api.KbCollectionWriterApi)
 document = html_or_api(page=pages.document_page, api=api.KbDocumentDetailApi)
 document_chunks = html_or_api(page=pages.document_page, api=api.KbDocumentChunksApi)
 document_chunks_by_query = html_or_api(page=pages.document_page, api=api.KbDocumentChunksByQueryApi)

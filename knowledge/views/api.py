@@ -30,7 +30,10 @@ from knowledge.serializers import (
     KbCollectionOutputSerializer,
     KbDocumentAcceptedOutputSerializer,
     KbDocumentOutputSerializer,
+    KbDocumentRenameInputSerializer,
     KbDocumentUploadInputSerializer,
+    KbWritersInputSerializer,
+    KbWritersOutputSerializer,
 )
 
 _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
@@ -88,12 +91,60 @@ class KbCollectionDocumentsApi(APIView):
 
 
 class KbDocumentDetailApi(APIView):
+    parser_classes = [JSONParser]
+
     @extend_schema(responses={200: KbDocumentOutputSerializer, 404: ErrorOutputSerializer})
     def get(self, request: Request, document_id: str) -> Response:
         row = selectors.document_with_counts(document_id=document_id)
         if row is None:
             raise Http404("No such document.")
         return Response(KbDocumentOutputSerializer(row).data)
+
+    @extend_schema(
+        request=KbDocumentRenameInputSerializer,
+        responses={200: KbDocumentOutputSerializer, 403: ErrorOutputSerializer, 409: ErrorOutputSerializer, **_ERRORS},
+        description="Writers of the collection only: renames the document.",
+    )
+    def patch(self, request: Request, document_id: str) -> Response:
+        filename = _valid(KbDocumentRenameInputSerializer, request.data)["filename"]
+        services.document_rename(document_id=document_id, user_id=request.user.id, filename=filename)
+        return Response(KbDocumentOutputSerializer(selectors.document_with_counts(document_id=document_id)).data)
+
+    @extend_schema(
+        request=None,
+        responses={204: None, 403: ErrorOutputSerializer, 404: ErrorOutputSerializer},
+        description="Writers of the collection only: deletes the document and its chunks; citations stay counted.",
+    )
+    def delete(self, request: Request, document_id: str) -> Response:
+        services.document_delete(document_id=document_id, user_id=request.user.id)
+        return Response(status=204)
+
+
+class KbCollectionWritersApi(APIView):
+    parser_classes = [JSONParser]
+
+    @extend_schema(responses={200: KbWritersOutputSerializer, 404: ErrorOutputSerializer})
+    def get(self, request: Request, collection_id: str) -> Response:
+        return Response({"writers": services.collection_writer_ids(collection_or_404(collection_id))})
+
+    @extend_schema(
+        request=KbWritersInputSerializer,
+        responses={200: KbWritersOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
+        description="The collection's creator only; unknown ids are refused by name and nothing changes.",
+    )
+    def post(self, request: Request, collection_id: str) -> Response:
+        user_ids = _valid(KbWritersInputSerializer, request.data)["user_ids"]
+        writers = services.collection_writers_add(
+            collection_id=collection_id, user_id=request.user.id, user_ids=user_ids
+        )
+        return Response({"writers": writers})
+
+
+class KbCollectionWriterApi(APIView):
+    @extend_schema(request=None, responses={204: None, 403: ErrorOutputSerializer, 404: ErrorOutputSerializer})
+    def delete(self, request: Request, collection_id: str, user_id: str) -> Response:
+        services.collection_writer_remove(collection_id=collection_id, user_id=request.user.id, writer_id=user_id)
+        return Response(status=204)
 
 
 class KbDocumentChunksApi(APIView):

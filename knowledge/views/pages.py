@@ -63,9 +63,12 @@ def collection_documents_page(request: HttpRequest, collection_id: str) -> HttpR
     if collection is None:
         raise Http404("No such collection.")
     documents = selectors.documents_with_counts(collection_id=collection_id)
+    user_id = request.identity.user_id
     context = {
         "collection": collection,
         "documents": documents,
+        "can_write": user_id in collection.writers,
+        "is_creator": user_id == collection.owner,
         "ingesting": any(document.status == "pending" for document in documents),
     }
     return render(request, "knowledge/documents.html", context)
@@ -170,3 +173,31 @@ def chat_unshare_page(request: HttpRequest, chat_id: str, user_id: str) -> HttpR
     if done:
         messages.success(request, f"{user_id} can no longer read this chat.")
     return _see_other(reverse("kb-chat", args=[chat_id]))
+
+
+@identity_required
+@require_POST
+def collection_writers_page(request: HttpRequest, collection_id: str) -> HttpResponse:
+    user_id, wanted = request.identity.user_id, request.POST.getlist("user_ids")
+    writers = _attempt(
+        request, lambda: services.collection_writers_add(collection_id=collection_id, user_id=user_id, user_ids=wanted)
+    )
+    if writers is not None:
+        messages.success(request, f"{', '.join(wanted)} can now change this collection's documents.")
+    return _see_other(reverse("kb-collection-documents", args=[collection_id]))
+
+
+@identity_required
+@require_POST
+def collection_writer_remove_page(request: HttpRequest, collection_id: str, user_id: str) -> HttpResponse:
+    creator_id = request.identity.user_id
+    done = _attempt(
+        request,
+        lambda: (
+            services.collection_writer_remove(collection_id=collection_id, user_id=creator_id, writer_id=user_id)
+            or True
+        ),
+    )
+    if done:
+        messages.success(request, f"{user_id} can no longer change this collection's documents.")
+    return _see_other(reverse("kb-collection-documents", args=[collection_id]))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -37,8 +37,13 @@ def ingest_inline() -> Iterator[None]:
 
 @pytest.fixture
 def make_collection(db: None) -> Callable[..., Collection]:
-    def build(name: str = "Handbook", *, user_id: str = "alice", description: str = "") -> Collection:
-        return services.collection_create(user_id=user_id, name=name, description=description)
+    def build(
+        name: str = "Handbook", *, user_id: str = "alice", description: str = "", writers: Sequence[str] = ()
+    ) -> Collection:
+        collection = services.collection_create(user_id=user_id, name=name, description=description)
+        if writers:
+            services.collection_writers_add(collection_id=collection.id, user_id=user_id, user_ids=list(writers))
+        return collection
 
     return build
 

@@ -61,7 +61,7 @@ def test_collection_list_is_a_fixed_number_of_queries(alice_api, make_collection
     for number in range(30):
         make_collection(f"Collection {number:02}")
 
-    with django_assert_max_num_queries(1):
+    with django_assert_max_num_queries(2):
         rows = alice_api.get("/kb/collections").json()
 
     assert len(rows) == 30

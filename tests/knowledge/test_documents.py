@@ -66,7 +66,7 @@ def test_ingested_text_document_is_ready_with_chunks(make_collection, upload, al
 
 
 def test_ingest_stamps_chunks_with_the_uploader_passed_to_it(make_collection, upload):
-    collection = make_collection()
+    collection = make_collection(writers=["carol"])
 
     upload(collection.id, "notes.txt", "Sandboxes are closed from my resources.", user_id="carol")
 
@@ -178,7 +178,7 @@ def test_document_list_of_an_unknown_collection_is_404(alice_api):
 
 
 def test_document_list_carries_cited_chunks_owner_size_and_updated_at(make_collection, upload, alice_api):
-    collection = make_collection()
+    collection = make_collection(writers=["bob"])
     upload(collection.id, "a.txt", "Quotas are per person.", user_id="bob")
 
     rows = alice_api.get(f"/kb/collections/{collection.id}/documents").json()
@@ -197,7 +197,7 @@ def test_document_list_carries_cited_chunks_owner_size_and_updated_at(make_colle
 
 
 def test_reupload_keeps_the_document_id_and_replaces_its_chunks(make_collection, upload, clock):
-    collection = make_collection()
+    collection = make_collection(writers=["bob"])
     first = upload(collection.id, "notes.txt", "Old text about quotas.").json()["id"]
     old_chunk_ids = set(Chunk.objects.values_list("id", flat=True))
     clock.advance(minutes=5)

@@ -51,7 +51,7 @@ def test_documents_page_shows_status_size_chunks_and_the_upload_form(handbook, b
 
 
 def test_upload_form_stores_and_ingests_the_document(make_collection, browser_for, django_capture_on_commit_callbacks):
-    collection = make_collection()
+    collection = make_collection(writers=["carol"])
     file = SimpleUploadedFile("notes.txt", b"Sandboxes are closed from my resources.", content_type="text/plain")
 
     with django_capture_on_commit_callbacks(execute=True):
