@@ -1,12 +1,17 @@
-"""Django admin for notifications."""
+"""Django admin for notifications and personal API tokens."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
-from collab.models import Notification
+from collab import tokens
+from collab.models import ApiToken, Notification
 from collab.services import notifications_mark_selected_read
 
 
@@ -26,3 +31,61 @@ class NotificationAdmin(admin.ModelAdmin):
             notification_ids=list(queryset.values_list("pk", flat=True)), user_id=request.user.get_username()
         )
         self.message_user(request, f"Marked {marked} notification(s) read.", messages.SUCCESS)
+
+
+class ApiTokenAddForm(forms.ModelForm):
+    class Meta:
+        model = ApiToken
+        fields = ["name"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Staff see every token (never the token itself), revoke any, and create their own; a new
+    token is shown once, on the answer to the add form."""
+
+    list_display = ("prefix", "name", "created_by", "created_at", "last_used_at", "revoked_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    search_fields = ("created_by", "name", "prefix")
+    ordering = ("-id",)
+    readonly_fields = ("prefix", "created_by", "created_at", "last_used_at", "revoked_at")
+    fields = ("name", "prefix", "created_by", "created_at", "last_used_at", "revoked_at")
+    actions = ["revoke"]
+
+    def get_form(self, request: HttpRequest, obj: ApiToken | None = None, **kwargs: Any) -> type[forms.ModelForm]:
+        if obj is None:
+            kwargs["form"] = ApiTokenAddForm
+            kwargs["fields"] = ["name"]
+        return super().get_form(request, obj, **kwargs)
+
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
+        return ["name"] if obj is None else list(self.fields)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
+        return () if obj is None else ("name", *self.readonly_fields)
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
+        if change:
+            return
+        issued = tokens.token_create(user_id=request.user.get_username(), name=form.cleaned_data["name"])
+        obj.pk = issued.row.pk
+        request._issued_token = issued  # type: ignore[attr-defined]
+
+    def response_add(self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None) -> HttpResponse:
+        issued = getattr(request, "_issued_token", None)
+        if issued is None:
+            return super().response_add(request, obj, post_url_continue)
+        context = {**self.admin_site.each_context(request), "issued": issued, "title": "New API token"}
+        response = TemplateResponse(request, "admin/collab/token_issued.html", context)
+        response["Cache-Control"] = "no-store"
+        return response
+
+    def has_delete_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
+        return False  # revoke instead: the row stays as the record of the token
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        revoked = tokens.tokens_revoke_as_staff(
+            token_ids=list(queryset.values_list("pk", flat=True)), user_id=request.user.get_username()
+        )
+        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)

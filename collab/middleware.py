@@ -25,7 +25,7 @@ MOCK_SESSION_KEY = "mock_user_id"
 @dataclass(frozen=True)
 class RequestIdentity:
     user_id: str | None
-    source: str  # "header", "session", "default", "basic" or "anonymous"
+    source: str  # "header", "session", "default", "basic", "token" or "anonymous"
     is_staff: bool = False
 
 
@@ -77,7 +77,27 @@ def _django_identity(request: HttpRequest) -> RequestIdentity:
     return RequestIdentity(account.get_username(), "basic", bool(account.is_staff))
 
 
+TOKEN_SCHEMES = ("token", "bearer")
+
+
+def _token_identity(request: HttpRequest) -> RequestIdentity | None:
+    """`Authorization: Token <token>` or `Bearer <token>`: a personal API token, in every mode."""
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() not in TOKEN_SCHEMES:
+        return None
+    # Imported here: the token services load DRF (through collab.errors), which loads its settings.
+    from collab.tokens import token_holder
+
+    holder = token_holder(presented.strip())
+    if holder is None:
+        raise IdentityRejected("invalid_token", "The API token is unknown or revoked.")
+    return RequestIdentity(holder.user_id, "token", holder.is_staff)
+
+
 def resolve_identity(request: HttpRequest) -> RequestIdentity:
+    token_identity = _token_identity(request)
+    if token_identity is not None:
+        return token_identity
     provider = get_user_provider()
     if isinstance(provider, MockUserProvider):
         return _mock_identity(request, provider)
@@ -95,7 +115,11 @@ class CurrentUserMiddleware:
             identity = resolve_identity(request)
         except IdentityRejected as rejected:
             response = JsonResponse({"error": rejected.error, "detail": rejected.detail}, status=401)
-            response["WWW-Authenticate"] = 'Basic realm="workspace"'
+            response["WWW-Authenticate"] = (
+                'Bearer realm="workspace", error="invalid_token"'
+                if rejected.error == "invalid_token"
+                else 'Basic realm="workspace"'
+            )
             return response
         request.identity = identity
         token = bind_request_user(identity.user_id)

@@ -63,3 +63,24 @@ class Notification(TrackedModel):
 
     def __str__(self) -> str:
         return f"{self.kind} to {self.recipient}: {self.title}"
+
+
+class ApiToken(TrackedModel):
+    """A personal API token for scripts: `Authorization: Token <token>` (or `Bearer`).
+
+    Only a SHA-256 of the token is stored (the token is 32 random bytes, so a fast hash is as
+    safe as a slow one and costs nothing per request); `prefix` lets its owner recognise it.
+    `created_by` is the owner: the token acts as them, with their rights at the moment of use.
+    """
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16)
+    key_hash = models.CharField(max_length=64, unique=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["created_by", "-id"], name="api_token_owner_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name}, {self.created_by})"

@@ -44,3 +44,20 @@ class NotificationsMarkedOutputSerializer(serializers.Serializer):
 class ErrorOutputSerializer(serializers.Serializer):
     error = serializers.CharField()
     detail = serializers.CharField()
+
+
+class ApiTokenCreateInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, help_text="What the token is for, e.g. the script's name.")
+
+
+class ApiTokenOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    prefix = serializers.CharField(help_text="The token's first characters, to recognise it.")
+    created_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+
+
+class ApiTokenIssuedOutputSerializer(ApiTokenOutputSerializer):
+    token = serializers.CharField(help_text="Shown once: send it as `Authorization: Token <token>`.")

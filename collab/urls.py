@@ -7,6 +7,8 @@ from collab import views
 urlpatterns = [
     path("", views.home_page, name="home"),
     path("me", views.MeApi.as_view(), name="me"),
+    path("me/tokens", views.me_tokens, name="me-tokens"),
+    path("me/tokens/<int:token_id>", views.me_token, name="me-token"),
     path("users", views.UserListApi.as_view(), name="users"),
     path("notifications", views.notifications, name="notifications"),
     path("notifications/read-all", views.notifications_read_all, name="notifications-read-all"),

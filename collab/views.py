@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -13,12 +14,15 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from collab import selectors, services
+from collab import selectors, services, tokens
 from collab.api import ServiceApiView
 from collab.errors import ApiError
 from collab.identity import get_user_directory, mock_identity_enabled
 from collab.middleware import MOCK_SESSION_KEY
 from collab.serializers import (
+    ApiTokenCreateInputSerializer,
+    ApiTokenIssuedOutputSerializer,
+    ApiTokenOutputSerializer,
     ErrorOutputSerializer,
     NotificationInboxOutputSerializer,
     NotificationInboxQuerySerializer,
@@ -149,3 +153,63 @@ def switch_user(request: HttpRequest) -> HttpResponse:
 def home_page(request: HttpRequest) -> HttpResponse:
     inbox = selectors.inbox(user_id=request.identity.user_id, limit=5)
     return render(request, "collab/home.html", {"inbox": _for_display(inbox)})
+
+
+def _token_as_dict(row: Any) -> dict[str, Any]:
+    return ApiTokenOutputSerializer(row).data
+
+
+class ApiTokenListApi(ServiceApiView):
+    @extend_schema(responses={200: ApiTokenOutputSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response([_token_as_dict(row) for row in tokens.tokens_of(user_id=request.user.id)])
+
+    @extend_schema(
+        request=ApiTokenCreateInputSerializer,
+        responses={201: ApiTokenIssuedOutputSerializer, 400: ErrorOutputSerializer, 409: ErrorOutputSerializer},
+        description="Creates a personal token; the answer is the only time the token itself is shown.",
+    )
+    def post(self, request: Request) -> Response:
+        body = ApiTokenCreateInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        issued = tokens.token_create(user_id=request.user.id, name=body.validated_data["name"])
+        return Response({**_token_as_dict(issued.row), "token": issued.token}, status=201)
+
+
+class ApiTokenApi(ServiceApiView):
+    @extend_schema(request=None, responses={200: ApiTokenOutputSerializer, 404: ErrorOutputSerializer})
+    def delete(self, request: Request, token_id: int) -> Response:
+        return Response(_token_as_dict(tokens.token_revoke(token_id=token_id, user_id=request.user.id)))
+
+
+@identity_required
+def tokens_page(request: HttpRequest) -> HttpResponse:
+    """Lists the person's tokens; creating one shows it once, on this answer only (never stored
+    in a message or a redirect), so it reaches nobody but the person who asked."""
+    user_id = request.identity.user_id
+    issued = None
+    if request.method == "POST":
+        try:
+            issued = tokens.token_create(user_id=user_id, name=request.POST.get("name", ""))
+        except ApiError as exc:
+            messages.error(request, str(exc.detail))
+    response = render(request, "collab/tokens.html", {"tokens": tokens.tokens_of(user_id=user_id), "issued": issued})
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@identity_required
+@require_POST
+def token_revoke_page(request: HttpRequest, token_id: int) -> HttpResponse:
+    try:
+        row = tokens.token_revoke(token_id=token_id, user_id=request.identity.user_id)
+    except ApiError as exc:
+        messages.error(request, str(exc.detail))
+    else:
+        messages.success(request, f"Revoked {row.name}; scripts using it are refused from now on.")
+    return HttpResponseRedirect(reverse("me-tokens"))
+
+
+me_tokens = html_or_api(page=tokens_page, api=ApiTokenListApi)
+# A form cannot send DELETE, so the page's revoke button posts to the same path.
+me_token = html_or_api(page=token_revoke_page, api=ApiTokenApi)

@@ -295,7 +295,7 @@ class HandoverAnswerApi(ServiceApiView):
 
     accept = True
 
-    @extend_schema(request=None, responses={200: HandoverAnswerOutputSerializer, 404: ErrorOutputSerializer})
+    @extend_schema(request=None, responses={200: HandoverAnswerOutputSerializer, **_ERRORS})
     def post(self, request: Request, item_id: int) -> Response:
         item = services.item_handover_answer(item_id=item_id, user_id=request.user.id, accept=self.accept)
         return Response({"item_id": item.pk, "owner": item.debtor, "accepted": self.accept})
