@@ -13,7 +13,6 @@ from django.db import DataError
 from django.http import Http404, HttpResponseBase
 from django.urls import URLPattern, path
 from rest_framework import exceptions
-from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,6 +20,7 @@ from rest_framework.views import APIView
 
 from crudgen.errors import CrudError
 from crudgen.openapi import CrudAutoSchema
+from crudgen.parsers import BoundedJSONParser, JsonPatchParser
 from crudgen.plugins import PluginManager, ResolvedRoute, RouteContext
 from crudgen.types import BackgroundTaskMode, Dependency, HTTPMethod, RouteConfig, RouteOptions
 
@@ -42,10 +42,6 @@ _CODES_BY_CLASS: list[tuple[type[exceptions.APIException], str]] = [
     (exceptions.NotAcceptable, "not_acceptable"),
     (exceptions.Throttled, "throttled"),
 ]
-
-
-class JsonPatchParser(JSONParser):
-    media_type = "application/json-patch+json"
 
 
 class CrudResponse(Response):
@@ -108,7 +104,7 @@ class CrudView(APIView):
     """Base of every generated view; subclasses carry `bindings` (HTTP method to RouteBinding)."""
 
     bindings: dict[str, RouteBinding] = {}
-    parser_classes = [JSONParser, JsonPatchParser]
+    parser_classes = [BoundedJSONParser, JsonPatchParser]
     renderer_classes = [JSONRenderer]
     schema = CrudAutoSchema()
 

@@ -40,5 +40,6 @@ def build_urlpatterns(root_path: str) -> list[URLPattern | URLResolver]:
 
 urlpatterns = build_urlpatterns(settings.WORKSPACE_ROOT_PATH)
 
+handler400 = errors.bad_request
 handler404 = errors.not_found
 handler500 = errors.server_error

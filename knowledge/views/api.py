@@ -7,12 +7,13 @@ from typing import Any
 from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers as drf_serializers
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from collab.serializers import ErrorOutputSerializer
+from crudgen.parsers import BoundedJSONParser
 from knowledge import selectors, services
 from knowledge.access import chat_for_reader, collection_or_404, document_or_404
 from knowledge.ingest import start_ingest
@@ -91,7 +92,7 @@ class KbCollectionDocumentsApi(APIView):
 
 
 class KbDocumentDetailApi(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(responses={200: KbDocumentOutputSerializer, 404: ErrorOutputSerializer})
     def get(self, request: Request, document_id: str) -> Response:
@@ -121,7 +122,7 @@ class KbDocumentDetailApi(APIView):
 
 
 class KbCollectionWritersApi(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(responses={200: KbWritersOutputSerializer, 404: ErrorOutputSerializer})
     def get(self, request: Request, collection_id: str) -> Response:
@@ -169,7 +170,7 @@ class KbDocumentChunksByQueryApi(KbDocumentChunksApi):
 
 
 class KbChatListApi(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(responses={200: KbChatOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
@@ -190,7 +191,7 @@ class KbChatDetailApi(APIView):
 
 
 class KbChatMessagesApi(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(
         request=KbChatMessageInputSerializer,
@@ -204,7 +205,7 @@ class KbChatMessagesApi(APIView):
 
 
 class KbChatShareApi(APIView):
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
 
     @extend_schema(
         request=KbChatShareInputSerializer,

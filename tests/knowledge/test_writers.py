@@ -205,3 +205,27 @@ def test_staff_add_a_writer_in_admin(make_collection, admin_client):
     # Then bob is a writer, stamped with who added him
     assert (response.status_code, response["Location"]) == (302, "/admin/knowledge/collection/")
     assert list(CollectionWriter.objects.values_list("user_id", "created_by")) == [("bob", "admin")]
+
+
+def test_a_delete_that_fails_halfway_leaves_the_document_its_chunks_and_its_search_rows(
+    handbook, alice_api, monkeypatch
+):
+    # Given alice's handbook with quotas.md indexed for search
+    from knowledge.search import get_chunk_index
+
+    document = Document.objects.get(filename="quotas.md")
+    chunks_before = Chunk.objects.filter(document_id=document.id).count()
+    hits_before = get_chunk_index().search(question="quota", collection_ids=[handbook.id], limit=10)
+
+    # When the delete dies after the chunks and search rows went but before the document row did
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed halfway")
+
+    monkeypatch.setattr(Document, "delete", crash)
+    with pytest.raises(RuntimeError):
+        alice_api.delete(f"/kb/documents/{document.id}")
+    # Then the transaction took everything back: document, chunks and search hits are all there
+    assert hits_before
+    assert Document.objects.filter(pk=document.id).exists()
+    assert Chunk.objects.filter(document_id=document.id).count() == chunks_before
+    assert get_chunk_index().search(question="quota", collection_ids=[handbook.id], limit=10) == hits_before

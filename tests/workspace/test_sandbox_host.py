@@ -252,3 +252,17 @@ def test_reconciliation_closes_an_orphan_the_host_runs_without_a_ledger_row(http
     # Then the host no longer runs it
     assert closed == 1
     assert _call(f"{http_config}/sandboxes/{orphan['id']}")[0] == 404
+
+
+def test_a_deeply_nested_body_is_a_400_and_opens_nothing(host, workspace_dirs):
+    # Given a host; When a caller with the token sends JSON nested ten thousand deep
+    request = urllib.request.Request(f"{host}/sandboxes", method="POST", data=b"[" * 10_000 + b"]" * 10_000)
+    request.add_header("Authorization", f"Bearer {TOKEN}")
+    try:
+        urllib.request.urlopen(request, timeout=10)
+        status = 200
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    # Then it is refused as a bad request and no sandbox exists
+    assert status == 400
+    assert not list((workspace_dirs / "host-state").glob("loc-*"))

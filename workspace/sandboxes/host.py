@@ -22,6 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from crudgen.parsers import loads_bounded
 from quotas.sizes import SizeError, parse_optional_size
 from workspace.sandboxes.base import CommandInvalid, SandboxGone, SandboxSpec, validate_command
 from workspace.sandboxes.boundary import boundary_warnings, configured_boundary
@@ -176,7 +177,7 @@ class _Handler(BaseHTTPRequestHandler):
             raise BadRequest("the request body is too large")
         raw = self.rfile.read(length) if length else b"{}"
         try:
-            body = json.loads(raw or b"{}")
+            body = loads_bounded(raw or b"{}")
         except ValueError as exc:
             raise BadRequest("the body is not JSON") from exc
         if not isinstance(body, dict):
