@@ -172,11 +172,18 @@ class Standing:
 def standing_of(user_id: str) -> Standing:
     """Whether `user_id` is still in the directory and whether they are staff, read at the moment of
     use (a scheduled run re-checks its creator each time, so removed access takes effect)."""
-    if not user_id or get_user_directory().get(user_id) is None:
+    if not user_id:
         return Standing(active=False, is_staff=False)
     if isinstance(get_user_provider(), MockUserProvider):
-        return Standing(active=True, is_staff=user_id in settings.WORKSPACE_MOCK_STAFF)
+        active = get_user_directory().get(user_id) is not None
+        return Standing(active=active, is_staff=active and user_id in settings.WORKSPACE_MOCK_STAFF)
     from django.contrib.auth import get_user_model
 
-    staff = get_user_model().objects.filter(username=user_id, is_active=True, is_staff=True).exists()
-    return Standing(active=True, is_staff=staff)
+    users = get_user_model().objects.filter(username=user_id, is_active=True)
+    directory = get_user_directory()
+    if isinstance(directory, DjangoUserDirectory):
+        # One indexed lookup: this runs on every request a personal API token makes.
+        row = users.values_list("is_staff").first()
+        return Standing(active=row is not None, is_staff=bool(row and row[0]))
+    active = directory.get(user_id) is not None
+    return Standing(active=active, is_staff=active and users.filter(is_staff=True).exists())

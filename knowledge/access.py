@@ -28,7 +28,10 @@ def is_writer(collection: Collection, user_id: str) -> bool:
 
 def collection_for_writer(collection_id: str, user_id: str, *, action: str) -> Collection:
     """Everyone may see the collection, so a reader learns why they may not change it (403)."""
-    collection = collection_or_404(collection_id)
+    return _writer_checked(collection_or_404(collection_id), user_id, action=action)
+
+
+def _writer_checked(collection: Collection, user_id: str, *, action: str) -> Collection:
     if not is_writer(collection, user_id):
         raise ApiError(
             status_code=403,
@@ -61,7 +64,7 @@ def document_for_writer(document_id: str, user_id: str, *, action: str, lock: bo
     document = documents.defer("content").select_related("collection").filter(pk=document_id).first()
     if document is None:
         raise Http404("No such document.")
-    collection_for_writer(document.collection_id, user_id, action=action)
+    _writer_checked(document.collection, user_id, action=action)
     return document
 
 
