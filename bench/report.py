@@ -114,6 +114,13 @@ SCRIPTS = [
     Script("files", [], ["--writes", "50", "--sizes", "1024,65536"], _files, setup_name="files"),
     Script("exec", [], ["--runs", "10"], _exec, setup_name="exec"),
     Script(
+        "tasks",
+        ["--sizes", "1000,10000,100000"],
+        ["--sizes", "1000,10000", "--repeat", "50"],
+        _table_rows("tasks"),
+        setup_name="tasks",
+    ),
+    Script(
         "quotas",
         ["--sizes", "10,1000,100000"],
         ["--sizes", "10,1000", "--repeat", "50"],

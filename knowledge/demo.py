@@ -46,8 +46,9 @@ def _document(collection: Collection, path: Path, say: Callable[[str], None]) ->
     document = services.document_upload(
         collection_id=collection.id, user_id=OWNER, filename=path.name, content_type="text/markdown", data=data
     )
-    # The demo runs from a command, not a request: ingest right here so the answers work at once.
-    ingest_document(document_id=document.id, user_id=OWNER)
+    # Ingest right here so the answers work before the worker starts; its queued task then finds
+    # the document ready and does nothing.
+    ingest_document(document_id=document.id, content_version=document.content_version, user_id=OWNER)
     say(f"ingested {path.name}")
 
 

@@ -1,46 +1,89 @@
-"""Ingest: extract, chunk and index an uploaded document, off the request path."""
+"""Ingest: extract, chunk and index an uploaded document, and record how it ended.
+
+Runs in `manage.py worker` as the `ingest_document_task` task (knowledge/tasks.py); the upload
+service enqueues it in its own transaction. Each step is guarded by the document's
+`content_version`, so an ingest of bytes a newer upload replaced changes nothing.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from django.db import transaction
 
-from knowledge import services
-from knowledge.background import run_in_background
 from knowledge.formats import ExtractionError, document_format, extract_text, split_into_chunks
-from knowledge.models import Document
+from knowledge.models import Chunk, Document
+from knowledge.search import get_chunk_index
 
 logger = logging.getLogger(__name__)
 
 
-def start_ingest(*, document_id: str, user_id: str) -> None:
-    """Called at the HTTP boundary; the job starts once the upload is committed and carries the
-    uploader's id as an argument, because no request (and no current user) exists on the thread."""
-    transaction.on_commit(lambda: run_in_background(lambda: ingest_document(document_id=document_id, user_id=user_id)))
+def drop_chunks(document_id: str) -> None:
+    get_chunk_index().forget_document(document_id=document_id)
+    Chunk.objects.filter(document_id=document_id).delete()
 
 
-def ingest_document(*, document_id: str, user_id: str) -> None:
-    row = Document.objects.filter(pk=document_id).values("filename", "content_type", "content", "content_version")
-    document = row.first()
+def _current_document(document_id: str, content_version: int) -> Document | None:
+    """The document, locked, unless a newer upload superseded the content this ingest read."""
+    document = Document.objects.select_for_update().defer("content").filter(pk=document_id).first()
+    if document is None or document.content_version != content_version:
+        return None
+    return document
+
+
+@transaction.atomic
+def document_chunks_store(*, document_id: str, content_version: int, texts: Sequence[str], user_id: str) -> bool:
+    """Replaces the document's chunks (new ids) and indexes them; False when superseded."""
+    document = _current_document(document_id, content_version)
     if document is None:
-        return
-    version = document["content_version"]
-    fmt = document_format(document["filename"], document["content_type"]) or "text"
+        return False
+    drop_chunks(document_id)
+    chunks = []
+    for ordinal, text in enumerate(texts):
+        chunk = Chunk(document=document, collection_id=document.collection_id, ordinal=ordinal, text=text)
+        chunk.stamp_created(user_id)
+        chunks.append(chunk)
+    Chunk.objects.bulk_create(chunks)
+    get_chunk_index().index_chunks(
+        rows=[(chunk.id, document_id, document.collection_id, chunk.text) for chunk in chunks]
+    )
+    document.status = Document.Status.READY
+    document.reason = ""
+    document.save(update_fields=["status", "reason"])
+    return True
+
+
+@transaction.atomic
+def document_ingest_failed(*, document_id: str, content_version: int, reason: str) -> bool:
+    document = _current_document(document_id, content_version)
+    if document is None:
+        return False
+    document.status = Document.Status.FAILED
+    document.reason = reason
+    document.save(update_fields=["status", "reason"])
+    return True
+
+
+def ingest_document(*, document_id: str, content_version: int, user_id: str) -> None:
+    """Extracts and stores the chunks of one uploaded version of a document.
+
+    Bytes that cannot be read (a broken PDF, an unknown encoding) mark the document `failed` with
+    the reason at once: running again would read the same bytes. Anything else (the database, the
+    search index) raises, so the worker tries again; the task marks the document failed after its
+    last attempt.
+    """
+    row = (
+        Document.objects.filter(pk=document_id, content_version=content_version, status=Document.Status.PENDING)
+        .values("filename", "content_type", "content")
+        .first()
+    )
+    if row is None:
+        return  # done already, deleted, or replaced by a newer upload that has its own ingest
+    fmt = document_format(row["filename"], row["content_type"]) or "text"
     try:
-        texts = split_into_chunks(extract_text(bytes(document["content"]), fmt))
+        texts = split_into_chunks(extract_text(bytes(row["content"]), fmt))
     except ExtractionError as exc:
-        services.document_ingest_failed(
-            document_id=document_id, content_version=version, reason=str(exc), user_id=user_id
-        )
+        document_ingest_failed(document_id=document_id, content_version=content_version, reason=str(exc))
         return
-    except Exception as exc:
-        logger.exception("Ingest of document %s failed", document_id)
-        services.document_ingest_failed(
-            document_id=document_id,
-            content_version=version,
-            reason=f"Ingest failed unexpectedly ({type(exc).__name__}).",
-            user_id=user_id,
-        )
-        return
-    services.document_chunks_store(document_id=document_id, content_version=version, texts=texts, user_id=user_id)
+    document_chunks_store(document_id=document_id, content_version=content_version, texts=texts, user_id=user_id)

@@ -10,14 +10,15 @@ from django.db import connection, transaction
 from django.db.models import Max
 
 from collab import clock
+from collab.background import enqueue
 from collab.errors import ApiError
 from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
 from knowledge.access import chat_for_owner, collection_for_creator, collection_for_writer, document_for_writer
 from knowledge.answers import Citation, answer_question
 from knowledge.formats import SUPPORTED_DESCRIPTION, document_format
+from knowledge.ingest import drop_chunks
 from knowledge.models import (
-    Chunk,
     CitationEvent,
     CitationEventChunk,
     CitationRollup,
@@ -30,7 +31,7 @@ from knowledge.models import (
     KbChatShare,
     new_id,
 )
-from knowledge.search import get_chunk_index
+from knowledge.tasks import ingest_document_task
 
 DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 
@@ -69,8 +70,8 @@ def _check_upload(*, filename: str, content_type: str, data: bytes) -> None:
 
 @transaction.atomic
 def document_upload(*, collection_id: str, user_id: str, filename: str, content_type: str, data: bytes) -> Document:
-    """Stores the bytes as a pending document; the same filename in a collection replaces that
-    document's content and keeps its id (spec "Events" 3). The caller starts the ingest."""
+    """Stores the bytes as a pending document and enqueues its ingest with it; the same filename in
+    a collection replaces that document's content and keeps its id (spec "Events" 3)."""
     collection = collection_for_writer(collection_id, user_id, action="upload documents")
     filename = _clean_filename(filename)
     _check_upload(filename=filename, content_type=content_type, data=data)
@@ -83,7 +84,7 @@ def document_upload(*, collection_id: str, user_id: str, filename: str, content_
     else:
         # The old chunks describe the old bytes: gone now, so nobody retrieves stale text while
         # the new ingest runs. Their citation events stay as history.
-        _drop_chunks(document.id)
+        drop_chunks(document.id)
         document.content_version += 1
         document.stamp_updated(user_id)
         document.replaced_by, document.replaced_at = user_id, document.updated_at
@@ -93,6 +94,7 @@ def document_upload(*, collection_id: str, user_id: str, filename: str, content_
     document.status = Document.Status.PENDING
     document.reason = ""
     document.save()
+    enqueue(ingest_document_task, document_id=document.id, content_version=document.content_version, user_id=user_id)
     return document
 
 
@@ -123,7 +125,7 @@ def document_rename(*, document_id: str, user_id: str, filename: str) -> Documen
 def document_delete(*, document_id: str, user_id: str) -> None:
     """A writer deletes a document and its chunks; its citation events stay as history."""
     document = document_for_writer(document_id, user_id, action="delete documents", lock=True)
-    _drop_chunks(document.id)
+    drop_chunks(document.id)
     document.delete()
 
 
@@ -161,52 +163,6 @@ def collection_writer_ids(collection: Collection) -> list[str]:
 def collection_writer_remove(*, collection_id: str, user_id: str, writer_id: str) -> None:
     collection = collection_for_creator(collection_id, user_id)
     CollectionWriter.objects.filter(collection=collection, user_id=writer_id).delete()
-
-
-def _drop_chunks(document_id: str) -> None:
-    get_chunk_index().forget_document(document_id=document_id)
-    Chunk.objects.filter(document_id=document_id).delete()
-
-
-def _current_document(document_id: str, content_version: int) -> Document | None:
-    """The document, locked, unless a newer upload superseded the content this ingest read."""
-    document = Document.objects.select_for_update().defer("content").filter(pk=document_id).first()
-    if document is None or document.content_version != content_version:
-        return None
-    return document
-
-
-@transaction.atomic
-def document_chunks_store(*, document_id: str, content_version: int, texts: Sequence[str], user_id: str) -> bool:
-    """Replaces the document's chunks (new ids) and indexes them; False when superseded."""
-    document = _current_document(document_id, content_version)
-    if document is None:
-        return False
-    _drop_chunks(document_id)
-    chunks = []
-    for ordinal, text in enumerate(texts):
-        chunk = Chunk(document=document, collection_id=document.collection_id, ordinal=ordinal, text=text)
-        chunk.stamp_created(user_id)
-        chunks.append(chunk)
-    Chunk.objects.bulk_create(chunks)
-    get_chunk_index().index_chunks(
-        rows=[(chunk.id, document_id, document.collection_id, chunk.text) for chunk in chunks]
-    )
-    document.status = Document.Status.READY
-    document.reason = ""
-    document.save(update_fields=["status", "reason"])
-    return True
-
-
-@transaction.atomic
-def document_ingest_failed(*, document_id: str, content_version: int, reason: str, user_id: str) -> bool:
-    document = _current_document(document_id, content_version)
-    if document is None:
-        return False
-    document.status = Document.Status.FAILED
-    document.reason = reason
-    document.save(update_fields=["status", "reason"])
-    return True
 
 
 @transaction.atomic

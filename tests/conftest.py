@@ -8,6 +8,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
@@ -68,6 +69,16 @@ def clock() -> Iterator[MovableClock]:
     clock_module.set_source(movable.now)
     yield movable
     clock_module.reset_source()
+
+
+@pytest.fixture
+def run_tasks(db: None) -> Callable[[], list[Any]]:
+    """Runs every task due now (and what they enqueue), as `manage.py worker` does, on the test's
+    own connection; returns what ran."""
+    from workspace.worker import WorkerIdentity, drain
+
+    worker = WorkerIdentity(worker_id="test-worker")
+    return lambda: drain(worker)
 
 
 @pytest.fixture

@@ -14,10 +14,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from collab import clock
 from workspace.config import get_config
 from workspace.sandboxes.http import HttpBackend
 from workspace.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, configured_driver
 from workspace.sandboxes.registry import var_dir
+from workspace.worker import latest_beat
 
 # A probe a load balancer waits on must answer well within its own timeout.
 HOST_TIMEOUT_SECONDS = 2.0
@@ -34,6 +36,12 @@ class HealthOutputSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=CHECK_STATES)
     database = serializers.ChoiceField(choices=CHECK_STATES, required=False, help_text="Staff only.")
     sandbox_backend = serializers.ChoiceField(choices=CHECK_STATES, required=False, help_text="Staff only.")
+    worker = serializers.ChoiceField(
+        choices=CHECK_STATES, required=False, help_text="Staff only: has `manage.py worker` beaten lately?"
+    )
+    worker_beat_age_seconds = serializers.FloatField(
+        required=False, allow_null=True, help_text="Staff only: seconds since the newest worker heartbeat."
+    )
     backend = serializers.CharField(required=False, help_text="Staff only: `local` or `http`.")
     driver = serializers.CharField(required=False, help_text="local only: cgroup-v2, cgroup-v1 or prlimit.")
     error = serializers.CharField(required=False, help_text="`unhealthy` when a check failed.")
@@ -83,6 +91,20 @@ def sandbox_check(backend: str) -> dict[str, Any]:
     return _local_check()
 
 
+def worker_check() -> float:
+    """Seconds since the newest worker heartbeat; raises CheckFailed when none is that recent, since
+    then ingest, scheduled runs and lease expiry wait on nobody."""
+    latest = latest_beat()
+    if latest is None:
+        raise CheckFailed("no `manage.py worker` has reported a heartbeat")
+    age = (clock.now() - latest).total_seconds()
+    if age > settings.WORKSPACE_WORKER_STALE_SECONDS:
+        raise CheckFailed(
+            f"the newest worker heartbeat is {age:.0f}s old (stale after {settings.WORKSPACE_WORKER_STALE_SECONDS:g}s)"
+        )
+    return age
+
+
 def health_report() -> tuple[int, dict[str, Any]]:
     backend = get_config().sandbox.backend
     report: dict[str, Any] = {"status": "ok", "database": "ok", "sandbox_backend": "ok", "backend": backend}
@@ -92,6 +114,13 @@ def health_report() -> tuple[int, dict[str, Any]]:
     except CheckFailed as exc:
         report["database"] = "failing"
         failures.append(f"database: {exc}")
+    if report["database"] == "ok":
+        try:
+            report["worker_beat_age_seconds"] = round(worker_check(), 1)
+            report["worker"] = "ok"
+        except CheckFailed as exc:
+            report["worker"] = "failing"
+            failures.append(f"worker: {exc}")
     try:
         report.update(sandbox_check(backend))
     except CheckFailed as exc:

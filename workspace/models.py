@@ -124,9 +124,19 @@ class WorkflowRun(TrackedModel):
     steps = models.JSONField(default=list, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The schedule window a scheduled run belongs to (the `next_run_at` the scheduler claimed):
+    # one record per window, however often its task is tried.
+    window_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [models.Index(fields=["workflow_id", "-id"], name="workflow_run_idx")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow_id", "window_at"],
+                condition=models.Q(window_at__isnull=False),
+                name="workflow_run_one_per_window",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.workflow_id}: {self.status}"
@@ -146,3 +156,27 @@ class WorkflowSchedule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.workflow_id} every {self.every_seconds}s"
+
+
+class WorkerBeat(models.Model):
+    """The last sign of life of one `manage.py worker` process, written from its heartbeat thread."""
+
+    worker_id = models.CharField(max_length=64, primary_key=True)
+    hostname = models.CharField(max_length=255)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    beat_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"worker {self.worker_id} on {self.hostname} (pid {self.pid})"
+
+
+class PeriodicJob(models.Model):
+    """When a periodic task is next enqueued; a worker takes a due row by compare-and-set, so several
+    workers enqueue each job once per interval between them."""
+
+    name = models.CharField(max_length=100, primary_key=True)
+    due_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} due {self.due_at:%Y-%m-%d %H:%M:%S}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -17,7 +16,6 @@ from workspace.config import AppDescriptor, get_config
 from workspace.models import Item
 from workspace.sandboxes import lifecycle
 from workspace.sandboxes.base import Command, CommandInvalid, validate_command
-from workspace.workflows import scheduler
 
 
 def _check_owner(owner: str) -> str:
@@ -201,24 +199,3 @@ def workspaces_sweep() -> int:
         for item_id, slug, owner in rows
     ]
     return ledger.record_disk_measurements(measurements)
-
-
-@dataclass(frozen=True)
-class WorkerPass:
-    measured: int
-    probe: lifecycle.SweepCounts
-    reclaim: lifecycle.SweepCounts
-    reconcile: lifecycle.SweepCounts
-    workflows: scheduler.ScheduledPass
-
-
-def worker_pass() -> WorkerPass:
-    """One round of the periodic job: liveness probes, idle reclaim, reconciliation of the
-    backends against the ledger, the disk sweep, due workflows."""
-    probe = lifecycle.sandboxes_probe()
-    reclaim = lifecycle.sandboxes_reclaim()
-    reconcile = lifecycle.sandboxes_reconcile()
-    measured = workspaces_sweep()
-    # Last, so scheduled runs open sandboxes against a ledger the probes and reclaim just cleaned.
-    workflows = scheduler.schedules_run_due()
-    return WorkerPass(measured=measured, probe=probe, reclaim=reclaim, reconcile=reconcile, workflows=workflows)

@@ -51,6 +51,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "axes",
+    "django_tasks",
+    "django_tasks_db",
     "crudgen",
     "collab",
     "knowledge",
@@ -194,6 +196,32 @@ CRUDGEN_SYSTEMS = ["workspace.generated.system"]
 
 WORKSPACE_NOTIFICATION_POLL_SECONDS = int(os.environ.get("WORKSPACE_NOTIFICATION_POLL_SECONDS", "30"))
 
+# Background work (DESIGN.md §9): Django's Tasks framework. The default backend stores tasks in
+# the service's own database, so a task enqueued in a transaction commits (or vanishes) with it and
+# survives a crash; `manage.py worker` runs them. A broker-backed backend (README "Background work")
+# replaces it when one database is not enough.
+TASKS = {
+    "default": {
+        "BACKEND": os.environ.get("WORKSPACE_TASK_BACKEND", "django_tasks_db.DatabaseBackend"),
+        "QUEUES": ["default"],
+    }
+}
+# A task that raises is run again after RETRY_SECONDS x 2^(attempt-1) (at most RETRY_MAX_SECONDS)
+# until MAX_ATTEMPTS; then it stays failed with its traceback and its object says why.
+WORKSPACE_TASK_MAX_ATTEMPTS = int(os.environ.get("WORKSPACE_TASK_MAX_ATTEMPTS", "5"))
+WORKSPACE_TASK_RETRY_SECONDS = float(os.environ.get("WORKSPACE_TASK_RETRY_SECONDS", "10"))
+WORKSPACE_TASK_RETRY_MAX_SECONDS = float(os.environ.get("WORKSPACE_TASK_RETRY_MAX_SECONDS", "600"))
+# Finished task results are kept this long for admin, then pruned by the worker.
+WORKSPACE_TASK_RESULT_DAYS = int(os.environ.get("WORKSPACE_TASK_RESULT_DAYS", "7"))
+# The worker writes a heartbeat every HEARTBEAT_SECONDS (from its own thread, so a long task does
+# not silence it). /healthz answers 503 when the newest is older than STALE_SECONDS, and a task
+# left running by a worker that stale is given to another worker.
+WORKSPACE_WORKER_HEARTBEAT_SECONDS = float(os.environ.get("WORKSPACE_WORKER_HEARTBEAT_SECONDS", "10"))
+WORKSPACE_WORKER_STALE_SECONDS = float(os.environ.get("WORKSPACE_WORKER_STALE_SECONDS", "60"))
+# Seconds between the periodic jobs (probes, reclaim, reconciliation, disk sweep, schedules, citation
+# slices); `manage.py worker --interval` overrides it.
+WORKSPACE_WORKER_INTERVAL_SECONDS = float(os.environ.get("WORKSPACE_WORKER_INTERVAL", "30"))
+
 # The deployment config and the app descriptors (DESIGN.md §4); empty means the shipped defaults.
 WORKSPACE_CONFIG = os.environ.get("WORKSPACE_CONFIG", "")
 WORKSPACE_APPS_DIR = os.environ.get("WORKSPACE_APPS_DIR", "")
@@ -242,6 +270,8 @@ LOGGING = {
         },
         # The request log above replaces runserver's own access line.
         "django.server": {"level": "WARNING"},
+        # The worker prints one line per task itself; the framework's start/finish lines double it.
+        "django_tasks": {"level": "WARNING"},
     },
 }
 

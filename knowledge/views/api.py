@@ -16,7 +16,6 @@ from collab.serializers import ErrorOutputSerializer
 from crudgen.parsers import BoundedJSONParser
 from knowledge import selectors, services
 from knowledge.access import chat_for_reader, collection_or_404, document_or_404
-from knowledge.ingest import start_ingest
 from knowledge.serializers import (
     KbChatCreateInputSerializer,
     KbChatDetailOutputSerializer,
@@ -87,7 +86,6 @@ class KbCollectionDocumentsApi(APIView):
             content_type=upload.content_type or "",
             data=upload.read(),
         )
-        start_ingest(document_id=document.id, user_id=request.user.id)
         return Response({"id": document.id, "status": document.status}, status=202)
 
 

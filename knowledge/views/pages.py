@@ -16,7 +16,6 @@ from collab.identity import get_user_directory
 from collab.web import identity_required
 from knowledge import selectors, services
 from knowledge.access import chat_for_reader, collection_or_404
-from knowledge.ingest import start_ingest
 
 T = TypeVar("T")
 
@@ -92,7 +91,6 @@ def _upload_from_form(request: HttpRequest, collection_id: str) -> None:
         ),
     )
     if document is not None:
-        start_ingest(document_id=document.id, user_id=user_id)
         messages.success(request, f"Uploaded {document.filename}; it is being split into chunks and indexed.")
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from knowledge import background, services
+from knowledge import services
 from knowledge.ingest import ingest_document
 from knowledge.models import Collection, KbChat
 
@@ -20,12 +20,11 @@ QUOTAS = (
 
 
 @pytest.fixture(autouse=True)
-def ingest_inline() -> Iterator[None]:
-    """The live server shares this process: ingest runs inside the upload request, so the page
-    that follows the upload already shows the chunks (no waiting on a thread)."""
-    background.set_runner(background.direct_runner)
-    yield
-    background.reset_runner()
+def tasks_run_inline(settings: Any) -> None:
+    """The live server shares this process: with the immediate backend a task runs in the request
+    that enqueued it, once its transaction commits, so the page that follows an upload already
+    shows the chunks (no worker to wait for)."""
+    settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
 
 
 @pytest.fixture
@@ -38,7 +37,7 @@ def handbook() -> Collection:
         content_type="text/markdown",
         data=QUOTAS.encode(),
     )
-    ingest_document(document_id=document.id, user_id="alice")
+    ingest_document(document_id=document.id, content_version=document.content_version, user_id="alice")
     return collection
 
 

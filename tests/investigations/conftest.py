@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.knowledge.conftest import handbook, ingest_inline, make_collection, upload  # noqa: F401 - shared fixtures
+from tests.knowledge.conftest import handbook, make_collection, upload  # noqa: F401 - shared fixtures
 from tests.workspace.conftest import make_item, workspace_dirs  # noqa: F401
 from workspace.investigations import services
 from workspace.models import Investigation

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
-from knowledge import background, services
+from knowledge import services
 from knowledge.models import Collection, KbChat
 
 HANDBOOK = {
@@ -27,14 +27,6 @@ HANDBOOK = {
 }
 
 
-@pytest.fixture(autouse=True)
-def ingest_inline() -> Iterator[None]:
-    """Ingest runs on the caller's thread, so a test sees `ready` as soon as the upload commits."""
-    background.set_runner(background.direct_runner)
-    yield
-    background.reset_runner()
-
-
 @pytest.fixture
 def make_collection(db: None) -> Callable[..., Collection]:
     def build(
@@ -49,8 +41,12 @@ def make_collection(db: None) -> Callable[..., Collection]:
 
 
 @pytest.fixture
-def upload(django_capture_on_commit_callbacks: Any, api_client_for: Callable[[str], APIClient]) -> Callable[..., Any]:
-    """Uploads over HTTP as `user_id` and runs what was deferred to commit (the ingest start)."""
+def upload(
+    django_capture_on_commit_callbacks: Any,
+    api_client_for: Callable[[str], APIClient],
+    run_tasks: Callable[[], list[Any]],
+) -> Callable[..., Any]:
+    """Uploads over HTTP as `user_id`, then runs the queued tasks (the ingest) as the worker would."""
 
     def send(
         collection_id: str,
@@ -63,9 +59,11 @@ def upload(django_capture_on_commit_callbacks: Any, api_client_for: Callable[[st
         data = content.encode() if isinstance(content, str) else content
         file = SimpleUploadedFile(filename, data, content_type=content_type)
         with django_capture_on_commit_callbacks(execute=True):
-            return api_client_for(user_id).post(
+            response = api_client_for(user_id).post(
                 f"/kb/collections/{collection_id}/documents", {"file": file}, format="multipart"
             )
+        run_tasks()
+        return response
 
     return send
 

@@ -56,7 +56,7 @@ def library(make_collection):
             content_type="text/markdown",
             data=text.encode(),
         )
-        ingest_document(document_id=document.id, user_id="alice")
+        ingest_document(document_id=document.id, content_version=document.content_version, user_id="alice")
     return collection
 
 

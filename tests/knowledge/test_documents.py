@@ -1,15 +1,18 @@
-"""Uploads and ingest: formats, bad input, status, re-upload, the worker-thread hand-off."""
+"""Uploads and ingest: formats, bad input, status, re-upload, the ingest task."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import call_command
+from django.db import transaction
+from django_tasks_db.models import DBTaskResult
 
-from knowledge import background, services
+from knowledge import services
 from knowledge.answers import Citation
 from knowledge.ingest import ingest_document
 from knowledge.models import Chunk, CitationEvent, Document
+from knowledge.tasks import ingest_document_task
 from tests.knowledge.pdf import pdf_with_text
 
 pytestmark = pytest.mark.django_db
@@ -17,37 +20,51 @@ pytestmark = pytest.mark.django_db
 LONG_TEXT = "\n\n".join(f"Paragraph {n} talks about sandboxes and quotas in some detail. " * 6 for n in range(6))
 
 
-def test_upload_answers_202_with_a_pending_document(make_collection, alice_api, django_capture_on_commit_callbacks):
-    collection = make_collection()
-    started = []
-    background.set_runner(started.append)
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
-    with django_capture_on_commit_callbacks(execute=True):
-        response = alice_api.post(
-            f"/kb/collections/{collection.id}/documents",
-            {"file": SimpleUploadedFile("notes.txt", b"Quotas are per person.", content_type="text/plain")},
-            format="multipart",
-        )
-
-    assert response.status_code == 202
-    assert response.json() == {"id": Document.objects.get().id, "status": "pending"}
-    assert len(started) == 1
+def _ingest_tasks() -> list[DBTaskResult]:
+    return list(DBTaskResult.objects.filter(task_path=ingest_document_task.module_path))
 
 
-def test_ingest_waits_for_the_upload_to_commit(make_collection, alice_api):
-    collection = make_collection()
-    started = []
-    background.set_runner(started.append)
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
-    alice_api.post(
-        f"/kb/collections/{collection.id}/documents",
-        {"file": SimpleUploadedFile("notes.txt", b"Quotas.", content_type="text/plain")},
+def _post_upload(client, collection_id: str, filename: str, data: bytes):
+    return client.post(
+        f"/kb/collections/{collection_id}/documents",
+        {"file": SimpleUploadedFile(filename, data, content_type="text/plain")},
         format="multipart",
     )
 
-    assert started == []
+
+def test_upload_answers_202_with_a_pending_document_and_its_ingest_queued(make_collection, alice_api):
+    # Given a collection
+    collection = make_collection()
+
+    # When alice uploads a file
+    response = _post_upload(alice_api, collection.id, "notes.txt", b"Quotas are per person.")
+
+    # Then the document waits, and one ingest task for it is queued
+    assert response.status_code == 202
+    document = Document.objects.get()
+    assert response.json() == {"id": document.id, "status": "pending"}
+    [queued] = _ingest_tasks()
+    assert (queued.status, queued.args_kwargs["kwargs"]["document_id"]) == ("READY", document.id)
+
+
+def test_an_upload_that_rolls_back_leaves_no_ingest_task(make_collection):
+    # Given a collection
+    collection = make_collection()
+
+    # When the upload's transaction fails after the document was stored
+    @transaction.atomic
+    def upload_then_die() -> None:
+        services.document_upload(
+            collection_id=collection.id, user_id="alice", filename="notes.txt", content_type="text/plain", data=b"x"
+        )
+        raise RuntimeError("the request died")
+
+    with pytest.raises(RuntimeError):
+        upload_then_die()
+
+    # Then neither the document nor its task exists
+    assert not Document.objects.exists()
+    assert _ingest_tasks() == []
 
 
 def test_ingested_text_document_is_ready_with_chunks(make_collection, upload, alice_api):
@@ -243,45 +260,37 @@ def test_same_filename_in_another_collection_is_another_document(make_collection
     assert a != b
 
 
-def test_ingest_superseded_by_a_newer_upload_is_discarded(make_collection, upload):
+def test_ingest_superseded_by_a_newer_upload_is_discarded(make_collection, alice_api, run_tasks):
+    # Given two uploads of one filename, both ingests still queued
     collection = make_collection()
-    queued = []
-    background.set_runner(queued.append)
-    upload(collection.id, "notes.txt", "First version.")
-    upload(collection.id, "notes.txt", "Second version.")
+    _post_upload(alice_api, collection.id, "notes.txt", b"First version.")
+    _post_upload(alice_api, collection.id, "notes.txt", b"Second version.")
 
-    for work in queued:
-        work()
+    # When the worker runs them
+    run_tasks()
 
+    # Then only the newer bytes are chunked
     assert list(Chunk.objects.values_list("text", flat=True)) == ["Second version."]
     assert Document.objects.get().status == "ready"
 
 
 def test_ingest_of_a_vanished_document_does_nothing(db):
-    ingest_document(document_id="doc_gone", user_id="alice")
+    # When the ingest of a document deleted meanwhile runs
+    ingest_document(document_id="doc_gone", content_version=1, user_id="alice")
 
+    # Then nothing is stored
     assert not Chunk.objects.exists()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_ingest_runs_on_a_worker_thread(make_collection, upload):
+def test_the_worker_command_ingests_a_queued_upload(make_collection, alice_api, capsys):
+    # Given an upload whose ingest is queued
     collection = make_collection()
-    done = threading.Event()
-    threads: list[str] = []
+    document_id = _post_upload(alice_api, collection.id, "notes.txt", b"Quotas are per person.").json()["id"]
 
-    def on_thread(work: background.Work) -> None:
-        def observed() -> None:
-            threads.append(threading.current_thread().name)
-            try:
-                work()
-            finally:
-                done.set()
+    # When `manage.py worker --once` runs
+    call_command("worker", "--once")
 
-        background.thread_runner(observed)
-
-    background.set_runner(on_thread)
-    document_id = upload(collection.id, "notes.txt", "Quotas are per person.").json()["id"]
-
-    assert done.wait(timeout=30)
-    assert threads == ["knowledge-background"]
+    # Then the document is ready and the task is recorded as succeeded
     assert Document.objects.get(pk=document_id).status == "ready"
+    assert "ingest_document_task: succeeded" in capsys.readouterr().out
+    assert [task.status for task in _ingest_tasks()] == ["SUCCESSFUL"]

@@ -50,12 +50,12 @@ def test_documents_page_shows_status_size_chunks_and_the_upload_form(handbook, b
     assert 'enctype="multipart/form-data"' in content
 
 
-def test_upload_form_stores_and_ingests_the_document(make_collection, browser_for, django_capture_on_commit_callbacks):
+def test_upload_form_stores_and_ingests_the_document(make_collection, browser_for, run_tasks):
     collection = make_collection(writers=["carol"])
     file = SimpleUploadedFile("notes.txt", b"Sandboxes are closed from my resources.", content_type="text/plain")
 
-    with django_capture_on_commit_callbacks(execute=True):
-        response = browser_for("carol").post(f"/kb/collections/{collection.id}/documents", {"file": file})
+    response = browser_for("carol").post(f"/kb/collections/{collection.id}/documents", {"file": file})
+    run_tasks()
 
     assert response.status_code == 303
     document = Document.objects.get()

@@ -169,6 +169,10 @@ def main() -> int:
             stdout=server_log,
             stderr=subprocess.STDOUT,
         )
+        # The worker beside the server, as `make run` starts it: /healthz reports its heartbeat.
+        worker = subprocess.Popen(
+            [str(BIN / "python"), "manage.py", "worker"], cwd=ROOT, env=env, stdout=server_log, stderr=subprocess.STDOUT
+        )
         try:
             _wait_until_up(f"{base}/healthz", server)
             config = tmp / "schemathesis.toml"
@@ -207,8 +211,9 @@ def main() -> int:
             sys.stdout.write(f"fuzz: {engine}, {time.monotonic() - started:.0f}s, exit {result.returncode}\n")
             return result.returncode
         finally:
-            server.terminate()
-            server.wait(timeout=20)
+            for process in (server, worker):
+                process.terminate()
+                process.wait(timeout=20)
             server_log.close()
             _manage("release_sandboxes", env=env)
 

@@ -10,6 +10,8 @@ from django.test import Client
 
 from tests.workspace.test_sandbox_host import host  # noqa: F401 - fixture
 from workspace import health
+from workspace.models import WorkerBeat
+from workspace.worker import WorkerIdentity, beat
 
 pytestmark = pytest.mark.django_db
 # The checks' details (hosts, ports, paths) are for staff.
@@ -21,6 +23,14 @@ def alice_is_staff(settings) -> None:
     settings.WORKSPACE_MOCK_STAFF = [STAFF]
 
 
+@pytest.fixture(autouse=True)
+def worker_alive(clock) -> WorkerIdentity:
+    """A `manage.py worker` that has just beaten, as beside every deployed server."""
+    worker = WorkerIdentity(worker_id="beside-the-server")
+    beat(worker)
+    return worker
+
+
 def test_healthz_is_ok_when_the_database_and_local_sandboxes_work(client: Client) -> None:
     response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
@@ -29,9 +39,38 @@ def test_healthz_is_ok_when_the_database_and_local_sandboxes_work(client: Client
         "status": "ok",
         "database": "ok",
         "sandbox_backend": "ok",
+        "worker": "ok",
+        "worker_beat_age_seconds": 0.0,
         "backend": "local",
         "driver": "cgroup-v2",
     }
+
+
+def test_healthz_is_503_when_the_newest_worker_heartbeat_is_stale(client: Client, clock, settings) -> None:
+    # Given the only worker beat 61 s ago, with heartbeats stale after 60 s
+    settings.WORKSPACE_WORKER_STALE_SECONDS = 60
+    clock.advance(seconds=61)
+
+    # When staff ask for health
+    response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
+
+    # Then it fails on the worker, saying how old the heartbeat is
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["status"], body["worker"], body["database"]) == ("failing", "failing", "ok")
+    assert "worker: the newest worker heartbeat is 61s old (stale after 60s)" in body["detail"]
+
+
+def test_healthz_is_503_when_no_worker_ever_reported(client: Client) -> None:
+    # Given no worker heartbeat at all
+    WorkerBeat.objects.all().delete()
+
+    # When anyone asks for health
+    response = client.get("/healthz")
+
+    # Then it fails, telling a stranger only that
+    assert response.status_code == 503
+    assert response.json() == {"status": "failing", "error": "unhealthy", "detail": "A health check failed."}
 
 
 def test_healthz_needs_nobody_signed_in(client: Client, acting_as) -> None:

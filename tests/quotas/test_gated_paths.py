@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 
@@ -52,7 +53,9 @@ def test_a_workflow_run_is_refused_and_records_nothing(full, alice_api, make_ite
 
 def test_a_scheduled_run_refused_by_quota_leaves_a_not_run_record(full, make_item, make_workflow):
     item = make_item()
-    run = workflow_services.scheduled_run(workflow_id=make_workflow(["echo one"]), item_id=item.pk)
+    run = workflow_services.scheduled_run(
+        workflow_id=make_workflow(["echo one"]), item_id=item.pk, window_at=datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    )
     assert run.status == "not_run"
     assert run.reason.startswith("not run due to quota: ")
     assert "sandboxes limit" in run.reason

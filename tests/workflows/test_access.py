@@ -8,7 +8,6 @@ from quotas.models import SandboxActivity
 from tests.workspace.conftest import item_url
 from workspace.investigations.services import investigation_create
 from workspace.models import InvestigationMember, WorkflowRun
-from workspace.workflows import scheduler
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html"}
@@ -54,24 +53,26 @@ def test_staff_may_run_a_workflow_on_an_item_its_creator_may_use(settings, alice
     assert (response.json()["status"], response.json()["created_by"]) == ("succeeded", "alice")
 
 
-def test_a_scheduled_run_acts_for_the_workflows_creator(make_item, make_workflow, clock):
+def test_a_scheduled_run_acts_for_the_workflows_creator(scheduler_tick, make_item, make_workflow, clock):
     # Given bob's scheduled workflow on alice's investigation where bob is a member
     investigation = investigation_create(title="outage", user_id="alice", members=["bob"]).item
     make_workflow(["echo tick"], user="bob", item_id=str(investigation.pk), every_seconds=60)
     # When the scheduler runs it
-    scheduler.schedules_run_due()
+    scheduler_tick()
     # Then the run is labelled with bob, not with the item's creator
     run = WorkflowRun.objects.get()
     assert (run.status, run.created_by) == ("succeeded", "bob")
 
 
-def test_a_scheduled_run_whose_creator_lost_access_is_not_run_and_says_why(make_item, make_workflow, clock):
+def test_a_scheduled_run_whose_creator_lost_access_is_not_run_and_says_why(
+    scheduler_tick, make_item, make_workflow, clock
+):
     # Given bob's scheduled workflow on alice's investigation, then bob removed from it
     investigation = investigation_create(title="outage", user_id="alice", members=["bob"]).item
     make_workflow(["touch bob.txt"], user="bob", item_id=str(investigation.pk), every_seconds=60)
     InvestigationMember.objects.filter(investigation_id=investigation.pk, user_id="bob").delete()
     # When the scheduler's turn comes
-    report = scheduler.schedules_run_due()
+    report = scheduler_tick()
     # Then nothing runs (no sandbox) and a visible not-run record names the reason
     run = WorkflowRun.objects.get()
     assert (report.started, report.not_run) == (0, 1)
@@ -80,12 +81,14 @@ def test_a_scheduled_run_whose_creator_lost_access_is_not_run_and_says_why(make_
     assert SandboxActivity.objects.count() == 0
 
 
-def test_a_scheduled_run_whose_creator_left_the_directory_is_not_run(settings, make_item, make_workflow, clock):
+def test_a_scheduled_run_whose_creator_left_the_directory_is_not_run(
+    scheduler_tick, settings, make_item, make_workflow, clock
+):
     # Given a scheduled workflow created by someone no longer in the directory
     item = make_item(created_by="alice")
     make_workflow(["true"], user="mallory", item_id=str(item.pk), every_seconds=60)
     # When the scheduler's turn comes
-    scheduler.schedules_run_due()
+    scheduler_tick()
     # Then it is not run
     assert WorkflowRun.objects.get().status == "not_run"
 

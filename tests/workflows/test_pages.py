@@ -6,7 +6,6 @@ import pytest
 
 from collab.errors import ApiError
 from workspace.sandboxes import lifecycle
-from workspace.workflows import scheduler
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html"}
@@ -22,7 +21,7 @@ def test_the_page_shows_the_steps_and_the_runs_output(alice_api, make_item, make
 
 
 def test_the_page_shows_a_scheduled_run_that_was_not_run_due_to_quota(
-    alice_api, make_item, make_workflow, monkeypatch, clock
+    scheduler_tick, alice_api, make_item, make_workflow, monkeypatch, clock
 ):
     def refuse(**_kwargs):
         raise ApiError(status_code=507, error="sandbox_quota_exceeded", detail="limit reached")
@@ -30,7 +29,7 @@ def test_the_page_shows_a_scheduled_run_that_was_not_run_due_to_quota(
     item = make_item()
     workflow_id = make_workflow(["true"], item_id=str(item.pk), every_seconds=60)
     monkeypatch.setattr(lifecycle, "sandbox_for_item", refuse)
-    scheduler.schedules_run_due()
+    scheduler_tick()
     page = alice_api.get(f"/a/notebook/items/{item.pk}/workflows/{workflow_id}", **HTML).content.decode()
     assert "not run due to quota: limit reached" in page
 

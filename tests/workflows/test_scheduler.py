@@ -12,8 +12,8 @@ from collab.errors import ApiError
 from workspace.generated import workflows
 from workspace.models import WorkflowRun, WorkflowSchedule
 from workspace.sandboxes import lifecycle
-from workspace.services import worker_pass
 from workspace.workflows import scheduler
+from workspace.workflows.services import scheduled_run
 
 pytestmark = pytest.mark.django_db
 
@@ -22,10 +22,10 @@ def _scheduled(make_workflow, item, **fields):
     return make_workflow(["echo tick"], item_id=str(item.pk), every_seconds=60, **fields)
 
 
-def test_a_scheduled_workflow_runs_headlessly_on_its_item(make_item, make_workflow, clock):
+def test_a_scheduled_workflow_runs_headlessly_on_its_item(scheduler_tick, make_item, make_workflow, clock):
     item = make_item()
     workflow_id = _scheduled(make_workflow, item)
-    report = scheduler.schedules_run_due()
+    report = scheduler_tick()
     assert (report.scheduled, report.started, report.not_run) == (1, 1, 0)
     run = WorkflowRun.objects.get()
     assert (run.workflow_id, run.item_id, run.trigger, run.status) == (workflow_id, item.pk, "scheduled", "succeeded")
@@ -33,60 +33,64 @@ def test_a_scheduled_workflow_runs_headlessly_on_its_item(make_item, make_workfl
     assert run.created_by == "alice"
 
 
-def test_it_does_not_run_again_before_its_interval(make_item, make_workflow, clock):
+def test_it_does_not_run_again_before_its_interval(scheduler_tick, make_item, make_workflow, clock):
     _scheduled(make_workflow, make_item())
-    scheduler.schedules_run_due()
+    scheduler_tick()
     clock.advance(seconds=59)
-    assert scheduler.schedules_run_due().started == 0
+    assert scheduler_tick().started == 0
     clock.advance(seconds=1)
-    assert scheduler.schedules_run_due().started == 1
+    assert scheduler_tick().started == 1
     assert WorkflowRun.objects.count() == 2
 
 
-def test_missed_intervals_run_once_not_once_each(make_item, make_workflow, clock):
+def test_missed_intervals_run_once_not_once_each(scheduler_tick, make_item, make_workflow, clock):
     _scheduled(make_workflow, make_item())
-    scheduler.schedules_run_due()
+    scheduler_tick()
     clock.advance(hours=5)
-    assert scheduler.schedules_run_due().started == 1
+    assert scheduler_tick().started == 1
 
 
 @pytest.mark.parametrize(
     "fields",
     [{"enabled": False}, {"every_seconds": None}, {"every_seconds": 0}, {"item_id": None}, {"item_id": "abc"}],
 )
-def test_only_enabled_workflows_with_an_interval_and_an_item_are_scheduled(make_item, make_workflow, clock, fields):
+def test_only_enabled_workflows_with_an_interval_and_an_item_are_scheduled(
+    scheduler_tick, make_item, make_workflow, clock, fields
+):
     item = make_item()
     make_workflow(["true"], **{"item_id": str(item.pk), "every_seconds": 60, **fields})
-    assert scheduler.schedules_run_due().scheduled == 0
+    assert scheduler_tick().scheduled == 0
     assert not WorkflowRun.objects.exists()
 
 
-def test_a_quota_refusal_leaves_a_visible_not_run_record(make_item, make_workflow, clock, monkeypatch):
+def test_a_quota_refusal_leaves_a_visible_not_run_record(scheduler_tick, make_item, make_workflow, clock, monkeypatch):
     def refuse(**_kwargs):
         raise ApiError(status_code=507, error="sandbox_quota_exceeded", detail="2 of 2 sandboxes live.")
 
     monkeypatch.setattr(lifecycle, "sandbox_for_item", refuse)
     _scheduled(make_workflow, make_item())
-    assert scheduler.schedules_run_due().not_run == 1
+    assert scheduler_tick().not_run == 1
     run = WorkflowRun.objects.get()
     assert (run.status, run.reason) == ("not_run", "not run due to quota: 2 of 2 sandboxes live.")
     assert run.started_at is None
     assert run.finished_at == clock.current
 
 
-def test_a_backend_outage_leaves_a_not_run_record_with_its_reason(make_item, make_workflow, clock, monkeypatch):
+def test_a_backend_outage_leaves_a_not_run_record_with_its_reason(
+    scheduler_tick, make_item, make_workflow, clock, monkeypatch
+):
     def unavailable(**_kwargs):
         raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="host down")
 
     monkeypatch.setattr(lifecycle, "sandbox_for_item", unavailable)
     _scheduled(make_workflow, make_item())
-    scheduler.schedules_run_due()
+    scheduler_tick()
     assert WorkflowRun.objects.get().reason == "not run: host down"
 
 
-def test_a_missing_item_leaves_a_not_run_record(make_workflow, clock, db):
+def test_a_missing_item_leaves_a_not_run_record(scheduler_tick, make_workflow, clock, db):
     make_workflow(["true"], item_id="424242", every_seconds=60)
-    scheduler.schedules_run_due()
+    scheduler_tick()
     run = WorkflowRun.objects.get()
     assert (run.status, run.item_id, run.reason) == ("not_run", None, "not run: item 424242 does not exist.")
 
@@ -99,10 +103,10 @@ def test_a_deleted_workflow_loses_its_schedule(make_item, make_workflow, clock):
     assert not WorkflowSchedule.objects.exists()
 
 
-def test_a_changed_interval_applies_from_the_next_run(make_item, make_workflow, clock):
+def test_a_changed_interval_applies_from_the_next_run(scheduler_tick, make_item, make_workflow, clock):
     item = make_item()
     workflow_id = _scheduled(make_workflow, item)
-    scheduler.schedules_run_due()
+    scheduler_tick()
     workflows.update(
         workflow_id, {"name": "checks", "steps": ["true"], "item_id": str(item.pk), "every_seconds": 10}, user="alice"
     )
@@ -113,19 +117,82 @@ def test_a_changed_interval_applies_from_the_next_run(make_item, make_workflow, 
 def test_a_due_run_is_claimed_once(make_item, make_workflow, clock):
     _scheduled(make_workflow, make_item())
     scheduler.schedules_sync()
-    assert scheduler.schedule_claim_due() is not None
-    assert scheduler.schedule_claim_due() is None
+    assert scheduler.schedule_claim_due() is True
+    assert scheduler.schedule_claim_due() is False
 
 
-def test_the_worker_pass_starts_due_workflows(make_item, make_workflow, clock):
+def test_the_worker_command_runs_due_scheduled_workflows(make_item, make_workflow, clock, capsys):
+    # Given a due scheduled workflow
     _scheduled(make_workflow, make_item())
-    assert worker_pass().workflows.started == 1
 
-
-def test_the_worker_command_reports_scheduled_runs(make_item, make_workflow, clock, capsys):
-    _scheduled(make_workflow, make_item())
+    # When `manage.py worker --once` runs
     call_command("worker", "--once")
-    assert "workflows started 1, not run 0" in capsys.readouterr().out
+
+    # Then its run is enqueued and run, and the worker says so
+    assert WorkflowRun.objects.get().status == "succeeded"
+    assert "scheduled_workflow_run_task: succeeded (succeeded)" in capsys.readouterr().out
+
+
+def test_a_window_blocked_by_quota_leaves_one_record_however_often_the_worker_ticks(
+    scheduler_tick, make_item, make_workflow, clock, monkeypatch
+):
+    # Given an hourly workflow whose sandbox is refused for quota
+    def refuse(**_kwargs):
+        raise ApiError(status_code=507, error="sandbox_quota_exceeded", detail="3 of 3 sandboxes live.")
+
+    monkeypatch.setattr(lifecycle, "sandbox_for_item", refuse)
+    make_workflow(["true"], item_id=str(make_item().pk), every_seconds=3600)
+
+    # When the worker ticks every minute for eight minutes, then once after the hour
+    for _minute in range(8):
+        scheduler_tick()
+        clock.advance(minutes=1)
+    clock.advance(hours=1)
+    scheduler_tick()
+
+    # Then there is one not-run record per window: two
+    assert list(WorkflowRun.objects.values_list("status", flat=True)) == ["not_run", "not_run"]
+
+
+def test_a_window_run_again_after_its_worker_died_keeps_one_record(make_item, make_workflow, clock):
+    # Given a window whose run was recorded as running when its worker died
+    item = make_item()
+    workflow_id = _scheduled(make_workflow, item)
+    window = clock.current
+    WorkflowRun.objects.create(
+        workflow_id=workflow_id, item=item, trigger="scheduled", status="running", window_at=window
+    )
+
+    # When the window's task runs again, twice
+    first = scheduled_run(workflow_id=workflow_id, item_id=item.pk, window_at=window)
+    second = scheduled_run(workflow_id=workflow_id, item_id=item.pk, window_at=window)
+
+    # Then the one record ran to its end, and the second attempt did not run it again
+    assert first.pk == second.pk
+    assert WorkflowRun.objects.get().status == "succeeded"
+    assert second.steps[0]["stdout"] == "tick\n"
+
+
+def test_a_window_the_worker_gave_up_on_says_why(run_tasks, make_item, make_workflow, clock, settings, monkeypatch):
+    # Given a due workflow whose runs keep crashing, and two attempts per task
+    settings.WORKSPACE_TASK_MAX_ATTEMPTS = 2
+
+    def crash(**_kwargs):
+        raise RuntimeError("sandbox host answered garbage")
+
+    monkeypatch.setattr(lifecycle, "sandbox_for_item", crash)
+    _scheduled(make_workflow, make_item())
+    scheduler.schedules_enqueue_due()
+
+    # When the worker tries, waits out the backoff, and tries again
+    assert [ran.outcome for ran in run_tasks()] == ["retrying"]
+    clock.advance(minutes=10)
+    assert [ran.outcome for ran in run_tasks()] == ["failed"]
+
+    # Then the window's one record is failed and names the error
+    run = WorkflowRun.objects.get()
+    assert run.status == "failed"
+    assert "Failed after 2 attempts (RuntimeError: sandbox host answered garbage)" in run.reason
 
 
 @pytest.mark.django_db(transaction=True)
@@ -155,5 +222,5 @@ def test_two_workers_on_postgresql_never_claim_the_same_due_run(make_item, make_
         thread.start()
     for thread in threads:
         thread.join(15)
-    assert claims == [None]
-    assert scheduler.schedule_claim_due() is not None
+    assert claims == [False]
+    assert scheduler.schedule_claim_due() is True

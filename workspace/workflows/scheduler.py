@@ -1,10 +1,11 @@
-"""The workflow scheduler, run by `manage.py worker` with the other periodic jobs.
+"""The workflow scheduler, a periodic task of `manage.py worker`.
 
 Each scheduled workflow (enabled, `every_seconds`, an `item_id`) has one `WorkflowSchedule`
 row. A worker claims a due row with `SELECT ... FOR UPDATE SKIP LOCKED` and moves its
-`next_run_at` forward in the same short transaction, so a second worker either skips the locked
-row or, after the commit, no longer finds it due: the same due run never starts twice. The
-compare-and-set on `next_run_at` keeps that true on SQLite, which has no row locks.
+`next_run_at` forward in the same short transaction that enqueues the run of that window, so a
+second worker either skips the locked row or, after the commit, no longer finds it due: the same
+window is never enqueued twice. The compare-and-set on `next_run_at` keeps that true on SQLite,
+which has no row locks. The run itself is a task (workflows/tasks.py) with one record per window.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from datetime import timedelta
 from django.db import transaction
 
 from collab import clock
-from workspace.models import WorkflowRun, WorkflowSchedule
+from collab.background import enqueue
+from workspace.models import WorkflowSchedule
 from workspace.workflows.definitions import live_definitions
-from workspace.workflows.services import scheduled_run
+from workspace.workflows.tasks import scheduled_workflow_run_task
 
 logger = logging.getLogger(__name__)
 MAX_RUNS_PER_PASS = 50
@@ -27,14 +29,7 @@ MAX_RUNS_PER_PASS = 50
 @dataclass(frozen=True)
 class ScheduledPass:
     scheduled: int
-    started: int
-    not_run: int
-
-
-@dataclass(frozen=True)
-class Claim:
-    workflow_id: str
-    item_id: int
+    enqueued: int
 
 
 @transaction.atomic
@@ -68,9 +63,11 @@ def schedules_sync() -> int:
     return len(wanted)
 
 
-def schedule_claim_due() -> Claim | None:
-    """Claims the most overdue schedule: locks it (skipping rows another worker holds) and moves
-    `next_run_at` one interval past now, committing before the run starts."""
+def schedule_claim_due() -> bool:
+    """Claims the most overdue schedule: locks it (skipping rows another worker holds), moves
+    `next_run_at` one interval past now and enqueues the run of the claimed window, all in one
+    transaction, so a crash either keeps the schedule due or leaves its run queued. False when
+    nothing is due."""
     moment = clock.now()
     with transaction.atomic():
         row = (
@@ -80,25 +77,25 @@ def schedule_claim_due() -> Claim | None:
             .first()
         )
         if row is None:
-            return None
+            return False
         # Missed intervals are skipped, not caught up: a worker that was down runs once, not N times.
         claimed = WorkflowSchedule.objects.filter(pk=row.pk, next_run_at=row.next_run_at).update(
             next_run_at=moment + timedelta(seconds=row.every_seconds), last_claimed_at=moment
         )
-    return Claim(workflow_id=row.workflow_id, item_id=row.item_id) if claimed else None
+        if claimed:
+            enqueue(
+                scheduled_workflow_run_task,
+                workflow_id=row.workflow_id,
+                item_id=row.item_id,
+                window_at=row.next_run_at.isoformat(),
+            )
+    return True
 
 
-def schedules_run_due(*, limit: int = MAX_RUNS_PER_PASS) -> ScheduledPass:
-    """One scheduler pass: sync, then start due runs one claim at a time."""
+def schedules_enqueue_due(*, limit: int = MAX_RUNS_PER_PASS) -> ScheduledPass:
+    """One scheduler pass: sync, then claim due windows one at a time and enqueue their runs."""
     scheduled = schedules_sync()
-    started = not_run = 0
-    while started + not_run < limit:
-        claim = schedule_claim_due()
-        if claim is None:
-            break
-        run = scheduled_run(workflow_id=claim.workflow_id, item_id=claim.item_id)
-        if run.status == WorkflowRun.Status.NOT_RUN:
-            not_run += 1
-        else:
-            started += 1
-    return ScheduledPass(scheduled=scheduled, started=started, not_run=not_run)
+    enqueued = 0
+    while enqueued < limit and schedule_claim_due():
+        enqueued += 1
+    return ScheduledPass(scheduled=scheduled, enqueued=enqueued)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from django.db import transaction
 
@@ -155,13 +156,54 @@ def _app_of(item: Item) -> AppDescriptor:
     return app
 
 
-def scheduled_run(*, workflow_id: str, item_id: int) -> WorkflowRun:
-    """A headless run started by the scheduler; what stops it from starting becomes a `not_run` record.
+def _window_record(
+    *,
+    definition: WorkflowDefinition | None,
+    workflow_id: str,
+    item: Item | None,
+    window_at: datetime,
+    status: str,
+    reason: str = "",
+) -> WorkflowRun:
+    """The one record of a schedule window, written or rewritten: a retried task never adds a second."""
+    moment = clock.now()
+    values: dict = {
+        "item": item,
+        "trigger": WorkflowRun.Trigger.SCHEDULED,
+        "status": status,
+        "reason": reason,
+        "steps": [],
+        "started_at": moment if status == Status.RUNNING else None,
+        "finished_at": None if status == Status.RUNNING else moment,
+    }
+    if definition is not None:
+        values["revision_id"] = definition.revision_id
+    with transaction.atomic():
+        run = WorkflowRun.objects.select_for_update().filter(workflow_id=workflow_id, window_at=window_at).first()
+        if run is None:
+            run = WorkflowRun(workflow_id=workflow_id, window_at=window_at, **values)
+            run.stamp_created(definition.created_by if definition else "")
+        else:
+            for field, value in values.items():
+                setattr(run, field, value)
+        run.save()
+    return run
+
+
+def scheduled_run(*, workflow_id: str, item_id: int, window_at: datetime) -> WorkflowRun:
+    """A headless run of one schedule window; what stops it from starting becomes a `not_run` record.
 
     The run acts for the workflow's creator (DESIGN.md §3: work off the request path gets its
     user), whose access to the item is checked again now: a creator who lost it gets a `not_run`
-    record saying so, and nothing runs.
+    record saying so, and nothing runs. A window has one record: run again (its task is retried
+    after the worker died), a finished window is left as it is and a `running` one is run anew in
+    the same record.
     """
+    finished = (
+        WorkflowRun.objects.filter(workflow_id=workflow_id, window_at=window_at).exclude(status=Status.RUNNING).first()
+    )
+    if finished is not None:
+        return finished
     item = Item.objects.filter(pk=item_id).first()
     definition: WorkflowDefinition | None = None
     try:
@@ -174,12 +216,23 @@ def scheduled_run(*, workflow_id: str, item_id: int) -> WorkflowRun:
         workflow_run_gate(item=item, app=app)
     except ApiError as exc:
         logger.info("scheduled workflow %s on item %s not run: %s", workflow_id, item_id, exc.detail)
-        return _run_record(
-            definition=definition, workflow_id=workflow_id, item=item, trigger=WorkflowRun.Trigger.SCHEDULED,
-            status=Status.NOT_RUN, user_id=definition.created_by if definition else "", reason=not_run_reason(exc),
+        return _window_record(
+            definition=definition, workflow_id=workflow_id, item=item, window_at=window_at,
+            status=Status.NOT_RUN, reason=not_run_reason(exc),
         )  # fmt: skip
-    run = _run_record(
-        definition=definition, workflow_id=workflow_id, item=item, trigger=WorkflowRun.Trigger.SCHEDULED,
-        status=Status.RUNNING, user_id=definition.created_by,
-    )  # fmt: skip
+    run = _window_record(
+        definition=definition, workflow_id=workflow_id, item=item, window_at=window_at, status=Status.RUNNING
+    )
     return _execute(run, item=item, app=app, steps=steps)
+
+
+def scheduled_run_given_up(*, workflow_id: str, item_id: int, window_at: datetime, reason: str) -> WorkflowRun:
+    """The window's record says the run failed for good (the worker's last attempt)."""
+    return _window_record(
+        definition=None,
+        workflow_id=workflow_id,
+        item=Item.objects.filter(pk=item_id).first(),
+        window_at=window_at,
+        status=Status.FAILED,
+        reason=reason,
+    )

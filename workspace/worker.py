@@ -1,0 +1,317 @@
+"""The engine of `manage.py worker` (DESIGN.md §9): runs the database backend's tasks and the periodic schedule.
+
+One loop per process: enqueue the periodic tasks that are due, hand tasks whose worker died to
+this one, then claim and run ready tasks one by one. A task that raises is logged, recorded on its
+row and tried again later (`collab.background.retry_delay`); after the last attempt its row stays
+`FAILED` with the traceback and the task's recorder says why on the object it worked on. Nothing a
+task does stops the loop.
+
+A heartbeat thread writes `WorkerBeat` every WORKSPACE_WORKER_HEARTBEAT_SECONDS, however long a
+task runs. `/healthz` reads the newest beat, and a task still `RUNNING` under a worker whose beat is
+older than WORKSPACE_WORKER_STALE_SECONDS (killed, machine gone) is given back to the queue.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import SuspiciousOperation
+from django.db import close_old_connections, connections, transaction
+from django.db.models import Max, Q
+from django.db.utils import OperationalError
+from django.utils.crypto import get_random_string
+from django_tasks import DEFAULT_TASK_BACKEND_ALIAS, TaskContext, TaskResultStatus
+from django_tasks.base import Task
+from django_tasks.signals import task_finished, task_started
+from django_tasks.utils import get_exception_traceback, normalize_json
+from django_tasks_db.models import DBTaskResult, get_date_max
+from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
+
+from collab import clock
+from collab.background import enqueue, record_given_up, retry_delay
+from workspace.models import PeriodicJob, WorkerBeat
+from workspace.tasks import PERIODIC
+
+logger = logging.getLogger(__name__)
+
+# How often an idle worker looks for new tasks and due periodic jobs.
+POLL_SECONDS = 1.0
+WORKER_LOST = "workspace.worker.WorkerLost"
+
+
+class Outcome(enum.StrEnum):
+    SUCCEEDED = "succeeded"
+    RETRYING = "retrying"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Ran:
+    task_name: str
+    outcome: Outcome
+    detail: str = ""
+
+
+@dataclass
+class WorkerIdentity:
+    worker_id: str = field(default_factory=lambda: get_random_string(32))
+    backend_name: str = DEFAULT_TASK_BACKEND_ALIAS
+    started_at: datetime = field(default_factory=clock.now)
+
+
+def beat(worker: WorkerIdentity) -> None:
+    WorkerBeat.objects.update_or_create(
+        worker_id=worker.worker_id,
+        defaults={
+            "hostname": socket.gethostname()[:255],
+            "pid": os.getpid(),
+            "started_at": worker.started_at,
+            "beat_at": clock.now(),
+        },
+    )
+
+
+def latest_beat() -> datetime | None:
+    return WorkerBeat.objects.aggregate(latest=Max("beat_at"))["latest"]
+
+
+def _stale_before() -> datetime:
+    return clock.now() - timedelta(seconds=settings.WORKSPACE_WORKER_STALE_SECONDS)
+
+
+def periodic_enqueue(*, interval: float, force: bool = False) -> list[str]:
+    """Enqueues each periodic task whose interval has passed (every one with `force`); returns their names.
+
+    A job is taken by compare-and-set on its `due_at`, in the transaction that enqueues it, so
+    several workers enqueue it once per interval between them. A job whose last run is still
+    waiting in the queue is not enqueued again: a slow worker never piles them up.
+    """
+    moment = clock.now()
+    PeriodicJob.objects.bulk_create(
+        [PeriodicJob(name=job.module_path, due_at=moment) for job in PERIODIC], ignore_conflicts=True
+    )
+    due = PeriodicJob.objects.all() if force else PeriodicJob.objects.filter(due_at__lte=moment)
+    due_names = set(due.values_list("name", flat=True))
+    enqueued = []
+    for job in PERIODIC:
+        if job.module_path not in due_names:
+            continue
+        with transaction.atomic():
+            jobs = PeriodicJob.objects.filter(name=job.module_path)
+            if not force:
+                jobs = jobs.filter(due_at__lte=moment)
+            if not jobs.update(due_at=moment + timedelta(seconds=interval)) or _waiting(job):
+                continue
+            enqueue(job)
+        enqueued.append(job.name)
+    return enqueued
+
+
+def _waiting(job: Task) -> bool:
+    # Served by the backend's partial index on READY rows.
+    return DBTaskResult.objects.filter(status=TaskResultStatus.READY, task_path=job.module_path).exists()
+
+
+def _ready(worker: WorkerIdentity) -> Any:
+    """The tasks due now; like the backend's own `ready()` but on the injectable clock."""
+    return DBTaskResult.objects.filter(status=TaskResultStatus.READY, backend_name=worker.backend_name).filter(
+        Q(run_after=get_date_max()) | Q(run_after__lte=clock.now())
+    )
+
+
+def claim_next(worker: WorkerIdentity) -> DBTaskResult | None:
+    """Takes the next ready task for this worker (SKIP LOCKED on PostgreSQL, an exclusive
+    transaction on SQLite), or None."""
+    ready = _ready(worker)
+    try:
+        with exclusive_transaction(ready.db):
+            row = ready.select_for_update(skip_locked=True).first()
+            if row is not None:
+                row.claim(worker.worker_id)
+    except OperationalError as exc:
+        if is_locked_database_exception(exc):
+            return None
+        raise
+    return row
+
+
+def run_claimed(row: DBTaskResult) -> Ran:
+    """Runs one claimed task and records how it ended; never raises for what the task did."""
+    try:
+        task = row.task
+    except (ImportError, SuspiciousOperation) as exc:
+        logger.error("Task %s names no task (%s): %s", row.id, row.task_path, exc)
+        row.set_failed(exc)
+        return Ran(row.task_path, Outcome.FAILED, f"{type(exc).__name__}: {exc}")
+    result = row.task_result
+    sender = type(task.get_backend())
+    task_started.send(sender=sender, task_result=result)
+    try:
+        if task.takes_context:
+            value = task.call(TaskContext(task_result=result), *result.args, **result.kwargs)
+        else:
+            value = task.call(*result.args, **result.kwargs)
+        row.set_successful(normalize_json(value))
+    except Exception as exc:
+        logger.exception("Task %s (%s) failed on attempt %s", task.name, row.id, len(row.worker_ids))
+        ran = _after_failure(row, task, exc)
+    else:
+        ran = Ran(task.name, Outcome.SUCCEEDED, _summary(value))
+    task_finished.send(sender=sender, task_result=row.task_result)
+    return ran
+
+
+def _summary(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {count}" for key, count in value.items())
+    return "" if value is None else str(value)
+
+
+def _after_failure(row: DBTaskResult, task: Task, exc: Exception) -> Ran:
+    attempt = len(row.worker_ids)
+    detail = f"{type(exc).__name__}: {exc}"
+    if attempt < settings.WORKSPACE_TASK_MAX_ATTEMPTS:
+        # Back in the queue with the traceback kept on the row, for admin to see meanwhile.
+        DBTaskResult.objects.filter(pk=row.pk).update(
+            status=TaskResultStatus.READY,
+            run_after=clock.now() + retry_delay(attempt),
+            exception_class_path=f"{type(exc).__module__}.{type(exc).__qualname__}",
+            traceback=get_exception_traceback(exc),
+        )
+        return Ran(task.name, Outcome.RETRYING, detail)
+    row.set_failed(exc)
+    record_given_up(row.task_path, reason=f"Failed after {attempt} attempts ({detail}).", kwargs=result_kwargs(row))
+    return Ran(task.name, Outcome.FAILED, detail)
+
+
+def result_kwargs(row: DBTaskResult) -> dict[str, Any]:
+    return dict(row.args_kwargs.get("kwargs") or {})
+
+
+def orphans_requeue(worker: WorkerIdentity) -> int:
+    """Gives back to the queue the tasks left `RUNNING` by a worker that stopped beating (or by
+    this one, which runs nothing while it looks); a task that already used its last attempt is
+    failed instead, with the reason. Returns how many were handled."""
+    alive = set(WorkerBeat.objects.filter(beat_at__gte=_stale_before()).values_list("worker_id", flat=True))
+    alive.discard(worker.worker_id)
+    handled = 0
+    running = DBTaskResult.objects.filter(status=TaskResultStatus.RUNNING, backend_name=worker.backend_name)
+    for row in running.only("id", "worker_ids", "task_path", "args_kwargs"):
+        owner = row.worker_ids[-1] if row.worker_ids else ""
+        if owner in alive:
+            continue
+        attempt = len(row.worker_ids)
+        reason = f"The worker running it ({owner or 'unknown'}) stopped during attempt {attempt}."
+        same = DBTaskResult.objects.filter(pk=row.pk, status=TaskResultStatus.RUNNING)
+        if attempt >= settings.WORKSPACE_TASK_MAX_ATTEMPTS:
+            if same.update(
+                status=TaskResultStatus.FAILED,
+                finished_at=clock.now(),
+                exception_class_path=WORKER_LOST,
+                traceback=reason,
+            ):
+                record_given_up(
+                    row.task_path, reason=f"Failed after {attempt} attempts. {reason}", kwargs=result_kwargs(row)
+                )
+                handled += 1
+        elif same.update(status=TaskResultStatus.READY, run_after=clock.now()):
+            logger.warning("Task %s (%s) requeued: %s", row.task_path, row.id, reason)
+            handled += 1
+    return handled
+
+
+def drain(worker: WorkerIdentity, *, limit: int | None = None) -> list[Ran]:
+    """Runs ready tasks until none is left (or `limit` ran); what they enqueue runs too."""
+    ran: list[Ran] = []
+    while limit is None or len(ran) < limit:
+        row = claim_next(worker)
+        if row is None:
+            break
+        ran.append(run_claimed(row))
+    return ran
+
+
+def run_once(worker: WorkerIdentity, *, interval: float) -> list[Ran]:
+    """`manage.py worker --once`: every periodic task now, the orphans back, everything due drained."""
+    beat(worker)
+    periodic_enqueue(interval=interval, force=True)
+    orphans_requeue(worker)
+    ran = drain(worker)
+    WorkerBeat.objects.filter(worker_id=worker.worker_id).delete()
+    return ran
+
+
+class Heartbeat(threading.Thread):
+    def __init__(self, worker: WorkerIdentity, stop: threading.Event) -> None:
+        super().__init__(name="worker-heartbeat", daemon=True)
+        self.worker, self.stop = worker, stop
+
+    def run(self) -> None:
+        try:
+            while not self.stop.wait(settings.WORKSPACE_WORKER_HEARTBEAT_SECONDS):
+                try:
+                    beat(self.worker)
+                except Exception as exc:
+                    logger.warning("Heartbeat of worker %s failed: %s", self.worker.worker_id, exc)
+                    close_old_connections()
+        finally:
+            connections.close_all()
+
+
+def run_forever(worker: WorkerIdentity, *, interval: float, stop: threading.Event, report: Any = None) -> None:
+    """The worker loop, until `stop` is set (SIGTERM/SIGINT): the task in hand is finished first.
+
+    A database that is down (at start or later) makes a pass fail; the loop logs it and tries
+    again, so the process outlives the outage instead of leaving the deployment without a worker.
+    """
+    try:
+        beat(worker)
+    except Exception:
+        logger.exception(
+            "Worker %s could not write its first heartbeat; the heartbeat thread retries", worker.worker_id
+        )
+    Heartbeat(worker, stop).start()
+    next_recovery = 0.0
+    failing = False
+    try:
+        while not stop.is_set():
+            close_old_connections()
+            try:
+                periodic_enqueue(interval=interval)
+                if time.monotonic() >= next_recovery:
+                    orphans_requeue(worker)
+                    next_recovery = time.monotonic() + interval
+                while not stop.is_set():
+                    row = claim_next(worker)
+                    if row is None:
+                        break
+                    ran = run_claimed(row)
+                    if report is not None:
+                        report(ran)
+            except Exception as exc:
+                # The database went away or a row could not be written: say so once, then wait and retry.
+                if failing:
+                    logger.warning("Worker %s: still failing (%s)", worker.worker_id, exc)
+                else:
+                    logger.exception("Worker %s: a pass failed; trying again", worker.worker_id)
+                failing = True
+                close_old_connections()
+            else:
+                if failing:
+                    logger.warning("Worker %s: passes work again", worker.worker_id)
+                failing = False
+            stop.wait(POLL_SECONDS)
+    finally:
+        try:
+            WorkerBeat.objects.filter(worker_id=worker.worker_id).delete()
+        except Exception:
+            logger.warning("Worker %s could not remove its heartbeat", worker.worker_id)
