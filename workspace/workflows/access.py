@@ -13,11 +13,17 @@ from typing import Any
 from crudgen import CreatorOnly, CrudError, RouteContext
 from workspace.access import can_view
 from workspace.models import Item
+from workspace.workflows.rules import schedule_problem
 
 
 class UnusableItem(CrudError):
     status_code = 400
     code = "invalid_item_id"
+
+
+class InvalidSchedule(CrudError):
+    status_code = 422
+    code = "invalid_schedule"
 
 
 def usable_item(raw: object, *, user_id: str, is_staff: bool) -> Item | None:
@@ -36,12 +42,15 @@ def _is_staff(ctx: RouteContext) -> bool:
 
 
 class WorkflowAccess(CreatorOnly):
-    data_refusal_statuses = (UnusableItem.status_code,)
+    data_refusal_statuses = (UnusableItem.status_code, InvalidSchedule.status_code)
 
     def __init__(self) -> None:
         super().__init__(sees_everything=_is_staff)
 
     def check_data(self, ctx: RouteContext, data: dict[str, Any]) -> None:
+        every_seconds = data.get("every_seconds")
+        if every_seconds is not None and (problem := schedule_problem(every_seconds)):
+            raise InvalidSchedule(f"every_seconds {problem}.", fields={"every_seconds": problem})
         raw = data.get("item_id")
         if raw is None or not str(raw).strip():
             return

@@ -10,8 +10,11 @@ from crudgen import ListQueryParams, ListScope, NotFoundError, SortOrder
 from crudgen.storage.base import Stored
 from workspace.generated import workflows
 from workspace.workflows.access import may_see_workflow
+from workspace.workflows.rules import schedule_problem
 
 _PAGE = 500
+# The largest primary key the database stores (a signed 64-bit integer).
+ITEM_ID_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -30,13 +33,14 @@ class WorkflowDefinition:
     def scheduled_item_id(self) -> int | None:
         """The item a schedule runs on, when the workflow names one that can be an item id."""
         raw = (self.item_id or "").strip()
-        return int(raw) if raw.isdigit() else None
+        return int(raw) if raw.isdigit() and 0 < int(raw) <= ITEM_ID_MAX else None
 
     @property
     def is_scheduled(self) -> bool:
-        return (
-            self.enabled and bool(self.every_seconds and self.every_seconds > 0) and self.scheduled_item_id is not None
-        )
+        """Enabled, with an item and a valid interval. A definition stored before the interval rule
+        (`every_seconds` of 0, or past a month) is simply not scheduled: it must never stop the
+        scheduler of everyone else."""
+        return self.enabled and schedule_problem(self.every_seconds) is None and self.scheduled_item_id is not None
 
 
 def _definition(stored: Stored) -> WorkflowDefinition:
