@@ -10,6 +10,7 @@ from datetime import timedelta
 from django.db import transaction
 
 from collab import clock
+from collab.converters import is_row_id
 from collab.errors import ApiError
 from collab.identity import standing_of
 from collab.models import ApiToken
@@ -56,7 +57,7 @@ def token_revoke(*, token_id: int, user_id: str) -> ApiToken:
     """The owner revokes one of theirs; someone else's, or no such token, is 404."""
     row = (
         ApiToken.objects.select_for_update().filter(pk=token_id, created_by=user_id).first()
-        if 0 < token_id < 2**63
+        if is_row_id(token_id)
         else None
     )
     if row is None:

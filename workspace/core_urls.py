@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from collab import converters as _converters  # noqa: F401 - registers <id:...>
 from collab.web import html_or_api
 from workspace import pages, views
 from workspace.chat import views as chat_views
@@ -10,17 +11,17 @@ from workspace.investigations import views as investigation_views
 from workspace.workflows import pages as workflow_pages
 from workspace.workflows import views as workflow_views
 
-_ITEM = "a/<slug:slug>/items/<int:item_id>"
+_ITEM = "a/<slug:slug>/items/<id:item_id>"
 _WORKFLOW = f"{_ITEM}/workflows/<str:workflow_id>"
-_INVESTIGATION = "investigations/<int:investigation_id>"
+_INVESTIGATION = "investigations/<id:investigation_id>"
 
 
 urlpatterns = [
-    path("me/resources/handovers/<int:item_id>/accept", views.HandoverAnswerApi.as_view(), name="me-handover-accept"),
+    path("me/resources/handovers/<id:item_id>/accept", views.HandoverAnswerApi.as_view(), name="me-handover-accept"),
     path(
-        "me/resources/handovers/<int:item_id>/decline", views.HandoverDeclineApi.as_view(), name="me-handover-decline"
+        "me/resources/handovers/<id:item_id>/decline", views.HandoverDeclineApi.as_view(), name="me-handover-decline"
     ),
-    path("my-resources/handovers/<int:item_id>/<str:answer>", pages.handover_answer_page, name="my-handover-answer"),
+    path("my-resources/handovers/<id:item_id>/<str:answer>", pages.handover_answer_page, name="my-handover-answer"),
     path("a", html_or_api(page=pages.apps_page, api=views.WorkspaceAppListApi), name="ws-apps"),
     path("a/<slug:slug>/items", html_or_api(page=pages.items_page, api=views.ItemListCreateApi), name="ws-items"),
     path(_ITEM, html_or_api(page=pages.item_page, api=views.ItemApi), name="ws-item"),

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from collab import clock
+from collab.converters import is_row_id
 from collab.errors import ApiError
 from collab.identity import unknown_user_ids
 from quotas import ledger
@@ -84,7 +85,7 @@ def item_update(
 def item_handover_answer(*, item_id: int, user_id: str, accept: bool) -> Item:
     """The addressee of a handover accepts (they pay from now on) or declines (nothing changes
     but the request, which goes). Anyone else, or no waiting handover, is 404."""
-    in_range = 0 < item_id < 2**63
+    in_range = is_row_id(item_id)
     item = (
         Item.objects.select_for_update().filter(pk=item_id, pending_owner=user_id).first()
         if user_id and in_range

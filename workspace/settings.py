@@ -62,6 +62,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "workspace.request_log.RequestLogMiddleware",
+    # Inside the request log (which then records the 503), outside everything that may query.
+    "workspace.errors.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -115,6 +117,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     DATABASES["default"]["TEST"] = {"NAME": os.environ.get("WORKSPACE_SQLITE_TEST_DB") or None}
+else:
+    # A database host that never answers fails a request within this many seconds (then the 503
+    # below) instead of holding a worker thread for the operating system's TCP timeout.
+    DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = int(
+        os.environ.get("WORKSPACE_DATABASE_CONNECT_TIMEOUT_SECONDS", "5")
+    )
+
+# A request that finds the database down answers 503 with this Retry-After (seconds).
+WORKSPACE_DATABASE_RETRY_AFTER_SECONDS = int(os.environ.get("WORKSPACE_DATABASE_RETRY_AFTER_SECONDS", "5"))
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from collab.converters import is_row_id
 from collab.errors import ApiError
 from crudgen import ListQueryParams, ListScope, NotFoundError, SortOrder
 from crudgen.storage.base import Stored
@@ -13,8 +14,6 @@ from workspace.workflows.access import may_see_workflow
 from workspace.workflows.rules import schedule_problem
 
 _PAGE = 500
-# The largest primary key the database stores (a signed 64-bit integer).
-ITEM_ID_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ class WorkflowDefinition:
     def scheduled_item_id(self) -> int | None:
         """The item a schedule runs on, when the workflow names one that can be an item id."""
         raw = (self.item_id or "").strip()
-        return int(raw) if raw.isdigit() and 0 < int(raw) <= ITEM_ID_MAX else None
+        return int(raw) if raw.isdigit() and is_row_id(int(raw)) else None
 
     @property
     def is_scheduled(self) -> bool:
