@@ -1,0 +1,218 @@
+"""kill -9 in the middle of ingests, a scheduled run and a burst of crudgen writes, then a restart:
+every document ends ready or failed with a reason, the window's run is neither lost nor doubled,
+and every acknowledged write reads back."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from bench.live import REPO, Client, close_sandboxes, gunicorn, run_django
+from tests.production.conftest import USER, USER_PASSWORD
+
+pytestmark = pytest.mark.postgres
+
+# Polling a deployment has a deadline; nothing here asserts how fast anything is.
+DEADLINE_SECONDS = 120
+WRITERS = 4
+DOCUMENTS = 6
+
+# Quick rhythms, so the restarted worker notices the dead one within seconds.
+CHAOS_ENV = {
+    "WORKSPACE_SERVE_WORKER": "1",
+    "WORKSPACE_WORKER_INTERVAL": "1",
+    "WORKSPACE_WORKER_HEARTBEAT_SECONDS": "0.5",
+    "WORKSPACE_WORKER_STALE_SECONDS": "3",
+    "WORKSPACE_TASK_RETRY_SECONDS": "0.5",
+}
+
+STATE = """
+import json, sys
+from django_tasks_db.models import DBTaskResult
+from knowledge.models import Document
+from workspace.models import WorkflowRun
+workflow_id = sys.argv[1]
+running = sorted(DBTaskResult.objects.filter(status="RUNNING").values_list("task_path", flat=True))
+runs = list(WorkflowRun.objects.filter(workflow_id=workflow_id).values("status", "window_at", "reason"))
+documents = list(Document.objects.values("id", "status", "reason"))
+print(json.dumps({
+    "runs": [{**r, "window_at": str(r["window_at"])} for r in runs], "documents": documents, "running": running
+}))
+"""
+
+
+def _state(env: dict[str, str], workflow_id: str) -> dict:
+    return json.loads(run_django(STATE, env, workflow_id))
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def _multipart(filename: str, data: bytes) -> tuple[bytes, str]:
+    boundary = uuid.uuid4().hex
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n'
+        f"Content-Type: text/plain\r\n\r\n"
+    ).encode()
+    return body + data + f"\r\n--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def _document(number: int) -> bytes:
+    paragraph = f"Document {number} explains sandboxes, quotas and the worker that ingests it. " * 40
+    return "\n\n".join(f"{paragraph} (part {part})" for part in range(900)).encode()
+
+
+class Burst:
+    """Writers that create a workflow each, then patch its description d1, d2, ... until stopped,
+    keeping what the server acknowledged."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.stop = threading.Event()
+        self.acknowledged: dict[str, int] = {}  # resource id -> last acknowledged description number
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._write, args=(n,)) for n in range(WRITERS)]
+
+    def _write(self, number: int) -> None:
+        client = Client(self.port, timeout=10)
+        try:
+            client.login(USER, USER_PASSWORD)
+            created = client.request("POST", "/api/v1/workflow", {"name": f"burst {number}", "steps": ["true"]})
+            if created.status != 201:
+                return
+            resource_id = created.json()["resource_id"]
+            with self.lock:
+                self.acknowledged[resource_id] = 0
+            version = 0
+            while not self.stop.is_set():
+                version += 1
+                patch = json.dumps([{"op": "replace", "path": "/description", "value": f"d{version}"}]).encode()
+                answer = client.request(
+                    "PATCH",
+                    f"/api/v1/workflow/{resource_id}",
+                    patch,
+                    {"Content-Type": "application/json-patch+json"},
+                    raw=True,
+                )
+                if answer.status == 200:
+                    with self.lock:
+                        self.acknowledged[resource_id] = version
+        except OSError:
+            return  # the server died under us: what was acknowledged before is what counts
+        finally:
+            client.close()
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def join(self) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(30)
+
+
+def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployment, tmp_path: Path) -> None:
+    env = {**deployment, **CHAOS_ENV}
+    try:
+        with gunicorn(env, tmp_path / "first.log", workers=2) as server:
+            # Given bob's item with an hourly workflow that runs for a while, and a collection
+            client = Client(server.port, timeout=30)
+            client.login(USER, USER_PASSWORD)
+            item_id = client.request("POST", "/a/notebook/items", {"title": "chaos"}).json()["id"]
+            collection_id = client.request("POST", "/kb/collections", {"name": "Chaos"}).json()["id"]
+            workflow = client.request(
+                "POST",
+                "/api/v1/workflow",
+                {"name": "slow", "steps": ["sleep 20", "echo done"], "item_id": str(item_id), "every_seconds": 3600},
+            )
+            assert workflow.status == 201, workflow.body
+            workflow_id = workflow.json()["resource_id"]
+
+            # And a second task worker beside the one gunicorn started, so an ingest runs beside the run
+            second_worker = subprocess.Popen(
+                [sys.executable, "manage.py", "worker", "--interval", "1"],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+
+            # When the scheduled run is running
+            _wait_for(lambda: [r["status"] for r in _state(env, workflow_id)["runs"]] == ["running"], "the run")
+            # ... documents are uploaded and crudgen writes pour in
+            burst = Burst(server.port)
+            burst.start()
+            uploaded = []
+            for number in range(DOCUMENTS):
+                body, content_type = _multipart(f"doc{number}.txt", _document(number))
+                answer = client.request(
+                    "POST", f"/kb/collections/{collection_id}/documents", body, {"Content-Type": content_type}, raw=True
+                )
+                assert answer.status == 202, answer.body
+                uploaded.append(answer.json()["id"])
+
+            def mid_run_and_mid_ingest() -> bool:
+                state = _state(env, workflow_id)
+                return [r["status"] for r in state["runs"]] == ["running"] and any(
+                    path.endswith("ingest_document_task") for path in state["running"]
+                )
+
+            _wait_for(mid_run_and_mid_ingest, "an ingest to run beside the run")
+
+            # ... and everything is killed at once: master, web workers and both task workers
+            os.killpg(server.process.pid, signal.SIGKILL)
+            second_worker.kill()
+            server.process.wait(30)
+            second_worker.wait(30)
+            burst.join()
+            client.close()
+
+        # Then, once restarted, the worker finishes what was cut short
+        with gunicorn(env, tmp_path / "second.log", workers=2) as restarted:
+
+            def settled() -> bool:
+                state = _state(env, workflow_id)
+                runs_done = state["runs"] and all(r["status"] != "running" for r in state["runs"])
+                return bool(runs_done) and all(d["status"] != "pending" for d in state["documents"])
+
+            _wait_for(settled, "every document and the run to settle")
+            state = _state(env, workflow_id)
+
+            # Every acknowledged upload ended ready, or failed with its reason
+            documents = {d["id"]: d for d in state["documents"]}
+            for document_id in uploaded:
+                document = documents[document_id]
+                assert document["status"] == "ready" or (document["status"] == "failed" and document["reason"])
+            # The window claimed before the kill has exactly one record, run to its end
+            assert len(state["runs"]) == 1, state["runs"]
+            assert state["runs"][0]["status"] == "succeeded", state["runs"][0]
+            # Every acknowledged crudgen write reads back (a later, unacknowledged one may have landed too)
+            reader = Client(restarted.port, timeout=30)
+            reader.login(USER, USER_PASSWORD)
+            assert burst.acknowledged, "no crudgen write was acknowledged before the kill"
+            for resource_id, version in burst.acknowledged.items():
+                answer = reader.get(f"/api/v1/workflow/{resource_id}/data")
+                assert answer.status == 200, answer.body
+                description = answer.json()["description"]
+                landed = int(description[1:]) if description else 0
+                assert landed >= version, (resource_id, description, version)
+            reader.close()
+    finally:
+        close_sandboxes(env)
