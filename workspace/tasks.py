@@ -17,6 +17,7 @@ from django_tasks_db.models import DBTaskResult
 
 from collab import clock
 from knowledge.services import citation_slices_close
+from workspace.models import WorkerBeat
 from workspace.sandboxes import lifecycle
 from workspace.services import workspaces_sweep
 from workspace.workflows.scheduler import schedules_enqueue_due
@@ -60,10 +61,12 @@ def citation_slices_task() -> dict[str, int]:
 
 @task()
 def task_results_prune_task() -> dict[str, int]:
-    """Deletes finished task results older than WORKSPACE_TASK_RESULT_DAYS (admin shows the rest)."""
+    """Deletes finished task results older than WORKSPACE_TASK_RESULT_DAYS (admin shows the rest)
+    and the heartbeats of workers gone that long."""
     cutoff = clock.now() - timedelta(days=settings.WORKSPACE_TASK_RESULT_DAYS)
     deleted, _ = DBTaskResult.objects.finished().filter(finished_at__lt=cutoff).delete()
-    return {"deleted": deleted}
+    gone, _ = WorkerBeat.objects.filter(beat_at__lt=cutoff).delete()
+    return {"deleted": deleted, "workers_forgotten": gone}
 
 
 PERIODIC: tuple[Task, ...] = (

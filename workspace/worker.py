@@ -96,11 +96,14 @@ def periodic_enqueue(*, interval: float, force: bool = False) -> list[str]:
     waiting in the queue is not enqueued again: a slow worker never piles them up.
     """
     moment = clock.now()
-    PeriodicJob.objects.bulk_create(
-        [PeriodicJob(name=job.module_path, due_at=moment) for job in PERIODIC], ignore_conflicts=True
-    )
-    due = PeriodicJob.objects.all() if force else PeriodicJob.objects.filter(due_at__lte=moment)
-    due_names = set(due.values_list("name", flat=True))
+    due_at = dict(PeriodicJob.objects.values_list("name", "due_at"))
+    missing = [job for job in PERIODIC if job.module_path not in due_at]
+    if missing:
+        PeriodicJob.objects.bulk_create(
+            [PeriodicJob(name=job.module_path, due_at=moment) for job in missing], ignore_conflicts=True
+        )
+        due_at.update({job.module_path: moment for job in missing})
+    due_names = {name for name, due in due_at.items() if force or due <= moment}
     enqueued = []
     for job in PERIODIC:
         if job.module_path not in due_names:

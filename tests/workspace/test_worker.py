@@ -14,7 +14,7 @@ from knowledge import ingest, services
 from knowledge.models import Collection, Document
 from knowledge.tasks import ingest_document_task
 from workspace.models import PeriodicJob, WorkerBeat
-from workspace.tasks import PERIODIC, disk_sweep_task
+from workspace.tasks import PERIODIC, disk_sweep_task, task_results_prune_task
 from workspace.worker import WorkerIdentity, beat, claim_next, drain, orphans_requeue, periodic_enqueue
 
 pytestmark = pytest.mark.django_db
@@ -229,3 +229,41 @@ def test_the_upload_service_queues_the_ingest_for_the_api(api_client_for, collec
 
     # Then the upload service queued the ingest in its transaction (no view started it)
     assert _ingest_row().args_kwargs["kwargs"]["content_version"] == 1
+
+
+def test_pruning_forgets_old_results_and_gone_workers_and_keeps_the_rest(worker, pending_document, clock, settings):
+    # Given a finished ingest, a gone worker's heartbeat, and a week to keep them
+    settings.WORKSPACE_TASK_RESULT_DAYS = 7
+    beat(WorkerIdentity(worker_id="gone"))
+    drain(worker)
+    # django-tasks-db stamps results with the wall clock; put this one on the test's clock.
+    DBTaskResult.objects.filter(status="SUCCESSFUL").update(finished_at=clock.current)
+    disk_sweep_task.enqueue()
+
+    # When the prune runs eight days later (the sweep still queued, alice's worker beating)
+    clock.advance(days=8)
+    beat(worker)
+    report = task_results_prune_task.call()
+
+    # Then the old result and heartbeat are gone, the queued task and the live heartbeat stay
+    assert report == {"deleted": 1, "workers_forgotten": 1}
+    assert list(DBTaskResult.objects.values_list("status", flat=True)) == ["READY"]
+    assert list(WorkerBeat.objects.values_list("worker_id", flat=True)) == ["worker-a"]
+
+
+def test_the_workers_idle_poll_and_a_trivial_task_take_a_fixed_few_queries(
+    worker, clock, django_assert_max_num_queries
+):
+    # Given the periodic tasks queued and run once
+    periodic_enqueue(interval=30)
+    drain(worker)
+    beat(worker)
+
+    # Then an idle poll (nothing due), an orphan scan and one small task stay within a few queries
+    with django_assert_max_num_queries(1):
+        assert periodic_enqueue(interval=30) == []
+    with django_assert_max_num_queries(2):
+        orphans_requeue(worker)
+    disk_sweep_task.enqueue()
+    with django_assert_max_num_queries(7):
+        drain(worker, limit=1)
