@@ -129,7 +129,7 @@ def best_sentences(text: str, terms: list[str], *, limit: int = MAX_QUOTED_SENTE
 
 
 def default_answerer() -> Answerer:
-    return import_string(getattr(settings, "KNOWLEDGE_ANSWERER", "knowledge.answers.ExtractiveAnswerer"))()
+    return import_string(settings.KNOWLEDGE_ANSWERER)()
 
 
 def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: int = SEARCH_LIMIT) -> list[Passage]:

@@ -33,8 +33,6 @@ from knowledge.models import (
 )
 from knowledge.tasks import ingest_document_task
 
-DEFAULT_MAX_UPLOAD_BYTES = 10 * 1024 * 1024
-
 
 @transaction.atomic
 def collection_create(*, user_id: str, name: str, description: str = "") -> Collection:
@@ -58,7 +56,7 @@ def _check_upload(*, filename: str, content_type: str, data: bytes) -> None:
             detail=f"{filename!r} ({content_type or 'unknown type'}) cannot be ingested; "
             f"upload {SUPPORTED_DESCRIPTION}.",
         )
-    limit = getattr(settings, "KNOWLEDGE_MAX_UPLOAD_BYTES", DEFAULT_MAX_UPLOAD_BYTES)
+    limit = settings.KNOWLEDGE_MAX_UPLOAD_BYTES
     if len(data) > limit:
         raise ApiError(
             status_code=413,

@@ -293,8 +293,8 @@ _loaded: dict[tuple[str, str], WorkspaceConfig] = {}
 
 def configured_paths() -> tuple[Path, Path]:
     return (
-        Path(getattr(settings, "WORKSPACE_CONFIG", "") or DEFAULT_CONFIG),
-        Path(getattr(settings, "WORKSPACE_APPS_DIR", "") or DEFAULT_APPS_DIR),
+        Path(settings.WORKSPACE_CONFIG or DEFAULT_CONFIG),
+        Path(settings.WORKSPACE_APPS_DIR or DEFAULT_APPS_DIR),
     )
 
 

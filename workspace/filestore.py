@@ -170,7 +170,7 @@ def workspace_prepared(item_id: int | str, app_slug: str) -> Path:
 
 
 def max_file_bytes() -> int:
-    return int(getattr(settings, "WORKSPACE_MAX_FILE_BYTES", 256 * 1024 * 1024))
+    return settings.WORKSPACE_MAX_FILE_BYTES
 
 
 def invalid_path(path: str, why: str) -> ApiError:

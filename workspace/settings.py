@@ -239,6 +239,24 @@ WORKSPACE_APPS_DIR = os.environ.get("WORKSPACE_APPS_DIR", "")
 
 # Where per-deployment files (workspaces, cgroup roots in tests) live.
 WORKSPACE_VAR_DIR = Path(os.environ.get("WORKSPACE_VAR_DIR", str(BASE_DIR / "var")))
+# The largest file the file API stores in one write.
+WORKSPACE_MAX_FILE_BYTES = int(os.environ.get("WORKSPACE_MAX_FILE_BYTES", str(256 * 1024 * 1024)))
+# The agent that answers item chat messages (a dotted class path).
+WORKSPACE_AGENT = os.environ.get("WORKSPACE_AGENT", "workspace.agent.deterministic.DeterministicAgent")
+# Where cgroups are mounted, and which driver limits sandboxes: auto, cgroup-v2, cgroup-v1 or prlimit.
+WORKSPACE_CGROUP_ROOT = os.environ.get("WORKSPACE_CGROUP_ROOT", "/sys/fs/cgroup")
+WORKSPACE_CGROUP_DRIVER = os.environ.get("WORKSPACE_CGROUP_DRIVER", "auto")
+# A sandbox host's (`runsandboxhost`) defaults: cpu cores, memory, pids per sandbox (empty: none),
+# and where it keeps workspaces and its state (empty: under WORKSPACE_VAR_DIR).
+SANDBOX_HOST_CPU = os.environ.get("SANDBOX_HOST_CPU", "")
+SANDBOX_HOST_MEMORY = os.environ.get("SANDBOX_HOST_MEMORY", "")
+SANDBOX_HOST_PIDS = os.environ.get("SANDBOX_HOST_PIDS", "")
+SANDBOX_HOST_WORKSPACES = os.environ.get("SANDBOX_HOST_WORKSPACES", "")
+SANDBOX_HOST_STATE_DIR = os.environ.get("SANDBOX_HOST_STATE_DIR", "")
+
+# The knowledge base: the largest upload, and the answerer (a dotted class path).
+KNOWLEDGE_MAX_UPLOAD_BYTES = int(os.environ.get("KNOWLEDGE_MAX_UPLOAD_BYTES", str(10 * 1024 * 1024)))
+KNOWLEDGE_ANSWERER = os.environ.get("KNOWLEDGE_ANSWERER", "knowledge.answers.ExtractiveAnswerer")
 
 # The sandbox boundary (README "What sandbox code can and cannot do"). "bwrap" runs every command
 # of the local backend under bubblewrap; "none" is refused unless DEBUG is on (then it warns and

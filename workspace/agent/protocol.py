@@ -11,8 +11,6 @@ from django.utils.module_loading import import_string
 from knowledge.answers import Answer
 from workspace.sandboxes.base import ExecResult
 
-DEFAULT_AGENT = "workspace.agent.deterministic.DeterministicAgent"
-
 
 class ToolRefused(Exception):
     """A tool call the service refused (bad input, unknown user, not inside an investigation...).
@@ -60,4 +58,4 @@ class Agent(Protocol):
 
 def get_agent() -> Agent:
     """The agent named by `WORKSPACE_AGENT` (a dotted path), else the deterministic built-in."""
-    return import_string(getattr(settings, "WORKSPACE_AGENT", DEFAULT_AGENT))()
+    return import_string(settings.WORKSPACE_AGENT)()

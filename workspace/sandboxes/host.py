@@ -10,7 +10,6 @@ import hmac
 import ipaddress
 import json
 import logging
-import os
 import re
 import urllib.parse
 from dataclasses import dataclass
@@ -43,8 +42,7 @@ class BadRequest(Exception):
 
 
 def _setting(name: str, default: str = "") -> str:
-    value = getattr(settings, name, None)
-    return str(value) if value not in (None, "") else os.environ.get(name, default)
+    return str(getattr(settings, name)) or default
 
 
 @dataclass(frozen=True)
@@ -57,7 +55,7 @@ class HostSettings:
     @classmethod
     def from_settings(cls) -> HostSettings:
         """`SANDBOX_HOST_CPU`, `_MEMORY`, `_PIDS`, `_WORKSPACES`, `_STATE_DIR` (settings, then env)."""
-        var_dir = Path(getattr(settings, "WORKSPACE_VAR_DIR", "var"))
+        var_dir = Path(settings.WORKSPACE_VAR_DIR)
         cpu = _setting("SANDBOX_HOST_CPU")
         defaults = SandboxSpec(
             cpu_cores=float(cpu) if cpu else None,

@@ -247,8 +247,8 @@ def detect_driver(root: Path, preference: str = "auto") -> IsolationDriver:
 
 
 def configured_driver() -> IsolationDriver:
-    root = Path(getattr(settings, "WORKSPACE_CGROUP_ROOT", "/sys/fs/cgroup"))
-    return detect_driver(root, getattr(settings, "WORKSPACE_CGROUP_DRIVER", "auto"))
+    root = Path(settings.WORKSPACE_CGROUP_ROOT)
+    return detect_driver(root, settings.WORKSPACE_CGROUP_DRIVER)
 
 
 def warn_about_enforcement(driver: IsolationDriver) -> None:

@@ -28,8 +28,8 @@ def _key(name: str) -> tuple:
         name,
         get_config().sandbox.host_url,
         str(var_dir()),
-        str(getattr(settings, "WORKSPACE_CGROUP_ROOT", "/sys/fs/cgroup")),
-        getattr(settings, "WORKSPACE_CGROUP_DRIVER", "auto"),
+        str(settings.WORKSPACE_CGROUP_ROOT),
+        settings.WORKSPACE_CGROUP_DRIVER,
         settings.WORKSPACE_SANDBOX_ISOLATION,
         settings.WORKSPACE_SANDBOX_HOST_TOKEN,
     )
