@@ -1,4 +1,4 @@
-"""Enqueueing background tasks (Django's Tasks framework, DESIGN.md §9) and what their failure means.
+"""Enqueueing background tasks (Django's Tasks framework; README "Background work") and what their failure means.
 
 Every app enqueues through `enqueue`, so where a task row is written is decided once: with the
 database backend on the service's own database the row is inserted in the caller's transaction

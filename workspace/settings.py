@@ -207,7 +207,7 @@ CRUDGEN_SYSTEMS = ["workspace.generated.system"]
 
 WORKSPACE_NOTIFICATION_POLL_SECONDS = int(os.environ.get("WORKSPACE_NOTIFICATION_POLL_SECONDS", "30"))
 
-# Background work (DESIGN.md §9): Django's Tasks framework. The default backend stores tasks in
+# Background work: Django's Tasks framework. The default backend stores tasks in
 # the service's own database, so a task enqueued in a transaction commits (or vanishes) with it and
 # survives a crash; `manage.py worker` runs them. A broker-backed backend (README "Background work")
 # replaces it when one database is not enough.

@@ -1,4 +1,4 @@
-"""The engine of `manage.py worker` (DESIGN.md §9): runs the database backend's tasks and the periodic schedule.
+"""The engine of `manage.py worker` (README "Background work"): runs tasks and the periodic schedule.
 
 One loop per process: enqueue the periodic tasks that are due, hand tasks whose worker died to
 this one, then claim and run ready tasks one by one. A task that raises is logged, recorded on its

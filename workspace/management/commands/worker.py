@@ -1,4 +1,4 @@
-"""`manage.py worker`: runs the background tasks and the periodic schedule (DESIGN.md §9)."""
+"""`manage.py worker`: runs the background tasks and the periodic schedule (README "Background work")."""
 
 from __future__ import annotations
 
