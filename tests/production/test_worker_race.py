@@ -96,6 +96,6 @@ def test_racing_worker_processes_never_run_one_due_scheduled_workflow_twice(depl
                 process.kill()
                 process.wait()
         close_sandboxes(deployment)
-    started = sum(line.count("workflows started 1") for output in outputs for line in output.splitlines())
+    started = sum(output.count("scheduled_workflow_run_task: succeeded") for output in outputs)
     assert started == ROUNDS, outputs
     assert int(run_django(COUNT_RUNS, deployment, workflow_id).strip()) == ROUNDS
