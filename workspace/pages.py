@@ -72,23 +72,19 @@ def items_page(request: HttpRequest, slug: str) -> HttpResponse:
     app = app_or_404(slug)
     identity = request.identity
     if request.method == "POST":
-        title = request.POST.get("title", "").strip()
-        if not title:
-            messages.error(request, "An item needs a title.")
+        try:
+            item = services.item_create(
+                app=app,
+                title=request.POST.get("title", ""),
+                owner=request.POST.get("owner", ""),
+                user_id=identity.user_id,
+                is_staff=identity.is_staff,
+            )
+        except ApiError as exc:
+            messages.error(request, str(exc.detail))
         else:
-            try:
-                item = services.item_create(
-                    app=app,
-                    title=title[:200],
-                    owner=request.POST.get("owner", ""),
-                    user_id=identity.user_id,
-                    is_staff=identity.is_staff,
-                )
-            except ApiError as exc:
-                messages.error(request, str(exc.detail))
-            else:
-                messages.success(request, f"Created {item.title}.{_handover_note(item)}")
-                return HttpResponseRedirect(_item_url(slug, item.pk))
+            messages.success(request, f"Created {item.title}.{_handover_note(item)}")
+            return HttpResponseRedirect(_item_url(slug, item.pk))
     items = selectors.items_of_app(app_slug=slug, user_id=identity.user_id, is_staff=identity.is_staff)
     return render(request, "workspace/items.html", {"app": app, "items": items})
 

@@ -48,9 +48,25 @@ def _bill_to(item: Item, *, owner: str, user_id: str, is_staff: bool) -> list[st
 
 
 @transaction.atomic
+def checked_title(title: str, *, noun: str = "An item") -> str:
+    """The title without surrounding blanks; empty or longer than the column is a 400, never cut."""
+    cleaned = title.strip()
+    if not cleaned:
+        raise ApiError(status_code=400, error="validation_error", detail=f"{noun} needs a title.")
+    limit = Item._meta.get_field("title").max_length or 0
+    if len(cleaned) > limit:
+        raise ApiError(
+            status_code=400,
+            error="title_too_long",
+            detail=f"A title has at most {limit} characters; this one has {len(cleaned)}.",
+            limit=limit,
+        )
+    return cleaned
+
+
 def item_create(*, app: AppDescriptor, title: str, owner: str = "", user_id: str, is_staff: bool = False) -> Item:
     """A new item of `app`; the creator pays unless staff name someone else or that person accepts."""
-    item = Item(app_slug=app.slug, title=title.strip(), owner=user_id)
+    item = Item(app_slug=app.slug, title=checked_title(title), owner=user_id)
     item.stamp_created(user_id)
     _bill_to(item, owner=owner, user_id=user_id, is_staff=is_staff)
     item.save()
@@ -73,7 +89,7 @@ def item_update(
             )
         fields += _bill_to(item, owner=owner, user_id=user_id, is_staff=is_staff)
     if title is not None and title.strip() != item.title:
-        item.title = title.strip()
+        item.title = checked_title(title)
         fields.append("title")
     if fields:
         item.stamp_updated(user_id)

@@ -59,10 +59,9 @@ def _members_add(investigation: Investigation, user_ids: Sequence[str], *, by: s
 @transaction.atomic
 def investigation_create(*, title: str, user_id: str, members: Sequence[str] = ()) -> Investigation:
     """A new `rca` item and its investigation; the creator is the owner, `members` join at once."""
-    if not title.strip():
-        raise ApiError(status_code=400, error="validation_error", detail="An investigation needs a title.")
+    title = item_services.checked_title(title, noun="An investigation")
     known = _known_user_ids(members)
-    item = item_services.item_create(app=app_or_404(INVESTIGATION_APP), title=title[:200], user_id=user_id)
+    item = item_services.item_create(app=app_or_404(INVESTIGATION_APP), title=title, user_id=user_id)
     investigation = Investigation(item=item)
     investigation.stamp_created(user_id)
     investigation.save(force_insert=True)
