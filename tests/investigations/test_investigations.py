@@ -92,3 +92,29 @@ def test_the_browser_gets_the_page_at_the_same_path(alice_api, make_investigatio
 def test_a_membership_row_is_unique(make_investigation):
     investigation = make_investigation(members=("bob", "bob"))
     assert InvestigationMember.objects.filter(investigation=investigation).count() == 1
+
+
+def test_reading_an_rca_item_made_through_the_item_routes_writes_nothing(alice_api):
+    # Given an rca item made through the generic item routes (no investigation row yet)
+    item_id = alice_api.post("/a/rca/items", {"title": "From the item routes"}, format="json").json()["id"]
+
+    # When alice reads it as an investigation, through the API and the page
+    body = alice_api.get(f"/investigations/{item_id}").json()
+    page = alice_api.get(f"/investigations/{item_id}", HTTP_ACCEPT="text/html")
+
+    # Then she sees it, open, and no row was written by those GETs
+    assert (body["id"], body["status"]) == (item_id, "open")
+    assert page.status_code == 200
+    assert not Investigation.objects.filter(pk=item_id).exists()
+
+
+def test_the_first_write_to_such_an_investigation_stores_its_row(alice_api):
+    # Given an rca item made through the generic item routes
+    item_id = alice_api.post("/a/rca/items", {"title": "From the item routes"}, format="json").json()["id"]
+
+    # When alice moves its status
+    response = alice_api.post(f"/investigations/{item_id}/status", {"status": "in_progress"}, format="json")
+
+    # Then the investigation row exists with the new status
+    assert response.status_code == 200
+    assert Investigation.objects.get(pk=item_id).status == "in_progress"

@@ -15,21 +15,23 @@ def is_participant(investigation: Investigation, user_id: str) -> bool:
         return False
     if investigation.item.created_by == user_id:
         return True
-    return InvestigationMember.objects.filter(investigation=investigation, user_id=user_id).exists()
+    return InvestigationMember.objects.filter(investigation_id=investigation.pk, user_id=user_id).exists()
 
 
-def investigation_adopt(investigation_id: int) -> Investigation | None:
-    """An `rca` item made through the generic item routes gets its investigation row on first use."""
+def investigation_adopt(investigation_id: int, *, store: bool = True) -> Investigation | None:
+    """The investigation side of an `rca` item made through the generic item routes, which has no
+    row until first written to: stored by writers (`store`), only built in memory for readers, so
+    a GET never writes."""
     item = Item.objects.filter(pk=investigation_id, app_slug=INVESTIGATION_APP).first()
     if item is None:
         return None
     existing = Investigation.objects.select_related("item").filter(pk=investigation_id).first()
     if existing is not None:
         return existing
-    investigation, _created = Investigation.objects.get_or_create(
-        item=item,
-        defaults={"created_by": item.created_by, "updated_by": item.created_by, "created_at": item.created_at},
-    )
+    defaults = {"created_by": item.created_by, "updated_by": item.created_by, "created_at": item.created_at}
+    if not store:
+        return Investigation(item=item, **defaults)
+    investigation, _created = Investigation.objects.get_or_create(item=item, defaults=defaults)
     return investigation
 
 
@@ -40,7 +42,7 @@ def investigation_for_member(investigation_id: int, user_id: str, *, lock: bool 
         rows = rows.select_for_update(of=("self",))
     investigation = rows.filter(pk=investigation_id).first()
     if investigation is None:
-        investigation = investigation_adopt(investigation_id)
+        investigation = investigation_adopt(investigation_id, store=lock)
     if investigation is None or not is_participant(investigation, user_id):
         raise Http404("No such investigation.")
     return investigation

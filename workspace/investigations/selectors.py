@@ -27,6 +27,8 @@ def investigations_for_user(*, user_id: str, limit: int = LIST_LIMIT) -> list[In
 
 
 def member_ids(investigation: Investigation) -> list[str]:
+    if investigation._state.adding:
+        return []  # an rca item read before its first write: no row, so no members yet
     return [member.user_id for member in investigation.members.all()]
 
 
