@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from knowledge.models import CitationEvent, Collection, CollectionWriter, Document, KbChat
+from knowledge.services import documents_purge
 
 
 class CollectionWriterInline(admin.TabularInline):
@@ -44,6 +46,13 @@ class DocumentAdmin(admin.ModelAdmin):
     readonly_fields = (
         "size", "content_version", "replaced_by", "replaced_at", "created_by", "updated_by", "created_at", "updated_at",
     )  # fmt: skip
+
+    # Deleting goes through the service, so the chunks and their search-index rows go too.
+    def delete_model(self, request: HttpRequest, obj: Document) -> None:
+        documents_purge(document_ids=[obj.pk])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Document]) -> None:
+        documents_purge(document_ids=list(queryset.values_list("pk", flat=True)))
 
 
 @admin.register(KbChat)
