@@ -130,6 +130,7 @@ class Burst:
 
 def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployment, tmp_path: Path) -> None:
     env = {**deployment, **CHAOS_ENV}
+    spawned: list[subprocess.Popen[bytes]] = []
     try:
         with gunicorn(env, tmp_path / "first.log", workers=2) as server:
             # Given bob's item with an hourly workflow that runs for a while, and a collection
@@ -153,6 +154,7 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployme
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
+            spawned.append(second_worker)
 
             # When the scheduled run is running
             _wait_for(lambda: [r["status"] for r in _state(env, workflow_id)["runs"]] == ["running"], "the run")
@@ -215,4 +217,8 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployme
                 assert landed >= version, (resource_id, description, version)
             reader.close()
     finally:
+        for process in spawned:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
         close_sandboxes(env)
