@@ -47,7 +47,6 @@ def _bill_to(item: Item, *, owner: str, user_id: str, is_staff: bool) -> list[st
     return ["owner", "pending_owner", "pending_owner_requested_by", "pending_owner_requested_at"]
 
 
-@transaction.atomic
 def checked_title(title: str, *, noun: str = "An item") -> str:
     """The title without surrounding blanks; empty or longer than the column is a 400, never cut."""
     cleaned = title.strip()
@@ -64,6 +63,7 @@ def checked_title(title: str, *, noun: str = "An item") -> str:
     return cleaned
 
 
+@transaction.atomic
 def item_create(*, app: AppDescriptor, title: str, owner: str = "", user_id: str, is_staff: bool = False) -> Item:
     """A new item of `app`; the creator pays unless staff name someone else or that person accepts."""
     item = Item(app_slug=app.slug, title=checked_title(title), owner=user_id)

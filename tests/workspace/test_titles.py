@@ -74,3 +74,22 @@ def test_renaming_an_item_past_200_characters_is_refused_and_keeps_the_old_title
     # Then the stored title is unchanged
     item.refresh_from_db()
     assert item.title == "Short"
+
+
+def test_an_item_create_that_dies_after_its_insert_leaves_no_item(monkeypatch):
+    # Given the insert succeeds and the request dies right after it
+    original_save = Item.save
+
+    def save_then_die(self: Item, *args: object, **kwargs: object) -> None:
+        original_save(self, *args, **kwargs)
+        raise RuntimeError("killed halfway")
+
+    monkeypatch.setattr(Item, "save", save_then_die)
+
+    # When an item is created
+    with pytest.raises(RuntimeError):
+        services.item_create(app=app_or_404("notebook"), title="Half", user_id="alice")
+
+    # Then the transaction took the row back
+    monkeypatch.undo()
+    assert not Item.objects.exists()
