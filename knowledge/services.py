@@ -123,18 +123,22 @@ def document_rename(*, document_id: str, user_id: str, filename: str) -> Documen
 def document_delete(*, document_id: str, user_id: str) -> None:
     """A writer deletes a document and its chunks; its citation events stay as history."""
     document = document_for_writer(document_id, user_id, action="delete documents", lock=True)
-    documents_purge(document_ids=[document.id])
+    _purge(document)
 
 
 @transaction.atomic
 def documents_purge(*, document_ids: Sequence[str]) -> int:
-    """Deletes documents with their chunks and search-index rows (staff in admin, and the writer's
-    delete above); citation events stay as history. Returns how many documents went."""
+    """Staff (admin) delete documents with their chunks and search-index rows; citation events
+    stay as history. Returns how many documents went."""
     documents = list(Document.objects.select_for_update().defer("content").filter(pk__in=list(document_ids)))
     for document in documents:
-        drop_chunks(document.id)
-        document.delete()
+        _purge(document)
     return len(documents)
+
+
+def _purge(document: Document) -> None:
+    drop_chunks(document.id)
+    document.delete()
 
 
 @transaction.atomic

@@ -82,6 +82,18 @@ def run_tasks(db: None) -> Callable[[], list[Any]]:
 
 
 @pytest.fixture
+def admin_client_logged_in(db: None) -> Any:
+    """Django admin as a superuser (admin needs a Django account, not the mock identity)."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "root-pass")
+    client = Client()
+    client.force_login(root)
+    return client
+
+
+@pytest.fixture
 def acting_as() -> Iterator[Callable[[str | None], None]]:
     """Switches the mock provider's user between requests, as the spec's test mock does."""
     provider = get_user_provider()

@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from collab.models import Notification
 from tests.factories import make_notification
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client_logged_in() -> Client:
-    root = get_user_model().objects.create_superuser("root", "root@example.com", "root-pass")
-    client = Client()
-    client.force_login(root)
-    return client
 
 
 def test_admin_filters_notifications_by_kind_and_read(admin_client_logged_in: Client) -> None:

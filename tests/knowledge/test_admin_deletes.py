@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.admin.utils import quote
-from django.contrib.auth import get_user_model
-from django.test import Client
 from django.urls import reverse
 
 from knowledge.models import Chunk, Document
@@ -14,25 +12,19 @@ from knowledge.search import get_chunk_index
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def staff_admin() -> Client:
-    root = get_user_model().objects.create_superuser("root", "root@example.com", "root-pass")
-    client = Client()
-    client.force_login(root)
-    return client
-
-
 def _found(question: str, collection_id: str) -> list:
     return get_chunk_index().search(question=question, collection_ids=[collection_id], limit=5)
 
 
-def test_deleting_a_document_in_admin_drops_its_chunks_and_index_rows(staff_admin, handbook):
+def test_deleting_a_document_in_admin_drops_its_chunks_and_index_rows(admin_client_logged_in, handbook):
     # Given a ready document whose passages the search finds
     document = Document.objects.get(collection=handbook, filename="quotas.md")
     assert _found("evicted", handbook.id)
 
     # When staff delete it in admin
-    response = staff_admin.post(reverse("admin:knowledge_document_delete", args=[quote(document.pk)]), {"post": "yes"})
+    response = admin_client_logged_in.post(
+        reverse("admin:knowledge_document_delete", args=[quote(document.pk)]), {"post": "yes"}
+    )
 
     # Then the document, its chunks and its index rows are gone
     assert response.status_code == 302
@@ -41,12 +33,12 @@ def test_deleting_a_document_in_admin_drops_its_chunks_and_index_rows(staff_admi
     assert _found("evicted", handbook.id) == []
 
 
-def test_deleting_documents_with_the_admin_action_drops_their_index_rows(staff_admin, handbook):
+def test_deleting_documents_with_the_admin_action_drops_their_index_rows(admin_client_logged_in, handbook):
     # Given the handbook's documents
     ids = list(Document.objects.filter(collection=handbook).values_list("pk", flat=True))
 
     # When staff delete them all with the list's delete action
-    staff_admin.post(
+    admin_client_logged_in.post(
         reverse("admin:knowledge_document_changelist"),
         {"action": "delete_selected", "_selected_action": ids, "post": "yes"},
     )
