@@ -22,8 +22,8 @@ from bench.common import bench_var_dir, setup_django
 
 
 def _start_host(var_dir: Path) -> str:
-    from workspace.sandboxes.base import SandboxSpec
-    from workspace.sandboxes.host import HostSettings, build_server
+    from workspace.items.sandboxes.base import SandboxSpec
+    from workspace.items.sandboxes.host import HostSettings, build_server
 
     chosen = HostSettings(SandboxSpec(), var_dir / "workspaces", var_dir / "host-state")
     server = build_server("127.0.0.1", 0, chosen)
@@ -46,10 +46,10 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from rest_framework.test import APIClient
 
-    from workspace import services
-    from workspace.access import app_or_404
-    from workspace.config import forget_loaded_config
-    from workspace.sandboxes.isolation import configured_driver
+    from workspace.items import services
+    from workspace.items.access import app_or_404
+    from workspace.items.config import forget_loaded_config
+    from workspace.items.sandboxes.isolation import configured_driver
 
     if args.backend == "http":
         config = var_dir / "bench.toml"

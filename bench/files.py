@@ -32,8 +32,8 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from rest_framework.test import APIClient
 
-    from workspace import services
-    from workspace.access import app_or_404
+    from workspace.items import services
+    from workspace.items.access import app_or_404
 
     item = services.item_create(app=app_or_404("notebook"), title="bench", user_id="alice")
     client = APIClient()

@@ -58,8 +58,8 @@ from django.contrib.auth.models import User
 from collab.services import notify
 from django.db import transaction
 from knowledge import services as kb
-from workspace import services
-from workspace.access import app_or_404
+from workspace.items import services
+from workspace.items.access import app_or_404
 users, clients, password = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 for user in users:
     User.objects.create_user(user, password=password)
@@ -80,7 +80,7 @@ import json
 from collections import defaultdict
 from django.utils import timezone
 from quotas.models import SandboxActivity
-from workspace.sandboxes.registry import backend_named
+from workspace.items.sandboxes.registry import backend_named
 backend = backend_named("local")
 held = {}
 for sandbox_id in backend.sandboxes():

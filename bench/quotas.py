@@ -71,9 +71,9 @@ def _gate(owner: str):
 
 def _file_write(owner: str):
     """Delete then re-write one file, so every write grows the workspace and meets the checks."""
-    from workspace import services
-    from workspace.access import app_or_404
-    from workspace.filestore import delete_path, write_file
+    from workspace.items import services
+    from workspace.items.access import app_or_404
+    from workspace.items.filestore import delete_path, write_file
 
     item = services.item_create(app=app_or_404("notebook"), title=f"bench {owner}", owner=owner, user_id=owner)
     ref = services.workspace_ref(item)

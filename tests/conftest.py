@@ -16,6 +16,16 @@ from rest_framework.test import APIClient
 from collab import clock as clock_module
 from collab.identity import MockUserProvider, get_user_provider
 
+# Fixtures shared across suites, registered once; a suite that works on items makes
+# `workspace_dirs` (and, for quotas, `fresh_memos`) autouse in its own conftest.
+pytest_plugins = [
+    "tests.fixtures.items",
+    "tests.fixtures.quotas",
+    "tests.fixtures.knowledge",
+    "tests.fixtures.investigations",
+    "tests.fixtures.workflows",
+]
+
 
 class MovableClock:
     """A clock that stands still until a test moves it."""
@@ -38,7 +48,7 @@ def traversable_tmp() -> Iterator[Path]:
     base = Path(tempfile.mkdtemp(prefix="ws-tests-"))
     base.chmod(0o711)
     yield base
-    from workspace.volumes import unmount_under
+    from workspace.items.volumes import unmount_under
 
     unmount_under(base)
     shutil.rmtree(base, ignore_errors=True)
@@ -58,7 +68,7 @@ def sandboxes_closed_after_each_test(settings) -> Iterator[None]:
     opened is closed and unmounted after it, while its settings still name its var dir."""
     settings.WORKSPACE_DISK_ENFORCEMENT = "measure"
     yield
-    from workspace.sandboxes.registry import local_sandboxes_release
+    from workspace.items.sandboxes.registry import local_sandboxes_release
 
     local_sandboxes_release()
 

@@ -16,10 +16,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from collab import clock
-from workspace.config import get_config
-from workspace.sandboxes.http import HttpBackend
-from workspace.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, configured_driver
-from workspace.sandboxes.registry import var_dir
+from workspace.items.config import get_config
+from workspace.items.sandboxes.http import HttpBackend
+from workspace.items.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, configured_driver
+from workspace.items.sandboxes.registry import var_dir
 from workspace.worker import latest_beat
 
 # A probe a load balancer waits on must answer well within its own timeout.

@@ -58,6 +58,10 @@ INSTALLED_APPS = [
     "knowledge",
     "quotas",
     "workspace",
+    "workspace.items",
+    "workspace.agent",
+    "workspace.workflows",
+    "workspace.investigations",
 ]
 
 MIDDLEWARE = [
@@ -90,7 +94,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "collab.context_processors.workspace_header",
-                "workspace.context_processors.sandbox_boundary",
+                "workspace.items.context_processors.sandbox_boundary",
             ],
         },
     },
@@ -176,7 +180,7 @@ SPECTACULAR_SETTINGS = {
     # Two models have a `status` with different choices: name each enum after its model.
     "ENUM_NAME_OVERRIDES": {
         "DocumentStatusEnum": "knowledge.models.Document.Status",
-        "InvestigationStatusEnum": "workspace.models.Investigation.Status",
+        "InvestigationStatusEnum": "workspace.investigations.models.Investigation.Status",
         "HealthCheckEnum": "workspace.health.CHECK_STATES",
     },
     "POSTPROCESSING_HOOKS": [
@@ -203,7 +207,7 @@ WORKSPACE_MOCK_DEFAULT_USER = os.environ.get("WORKSPACE_MOCK_DEFAULT_USER", "ali
 WORKSPACE_MOCK_STAFF = [u for u in os.environ.get("WORKSPACE_MOCK_STAFF", "alice").split(",") if u]
 
 # The CRUD systems the crudgen_dump / crudgen_load / crudgen_migrate commands act on.
-CRUDGEN_SYSTEMS = ["workspace.generated.system"]
+CRUDGEN_SYSTEMS = ["workspace.workflows.generated.system"]
 
 WORKSPACE_NOTIFICATION_POLL_SECONDS = int(os.environ.get("WORKSPACE_NOTIFICATION_POLL_SECONDS", "30"))
 

@@ -17,9 +17,9 @@ from django_tasks_db.models import DBTaskResult
 
 from collab import clock
 from knowledge.services import citation_slices_close
+from workspace.items.sandboxes import lifecycle
+from workspace.items.services import workspaces_sweep
 from workspace.models import WorkerBeat
-from workspace.sandboxes import lifecycle
-from workspace.services import workspaces_sweep
 from workspace.workflows.scheduler import schedules_enqueue_due
 
 

@@ -23,10 +23,13 @@ def site_urlpatterns() -> list[URLPattern | URLResolver]:
         path("healthz", HealthApi.as_view(), name="healthz"),
         path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),
         path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-        path("api/v1/", include("workspace.generated")),
+        path("api/v1/", include("workspace.workflows.generated")),
         path("", include("collab.urls")),
         path("", include("knowledge.urls")),
-        path("", include("workspace.core_urls")),
+        path("", include("workspace.items.urls")),
+        path("", include("workspace.agent.urls")),
+        path("", include("workspace.workflows.urls")),
+        path("", include("workspace.investigations.urls")),
     ]
 
 

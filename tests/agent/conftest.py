@@ -1,5 +1,13 @@
-"""Agent fixtures: private workspaces and items (from the core's conftest), knowledge-base helpers."""
+"""The agent: every test in its own var dir."""
 
-from tests.investigations.conftest import carol_api, make_investigation  # noqa: F401 - shared fixtures
-from tests.knowledge.conftest import handbook, make_collection, upload  # noqa: F401
-from tests.workspace.conftest import make_item, workspace_dirs  # noqa: F401
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def private_workspaces(workspace_dirs: Path) -> Path:
+    """Every test here works in its own var dir and config (`tests.fixtures.items`)."""
+    return workspace_dirs

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from collab.errors import ApiError
-from tests.workspace.conftest import item_url
+from tests.fixtures.items import item_url
+from workspace.agent.models import ItemMessage
 from workspace.agent.protocol import AgentReply
-from workspace.models import ItemMessage
-from workspace.sandboxes import lifecycle
+from workspace.items.sandboxes import lifecycle
 
 pytestmark = pytest.mark.django_db
 

@@ -73,7 +73,7 @@ def page(browser, live_server) -> Iterator[object]:
 def deployment(settings, tmp_path) -> Iterator[Callable[[str], None]]:
     """Points the live server at a var dir and a deployment config of the test's own (TOML text);
     sandboxes use a fake cgroup root and prlimit, and are closed after the test."""
-    from workspace.config import DEFAULT_APPS_DIR, forget_loaded_config
+    from workspace.items.config import DEFAULT_APPS_DIR, forget_loaded_config
 
     def configure(toml: str) -> None:
         settings.WORKSPACE_VAR_DIR = tmp_path / "var"
@@ -92,8 +92,8 @@ def deployment(settings, tmp_path) -> Iterator[Callable[[str], None]]:
 @pytest.fixture
 def make_notebook() -> Callable[..., object]:
     """A notebook item of `owner` (its creator), with `files` already in its workspace."""
-    from workspace.filestore import workspace_dir
-    from workspace.models import Item
+    from workspace.items.filestore import workspace_dir
+    from workspace.items.models import Item
 
     def make(title: str = "Notebook", *, owner: str = "bob", files: dict[str, bytes] | None = None) -> Item:
         item = Item(app_slug="notebook", title=title, owner=owner)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workspace.filestore import workspace_dir
+from workspace.items.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from workspace import services
-from workspace.access import app_or_404
-from workspace.generated import workflows
+from workspace.items import services
+from workspace.items.access import app_or_404
+from workspace.workflows.generated import workflows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

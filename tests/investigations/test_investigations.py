@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from workspace.models import Investigation, InvestigationMember, Item
+from workspace.investigations.models import Investigation, InvestigationMember
+from workspace.items.models import Item
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from collab.models import Notification
-from workspace.models import InvestigationMember, ItemMessage
+from workspace.agent.models import ItemMessage
+from workspace.investigations.models import InvestigationMember
 
 pytestmark = pytest.mark.django_db
 

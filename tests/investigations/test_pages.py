@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workspace.models import Investigation
+from workspace.investigations.models import Investigation
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html"}

@@ -7,7 +7,8 @@ import itertools
 import pytest
 
 from collab.models import Notification
-from workspace.models import Investigation, ItemMessage
+from workspace.agent.models import ItemMessage
+from workspace.investigations.models import Investigation
 
 pytestmark = pytest.mark.django_db
 STATUSES = Investigation.Status.values

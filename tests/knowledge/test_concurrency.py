@@ -12,7 +12,7 @@ from knowledge import services
 from knowledge.answers import Citation
 from knowledge.ingest import ingest_document
 from knowledge.models import Chunk, CitationEvent, KbChatMessage
-from tests.knowledge.conftest import HANDBOOK
+from tests.fixtures.knowledge import HANDBOOK
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

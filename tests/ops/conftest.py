@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
-
-from tests.quotas.conftest import fresh_memos, per_user  # noqa: F401 - fixtures
-from tests.workspace.conftest import make_item, workspace_dirs, write_config  # noqa: F401 - fixtures
 
 
 @pytest.fixture
@@ -16,3 +14,14 @@ def request_log(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(logging.getLogger("workspace.requests"), "propagate", True)
     caplog.set_level(logging.INFO, logger="workspace.requests")
     return caplog
+
+
+@pytest.fixture(autouse=True)
+def private_workspaces(workspace_dirs: Path) -> Path:
+    """Every test here works in its own var dir and config (`tests.fixtures.items`)."""
+    return workspace_dirs
+
+
+@pytest.fixture(autouse=True)
+def memos_forgotten(fresh_memos: None) -> None:
+    """Limits are read afresh in every test (`tests.fixtures.quotas`)."""

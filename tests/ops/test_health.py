@@ -8,7 +8,6 @@ import pytest
 from django.db import OperationalError
 from django.test import Client
 
-from tests.workspace.test_sandbox_host import host  # noqa: F401 - fixture
 from workspace import health
 from workspace.models import WorkerBeat
 from workspace.worker import WorkerIdentity, beat
@@ -104,7 +103,7 @@ def test_healthz_is_503_naming_the_database_when_it_does_not_answer(client: Clie
 
 def test_healthz_is_503_when_local_sandboxes_cannot_enforce_limits(client: Client, settings, monkeypatch) -> None:
     settings.WORKSPACE_CGROUP_DRIVER = "prlimit"
-    monkeypatch.setattr("workspace.sandboxes.isolation.shutil.which", lambda _name: None)
+    monkeypatch.setattr("workspace.items.sandboxes.isolation.shutil.which", lambda _name: None)
 
     response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
@@ -113,7 +112,7 @@ def test_healthz_is_503_when_local_sandboxes_cannot_enforce_limits(client: Clien
     assert "no prlimit binary" in response.json()["detail"]
 
 
-def test_healthz_reaches_the_sandbox_host_of_the_http_backend(client: Client, write_config, host) -> None:  # noqa: F811
+def test_healthz_reaches_the_sandbox_host_of_the_http_backend(client: Client, write_config, host) -> None:
     write_config(f'[sandbox]\nbackend = "http"\nhost_url = "{host}"\n')
 
     response = client.get("/healthz", HTTP_X_USER_ID=STAFF)

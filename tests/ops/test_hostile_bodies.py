@@ -10,7 +10,7 @@ from collab.models import ApiToken
 from crudgen.models import StoredResource
 from crudgen.parsers import MAX_JSON_DEPTH, json_depth_exceeds, loads_bounded
 from knowledge.models import Collection
-from workspace.models import Item
+from workspace.items.models import Item
 
 pytestmark = pytest.mark.django_db
 

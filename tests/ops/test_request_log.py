@@ -7,7 +7,7 @@ import json
 import pytest
 from django.test import Client
 
-from tests.workspace.conftest import item_url
+from tests.fixtures.items import item_url
 
 pytestmark = pytest.mark.django_db
 

@@ -40,7 +40,7 @@ STATE = """
 import json, sys
 from django_tasks_db.models import DBTaskResult
 from knowledge.models import Document
-from workspace.models import WorkflowRun
+from workspace.workflows.models import WorkflowRun
 workflow_id = sys.argv[1]
 running = sorted(DBTaskResult.objects.filter(status="RUNNING").values_list("task_path", flat=True))
 runs = list(WorkflowRun.objects.filter(workflow_id=workflow_id).values("status", "window_at", "reason"))

@@ -17,9 +17,9 @@ WORKERS = 2
 
 SCHEDULED_WORKFLOW = """
 from django.contrib.auth.models import User
-from workspace import services
-from workspace.access import app_or_404
-from workspace.generated import workflows
+from workspace.items import services
+from workspace.items.access import app_or_404
+from workspace.workflows.generated import workflows
 User.objects.create_user("alice", password="alice-secret-1")
 item = services.item_create(app=app_or_404("notebook"), title="race", user_id="alice")
 workflow = workflows.create(
@@ -48,13 +48,13 @@ for n in range(rounds):
 
 MAKE_DUE_AGAIN = """
 from django.utils import timezone
-from workspace.models import WorkflowSchedule
+from workspace.workflows.models import WorkflowSchedule
 WorkflowSchedule.objects.update(next_run_at=timezone.now())
 """
 
 COUNT_RUNS = """
 import sys
-from workspace.models import WorkflowRun
+from workspace.workflows.models import WorkflowRun
 print(WorkflowRun.objects.filter(workflow_id=sys.argv[1], trigger="scheduled").count())
 """
 

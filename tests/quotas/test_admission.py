@@ -8,10 +8,10 @@ from django.db import connection
 from collab.errors import ApiError
 from quotas import ledger
 from quotas.models import SandboxActivity
-from tests.quotas.conftest import GIB, MIB
-from tests.workspace.conftest import item_url
-from workspace.models import Item
-from workspace.sandboxes import admission
+from tests.fixtures.items import item_url
+from tests.fixtures.quotas import GIB, MIB
+from workspace.items.models import Item
+from workspace.items.sandboxes import admission
 
 pytestmark = pytest.mark.django_db
 

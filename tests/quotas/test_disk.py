@@ -9,8 +9,8 @@ from quotas import services
 from quotas.disk import item_facts
 from quotas.limits import OverrideValues
 from quotas.models import WorkspaceDiskUsage
-from tests.workspace.conftest import item_url
-from workspace.filestore import workspace_dir
+from tests.fixtures.items import item_url
+from workspace.items.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db
 

@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 import pytest
 
 from quotas.models import SandboxActivity
-from tests.workspace.conftest import item_url
-from workspace.generated import workflows
-from workspace.models import ItemMessage, WorkflowRun
+from tests.fixtures.items import item_url
+from workspace.agent.models import ItemMessage
 from workspace.workflows import services as workflow_services
+from workspace.workflows.generated import workflows
+from workspace.workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
 

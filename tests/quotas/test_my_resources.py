@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
-from tests.quotas.conftest import GIB, MIB
-from tests.workspace.conftest import item_url
-from workspace.sandboxes.registry import backend_named
+from tests.fixtures.items import item_url
+from tests.fixtures.quotas import GIB, MIB
+from workspace.items.sandboxes.registry import backend_named
 
 pytestmark = pytest.mark.django_db
 

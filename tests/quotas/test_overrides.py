@@ -7,7 +7,7 @@ import pytest
 from quotas import services
 from quotas.limits import OverrideValues, UserLimits, limits_for
 from quotas.models import UserResourceOverride
-from tests.quotas.conftest import GIB, MIB
+from tests.fixtures.quotas import GIB, MIB
 
 pytestmark = pytest.mark.django_db
 URL = "/admin/user-resources"

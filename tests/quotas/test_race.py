@@ -9,8 +9,8 @@ from django.db import connection
 
 from collab.errors import ApiError
 from quotas import ledger
-from workspace.config import get_config
-from workspace.sandboxes.admission import before_sandbox_open
+from workspace.items.config import get_config
+from workspace.items.sandboxes.admission import before_sandbox_open
 
 THREADS = 20
 

@@ -11,9 +11,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from quotas.limits import UserLimits
 from quotas.startup import AppCost, unenforceable_warnings
-from tests.quotas.conftest import GIB, MIB
-from workspace.apps import quota_warnings
-from workspace.config import load_config
+from tests.fixtures.quotas import GIB, MIB
+from workspace.items.apps import quota_warnings
+from workspace.items.config import load_config
 
 
 def _load(tmp_path: Path, config: str, apps: dict[str, str]):
@@ -136,7 +136,7 @@ def test_start_up_logs_each_warning(write_config, caplog):
     write_config('[resources.per_user]\ncpu = 2\nmemory = "1G"\n')
     assert len(quota_warnings()) == 2  # rca escapes both cpu and memory
     with caplog.at_level(logging.WARNING, logger="workspace.quotas"):
-        django_apps.get_app_config("workspace").ready()
+        django_apps.get_app_config("items").ready()
     logged = [record.getMessage() for record in caplog.records if record.name == "workspace.quotas"]
     assert any("resources.per_user.cpu" in message and "rca" in message for message in logged)
     assert any("resources.per_user.memory" in message for message in logged)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from quotas.models import SandboxActivity
-from tests.workspace.conftest import item_url
+from tests.fixtures.items import item_url
+from workspace.investigations.models import InvestigationMember
 from workspace.investigations.services import investigation_create
-from workspace.models import InvestigationMember, WorkflowRun
+from workspace.workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from collab.errors import ApiError
-from workspace.sandboxes import lifecycle
+from workspace.items.sandboxes import lifecycle
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html"}
@@ -39,7 +39,7 @@ def test_an_unknown_workflow_page_is_404(alice_api, make_item):
 
 
 def test_a_deleted_workflows_page_sends_back_to_the_item_saying_why(alice_api, make_item, make_workflow):
-    from workspace.generated import workflows
+    from workspace.workflows.generated import workflows
 
     item, workflow_id = make_item(), make_workflow(["true"])
     workflows.delete(workflow_id, user="alice")

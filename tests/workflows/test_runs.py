@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from collab.errors import ApiError
-from tests.workspace.conftest import item_url
-from workspace.generated import workflows
-from workspace.models import WorkflowRun
-from workspace.sandboxes import lifecycle
+from tests.fixtures.items import item_url
+from workspace.items.sandboxes import lifecycle
+from workspace.workflows.generated import workflows
+from workspace.workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,9 @@ import pytest
 from django.core.management import call_command
 
 from crudgen.storage.base import Stored
-from workspace.generated import workflows
-from workspace.models import WorkflowRun, WorkflowSchedule
 from workspace.workflows import scheduler
+from workspace.workflows.generated import workflows
+from workspace.workflows.models import WorkflowRun, WorkflowSchedule
 
 pytestmark = pytest.mark.django_db
 

@@ -9,10 +9,10 @@ from django.core.management import call_command
 from django.db import connection, transaction
 
 from collab.errors import ApiError
-from workspace.generated import workflows
-from workspace.models import WorkflowRun, WorkflowSchedule
-from workspace.sandboxes import lifecycle
+from workspace.items.sandboxes import lifecycle
 from workspace.workflows import scheduler
+from workspace.workflows.generated import workflows
+from workspace.workflows.models import WorkflowRun, WorkflowSchedule
 from workspace.workflows.services import scheduled_run
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from knowledge.answers import Answer
-from workspace.sandboxes.base import ExecResult
+from workspace.items.sandboxes.base import ExecResult
 
 
 class ToolRefused(Exception):

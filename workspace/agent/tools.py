@@ -1,4 +1,4 @@
-"""The tools of one agent turn, bound to the item, the asker and the investigation (if any)."""
+"""The tools of one agent turn, bound to the item, the asker and the item's room (an investigation)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from knowledge.answers import Answer, Citation, answer_question
 from knowledge.models import CitationEvent, Collection
 from knowledge.services import record_citations
 from workspace.agent.protocol import ToolRefused
-from workspace.config import AppDescriptor, get_config
-from workspace.investigations import services as investigation_services
-from workspace.models import Item
-from workspace.sandboxes import lifecycle
-from workspace.sandboxes.base import CommandInvalid, ExecResult, validate_command
+from workspace.agent.rooms import ConversationRoom
+from workspace.items.config import AppDescriptor, get_config
+from workspace.items.models import Item
+from workspace.items.sandboxes import lifecycle
+from workspace.items.sandboxes.base import CommandInvalid, ExecResult, validate_command
 
 
 @dataclass
@@ -24,9 +24,13 @@ class ItemAgentTools:
     app: AppDescriptor
     user_id: str
     message_id: int
-    in_investigation: bool
+    room: ConversationRoom | None
     citations_recorded: int = 0
     _questions: int = field(default=0, repr=False)
+
+    @property
+    def in_investigation(self) -> bool:
+        return self.room is not None
 
     def run_command(self, command: str) -> ExecResult:
         try:
@@ -61,17 +65,17 @@ class ItemAgentTools:
         return answer_question(question=question, collection_ids=collection_ids, on_citations=on_citations)
 
     def mention_user(self, user_ids: list[str], note: str = "") -> None:
-        if not self.in_investigation:
+        if self.room is None:
             raise ToolRefused("mentions work inside an investigation")
         try:
-            investigation_services.mention_create_by_agent(investigation_id=self.item.pk, user_ids=user_ids, note=note)
+            self.room.mention(item_id=self.item.pk, user_ids=user_ids, note=note)
         except ApiError as exc:
             raise ToolRefused(str(exc.detail)) from exc
 
     def set_status(self, status: str) -> None:
-        if not self.in_investigation:
+        if self.room is None:
             raise ToolRefused("only an investigation has a status")
         try:
-            investigation_services.status_change_by_agent(investigation_id=self.item.pk, status=status)
+            self.room.set_status(item_id=self.item.pk, status=status)
         except ApiError as exc:
             raise ToolRefused(str(exc.detail)) from exc

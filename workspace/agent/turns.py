@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 
+from workspace.agent.messages import message_append
+from workspace.agent.models import ItemMessage
 from workspace.agent.protocol import AgentReply, AgentTurn, get_agent
+from workspace.agent.rooms import room_for
 from workspace.agent.tools import ItemAgentTools
-from workspace.chat.messages import message_append
-from workspace.config import AppDescriptor
-from workspace.investigations.access import INVESTIGATION_APP, investigation_adopt
-from workspace.models import Item, ItemMessage
+from workspace.items.config import AppDescriptor
+from workspace.items.models import Item
 
 logger = logging.getLogger(__name__)
 FAILED_TURN = "The agent failed on this message; the details are in the service log."
@@ -17,13 +18,10 @@ FAILED_TURN = "The agent failed on this message; the details are in the service 
 
 def agent_turn_run(*, item: Item, app: AppDescriptor, user_id: str, message: ItemMessage) -> list[ItemMessage]:
     """Answers `message` (already stored); returns the agent's messages in the order stored."""
-    in_investigation = item.app_slug == INVESTIGATION_APP and investigation_adopt(item.pk) is not None
-    tools = ItemAgentTools(
-        item=item, app=app, user_id=user_id, message_id=message.pk, in_investigation=in_investigation
-    )
+    tools = ItemAgentTools(item=item, app=app, user_id=user_id, message_id=message.pk, room=room_for(item))
     turn = AgentTurn(
         item_id=item.pk, app_slug=item.app_slug, user_id=user_id, content=message.content,
-        in_investigation=in_investigation,
+        in_investigation=tools.in_investigation,
     )  # fmt: skip
     try:
         replies = get_agent().respond(turn, tools)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.http import Http404
 
-from workspace.models import Investigation, InvestigationMember, Item
+from workspace.investigations.models import Investigation, InvestigationMember
+from workspace.items.models import Item
 
 INVESTIGATION_APP = "rca"
 

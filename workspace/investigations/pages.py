@@ -9,10 +9,10 @@ from django.urls import reverse
 
 from collab.errors import ApiError
 from collab.web import identity_required
-from workspace.chat.selectors import messages_of_item
+from workspace.agent.selectors import messages_of_item
 from workspace.investigations import selectors, services
 from workspace.investigations.access import investigation_for_member
-from workspace.models import Investigation
+from workspace.investigations.models import Investigation
 
 
 @identity_required
@@ -29,7 +29,7 @@ def investigations_page(request: HttpRequest) -> HttpResponse:
         else:
             return HttpResponseRedirect(reverse("investigation", args=[investigation.pk]))
     rows = selectors.investigations_for_user(user_id=user_id)
-    return render(request, "workspace/investigations.html", {"investigations": rows})
+    return render(request, "investigations/investigations.html", {"investigations": rows})
 
 
 @identity_required
@@ -43,4 +43,4 @@ def investigation_page(request: HttpRequest, investigation_id: int) -> HttpRespo
         "conversation": conversation,
         "statuses": Investigation.Status.choices,
     }
-    return render(request, "workspace/investigation.html", context)
+    return render(request, "investigations/investigation.html", context)

@@ -7,8 +7,8 @@ from typing import Any
 from django.db.models import Exists, OuterRef, Prefetch, Q
 
 from collab.clock import epoch_ms
-from workspace.chat.selectors import message_as_dict, messages_of_item
-from workspace.models import Investigation, InvestigationMember
+from workspace.agent.selectors import message_as_dict, messages_of_item
+from workspace.investigations.models import Investigation, InvestigationMember
 
 LIST_LIMIT = 200
 STATUS_ORDER = [choice.value for choice in Investigation.Status]

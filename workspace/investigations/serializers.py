@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from workspace.chat.serializers import ChatMessageOutputSerializer
-from workspace.models import Investigation
+from workspace.agent.serializers import ChatMessageOutputSerializer
+from workspace.investigations.models import Investigation
 
 
 class InvestigationCreateInputSerializer(serializers.Serializer):

@@ -9,11 +9,12 @@ from django.db import transaction
 from collab.errors import ApiError
 from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
-from workspace import services as item_services
-from workspace.access import app_or_404
-from workspace.chat.messages import message_append
+from workspace.agent.messages import message_append
+from workspace.agent.models import ItemMessage
 from workspace.investigations.access import INVESTIGATION_APP, investigation_for_member
-from workspace.models import Investigation, InvestigationMember, ItemMessage
+from workspace.investigations.models import Investigation, InvestigationMember
+from workspace.items import services as item_services
+from workspace.items.access import app_or_404
 
 AGENT_NAME = "The agent"
 

@@ -8,8 +8,8 @@ from rest_framework.response import Response
 
 from collab.api import ServiceApiView
 from collab.serializers import ErrorOutputSerializer
-from workspace.chat.selectors import message_as_dict
-from workspace.chat.serializers import ChatMessageOutputSerializer
+from workspace.agent.selectors import message_as_dict
+from workspace.agent.serializers import ChatMessageOutputSerializer
 from workspace.investigations import selectors, services
 from workspace.investigations.access import investigation_for_member
 from workspace.investigations.serializers import (

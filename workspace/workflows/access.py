@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from crudgen import CreatorOnly, CrudError, RouteContext
-from workspace.access import can_view
-from workspace.models import Item
+from workspace.items.access import can_view
+from workspace.items.models import Item
 from workspace.workflows.rules import schedule_problem
 
 

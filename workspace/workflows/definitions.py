@@ -9,8 +9,8 @@ from collab.converters import is_row_id
 from collab.errors import ApiError
 from crudgen import ListQueryParams, ListScope, NotFoundError, SortOrder
 from crudgen.storage.base import Stored
-from workspace.generated import workflows
 from workspace.workflows.access import may_see_workflow
+from workspace.workflows.generated import workflows
 from workspace.workflows.rules import schedule_problem
 
 _PAGE = 500

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from collab.errors import ApiError
 from collab.web import identity_required
-from workspace.access import item_for_viewer
+from workspace.items.access import item_for_viewer
 from workspace.workflows import selectors
 from workspace.workflows.definitions import workflow_definition
 
@@ -32,4 +32,4 @@ def workflow_page(request: HttpRequest, slug: str, item_id: int, workflow_id: st
         "workflow": definition,
         "runs": selectors.runs_of_workflow(workflow_id=definition.id, item_id=item.pk),
     }
-    return render(request, "workspace/workflow.html", context)
+    return render(request, "workflows/workflow.html", context)

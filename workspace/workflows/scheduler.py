@@ -18,8 +18,8 @@ from django.db import transaction
 
 from collab import clock
 from collab.background import enqueue
-from workspace.models import WorkflowSchedule
 from workspace.workflows.definitions import live_definitions
+from workspace.workflows.models import WorkflowSchedule
 from workspace.workflows.tasks import scheduled_workflow_run_task
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from collab.clock import epoch_ms
-from workspace.models import WorkflowRun
+from workspace.workflows.models import WorkflowRun
 
 RUNS_LIMIT = 50
 

@@ -10,12 +10,13 @@ from django.db import transaction
 from collab import clock
 from collab.errors import ApiError
 from collab.identity import standing_of
-from workspace.access import can_view
-from workspace.config import AppDescriptor, get_config
-from workspace.models import Item, WorkflowRun
-from workspace.sandboxes import lifecycle
-from workspace.sandboxes.base import CommandInvalid, validate_command
+from workspace.items.access import can_view
+from workspace.items.config import AppDescriptor, get_config
+from workspace.items.models import Item
+from workspace.items.sandboxes import lifecycle
+from workspace.items.sandboxes.base import CommandInvalid, validate_command
 from workspace.workflows.definitions import WorkflowDefinition, workflow_definition
+from workspace.workflows.models import WorkflowRun
 
 logger = logging.getLogger(__name__)
 QUOTA_REFUSAL = "sandbox_quota_exceeded"

@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from collab.api import ServiceApiView
 from collab.serializers import ErrorOutputSerializer
-from workspace.access import item_for_viewer
+from workspace.items.access import item_for_viewer
 from workspace.workflows import selectors, services
 from workspace.workflows.definitions import workflow_definition
 from workspace.workflows.serializers import WorkflowRunOutputSerializer, WorkflowRunsOutputSerializer

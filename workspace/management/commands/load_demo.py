@@ -8,7 +8,13 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 # Each module exposes `load(*, say)`; order matters where one area's demo uses another's.
-DEMO_LOADERS = ["collab.demo", "knowledge.demo", "workspace.demo", "workspace.investigations.demo"]
+DEMO_LOADERS = [
+    "collab.demo",
+    "knowledge.demo",
+    "workspace.items.demo",
+    "workspace.workflows.demo",
+    "workspace.investigations.demo",
+]
 
 
 class Command(BaseCommand):

@@ -1,0 +1,157 @@
+"""Deployment config and app descriptors: resolution, size strings, and failing start-up loudly."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from quotas.sizes import SizeError, format_size, parse_duration_seconds, parse_size
+from workspace.items.config import DEFAULT_APPS_DIR, DEFAULT_CONFIG, get_config, load_config
+
+MIB = 1024**2
+GIB = 1024**3
+
+
+def _load(tmp_path: Path, config: str, apps: dict[str, str]):
+    (tmp_path / "c.toml").write_text(config)
+    apps_dir = tmp_path / "apps"
+    apps_dir.mkdir(exist_ok=True)
+    for name, body in apps.items():
+        (apps_dir / name).write_text(body)
+    return load_config(tmp_path / "c.toml", apps_dir)
+
+
+def test_shipped_config_loads_notebook_and_rca():
+    config = load_config(DEFAULT_CONFIG, DEFAULT_APPS_DIR)
+    assert set(config.apps) >= {"notebook", "rca"}
+    assert config.sandbox.lease == timedelta(seconds=90)
+    assert config.sandbox.idle_reclaim == timedelta(minutes=30)
+
+
+def test_notebook_declares_cpu_and_memory_and_rca_declares_nothing():
+    config = load_config(DEFAULT_CONFIG, DEFAULT_APPS_DIR)
+    notebook, rca = config.apps["notebook"].resources, config.apps["rca"].resources
+    assert (notebook.cpu_cores, notebook.memory_bytes) == (1.0, 512 * MIB)
+    assert (rca.cpu_cores, rca.memory_bytes) == (None, None)
+    assert rca.disk_bytes == GIB  # the legacy workspace_quota
+
+
+def test_resolution_takes_the_app_value_then_the_default_then_the_legacy_setting(tmp_path):
+    config = _load(
+        tmp_path,
+        '[sandbox]\ncpu = 4\nmemory = "2G"\nworkspace_quota = "5G"\n[resources.per_app.default]\nmemory = "1G"\n',
+        {"a.toml": 'slug = "a"\nname = "A"\n[resources]\ncpu = 2\n'},
+    )
+    resolved = config.apps["a"].resources
+    assert resolved.cpu_cores == 2.0
+    assert resolved.memory_bytes == GIB
+    assert resolved.disk_bytes == 5 * GIB
+
+
+def test_cpu_zero_is_unspecified_and_keeps_falling_through(tmp_path):
+    config = _load(
+        tmp_path,
+        "[sandbox]\ncpu = 3\n[resources.per_app.default]\ncpu = 0\n",
+        {"a.toml": 'slug = "a"\nname = "A"\n[resources]\ncpu = 0\n'},
+    )
+    assert config.apps["a"].resources.cpu_cores == 3.0
+
+
+def test_disk_zero_is_unlimited_and_stops_falling_through(tmp_path):
+    config = _load(
+        tmp_path, '[sandbox]\nworkspace_quota = "1G"\n', {"a.toml": 'slug = "a"\nname = "A"\n[resources]\ndisk = "0"\n'}
+    )
+    assert config.apps["a"].resources.disk_bytes == 0
+
+
+def test_nothing_declared_resolves_cpu_and_memory_to_unspecified(tmp_path):
+    config = _load(tmp_path, "", {"a.toml": 'slug = "a"\nname = "A"\n'})
+    resources = config.apps["a"].resources
+    assert (resources.cpu_cores, resources.memory_bytes) == (None, None)
+    assert not resources.declares_cost
+
+
+def test_bad_size_in_a_descriptor_fails_naming_the_file_and_key(tmp_path):
+    with pytest.raises(ImproperlyConfigured) as failure:
+        _load(tmp_path, "", {"bad.toml": 'slug = "a"\nname = "A"\n[resources]\nmemory = "12X"\n'})
+    assert "bad.toml" in str(failure.value)
+    assert "resources.memory" in str(failure.value)
+
+
+def test_unknown_key_in_a_descriptor_fails_start_up(tmp_path):
+    with pytest.raises(ImproperlyConfigured, match="memroy"):
+        _load(tmp_path, "", {"a.toml": 'slug = "a"\nname = "A"\n[resources]\nmemroy = "1G"\n'})
+
+
+def test_bad_key_in_the_deployment_config_names_it(tmp_path):
+    with pytest.raises(ImproperlyConfigured, match=r"c\.toml: sandbox\.lease"):
+        _load(tmp_path, '[sandbox]\nlease = "soon"\n', {"a.toml": 'slug = "a"\nname = "A"\n'})
+
+
+def test_invalid_toml_fails_start_up_naming_the_file(tmp_path):
+    with pytest.raises(ImproperlyConfigured, match=r"broken\.toml"):
+        _load(tmp_path, "", {"broken.toml": 'slug = "a\n'})
+
+
+def test_two_descriptors_with_one_slug_fail_start_up(tmp_path):
+    with pytest.raises(ImproperlyConfigured, match="already declared"):
+        _load(tmp_path, "", {"a.toml": 'slug = "a"\nname = "A"\n', "b.toml": 'slug = "a"\nname = "B"\n'})
+
+
+def test_app_above_the_ceiling_fails_start_up_naming_the_app(tmp_path):
+    with pytest.raises(ImproperlyConfigured, match=r"app 'big'"):
+        _load(
+            tmp_path,
+            "[resources.per_app.max]\ncpu = 2\n",
+            {"a.toml": 'slug = "big"\nname = "B"\n[resources]\ncpu = 4\n'},
+        )
+
+
+def test_default_above_its_own_max_fails_start_up(tmp_path):
+    with pytest.raises(ImproperlyConfigured, match=r"per_app\.default\.memory"):
+        _load(tmp_path, '[resources.per_app.default]\nmemory = "2G"\n[resources.per_app.max]\nmemory = "1G"\n', {})
+
+
+def test_http_backend_without_a_host_url_fails_start_up(tmp_path):
+    with pytest.raises(ImproperlyConfigured, match=r"sandbox\.host_url"):
+        _load(tmp_path, '[sandbox]\nbackend = "http"\n', {})
+
+
+def test_per_user_limits_are_parsed(tmp_path):
+    config = _load(tmp_path, '[resources.per_user]\ncount = 3\ncpu = 4\nmemory = "4G"\ndisk = "10G"\n', {})
+    assert (config.per_user.count, config.per_user.cpu) == (3, 4.0)
+    assert (config.per_user.memory, config.per_user.disk) == (4 * GIB, 10 * GIB)
+
+
+def test_settings_choose_the_config_file(write_config):
+    write_config('[sandbox]\nlease = "2m"\n')
+    assert get_config().sandbox.lease == timedelta(minutes=2)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [("512M", 512 * MIB), ("1G", GIB), ("2048", 2048), ("3k", 3072), (7, 7), ("1T", 1024**4)]
+)
+def test_size_strings_are_powers_of_1024(raw, expected):
+    assert parse_size(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ["1.5G", "-1", "G", "12 parsecs", True, None])
+def test_bad_size_strings_are_refused(raw):
+    with pytest.raises(SizeError):
+        parse_size(raw)
+
+
+def test_max_is_unlimited_only_where_allowed():
+    assert parse_size("max", allow_max=True) == 0
+    with pytest.raises(SizeError):
+        parse_size("max")
+
+
+def test_durations_and_size_formatting():
+    assert parse_duration_seconds("30m") == 1800
+    assert format_size(None) == "unspecified"
+    assert format_size(0) == "unlimited"
+    assert format_size(512 * MIB) == "512M"

@@ -1,0 +1,65 @@
+"""Exec as server-sent events (`Accept: text/event-stream`): output while it runs, then the result."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.fixtures.items import item_url
+
+pytestmark = pytest.mark.django_db
+SSE = "text/event-stream"
+
+
+def _stream(api, item, command, **extra):
+    return api.post(item_url(item, "/exec"), {"command": command, **extra}, format="json", HTTP_ACCEPT=SSE)
+
+
+def _events(response) -> list[tuple[str, dict]]:
+    text = b"".join(response.streaming_content).decode()
+    events = []
+    for block in filter(None, text.split("\n\n")):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+def test_output_streams_as_it_is_written_then_the_result(alice_api, make_item):
+    # Given a command that writes twice with a pause between
+    response = _stream(alice_api, make_item(), "echo one; sleep 0.2; echo two >&2; exit 3")
+    # When its answer is read as events
+    events = _events(response)
+    # Then each write is its own event, in order, and the last is the exec result
+    assert response["Content-Type"] == SSE
+    assert events[:-1] == [
+        ("output", {"stream": "stdout", "text": "one\n"}),
+        ("output", {"stream": "stderr", "text": "two\n"}),
+    ]
+    kind, result = events[-1]
+    assert (kind, result["exit_code"], result["sandbox_opened"]) == ("result", 3, True)
+
+
+def test_a_streamed_command_past_its_timeout_ends_with_a_timed_out_result(alice_api, make_item):
+    events = _events(_stream(alice_api, make_item(), "echo started; sleep 30", timeout=0.5))
+    assert events[0] == ("output", {"stream": "stdout", "text": "started\n"})
+    assert events[-1][0] == "result"
+    assert events[-1][1]["timed_out"] is True
+
+
+def test_a_quota_refusal_comes_back_as_json_before_any_event(write_config, alice_api, make_item):
+    # Given alice may run one sandbox and has one live
+    write_config("[resources.per_user]\ncount = 1\n")
+    busy, other = make_item(), make_item()
+    assert _stream(alice_api, busy, "true").status_code == 200
+    # When she streams a command in another item
+    response = _stream(alice_api, other, "true")
+    # Then the 507 answers as usual, nothing ran
+    assert response.status_code == 507
+    assert json.loads(response.content)["error"] == "sandbox_quota_exceeded"
+
+
+def test_a_bad_command_is_a_400_and_a_stranger_gets_404(alice_api, bob_api, make_item):
+    item = make_item()
+    assert _stream(alice_api, item, "").status_code == 400
+    assert _stream(bob_api, item, "true").status_code == 404

@@ -1,0 +1,182 @@
+"""The file store: byte-exact round trips, atomic writes, path escapes, the write-check hook, batches."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from collab.errors import ApiError
+from tests.fixtures.items import item_url
+from workspace.items import filestore
+from workspace.items.filestore import register_write_check, unregister_write_check, workspace_dir
+
+pytestmark = pytest.mark.django_db
+BINARY = bytes(range(256)) * 64 + b"\x00\xff\r\n"
+
+
+@pytest.fixture
+def item(make_item):
+    return make_item()
+
+
+@pytest.fixture
+def refusing_check():
+    """A write check that refuses all growth, as the disk quota will."""
+    seen = []
+
+    def refuse(intent):
+        seen.append(intent)
+        raise ApiError(status_code=507, error="workspace_quota_exceeded", detail="full", attempted=intent.attempted)
+
+    register_write_check(refuse)
+    yield seen
+    unregister_write_check(refuse)
+
+
+def _put(api, item, path, data: bytes):
+    return api.put(item_url(item, f"/files/{path}"), data, content_type="application/octet-stream")
+
+
+def test_binary_file_round_trips_byte_for_byte(alice_api, item):
+    assert _put(alice_api, item, "data/blob.bin", BINARY).status_code == 200
+    response = alice_api.get(item_url(item, "/files/data/blob.bin"))
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == BINARY
+
+
+def test_a_write_reports_old_and_new_size(alice_api, item):
+    _put(alice_api, item, "a.txt", b"12345")
+    assert _put(alice_api, item, "a.txt", b"12").json() == {"path": "a.txt", "old_size": 5, "new_size": 2}
+
+
+def test_a_file_write_costs_one_query_and_no_ledger_write(alice_api, item, django_assert_max_num_queries):
+    _put(alice_api, item, "warm.txt", b"w")  # warms the quota layer's 5 s memo of the owner's limits
+    with django_assert_max_num_queries(1):
+        assert _put(alice_api, item, "notes.txt", b"hello").status_code == 200
+
+
+def test_listing_shows_files_and_folders(alice_api, item):
+    _put(alice_api, item, "src/main.py", b"print(1)\n")
+    body = alice_api.get(item_url(item, "/files")).json()
+    assert [(row["path"], row["size"], row["is_dir"]) for row in body] == [("src", 0, True), ("src/main.py", 9, False)]
+
+
+def test_deleting_a_file_removes_it(alice_api, item):
+    _put(alice_api, item, "gone.txt", b"x")
+    assert alice_api.delete(item_url(item, "/files/gone.txt")).json()["new_size"] == 0
+    assert alice_api.get(item_url(item, "/files/gone.txt")).status_code == 404
+
+
+def test_a_missing_file_is_404(alice_api, item):
+    response = alice_api.get(item_url(item, "/files/nothing.txt"))
+    assert (response.status_code, response.json()["error"]) == (404, "file_not_found")
+
+
+@pytest.mark.parametrize("path", ["../escape.txt", "a/../../escape.txt", "%2Fetc%2Fpasswd"])
+def test_paths_that_climb_out_or_are_absolute_are_400_invalid_path(alice_api, item, path):
+    response = _put(alice_api, item, path, b"x")
+    assert response.status_code in (400, 404)
+    if response.status_code == 400:
+        assert response.json()["error"] == "invalid_path"
+
+
+def test_dotdot_and_absolute_paths_are_refused_by_the_resolver(item):
+    for path in ("..", "../x", "a/../../x", "/etc/passwd", "", "a\\b"):
+        with pytest.raises(ApiError) as refused:
+            filestore.resolve(workspace_dir(item.pk), path)
+        assert refused.value.error == "invalid_path"
+
+
+def test_a_symlink_pointing_out_of_the_workspace_is_400(alice_api, item, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    root = workspace_dir(item.pk)
+    root.mkdir(parents=True, exist_ok=True)
+    os.symlink(outside, root / "link")
+    response = _put(alice_api, item, "link/owned.txt", b"x")
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_path")
+    assert not (outside / "owned.txt").exists()
+    assert alice_api.get(item_url(item, "/files/link/owned.txt")).status_code == 400
+
+
+def test_someone_elses_files_are_404(bob_api, item):
+    assert _put(bob_api, item, "x.txt", b"x").status_code == 404
+    assert bob_api.get(item_url(item, "/files")).status_code == 404
+
+
+def test_a_refused_new_file_is_not_created(alice_api, item, refusing_check):
+    assert _put(alice_api, item, "new.txt", b"small").status_code == 507
+    assert list(workspace_dir(item.pk).iterdir()) == []
+
+
+def test_a_refused_write_leaves_the_old_file_byte_for_byte(alice_api, item, refusing_check):
+    path = workspace_dir(item.pk) / "keep.txt"
+    path.write_bytes(b"original")
+    response = _put(alice_api, item, "keep.txt", b"original and much longer")
+    assert (response.status_code, response.json()["error"]) == (507, "workspace_quota_exceeded")
+    assert path.read_bytes() == b"original"
+    assert [entry.name for entry in path.parent.iterdir()] == ["keep.txt"]  # no temp file left behind
+
+
+def test_shrinking_same_size_and_delete_pass_even_when_checks_refuse(alice_api, item, refusing_check):
+    path = workspace_dir(item.pk) / "big.txt"
+    path.write_bytes(b"0123456789")
+    assert _put(alice_api, item, "big.txt", b"abcdefghij").status_code == 200
+    assert _put(alice_api, item, "big.txt", b"abc").status_code == 200
+    assert alice_api.delete(item_url(item, "/files/big.txt")).status_code == 200
+    assert refusing_check == []
+
+
+def test_the_write_check_sees_the_item_owner_and_sizes(alice_api, make_item):
+    item = make_item(owner="bob")
+    seen = []
+    register_write_check(seen.append)
+    try:
+        _put(alice_api, item, "f.txt", b"12345")
+    finally:
+        unregister_write_check(seen.append)
+    (intent,) = seen
+    assert (intent.item_id, intent.app_slug, intent.owner, intent.delta) == (item.pk, "notebook", "bob", 5)
+
+
+def test_an_oversized_upload_is_413_and_leaves_nothing(alice_api, item, settings):
+    settings.WORKSPACE_MAX_FILE_BYTES = 10
+    response = _put(alice_api, item, "big.bin", b"x" * 11)
+    assert (response.status_code, response.json()["error"]) == (413, "file_too_large")
+    assert list(workspace_dir(item.pk).iterdir()) == []
+
+
+def test_batch_copies_a_folder_replaces_text_and_stages_inputs(alice_api, item):
+    _put(alice_api, item, "src/a.py", b"name = 'old'\n")
+    _put(alice_api, item, "src/b.py", b"print('old')\n")
+    operations = [
+        {"op": "copy", "from": "src", "to": "backup"},
+        {"op": "replace", "search": "old", "replace": "new", "glob": "src/*"},
+        {"op": "stage", "path": "inputs/data.bin", "content_base64": "AAEC"},
+    ]
+    response = alice_api.post(item_url(item, "/files:batch"), {"operations": operations}, format="json")
+    assert response.status_code == 200, response.content
+    root = workspace_dir(item.pk)
+    assert (root / "backup/a.py").read_text() == "name = 'old'\n"
+    assert (root / "src/b.py").read_text() == "print('new')\n"
+    assert (root / "inputs/data.bin").read_bytes() == b"\x00\x01\x02"
+
+
+def test_a_batch_passes_the_write_check_once_and_is_refused_whole(alice_api, item, refusing_check):
+    operations = [{"op": "stage", "path": "a.txt", "content": "aaa"}, {"op": "stage", "path": "b.txt", "content": "b"}]
+    response = alice_api.post(item_url(item, "/files:batch"), {"operations": operations}, format="json")
+    assert response.status_code == 507
+    assert len(refusing_check) == 1
+    assert refusing_check[0].delta == 4
+    assert not (workspace_dir(item.pk) / "a.txt").exists()
+
+
+@pytest.mark.parametrize(
+    "operations",
+    [[], [{"op": "explode"}], [{"op": "stage", "path": "../x", "content": "x"}], [{"op": "copy", "from": "a"}]],
+)
+def test_bad_batches_are_400_and_change_nothing(alice_api, item, operations):
+    response = alice_api.post(item_url(item, "/files:batch"), {"operations": operations}, format="json")
+    assert response.status_code == 400
+    assert not workspace_dir(item.pk).exists() or list(workspace_dir(item.pk).iterdir()) == []

@@ -1,0 +1,187 @@
+"""Local sandboxes: the limit files each driver writes, exec behaviour, and a real memory kill."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from workspace.items.sandboxes.base import SandboxSpec
+from workspace.items.sandboxes.boundary import configured_boundary
+from workspace.items.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, detect_driver
+from workspace.items.sandboxes.local import LocalBackend
+
+GIB = 1024**3
+
+
+def _backend(tmp_path: Path, driver) -> LocalBackend:
+    """A backend with its own driver over the settings' var dir, so the sandboxes a test leaves
+    open are closed after it like any other."""
+    var_dir = Path(settings.WORKSPACE_VAR_DIR)
+    return LocalBackend(
+        state_dir=var_dir / "sandboxes",
+        workspace_root=var_dir / "workspaces",
+        driver=driver,
+        boundary=configured_boundary(),
+    )
+
+
+def _v1_root(tmp_path: Path) -> Path:
+    root = tmp_path / "v1"
+    for controller in ("memory", "cpu", "pids"):
+        (root / controller).mkdir(parents=True)
+    return root
+
+
+def test_v2_writes_memory_cpu_and_pids_limits(tmp_path):
+    driver = CgroupV2Driver(tmp_path / "cg")
+    (tmp_path / "cg").mkdir()
+    confinement = driver.create("s1", SandboxSpec(cpu_cores=1.5, memory_bytes=GIB, pids_max=64))
+    group = Path(confinement.groups[0])
+    assert (group / "memory.max").read_text() == f"{GIB}\n"
+    assert (group / "cpu.max").read_text() == "150000 100000\n"
+    assert (group / "pids.max").read_text() == "64\n"
+
+
+def test_v2_writes_max_for_explicit_zero(tmp_path):
+    (tmp_path / "cg").mkdir()
+    group = Path(CgroupV2Driver(tmp_path / "cg").create("s1", SandboxSpec(0, 0, 0)).groups[0])
+    assert (group / "memory.max").read_text() == "max\n"
+    assert (group / "cpu.max").read_text() == "max 100000\n"
+    assert (group / "pids.max").read_text() == "max\n"
+
+
+def test_v2_writes_nothing_for_unspecified_dimensions(tmp_path):
+    (tmp_path / "cg").mkdir()
+    group = Path(CgroupV2Driver(tmp_path / "cg").create("s1", SandboxSpec()).groups[0])
+    assert not (group / "memory.max").exists()
+    assert not (group / "cpu.max").exists()
+
+
+def test_v1_writes_one_group_per_controller(tmp_path):
+    driver = CgroupV1Driver(_v1_root(tmp_path))
+    confinement = driver.create("s1", SandboxSpec(cpu_cores=0.5, memory_bytes=0, pids_max=10))
+    memory, cpu, pids = map(Path, confinement.groups)
+    assert (memory / "memory.limit_in_bytes").read_text() == "-1\n"
+    assert (cpu / "cpu.cfs_quota_us").read_text() == "50000\n"
+    assert (cpu / "cpu.cfs_period_us").read_text() == "100000\n"
+    assert (pids / "pids.max").read_text() == "10\n"
+
+
+def test_detection_prefers_v2_then_v1_then_prlimit(tmp_path):
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpu memory pids\n")
+    assert detect_driver(v2).name == "cgroup-v2"
+    assert detect_driver(_v1_root(tmp_path)).name == "cgroup-v1"
+    assert detect_driver(tmp_path / "nothing-here").name == "prlimit"
+
+
+def test_prlimit_fallback_names_what_it_cannot_enforce(tmp_path):
+    driver = PrlimitDriver(binary="/usr/bin/prlimit")
+    confinement = driver.create("s1", SandboxSpec(cpu_cores=2, memory_bytes=GIB, pids_max=5))
+    assert confinement.wrap(["true"]) == ["/usr/bin/prlimit", f"--as={GIB}", "--nproc=5", "--", "true"]
+    assert "cpu" in driver.unenforced
+
+
+def test_exec_runs_in_the_items_workspace_and_joins_the_group(tmp_path):
+    (tmp_path / "cg").mkdir()
+    backend = _backend(tmp_path, CgroupV2Driver(tmp_path / "cg"))
+    opened = backend.open(item_id="7", spec=SandboxSpec(memory_bytes=GIB))
+    (Path(settings.WORKSPACE_VAR_DIR) / "workspaces" / "7" / "hello.txt").write_text("hi")
+    result = backend.exec(opened.id, command="ls", timeout=10)
+    assert (result.exit_code, result.stdout) == (0, "hello.txt\n")
+    procs = tmp_path / "cg" / "workspace-sandboxes" / opened.id / "cgroup.procs"
+    assert procs.read_text().strip().isdigit()
+
+
+def test_argv_commands_are_not_run_by_a_shell(tmp_path):
+    backend = _backend(tmp_path, PrlimitDriver(binary=""))
+    opened = backend.open(item_id="1", spec=SandboxSpec())
+    assert backend.exec(opened.id, command=["echo", "$HOME; ls"], timeout=10).stdout == "$HOME; ls\n"
+
+
+def test_a_command_past_its_timeout_is_killed_and_reported(tmp_path):
+    backend = _backend(tmp_path, PrlimitDriver(binary=""))
+    opened = backend.open(item_id="1", spec=SandboxSpec())
+    result = backend.exec(opened.id, command="echo started; sleep 30", timeout=0.5)
+    assert result.timed_out
+    assert result.exit_code == 137
+    assert result.stdout == "started\n"
+
+
+def test_output_is_bounded_and_truncation_flagged(tmp_path):
+    backend = _backend(tmp_path, PrlimitDriver(binary=""))
+    opened = backend.open(item_id="1", spec=SandboxSpec())
+    result = backend.exec(opened.id, command="head -c 200000 /dev/zero | tr '\\0' x", timeout=10)
+    assert result.stdout_truncated
+    assert len(result.stdout) == 64 * 1024
+
+
+def test_closing_kills_processes_left_running_in_the_background(tmp_path):
+    backend = _backend(tmp_path, PrlimitDriver(binary=""))
+    opened = backend.open(item_id="1", spec=SandboxSpec())
+    backend.exec(opened.id, command="setsid sleep 60 >/dev/null 2>&1 &", timeout=10)
+    # The background child may still be exec'ing `sleep` when the command returns.
+    deadline = time.monotonic() + 3
+    while not (sleepers := _host_pids_running(opened.id, backend, "sleep 60")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sleepers
+    backend.close(opened.id)
+    deadline = time.monotonic() + 3
+    while any(_running(pid) for pid in sleepers) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(_running(pid) for pid in sleepers)
+    assert not backend.probe(opened.id)
+
+
+def _host_pids_running(sandbox_id: str, backend: LocalBackend, command: str) -> list[int]:
+    """Host pids of the sandbox's processes whose command line is `command`."""
+    pidns = backend._state(sandbox_id)["init"]["pidns"]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            same = os.readlink(entry / "ns" / "pid") == pidns
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            continue
+        if same and cmdline == command:
+            found.append(int(entry.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _writable_real_cgroup() -> Path | None:
+    """The host's cgroup mount when it has a memory controller root may write to, else None."""
+    root = Path("/sys/fs/cgroup")
+    if os.geteuid() != 0:
+        return None
+    driver = detect_driver(root)
+    if isinstance(driver, CgroupV2Driver) or (isinstance(driver, CgroupV1Driver) and "memory" in driver.available):
+        return root
+    return None
+
+
+@pytest.mark.skipif(_writable_real_cgroup() is None, reason="no writable memory cgroup on this host")
+def test_a_process_over_its_memory_limit_is_killed(settings, tmp_path):
+    root = _writable_real_cgroup()
+    backend = _backend(tmp_path, detect_driver(root))
+    opened = backend.open(item_id="1", spec=SandboxSpec(memory_bytes=64 * 1024 * 1024))
+    try:
+        hog = "a = bytearray(400 * 1024 * 1024); a[::4096] = b'x' * len(a[::4096]); print('survived')"
+        result = backend.exec(opened.id, command=["python3", "-c", hog], timeout=30)
+    finally:
+        backend.close(opened.id)
+    assert result.exit_code == 137
+    assert "survived" not in result.stdout

@@ -1,0 +1,89 @@
+"""Pages share the API's paths: the apps, an app's items, an item with files, terminal and sandbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fixtures.items import item_url
+from workspace.items.filestore import workspace_dir
+from workspace.items.models import Item
+
+pytestmark = pytest.mark.django_db
+HTML = {"HTTP_ACCEPT": "text/html", "HTTP_X_USER_ID": "alice"}
+
+
+def test_the_apps_page_lists_the_configured_apps(client):
+    page = client.get("/a", **HTML).content.decode()
+    assert "Notebook" in page
+    assert "Investigations" in page
+
+
+def test_the_items_page_creates_an_item_and_redirects_to_it(client):
+    response = client.post("/a/notebook/items", {"title": "From a form"}, **HTML)
+    item = Item.objects.get()
+    assert response.status_code == 302
+    assert response.url == item_url(item)
+    assert item.created_by == "alice"
+
+
+def test_the_items_page_lists_my_items_in_few_queries(client, make_item, django_assert_max_num_queries):
+    for n in range(20):
+        make_item(title=f"item {n}")
+    with django_assert_max_num_queries(4):
+        page = client.get("/a/notebook/items", **HTML).content.decode()
+    assert "item 19" in page
+
+
+def test_the_item_page_shows_files_terminal_and_sandbox(client, make_item):
+    item = make_item(title="Mine")
+    (workspace_dir(item.pk) / "notes.txt").write_text("hello")
+    page = client.get(item_url(item), **HTML).content.decode()
+    assert "notes.txt" in page
+    assert 'data-testid="exec-form"' in page
+    assert 'data-testid="no-sandbox"' in page
+
+
+def test_someone_elses_item_page_is_404(client, make_item):
+    item = make_item(created_by="bob")
+    assert client.get(item_url(item), **HTML).status_code == 404
+
+
+def test_editing_a_text_file_on_its_page_saves_it(client, make_item):
+    item = make_item()
+    response = client.post(item_url(item, "/files/notes/todo.md"), {"content": "- write tests\r\n"}, **HTML)
+    assert response.status_code == 302
+    assert (workspace_dir(item.pk) / "notes/todo.md").read_text() == "- write tests\n"
+    assert "- write tests" in client.get(item_url(item, "/files/notes/todo.md"), **HTML).content.decode()
+
+
+def test_uploading_a_file_from_the_page_stores_it_byte_for_byte(client, make_item):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    item = make_item()
+    upload = SimpleUploadedFile("data.bin", bytes(range(256)))
+    client.post(item_url(item, "/upload"), {"file": upload, "folder": "in"}, **HTML)
+    assert (workspace_dir(item.pk) / "in/data.bin").read_bytes() == bytes(range(256))
+
+
+def test_a_bad_path_on_a_page_comes_back_as_a_message(client, make_item):
+    item = make_item()
+    response = client.post(item_url(item, "/files/a/../../x"), {"content": "x"}, follow=True, **HTML)
+    assert "climbs out" in response.content.decode()
+
+
+def test_the_close_button_shuts_the_sandbox_down(client, alice_api, make_item):
+    item = make_item()
+    alice_api.post(item_url(item, "/exec"), {"command": "true"}, format="json")
+    assert 'data-testid="close-sandbox"' in client.get(item_url(item), **HTML).content.decode()
+    client.post(item_url(item, "/sandbox"), **HTML)
+    assert 'data-testid="no-sandbox"' in client.get(item_url(item), **HTML).content.decode()
+
+
+def test_demo_loader_is_idempotent(db):
+    from workspace.items import demo
+
+    lines: list[str] = []
+    demo.load(say=lines.append)
+    demo.load(say=lines.append)
+    assert Item.objects.filter(created_by="alice", app_slug="notebook").count() == 2
+    assert len(lines) == 2

@@ -1,0 +1,244 @@
+"""The HTTP backend against a real sandbox host on loopback, and a host that is down."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import urllib.request
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import CommandError, call_command
+
+from quotas import ledger
+from quotas.models import SandboxActivity
+from tests.fixtures.items import SANDBOX_HOST_TOKEN as TOKEN
+from tests.fixtures.items import item_url
+from tests.fixtures.quotas import GIB
+from workspace.items.sandboxes import lifecycle
+from workspace.items.sandboxes.base import SandboxSpec
+from workspace.items.sandboxes.host import HostSettings, build_server
+from workspace.items.sandboxes.http import HttpBackend
+
+
+@pytest.fixture
+def http_config(write_config, host):
+    write_config(f'[sandbox]\nbackend = "http"\nhost_url = "{host}"\n')
+    return host
+
+
+def _call(url: str, method: str = "GET", body: dict | None = None, *, token: str = TOKEN) -> tuple[int, dict]:
+    request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            raw = response.read()
+            return response.status, json.loads(raw) if raw else {}
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"{}")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_healthz_reports_the_hosts_defaults(host):
+    status, body = _call(f"{host}/healthz")
+    assert status == 200
+    assert body["defaults"] == {"cpu_cores": 2.0, "memory_bytes": GIB, "pids_max": 100}
+
+
+def test_the_host_uses_supplied_values_and_ignores_unknown_fields(host):
+    status, body = _call(f"{host}/sandboxes", "POST", {"item_id": "5", "cpu": 0.5, "memory": "256M", "gpu": 8})
+    assert status == 201
+    assert (body["cpu_cores"], body["memory_bytes"], body["pids_max"]) == (0.5, 256 * 1024**2, 100)
+
+
+def test_the_host_falls_back_to_its_defaults_for_null_values(host):
+    _status, body = _call(f"{host}/sandboxes", "POST", {"item_id": "5", "cpu": None, "memory": None})
+    assert (body["cpu_cores"], body["memory_bytes"]) == (2.0, GIB)
+
+
+def test_the_host_reports_alive_runs_commands_and_deletes(host):
+    _status, created = _call(f"{host}/sandboxes", "POST", {"item_id": "9"})
+    sandbox = f"{host}/sandboxes/{created['id']}"
+    assert _call(sandbox) == (200, {"id": created["id"], "alive": True})
+    status, result = _call(f"{sandbox}/exec", "POST", {"command": ["echo", "hi"]})
+    assert (status, result["stdout"]) == (200, "hi\n")
+    assert _call(sandbox, "DELETE")[0] == 204
+    assert _call(sandbox)[0] == 404
+
+
+def test_the_host_refuses_a_bad_create_with_400(host):
+    assert _call(f"{host}/sandboxes", "POST", {"item_id": "../x"})[0] == 400
+    assert _call(f"{host}/sandboxes", "POST", {"item_id": "1", "memory": "lots"})[0] == 400
+
+
+@pytest.mark.django_db
+def test_exec_through_the_http_backend_runs_on_the_host(alice_api, make_item, http_config):
+    item = make_item()
+    alice_api.put(item_url(item, "/files/x.txt"), b"x", content_type="application/octet-stream")
+    body = alice_api.post(item_url(item, "/exec"), {"command": "ls"}, format="json").json()
+    assert body["stdout"] == "x.txt\n"
+    row = ledger.live_row_of_item(item.pk)
+    assert (row.backend, row.backend_sandbox_id) == ("http", body["sandbox_id"])
+
+
+@pytest.mark.django_db
+def test_undeclared_cpu_and_memory_go_as_null_and_the_hosts_enforced_values_are_charged(
+    alice_api, make_item, http_config, monkeypatch
+):
+    sent = []
+    original = HttpBackend._call
+
+    def spy(self, method, path, body=None, **kwargs):
+        if path == "/sandboxes":
+            sent.append(body)
+        return original(self, method, path, body, **kwargs)
+
+    monkeypatch.setattr(HttpBackend, "_call", spy)
+    item = make_item(app_slug="rca")
+    alice_api.post(item_url(item, "/exec"), {"command": "true"}, format="json")
+    assert (sent[0]["cpu"], sent[0]["memory"]) == (None, None)
+    row = ledger.live_row_of_item(item.pk)
+    assert (row.cpu_cores, row.memory_bytes) == (2.0, GIB)
+
+
+@pytest.mark.django_db
+def test_closing_through_the_api_deletes_the_sandbox_on_the_host(alice_api, make_item, http_config):
+    item = make_item()
+    sandbox_id = alice_api.post(item_url(item, "/exec"), {"command": "true"}, format="json").json()["sandbox_id"]
+    assert alice_api.delete(item_url(item, "/sandbox")).status_code == 204
+    assert _call(f"{http_config}/sandboxes/{sandbox_id}")[0] == 404
+
+
+@pytest.mark.django_db
+def test_a_host_that_is_down_gives_a_clear_503_and_nothing_live(alice_api, make_item, write_config):
+    write_config(f'[sandbox]\nbackend = "http"\nhost_url = "http://127.0.0.1:{_free_port()}"\n')
+    item = make_item()
+    response = alice_api.post(item_url(item, "/exec"), {"command": "ls"}, format="json")
+    assert response.status_code == 503
+    assert response.json()["error"] == "sandbox_host_unavailable"
+    assert ledger.live_rows_of_owner("alice").count() == 0
+    assert SandboxActivity.objects.get().close_reason == "failed"
+
+
+def test_runsandboxhost_serves_the_protocol_with_defaults_from_the_environment(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    port = _free_port()
+    env = {
+        **os.environ,
+        "SANDBOX_HOST_CPU": "1.5",
+        "SANDBOX_HOST_MEMORY": "256M",
+        "WORKSPACE_VAR_DIR": str(tmp_path / "host-var"),
+        "WORKSPACE_LOG_LEVEL": "WARNING",
+    }
+    manage = Path(__file__).resolve().parents[2] / "manage.py"
+    process = subprocess.Popen(
+        [sys.executable, str(manage), "runsandboxhost", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                status, body = _call(f"http://127.0.0.1:{port}/healthz")
+                break
+            except OSError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        assert status == 200
+        assert (body["defaults"]["cpu_cores"], body["defaults"]["memory_bytes"]) == (1.5, 256 * 1024**2)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_a_call_without_the_shared_token_is_refused_and_opens_nothing(host, workspace_dirs):
+    # Given a host with a token
+    # When callers send no token, a wrong one, or a token for another scheme
+    answers = [
+        _call(f"{host}/sandboxes", "POST", {"item_id": "5"}, token=""),
+        _call(f"{host}/sandboxes", "POST", {"item_id": "5"}, token="guess"),
+        _call(f"{host}/healthz", token=""),
+    ]
+    # Then each gets 401 and no sandbox exists
+    assert [status for status, _ in answers] == [401, 401, 401]
+    assert answers[0][1]["error"] == "unauthorized"
+    assert not list((workspace_dirs / "host-state").glob("loc-*"))
+
+
+def test_the_host_refuses_to_listen_beyond_loopback_without_a_token(workspace_dirs):
+    # Given host settings without a token
+    chosen = HostSettings(SandboxSpec(), workspace_dirs / "workspaces", workspace_dirs / "host-state")
+    # When it is asked to listen on every address, it refuses to start
+    with pytest.raises(ImproperlyConfigured, match="without a token"):
+        build_server("0.0.0.0", 0, chosen)
+
+
+def test_runsandboxhost_exits_with_the_reason_when_bound_beyond_loopback_without_a_token(settings):
+    settings.WORKSPACE_SANDBOX_HOST_TOKEN = ""
+    with pytest.raises(CommandError, match="without a token"):
+        call_command("runsandboxhost", "--bind", "0.0.0.0", "--port", "0")
+
+
+def test_sandboxes_of_the_host_run_inside_the_boundary(host):
+    # Given a sandbox opened through the host
+    _status, created = _call(f"{host}/sandboxes", "POST", {"item_id": "12"})
+    # When it reports its uid and what it sees
+    _status, result = _call(f"{host}/sandboxes/{created['id']}/exec", "POST", {"command": "id -u; ls /; hostname"})
+    # Then it is the host's boundary: its own uid when root, only system dirs, its own hostname
+    uid, *rest = result["stdout"].split()
+    assert int(uid) != 0 or os.geteuid() != 0
+    assert "workspace" in rest
+    assert rest[-1] == "sandbox"
+
+
+def test_the_host_lists_its_sandboxes_by_age(host):
+    # Given a sandbox just opened on the host
+    _status, created = _call(f"{host}/sandboxes", "POST", {"item_id": "21"})
+    # When the app asks for sandboxes older than none and older than an hour
+    everything = _call(f"{host}/sandboxes?older_than=0")
+    old_only = _call(f"{host}/sandboxes?older_than=3600")
+    # Then only the first list holds it; a bad age is a 400
+    assert everything == (200, {"sandboxes": [created["id"]]})
+    assert old_only == (200, {"sandboxes": []})
+    assert _call(f"{host}/sandboxes?older_than=soon")[0] == 400
+
+
+@pytest.mark.django_db
+def test_reconciliation_closes_an_orphan_the_host_runs_without_a_ledger_row(http_config):
+    # Given a sandbox the host opened after the app had given up waiting (no ledger row)
+    _status, orphan = _call(f"{http_config}/sandboxes", "POST", {"item_id": "22"})
+    # When the worker reconciles
+    closed = lifecycle.sandboxes_reconcile(older_than=timedelta(0)).closed
+    # Then the host no longer runs it
+    assert closed == 1
+    assert _call(f"{http_config}/sandboxes/{orphan['id']}")[0] == 404
+
+
+def test_a_deeply_nested_body_is_a_400_and_opens_nothing(host, workspace_dirs):
+    # Given a host; When a caller with the token sends JSON nested ten thousand deep
+    request = urllib.request.Request(f"{host}/sandboxes", method="POST", data=b"[" * 10_000 + b"]" * 10_000)
+    request.add_header("Authorization", f"Bearer {TOKEN}")
+    try:
+        urllib.request.urlopen(request, timeout=10)
+        status = 200
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    # Then it is refused as a bad request and no sandbox exists
+    assert status == 400
+    assert not list((workspace_dirs / "host-state").glob("loc-*"))

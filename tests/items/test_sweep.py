@@ -1,0 +1,82 @@
+"""The mirror sweep: every item's workspace bytes go to the disk ledger in one hand-over."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+
+from quotas import ledger
+from quotas.limits import OverrideValues
+from quotas.models import WorkspaceDiskUsage
+from quotas.services import override_set
+from workspace.items.filestore import workspace_dir
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def disk_limited(write_config):
+    # Spec "Limits" 11: the sweep writes the disk ledger only for owners who have a disk limit.
+    write_config('[resources.per_user]\ndisk = "10G"\n')
+
+
+def test_sweep_measures_each_items_workspace(make_item, clock):
+    first, second = make_item(), make_item(owner="bob")
+    (workspace_dir(first.pk) / "a.bin").write_bytes(b"x" * 1000)
+    (workspace_dir(first.pk) / "sub").mkdir()
+    (workspace_dir(first.pk) / "sub" / "b.bin").write_bytes(b"y" * 24)
+    call_command("sweep")
+    assert ledger.disk_usage_of_item(first.pk).bytes == 1024
+    usage = ledger.disk_usage_of_item(second.pk)
+    assert (usage.bytes, usage.owner, usage.measured_at) == (0, "bob", clock.now())
+
+
+def test_sweep_updates_the_one_row_per_item(make_item, clock):
+    item = make_item()
+    call_command("sweep")
+    (workspace_dir(item.pk) / "a.bin").write_bytes(b"x" * 10)
+    clock.advance(minutes=1)
+    call_command("sweep")
+    assert WorkspaceDiskUsage.objects.filter(item_id=str(item.pk)).count() == 1
+    assert ledger.disk_usage_of_item(item.pk).bytes == 10
+
+
+def test_sweep_hands_all_figures_to_the_ledger_function_once(make_item, monkeypatch):
+    make_item(), make_item()
+    calls = []
+    monkeypatch.setattr("quotas.ledger.record_disk_measurements", lambda figures: calls.append(list(figures)) or 0)
+    call_command("sweep")
+    assert len(calls) == 1
+    assert len(calls[0]) == 2
+
+
+def test_item_detail_shows_the_last_measurement(alice_api, make_item):
+    item = make_item()
+    (workspace_dir(item.pk) / "a.bin").write_bytes(b"x" * 7)
+    call_command("sweep")
+    assert alice_api.get(f"/a/notebook/items/{item.pk}").json()["disk"]["bytes"] == 7
+
+
+def test_sweep_walks_no_workspace_when_nobody_has_a_disk_limit(make_item, write_config, monkeypatch):
+    write_config("")
+    make_item()
+    walked: list[object] = []
+    monkeypatch.setattr("workspace.items.filestore.workspace_bytes", lambda root: walked.append(root) or 0)
+
+    call_command("sweep")
+
+    assert walked == []
+    assert not WorkspaceDiskUsage.objects.exists()
+
+
+def test_sweep_walks_only_the_workspaces_of_owners_with_a_disk_limit(make_item, write_config, monkeypatch):
+    write_config('[resources.per_user]\ndisk = "10G"\n')
+    limited = make_item()
+    override_set(user_id="bob", values=OverrideValues(disk=0), actor="alice")
+    make_item(owner="bob")
+    walked: list[str] = []
+    monkeypatch.setattr("workspace.items.filestore.workspace_bytes", lambda root: walked.append(root.name) or 0)
+
+    call_command("sweep")
+
+    assert walked == [workspace_dir(limited.pk).name]

@@ -1,0 +1,69 @@
+"""Chat send: the quota gate, the user's message, the warm-up, then the agent turn."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from collab.errors import ApiError
+from workspace.agent.messages import message_append
+from workspace.agent.models import ItemMessage
+from workspace.agent.turns import agent_turn_run
+from workspace.items.config import AppDescriptor
+from workspace.items.models import Item
+from workspace.items.sandboxes import lifecycle
+
+logger = logging.getLogger(__name__)
+MAX_MESSAGE_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    message: ItemMessage
+    replies: list[ItemMessage]
+
+
+def _validated_content(content: Any) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise ApiError(status_code=400, error="empty_message", detail="The message is empty.")
+    if len(content) > MAX_MESSAGE_CHARS:
+        raise ApiError(
+            status_code=400, error="message_too_long", detail=f"A message is at most {MAX_MESSAGE_CHARS} characters."
+        )
+    return content.strip()
+
+
+def chat_send_gate(*, item: Item, app: AppDescriptor) -> None:
+    """THE admission gate of chat send (spec "Limits" 7): it runs before the user message is stored.
+
+    Opening the item's sandbox goes through admission, where the quota layer refuses a new
+    sandbox with 507 (`sandbox_quota_exceeded`); an unreachable backend answers 503. Either
+    propagates and nothing is stored. Pure chat turns pass here too: the agent may run a
+    command at any point of its turn, and a first exec inside the turn is too late to refuse.
+    An item with a live sandbox is always admitted (spec "Limits" 6).
+    """
+    lifecycle.sandbox_for_item(item=item, app=app)
+
+
+def _warm_up(item: Item, app: AppDescriptor) -> None:
+    """The turn-start warm-up: makes sure the sandbox is there; its errors are logged and swallowed,
+    so it is never where a refusal is decided (spec "Limits" 7)."""
+    try:
+        lifecycle.sandbox_for_item(item=item, app=app)
+    except Exception:  # any failure: by contract the warm-up never fails a turn
+        logger.warning("sandbox warm-up for item %s failed; the turn goes on", item.pk, exc_info=True)
+
+
+def chat_send(*, item: Item, app: AppDescriptor, user_id: str, content: Any) -> ChatTurn:
+    """Validate, gate, store the user's message, warm up, run the agent turn.
+
+    Not one transaction: the agent's commands run for seconds, and each message commits on its
+    own so the conversation shows what happened even when a later step fails.
+    """
+    text = _validated_content(content)
+    chat_send_gate(item=item, app=app)
+    message = message_append(item=item, role=ItemMessage.Role.USER, content=text, user_id=user_id)
+    _warm_up(item, app)
+    replies = agent_turn_run(item=item, app=app, user_id=user_id, message=message)
+    return ChatTurn(message=message, replies=replies)

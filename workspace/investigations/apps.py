@@ -1,0 +1,55 @@
+"""Investigations: `rca` items with members and a status. At start-up they tell the items who else
+may see an `rca` item and give the agent its mentions and status."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from django.apps import AppConfig
+
+if TYPE_CHECKING:
+    from workspace.items.models import Item
+
+
+def members_among(item_ids: Sequence[int], user_id: str) -> set[int]:
+    from workspace.investigations.models import InvestigationMember
+
+    return set(
+        InvestigationMember.objects.filter(investigation_id__in=item_ids, user_id=user_id).values_list(
+            "investigation_id", flat=True
+        )
+    )
+
+
+class InvestigationRoom:
+    """The agent's side of an investigation (`workspace.agent.rooms.ConversationRoom`)."""
+
+    def enter(self, item: Item) -> bool:
+        from workspace.investigations.access import investigation_adopt
+
+        return investigation_adopt(item.pk) is not None
+
+    def mention(self, *, item_id: int, user_ids: list[str], note: str) -> None:
+        from workspace.investigations.services import mention_create_by_agent
+
+        mention_create_by_agent(investigation_id=item_id, user_ids=user_ids, note=note)
+
+    def set_status(self, *, item_id: int, status: str) -> None:
+        from workspace.investigations.services import status_change_by_agent
+
+        status_change_by_agent(investigation_id=item_id, status=status)
+
+
+class InvestigationsConfig(AppConfig):
+    name = "workspace.investigations"
+    label = "investigations"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from workspace.agent.rooms import register_room
+        from workspace.investigations.access import INVESTIGATION_APP
+        from workspace.items.access import register_shared_with
+
+        register_shared_with(app_slug=INVESTIGATION_APP, lookup=members_among)
+        register_room(app_slug=INVESTIGATION_APP, room=InvestigationRoom())

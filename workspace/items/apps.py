@@ -1,0 +1,153 @@
+"""Items as a Django app; start-up loads the config, wires the quotas in, or fails."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from django.apps import AppConfig
+
+if TYPE_CHECKING:
+    from quotas.host import Handover, ItemFacts, ItemLink
+    from quotas.limits import UserLimits
+
+logger = logging.getLogger("workspace.quotas")
+
+
+class WorkspaceQuotaHost:
+    """The workspace's answers to the quotas (`quotas.host.QuotaHost`), which may not import us."""
+
+    def site_limits(self) -> UserLimits:
+        from quotas.limits import UserLimits
+        from workspace.items.config import get_config
+
+        per_user = get_config().per_user
+        return UserLimits.from_site(count=per_user.count, cpu=per_user.cpu, memory=per_user.memory, disk=per_user.disk)
+
+    def app_disk_limit(self, app_slug: str) -> int | None:
+        from workspace.items.config import get_config
+
+        app = get_config().app(app_slug)
+        return None if app is None else app.resources.disk_bytes
+
+    def workspace_bytes(self, item_id: str) -> int:
+        from workspace.items import filestore
+
+        return filestore.workspace_bytes(filestore.workspace_dir(item_id))
+
+    def item_facts(self, item_id: str) -> ItemFacts | None:
+        from quotas.host import ItemFacts
+        from workspace.items.models import Item
+
+        if not item_id.isdigit():
+            return None
+        row = Item.objects.filter(pk=int(item_id)).values_list("app_slug", "owner", "created_by").first()
+        return None if row is None else ItemFacts(app_slug=row[0], owner=row[1] or row[2])
+
+    def describe_items(self, item_ids: Sequence[str], *, viewer: str) -> dict[str, ItemLink]:
+        from django.urls import reverse
+
+        from collab.identity import standing_of
+        from quotas.host import ItemLink
+        from workspace.items.access import shared_with
+        from workspace.items.models import Item
+
+        numbers = [int(item_id) for item_id in item_ids if item_id.isdigit() and len(item_id) < 19]
+        if not numbers:
+            return {}
+        rows = list(Item.objects.filter(pk__in=numbers).values_list("pk", "app_slug", "title", "created_by"))
+        others = [pk for pk, _slug, _title, creator in rows if creator != viewer]
+        # Items the viewer pays for but did not create: two lookups at most, and only then.
+        openable = {pk for pk, _slug, _title, creator in rows if creator == viewer}
+        if others and standing_of(viewer).is_staff:
+            openable.update(others)
+        elif others:
+            openable.update(
+                shared_with(((pk, slug) for pk, slug, _title, creator in rows if creator != viewer), viewer)
+            )
+        return {
+            str(pk): ItemLink(
+                item_id=str(pk),
+                app_slug=slug,
+                title=title,
+                url=reverse("ws-item", args=[slug, pk]) if pk in openable else "",
+            )
+            for pk, slug, title, _creator in rows
+        }
+
+    def pending_handovers(self, user_id: str) -> list[Handover]:
+        from quotas.host import Handover
+        from workspace.items.models import Item
+
+        rows = (
+            Item.objects.filter(pending_owner=user_id)
+            .exclude(pending_owner="")
+            .order_by("pending_owner_requested_at", "pk")
+        )
+        return [
+            Handover(
+                item_id=str(row.pk),
+                app_slug=row.app_slug,
+                title=row.title,
+                requested_by=row.pending_owner_requested_by,
+                requested_at=row.pending_owner_requested_at,
+            )
+            for row in rows[:100]
+        ]
+
+    def sandbox_close(self, item_id: str) -> int:
+        from workspace.items.models import Item
+        from workspace.items.sandboxes.lifecycle import sandbox_close
+
+        if not item_id.isdigit():
+            return 0
+        # Closing needs only the item's id; a sandbox whose item row is gone is shut down too.
+        item = Item.objects.filter(pk=int(item_id)).first() or Item(pk=int(item_id))
+        return sandbox_close(item=item)
+
+
+class ItemsConfig(AppConfig):
+    name = "workspace.items"
+    label = "items"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from workspace.items.config import get_config
+        from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
+        from workspace.items.sandboxes.isolation import configured_driver, warn_about_enforcement
+        from workspace.items.volumes import enforcement_warnings
+
+        # A bad config or descriptor raises ImproperlyConfigured naming the file and key; so does
+        # a local backend without bubblewrap outside DEBUG.
+        config = get_config()
+        if config.sandbox.backend == "local":
+            warn_about_enforcement(configured_driver())
+            for warning in boundary_warnings(configured_boundary()) + enforcement_warnings():
+                logger.warning(warning)
+        install_quotas()
+        for warning in quota_warnings():
+            logger.warning(warning)
+
+
+def install_quotas() -> None:
+    """Hands the quotas what they need and puts the disk check on every growing write."""
+    from quotas import host
+    from quotas.disk import disk_write_check, disk_write_headroom
+    from workspace.items import filestore
+
+    host.install(WorkspaceQuotaHost())
+    filestore.register_write_check(disk_write_check)
+    filestore.register_write_headroom(disk_write_headroom)
+
+
+def quota_warnings() -> list[str]:
+    """The per-user dimensions the configured apps cannot be held to (spec "Limits" 5)."""
+    from quotas.startup import AppCost, unenforceable_warnings
+    from workspace.items.config import get_config
+
+    apps = [
+        AppCost(slug=app.slug, cpu_cores=app.resources.cpu_cores, memory_bytes=app.resources.memory_bytes)
+        for app in get_config().apps.values()
+    ]
+    return unenforceable_warnings(site=WorkspaceQuotaHost().site_limits(), apps=apps)

@@ -1,0 +1,501 @@
+"""Each item's workspace directory: safe path resolution, atomic writes, and the write-check hook.
+
+Every change in size passes through `check_write`, the one place the disk quotas hook into.
+A write lands in a temp file next to its target, is fsynced, checked, and only then renamed
+over the old file, so a refused or failed write leaves the old bytes intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from django.conf import settings
+
+from collab.errors import ApiError
+from workspace.items import beneath
+from workspace.items.config import get_config
+from workspace.items.sandboxes.boundary import configured_boundary
+from workspace.items.volumes import workspace_prepare, workspaces_root
+
+CHUNK = 1024 * 1024
+MAX_LISTED = 5000
+_TEMP_PREFIX = ".ws-tmp-"
+# The filesystem's own limits (NAME_MAX, PATH_MAX less the workspace's prefix).
+_MAX_NAME_BYTES = 255
+_MAX_PATH_BYTES = 3072
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    old_size: int
+    new_size: int
+
+
+@dataclass(frozen=True)
+class WriteIntent:
+    """What a write would do to an item's workspace, handed to every registered check."""
+
+    item_id: int
+    app_slug: str
+    owner: str
+    changes: tuple[FileChange, ...]
+
+    @property
+    def delta(self) -> int:
+        return sum(change.new_size - change.old_size for change in self.changes)
+
+    @property
+    def attempted(self) -> int:
+        return sum(change.new_size for change in self.changes)
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    path: str
+    size: int
+    is_dir: bool
+    modified: datetime
+
+
+@dataclass(frozen=True)
+class WorkspaceRef:
+    """The item facts the file store needs; built from an Item so no query happens here."""
+
+    item_id: int
+    app_slug: str
+    owner: str
+
+    @property
+    def root(self) -> Path:
+        return workspace_prepared(self.item_id, self.app_slug)
+
+
+WriteCheck = Callable[[WriteIntent], None]
+_write_checks: list[WriteCheck] = []
+
+
+def register_write_check(check: WriteCheck) -> None:
+    """Adds a check (the quota layer's disk gates) run for every write that grows a workspace."""
+    if check not in _write_checks:
+        _write_checks.append(check)
+
+
+def unregister_write_check(check: WriteCheck) -> None:
+    if check in _write_checks:
+        _write_checks.remove(check)
+
+
+WriteHeadroom = Callable[[WriteIntent], "int | None"]
+_write_headrooms: list[WriteHeadroom] = []
+
+
+def register_write_headroom(headroom: WriteHeadroom) -> None:
+    """Adds a limit's answer to "how much more may this write grow" (None: no limit binds it)."""
+    if headroom not in _write_headrooms:
+        _write_headrooms.append(headroom)
+
+
+@dataclass
+class _StreamBudget:
+    """Cuts an upload off at most one chunk past the quota instead of storing it whole first.
+
+    The limits are asked once, when the upload passes its first chunk (small writes never ask);
+    from then on each chunk is compared with that answer, and passing it runs the full check,
+    which refuses with the exact 507.
+    """
+
+    ref: WorkspaceRef
+    allowed_until: int | None = None
+    asked: bool = False
+
+    def after_chunk(self, change: FileChange) -> None:
+        if change.new_size <= CHUNK or not _write_headrooms:
+            return
+        intent = WriteIntent(self.ref.item_id, self.ref.app_slug, self.ref.owner, (change,))
+        if not self.asked:
+            self.asked = True
+            rooms = [room for room in (headroom(intent) for headroom in _write_headrooms) if room is not None]
+            self.allowed_until = change.new_size + min(rooms) if rooms else None
+        if self.allowed_until is not None and change.new_size > self.allowed_until:
+            check_write(intent)
+            self.allowed_until = None  # the limits moved meanwhile and admit it: the final check decides
+
+
+@contextlib.contextmanager
+def item_write_lock(item_id: int | str) -> Iterator[None]:
+    """One write into an item at a time (across threads and processes), so each write's quota
+    check sees every write before it landed and none still in flight."""
+    locks = workspaces_root() / ".locks"
+    locks.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(locks / f"{item_id}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def check_write(intent: WriteIntent) -> None:
+    """The one place every size change is reported; a check refuses by raising (507).
+
+    Shrinking, same-size overwrites and deletes always pass (spec "Errors" rule 2), so the
+    checks only see growth.
+    """
+    if intent.delta <= 0:
+        return
+    for check in list(_write_checks):
+        check(intent)
+
+
+def workspace_dir(item_id: int | str) -> Path:
+    return workspaces_root() / str(item_id)
+
+
+def workspace_prepared(item_id: int | str, app_slug: str) -> Path:
+    """The item's workspace, mounted on an image of its app's disk limit where images are used."""
+    app = get_config().app(app_slug)
+    return workspace_prepare(
+        workspace_dir(item_id),
+        limit_bytes=app.resources.disk_bytes if app else None,
+        uid=configured_boundary().uid_for(str(item_id)),
+    )
+
+
+def max_file_bytes() -> int:
+    return settings.WORKSPACE_MAX_FILE_BYTES
+
+
+def invalid_path(path: str, why: str) -> ApiError:
+    return ApiError(status_code=400, error="invalid_path", detail=f"{path!r} {why}.", path=path)
+
+
+def resolve(root: Path, path: str) -> Path:
+    """The absolute path of `path` inside `root`; anything escaping it is a 400 `invalid_path`.
+
+    `..` and absolute paths are refused by name; symlinks are caught by resolving the real path
+    and checking it still lies under the workspace.
+    """
+    if not path or "\x00" in path or "\\" in path:
+        raise invalid_path(path, "is not a usable path")
+    if path.startswith("/"):
+        raise invalid_path(path, "is absolute; paths are relative to the workspace")
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    if any(part == ".." for part in parts):
+        raise invalid_path(path, "climbs out of the workspace with '..'")
+    if not parts:
+        raise invalid_path(path, "names the workspace itself, not a file")
+    if len(path.encode()) > _MAX_PATH_BYTES or any(len(part.encode()) > _MAX_NAME_BYTES for part in parts):
+        raise invalid_path(path, f"is too long (names up to {_MAX_NAME_BYTES} bytes, paths up to {_MAX_PATH_BYTES})")
+    if any(part.startswith(_TEMP_PREFIX) for part in parts):
+        raise invalid_path(path, "uses a name the file store reserves")
+    candidate = root.joinpath(*parts)
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(candidate)
+    if real != real_root and not real.startswith(real_root + os.sep):
+        raise invalid_path(path, "leads out of the workspace through a symlink")
+    return candidate
+
+
+def relative(root: Path, path: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
+def list_files(root: Path) -> list[FileEntry]:
+    """Files and folders under the workspace, sorted by path; symlinks are listed, never followed."""
+    if not root.is_dir():
+        return []
+    entries: list[FileEntry] = []
+    for current, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(dirs) + sorted(files):
+            if name.startswith(_TEMP_PREFIX):
+                continue
+            full = Path(current) / name
+            try:
+                info = full.lstat()
+            except FileNotFoundError:
+                continue
+            is_dir = name in dirs and not full.is_symlink()
+            modified = datetime.fromtimestamp(info.st_mtime, tz=UTC)
+            entries.append(FileEntry(relative(root, full), 0 if is_dir else info.st_size, is_dir, modified))
+            if len(entries) >= MAX_LISTED:
+                return sorted(entries, key=lambda entry: entry.path)
+    return sorted(entries, key=lambda entry: entry.path)
+
+
+def workspace_bytes(root: Path) -> int:
+    """Bytes of the regular files under `root` (symlinks count as themselves, not their targets)."""
+    total = 0
+    stack = [root]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as scan:
+                for entry in scan:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_size
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return total
+
+
+def _not_found(path: str) -> ApiError:
+    return ApiError(status_code=404, error="file_not_found", detail=f"There is no file {path!r}.", path=path)
+
+
+def read_file(root: Path, path: str) -> Path:
+    """The file to send back; missing is 404, a folder is 400. Open it with `open_read`."""
+    target = resolve(root, path)
+    if target.is_dir():
+        raise ApiError(status_code=400, error="is_directory", detail=f"{path!r} is a folder, not a file.", path=path)
+    if not target.is_file():
+        raise _not_found(path)
+    return target
+
+
+def open_read(root: Path, target: Path) -> BinaryIO:
+    """`target` (from `read_file`) opened for reading, never outside `root` whatever changed since."""
+    path = relative(root, target)
+    try:
+        return os.fdopen(beneath.open_beneath(root, path, os.O_RDONLY), "rb")
+    except beneath.Escape as exc:
+        raise invalid_path(path, "leads out of the workspace through a symlink") from exc
+    except FileNotFoundError as exc:
+        raise _not_found(path) from exc
+
+
+def iter_file(root: Path, target: Path) -> Iterator[bytes]:
+    with open_read(root, target) as handle:
+        while chunk := handle.read(CHUNK):
+            yield chunk
+
+
+@dataclass
+class StagedFile:
+    """A finished temp file waiting to replace its target, both named inside one open folder."""
+
+    folder_fd: int
+    name: str
+    temp_name: str
+    change: FileChange
+
+    def commit(self) -> None:
+        try:
+            os.replace(self.temp_name, self.name, src_dir_fd=self.folder_fd, dst_dir_fd=self.folder_fd)
+            os.fsync(self.folder_fd)
+        finally:
+            os.close(self.folder_fd)
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.temp_name, dir_fd=self.folder_fd)
+            os.close(self.folder_fd)
+
+
+def stage(root: Path, path: str, chunks: Iterable[bytes], *, budget: _StreamBudget | None = None) -> StagedFile:
+    """Writes `chunks` to a temp file beside the target, fsynced; the target is untouched so far."""
+    target = resolve(root, path)
+    if target.is_dir():
+        raise ApiError(status_code=400, error="is_directory", detail=f"{path!r} is a folder.", path=path)
+    folder_fd, name = _open_folder(root, target, path, create=True)
+    try:
+        existing = _lstat(folder_fd, name)
+        old_size = existing.st_size if existing and stat.S_ISREG(existing.st_mode) else 0
+        temp_name = f"{_TEMP_PREFIX}{secrets.token_hex(8)}"
+        handle = os.open(
+            temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder_fd
+        )
+    except BaseException:
+        os.close(folder_fd)
+        raise
+    change_so_far = FileChange(relative(root, target), old_size, 0)
+    try:
+        _give_to_sandbox(root, handle)
+        os.fchmod(handle, stat.S_IMODE(existing.st_mode) if existing and stat.S_ISREG(existing.st_mode) else 0o644)
+        limit = max_file_bytes()
+        written = 0
+        out = os.fdopen(handle, "wb")
+        try:
+            for chunk in chunks:
+                written += len(chunk)
+                if written > limit:
+                    raise ApiError(
+                        status_code=413, error="file_too_large", detail=f"A file may hold at most {limit} bytes."
+                    )
+                change_so_far = FileChange(change_so_far.path, old_size, written)
+                _written_or_full(out.write, chunk, change_so_far)
+                if budget is not None:
+                    budget.after_chunk(change_so_far)
+            _written_or_full(out.flush, None, change_so_far)
+            os.fsync(out.fileno())
+        finally:
+            # After a full disk, closing would try the same flush again and hide the real reason.
+            with contextlib.suppress(OSError):
+                out.close()
+    except BaseException:
+        StagedFile(folder_fd, name, temp_name, change_so_far).discard()
+        raise
+    return StagedFile(folder_fd=folder_fd, name=name, temp_name=temp_name, change=change_so_far)
+
+
+def _open_folder(root: Path, target: Path, path: str, *, create: bool) -> tuple[int, str]:
+    """The open folder of `target` and its name there; made (for the sandbox's uid) when `create`."""
+    try:
+        return beneath.open_parent(
+            root, relative(root, target), on_created=(lambda fd: _give_to_sandbox(root, fd)) if create else None
+        )
+    except beneath.Escape as exc:
+        raise invalid_path(path, "leads out of the workspace through a symlink") from exc
+    except (NotADirectoryError, FileExistsError) as exc:
+        raise invalid_path(path, "goes through a file as if it were a folder") from exc
+    except FileNotFoundError as exc:
+        raise _not_found(path) from exc
+
+
+def _lstat(folder_fd: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+class DiskFull(Exception):
+    """The workspace's image ran out of space while a write was staged (the kernel's bound)."""
+
+    def __init__(self, change: FileChange) -> None:
+        super().__init__(f"no space left for {change.path}")
+        self.change = change
+
+
+def _written_or_full(operation: Callable[..., object], argument: bytes | None, change: FileChange) -> None:
+    try:
+        operation() if argument is None else operation(argument)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFull(change) from exc
+        raise
+
+
+def refuse_full(ref: WorkspaceRef, changes: tuple[FileChange, ...]) -> ApiError:
+    """The 507 for a write the kernel refused: the quota checks' own answer when they refuse it,
+    else the workspace limit's, since the image is what filled up."""
+    check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, changes))
+    app = get_config().app(ref.app_slug)
+    quota = app.resources.disk_bytes if app else 0
+    attempted = sum(change.new_size for change in changes)
+    return ApiError(
+        status_code=507,
+        error="workspace_quota_exceeded",
+        detail=f"Item {ref.item_id}'s workspace is full. Delete or shrink files to make room.",
+        used=workspace_bytes(ref.root),
+        quota=quota,
+        attempted=attempted,
+    )
+
+
+def _give_to_sandbox(root: Path, descriptor: int) -> None:
+    """What the file API creates belongs to the workspace's owner (the sandbox uid), so sandbox
+    code can change it like its own files; a server that is not root owns everything anyway."""
+    if os.geteuid() != 0:
+        return
+    owner = root.stat()
+    if owner.st_uid != 0:
+        os.fchown(descriptor, owner.st_uid, owner.st_gid)
+
+
+def write_file(ref: WorkspaceRef, path: str, chunks: Iterable[bytes]) -> FileChange:
+    with item_write_lock(ref.item_id):
+        try:
+            staged = stage(ref.root, path, chunks, budget=_StreamBudget(ref))
+        except DiskFull as full:
+            raise refuse_full(ref, (full.change,)) from full
+        try:
+            check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, (staged.change,)))
+            staged.commit()
+        except BaseException:
+            staged.discard()
+            raise
+    return staged.change
+
+
+def move_path(ref: WorkspaceRef, source: str, target: str) -> FileChange:
+    """Renames a file or folder inside the workspace; it never overwrites (409 `path_exists`).
+
+    No quota is involved: the bytes stay where they are. Missing folders on the way to the new
+    name are made, as a write would.
+    """
+    root = ref.root
+    source_path, target_path = resolve(root, source), resolve(root, target)
+    if target_path == source_path or source_path in target_path.parents:
+        raise invalid_path(target, "lies inside what is being moved")
+    with item_write_lock(ref.item_id):
+        source_fd, source_name = _open_folder(root, source_path, source, create=False)
+        try:
+            info = _lstat(source_fd, source_name)
+            if info is None:
+                raise _not_found(source)
+            target_fd, target_name = _open_folder(root, target_path, target, create=True)
+            try:
+                if _lstat(target_fd, target_name) is not None:
+                    raise ApiError(status_code=409, error="path_exists", detail=f"{target!r} already exists.")
+                os.rename(source_name, target_name, src_dir_fd=source_fd, dst_dir_fd=target_fd)
+                os.fsync(target_fd)
+                os.fsync(source_fd)
+            finally:
+                os.close(target_fd)
+        finally:
+            os.close(source_fd)
+    size = 0 if stat.S_ISDIR(info.st_mode) else info.st_size
+    return FileChange(relative(root, target_path), size, size)
+
+
+def make_folder(ref: WorkspaceRef, path: str) -> FileChange:
+    """A new empty folder (and any missing ones above it); one that exists is a 409."""
+    root = ref.root
+    target = resolve(root, path)
+    folder_fd, name = _open_folder(root, target, path, create=True)
+    try:
+        try:
+            os.mkdir(name, 0o755, dir_fd=folder_fd)
+        except FileExistsError as exc:
+            raise ApiError(status_code=409, error="path_exists", detail=f"{path!r} already exists.") from exc
+        made = beneath.open_beneath(root, relative(root, target), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            _give_to_sandbox(root, made)
+        finally:
+            os.close(made)
+    finally:
+        os.close(folder_fd)
+    return FileChange(relative(root, target), 0, 0)
+
+
+def delete_path(ref: WorkspaceRef, path: str) -> FileChange:
+    """Deletes a file or an empty folder; always allowed, still reported as a (negative) change."""
+    root = ref.root
+    target = resolve(root, path)
+    folder_fd, name = _open_folder(root, target, path, create=False)
+    try:
+        info = _lstat(folder_fd, name)
+        if info is None:
+            raise _not_found(path)
+        if stat.S_ISDIR(info.st_mode):
+            try:
+                os.rmdir(name, dir_fd=folder_fd)
+            except OSError as exc:
+                raise ApiError(status_code=409, error="folder_not_empty", detail=f"{path!r} is not empty.") from exc
+            return FileChange(relative(root, target), 0, 0)
+        change = FileChange(relative(root, target), info.st_size, 0)
+        check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, (change,)))
+        os.unlink(name, dir_fd=folder_fd)
+        return change
+    finally:
+        os.close(folder_fd)

@@ -1,0 +1,44 @@
+"""Work items: the things that own a workspace directory and, while in use, a sandbox."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from collab.models import TrackedModel
+
+
+class Item(TrackedModel):
+    """An item of one app (a notebook, an investigation...).
+
+    `owner` is the quota debtor and nothing more; permissions follow `created_by` (spec
+    "Resources", Work item). A blank owner falls back to the creator.
+    """
+
+    app_slug = models.CharField(max_length=64)
+    title = models.CharField(max_length=200)
+    owner = models.CharField(max_length=150, blank=True, default="")
+    # A handover of the bill waiting for its addressee (DESIGN.md §5 "Nobody is billed without
+    # consent"): `owner` changes only when `pending_owner` accepts on their My resources page.
+    pending_owner = models.CharField(max_length=150, blank=True, default="")
+    pending_owner_requested_by = models.CharField(max_length=150, blank=True, default="")
+    pending_owner_requested_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # An app's items of one creator, newest first: the list page.
+            models.Index(fields=["app_slug", "created_by", "-id"], name="item_app_creator_idx"),
+            models.Index(fields=["owner"], name="item_owner_idx"),
+            # The handovers waiting for one person (their My resources page); most items have none.
+            models.Index(
+                fields=["pending_owner"],
+                name="item_pending_owner_idx",
+                condition=~models.Q(pending_owner=""),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.app_slug}/{self.pk}: {self.title}"
+
+    @property
+    def debtor(self) -> str:
+        return self.owner or self.created_by

@@ -1,0 +1,267 @@
+"""The sandbox host: the HTTP protocol of DESIGN.md §5 served over a local backend.
+
+Stdlib `ThreadingHTTPServer` on purpose: the host is a small, separately deployed process with
+five routes, and a blocking exec per thread is exactly its job.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import re
+import urllib.parse
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from crudgen.parsers import loads_bounded
+from quotas.sizes import SizeError, parse_optional_size
+from workspace.items.sandboxes.base import CommandInvalid, SandboxGone, SandboxSpec, validate_command
+from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
+from workspace.items.sandboxes.isolation import configured_driver, warn_about_enforcement
+from workspace.items.sandboxes.local import LocalBackend
+from workspace.items.volumes import enforcement_warnings
+
+logger = logging.getLogger(__name__)
+_ITEM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_SANDBOX_PATH = re.compile(r"^/sandboxes/([A-Za-z0-9_-]{1,100})(/exec)?$")
+MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_EXEC_TIMEOUT = 30.0
+MAX_EXEC_TIMEOUT = 3600.0
+
+
+class BadRequest(Exception):
+    pass
+
+
+def _setting(name: str, default: str = "") -> str:
+    return str(getattr(settings, name)) or default
+
+
+@dataclass(frozen=True)
+class HostSettings:
+    defaults: SandboxSpec
+    workspace_root: Path
+    state_dir: Path
+    token: str = ""
+
+    @classmethod
+    def from_settings(cls) -> HostSettings:
+        """`SANDBOX_HOST_CPU`, `_MEMORY`, `_PIDS`, `_WORKSPACES`, `_STATE_DIR` (settings, then env)."""
+        var_dir = Path(settings.WORKSPACE_VAR_DIR)
+        cpu = _setting("SANDBOX_HOST_CPU")
+        defaults = SandboxSpec(
+            cpu_cores=float(cpu) if cpu else None,
+            memory_bytes=parse_optional_size(_setting("SANDBOX_HOST_MEMORY"), allow_max=True),
+            pids_max=int(_setting("SANDBOX_HOST_PIDS", "0")) or None,
+        )
+        return cls(
+            defaults=defaults,
+            workspace_root=Path(_setting("SANDBOX_HOST_WORKSPACES", str(var_dir / "workspaces"))),
+            state_dir=Path(_setting("SANDBOX_HOST_STATE_DIR", str(var_dir / "sandbox-host"))),
+            token=settings.WORKSPACE_SANDBOX_HOST_TOKEN,
+        )
+
+
+def _number(value: Any, key: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise BadRequest(f"{key} must be a non-negative number or null")
+    return float(value)
+
+
+def _memory(value: Any) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_optional_size(value, allow_max=True)
+    except SizeError as exc:
+        raise BadRequest(f"memory: {exc}") from exc
+
+
+def _disk(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest("disk must be a non-negative number of bytes or null")
+    return value
+
+
+class SandboxHost:
+    """The routes, independent of the HTTP plumbing so they are easy to read and test."""
+
+    def __init__(self, backend: LocalBackend) -> None:
+        self.backend = backend
+
+    def healthz(self) -> tuple[int, dict]:
+        spec = self.backend.defaults
+        return 200, {"status": "ok", "defaults": spec.as_dict()}
+
+    def create(self, body: dict) -> tuple[int, dict]:
+        # Unknown fields are ignored on purpose: newer apps may send more than this host knows.
+        item_id = str(body.get("item_id", ""))
+        if not _ITEM_ID.match(item_id):
+            raise BadRequest("item_id must be 1-64 letters, digits, dashes or underscores")
+        pids = _number(body.get("pids"), "pids")
+        spec = SandboxSpec(
+            cpu_cores=_number(body.get("cpu"), "cpu"),
+            memory_bytes=_memory(body.get("memory")),
+            pids_max=None if pids is None else int(pids),
+        )
+        opened = self.backend.open(item_id=item_id, spec=spec, disk_bytes=_disk(body.get("disk")))
+        return 201, {"id": opened.id, **opened.spec.as_dict()}
+
+    def listing(self, query: str) -> tuple[int, dict]:
+        """`GET /sandboxes?older_than=S`: the ids the app reconciles against its ledger."""
+        values = urllib.parse.parse_qs(query).get("older_than", ["0"])
+        try:
+            older_than = float(values[0])
+        except ValueError as exc:
+            raise BadRequest("older_than must be a number of seconds") from exc
+        return 200, {"sandboxes": self.backend.sandboxes_older_than(max(older_than, 0.0))}
+
+    def state(self, sandbox_id: str) -> tuple[int, dict]:
+        if sandbox_id not in self.backend.sandboxes():
+            return 404, {"error": "not_found", "detail": f"No sandbox {sandbox_id}."}
+        return 200, {"id": sandbox_id, "alive": self.backend.probe(sandbox_id)}
+
+    def exec(self, sandbox_id: str, body: dict) -> tuple[int, dict]:
+        try:
+            command = validate_command(body.get("command"))
+        except CommandInvalid as exc:
+            raise BadRequest(str(exc)) from exc
+        timeout = _number(body.get("timeout"), "timeout") or DEFAULT_EXEC_TIMEOUT
+        try:
+            result = self.backend.exec(sandbox_id, command=command, timeout=min(timeout, MAX_EXEC_TIMEOUT))
+        except SandboxGone:
+            return 404, {"error": "not_found", "detail": f"No sandbox {sandbox_id}."}
+        return 200, result.as_dict()
+
+    def delete(self, sandbox_id: str) -> tuple[int, dict | None]:
+        if sandbox_id not in self.backend.sandboxes():
+            return 404, {"error": "not_found", "detail": f"No sandbox {sandbox_id}."}
+        self.backend.close(sandbox_id)
+        return 204, None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    host: SandboxHost
+    token: str
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.info("sandbox host: " + format, *args)
+
+    def _reply(self, status: int, body: dict | None) -> None:
+        raw = b"" if body is None else json.dumps(body).encode()
+        self.send_response(status)
+        if body is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _body(self) -> dict:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            raise BadRequest("the request body is too large")
+        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            body = loads_bounded(raw or b"{}")
+        except ValueError as exc:
+            raise BadRequest("the body is not JSON") from exc
+        if not isinstance(body, dict):
+            raise BadRequest("the body must be a JSON object")
+        return body
+
+    def _authorised(self) -> bool:
+        """Every call carries the shared token when the host has one (compared in constant time)."""
+        if not self.token:
+            return True
+        sent = self.headers.get("Authorization", "")
+        return hmac.compare_digest(sent.encode(), f"Bearer {self.token}".encode())
+
+    def _route(self, method: str) -> None:
+        if not self._authorised():
+            # The body is not read: close the connection rather than leave it unread on a kept-alive one.
+            self.close_connection = True
+            self._reply(401, {"error": "unauthorized", "detail": "This sandbox host needs its shared token."})
+            return
+        try:
+            self._reply(*self._dispatch(method))
+        except BadRequest as exc:
+            self._reply(400, {"error": "bad_request", "detail": str(exc)})
+        except Exception:
+            logger.exception("sandbox host failed on %s %s", method, self.path)
+            self._reply(500, {"error": "server_error", "detail": "The sandbox host failed."})
+
+    def _dispatch(self, method: str) -> tuple[int, dict | None]:
+        path = self.path.split("?", 1)[0]
+        if path == "/healthz" and method == "GET":
+            return self.host.healthz()
+        if path == "/sandboxes" and method == "POST":
+            return self.host.create(self._body())
+        if path == "/sandboxes" and method == "GET":
+            return self.host.listing(self.path.partition("?")[2])
+        match = _SANDBOX_PATH.match(path)
+        if match and match.group(2) and method == "POST":
+            return self.host.exec(match.group(1), self._body())
+        if match and not match.group(2) and method == "GET":
+            return self.host.state(match.group(1))
+        if match and not match.group(2) and method == "DELETE":
+            return self.host.delete(match.group(1))
+        return int(HTTPStatus.NOT_FOUND), {"error": "not_found", "detail": f"No route {method} {path}."}
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def do_DELETE(self) -> None:
+        self._route("DELETE")
+
+
+def build_server(address: str, port: int, host_settings: HostSettings | None = None) -> ThreadingHTTPServer:
+    """A ready-to-serve host; port 0 picks a free port (read it from `server.server_address`)."""
+    chosen = host_settings or HostSettings.from_settings()
+    if not chosen.token and not _is_loopback(address):
+        raise ImproperlyConfigured(
+            f"The sandbox host will not listen on {address} without a token: set WORKSPACE_SANDBOX_HOST_TOKEN "
+            "here and in the app, or listen on loopback."
+        )
+    if not chosen.token:
+        logger.warning("The sandbox host has no token: any local process may open sandboxes through it.")
+    driver = configured_driver()
+    warn_about_enforcement(driver)
+    boundary = configured_boundary()
+    for warning in boundary_warnings(boundary) + enforcement_warnings():
+        logger.warning(warning)
+    backend = LocalBackend(
+        state_dir=chosen.state_dir,
+        workspace_root=chosen.workspace_root,
+        driver=driver,
+        boundary=boundary,
+        defaults=chosen.defaults,
+    )
+    handler = type("SandboxHostHandler", (_Handler,), {"host": SandboxHost(backend), "token": chosen.token})
+    server = ThreadingHTTPServer((address, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def _is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,282 @@
+"""Opening, using, probing and closing item sandboxes, with the ledger kept in step.
+
+These run backend calls (processes, HTTP) and so are not one database transaction: each ledger
+step is its own short write, and the order is chosen so a failure leaves nothing counted that is
+not really there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from pathlib import Path
+
+from collab import clock
+from collab.errors import ApiError
+from quotas import ledger
+from quotas.limits import limits_for
+from quotas.models import SandboxActivity
+from workspace.items import volumes
+from workspace.items.config import AppDescriptor, get_config
+from workspace.items.filestore import workspace_bytes, workspace_dir, workspace_prepared
+from workspace.items.models import Item
+from workspace.items.sandboxes.admission import before_sandbox_open
+from workspace.items.sandboxes.base import Command, ExecResult, SandboxGone, SandboxSpec, SandboxUnavailable
+from workspace.items.sandboxes.registry import backend_named, default_backend
+
+logger = logging.getLogger(__name__)
+Reason = SandboxActivity.CloseReason
+# How long a request waits for a sandbox another request is opening for the same item.
+_OPENING_WAIT_SECONDS = 20.0
+# Reconciliation leaves alone sandboxes younger than this: they may be opening right now.
+RECONCILE_GRACE = timedelta(minutes=2)
+_DISK_STOP_NOTE = (
+    "\n[The workspace is over its app's disk limit, so its sandbox was stopped. Delete or shrink files to go on.]\n"
+)
+
+
+@dataclass(frozen=True)
+class ExecOutcome:
+    result: ExecResult
+    activity: SandboxActivity
+    opened: bool
+
+
+@dataclass(frozen=True)
+class SweepCounts:
+    probed: int = 0
+    refreshed: int = 0
+    closed: int = 0
+
+
+def _unavailable(exc: Exception) -> ApiError:
+    return ApiError(
+        status_code=503,
+        error="sandbox_host_unavailable",
+        detail=f"The sandbox backend cannot be reached, so nothing ran: {exc}",
+    )
+
+
+def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool) -> None:
+    """Stops the processes, then forgets the row; `strict` refuses to forget what it could not stop."""
+    if activity.backend_sandbox_id:
+        try:
+            backend_named(activity.backend).close(activity.backend_sandbox_id)
+        except SandboxUnavailable as exc:
+            if strict:
+                raise _unavailable(exc) from exc
+            logger.warning("could not reach the backend to close %s: %s", activity, exc)
+    ledger.activity_close(activity_id=activity.pk, reason=reason)
+
+
+def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
+    # A row whose evidence ran out is not counted, so its sandbox must not run either: the
+    # owner's expired sandboxes are shut down before their capacity goes to a new one, even
+    # when no worker is there to reclaim them (DESIGN.md §5). One the backend cannot confirm
+    # closed refuses the open (503) rather than let more run than the limit.
+    for stale in ledger.open_rows_of_item(item.pk).filter(lease_expires_at__lte=clock.now()):
+        _shut_down(stale, reason=Reason.EXPIRED, strict=True)
+    for stale in ledger.expired_rows_of_owner(item.debtor):
+        _shut_down(stale, reason=Reason.EXPIRED, strict=True)
+    backend = default_backend()
+    admission = before_sandbox_open(item=item, app=app, backend=backend.name)
+    if not admission.opened_here:
+        return _await_opened(admission.activity), False
+    activity = admission.activity
+    requested = SandboxSpec(activity.cpu_cores, activity.memory_bytes, activity.pids_max)
+    try:
+        opened = backend.open(
+            item_id=str(item.pk), spec=requested, workspace=item_workspace(item), disk_bytes=app.resources.disk_bytes
+        )
+    except (SandboxUnavailable, OSError) as exc:
+        ledger.activity_close(activity_id=activity.pk, reason=Reason.FAILED)
+        raise _unavailable(exc) from exc
+    size = ledger.ResolvedSize(opened.spec.cpu_cores, opened.spec.memory_bytes, opened.spec.pids_max)
+    attached = ledger.activity_attach(
+        activity_id=activity.pk, backend_sandbox_id=opened.id, size=size, lease=get_config().sandbox.lease
+    )
+    if not attached:
+        # Closed while it was opening (a person pressed close): honour the close.
+        backend.close(opened.id)
+        raise ApiError(status_code=409, error="sandbox_closed", detail="The sandbox was closed while it opened.")
+    activity.refresh_from_db()
+    return activity, True
+
+
+def _await_opened(activity: SandboxActivity) -> SandboxActivity:
+    deadline = time.monotonic() + _OPENING_WAIT_SECONDS
+    while not activity.backend_sandbox_id:
+        if time.monotonic() > deadline:
+            raise ApiError(status_code=409, error="sandbox_opening", detail="The item's sandbox is still opening.")
+        time.sleep(0.05)
+        current = SandboxActivity.current.filter(pk=activity.pk).first()
+        if current is None:
+            raise ApiError(status_code=409, error="sandbox_closed", detail="The sandbox closed while it opened.")
+        activity = current
+    return activity
+
+
+def item_workspace(item: Item) -> Path:
+    return workspace_prepared(item.pk, item.app_slug)
+
+
+def sandbox_for_item(*, item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
+    """The item's live sandbox, opened (through admission) when there is none."""
+    live = ledger.live_row_of_item(item.pk)
+    if live is not None:
+        return (_await_opened(live) if not live.backend_sandbox_id else live), False
+    return _open(item, app)
+
+
+def sandbox_exec(*, item: Item, app: AppDescriptor, command: Command, timeout: float) -> ExecOutcome:
+    for event in sandbox_exec_streaming(item=item, app=app, command=command, timeout=timeout):
+        if isinstance(event, ExecOutcome):
+            return event
+    raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The exec ended without a result.")
+
+
+def sandbox_exec_streaming(
+    *,
+    item: Item,
+    app: AppDescriptor,
+    command: Command,
+    timeout: float,
+    ready: tuple[SandboxActivity, bool] | None = None,
+) -> Iterator[tuple[str, bytes] | ExecOutcome]:
+    """Runs `command` in the item's sandbox: its output chunks as they arrive, then the outcome.
+
+    `ready` is the sandbox `sandbox_for_item` already opened (or found), so a caller can meet
+    the quota gate (507) before it starts answering; without it the first step opens one.
+    """
+    lease = get_config().sandbox.lease
+    # The lease covers the whole command, so a long exec is not reclaimed as dead halfway.
+    running_lease = lease + timedelta(seconds=timeout)
+    opened_any = False
+    for attempt in range(2):
+        activity, opened = ready if (ready and attempt == 0) else sandbox_for_item(item=item, app=app)
+        opened_any = opened_any or opened
+        if not ledger.heartbeat(activity_id=activity.pk, lease=running_lease, used=True):
+            # Its lease ran out (or it was closed) a moment ago: it no longer counts, so it stops.
+            _shut_down(activity, reason=Reason.EXPIRED, strict=False)
+            continue
+        result: ExecResult | None = None
+        try:
+            for event in backend_named(activity.backend).exec_streaming(
+                activity.backend_sandbox_id, command=command, timeout=timeout
+            ):
+                if isinstance(event, ExecResult):
+                    result = event
+                else:
+                    yield event
+        except SandboxGone:
+            # The backend lost it (host restart, manual cleanup): forget it and open a new one once.
+            ledger.activity_close(activity_id=activity.pk, reason=Reason.GONE)
+            continue
+        except SandboxUnavailable as exc:
+            raise _unavailable(exc) from exc
+        if result is None:
+            raise _unavailable(SandboxUnavailable("the exec ended without a result"))
+        ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
+        if activity.backend == "local" and _account_disk(item, app, activity):
+            note = _DISK_STOP_NOTE
+            yield "stderr", note.encode()
+            result = replace(result, stderr=result.stderr + note)
+        yield ExecOutcome(result=result, activity=activity, opened=opened_any)
+        return
+    raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The sandbox vanished twice in a row.")
+
+
+def _account_disk(item: Item, app: AppDescriptor, activity: SandboxActivity) -> bool:
+    """After an exec: the disk ledger learns what the command wrote (when the owner has a disk
+    limit), and a workspace the kernel does not bound is stopped once it passes its app's limit.
+    Returns True when it stopped the sandbox.
+    """
+    directory = workspace_dir(item.pk)
+    limit = app.resources.disk_bytes or 0
+    owner = item.debtor
+    tracked = limits_for(owner).disk is not None
+    bounded = volumes.is_bounded(directory)
+    if not tracked and (bounded or not limit):
+        return False
+    used = volumes.used_bytes(directory) if bounded else workspace_bytes(directory)
+    if tracked:
+        ledger.record_disk_measurements(
+            [ledger.DiskMeasurement(item_id=str(item.pk), app_slug=item.app_slug, owner=owner, bytes=used)]
+        )
+    if bounded or not limit or used <= limit:
+        return False
+    logger.warning("item %s wrote %d bytes past its %d byte limit; its sandbox is stopped", item.pk, used, limit)
+    _shut_down(activity, reason=Reason.DISK, strict=False)
+    return True
+
+
+def sandbox_close(*, item: Item) -> int:
+    """Truly shuts the item's sandbox down, then forgets it; returns how many were closed."""
+    rows = list(ledger.open_rows_of_item(item.pk))
+    for activity in rows:
+        _shut_down(activity, reason=Reason.CLOSED, strict=True)
+    return len(rows)
+
+
+def sandboxes_probe() -> SweepCounts:
+    """Fresh evidence for every open sandbox; the dead are forgotten, the unreachable left to expire."""
+    lease = get_config().sandbox.lease
+    probed = refreshed = closed = 0
+    for activity in SandboxActivity.current.exclude(backend_sandbox_id="").order_by("id"):
+        probed += 1
+        try:
+            alive = backend_named(activity.backend).probe(activity.backend_sandbox_id)
+        except SandboxUnavailable:
+            continue
+        if alive:
+            refreshed += ledger.heartbeat(activity_id=activity.pk, lease=lease)
+        else:
+            closed += ledger.activity_close(activity_id=activity.pk, reason=Reason.GONE)
+    return SweepCounts(probed=probed, refreshed=refreshed, closed=closed)
+
+
+def sandboxes_reconcile(*, older_than: timedelta = RECONCILE_GRACE) -> SweepCounts:
+    """Closes every sandbox a backend runs that the ledger does not hold open.
+
+    Such sandboxes are nobody's capacity, so they must not run: a sandbox host that answered
+    after the app gave up, a process that died between opening and recording, a row forgotten
+    by hand. Ones younger than `older_than` may still be on their way into the ledger.
+    """
+    closed = 0
+    for name in _backend_names():
+        backend = backend_named(name)
+        try:
+            running = backend.sandboxes_older_than(older_than.total_seconds())
+        except SandboxUnavailable as exc:
+            logger.warning("could not list the %s backend's sandboxes: %s", name, exc)
+            continue
+        known = ledger.open_backend_ids(name)
+        for sandbox_id in running:
+            if sandbox_id not in known:
+                logger.warning("closing %s sandbox %s: the ledger does not know it", name, sandbox_id)
+                backend.close(sandbox_id)
+                closed += 1
+    return SweepCounts(closed=closed)
+
+
+def _backend_names() -> list[str]:
+    """The configured backend, plus any other that rows still name."""
+    configured = get_config().sandbox.backend
+    named = set(SandboxActivity.current.values_list("backend", flat=True).distinct())
+    return sorted(named | {configured})
+
+
+def sandboxes_reclaim(*, idle_for: timedelta | None = None) -> SweepCounts:
+    """Idle reclaim (unused for `idle_reclaim`) and clean-up of rows whose evidence expired."""
+    idle_for = idle_for or get_config().sandbox.idle_reclaim
+    closed = 0
+    for activity in ledger.idle_rows(idle_since=clock.now() - idle_for):
+        _shut_down(activity, reason=Reason.IDLE, strict=False)
+        closed += 1
+    for activity in ledger.expired_rows():
+        _shut_down(activity, reason=Reason.EXPIRED, strict=False)
+        closed += 1
+    return SweepCounts(closed=closed)

@@ -1,0 +1,326 @@
+"""The `local` backend: a sandbox is a control group, a bubblewrap init holding its namespaces,
+and a state directory.
+
+State lives on disk, not in memory, so any process on this machine (a web worker, the worker
+command, the sandbox host) can exec in, probe or close a sandbox another one opened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from workspace.items.sandboxes.base import (
+    Command,
+    ExecEvent,
+    ExecResult,
+    OpenedSandbox,
+    SandboxGone,
+    SandboxSpec,
+    SandboxUnavailable,
+    command_argv,
+    final_result,
+)
+from workspace.items.sandboxes.boundary import SANDBOX_PATH, WORKSPACE_MOUNT, Boundary, untraversable_parent
+from workspace.items.sandboxes.isolation import Confinement, IsolationDriver
+from workspace.items.sandboxes.runner import (
+    MARKER_VARIABLE,
+    kill_marked,
+    marked_pids,
+    process_carries_marker,
+    run_streaming,
+)
+from workspace.items.volumes import workspace_prepare
+
+_STATE_FILE = "state.json"
+_INIT_LOG = "init.log"
+_INIT_READY_SECONDS = 10.0
+# Inits this process started: reaped when they end, so no zombie stays behind.
+_started_inits: dict[str, subprocess.Popen] = {}
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(
+        self,
+        *,
+        state_dir: Path,
+        workspace_root: Path,
+        driver: IsolationDriver,
+        boundary: Boundary,
+        defaults: SandboxSpec | None = None,
+    ) -> None:
+        self.state_dir = state_dir
+        self.workspace_root = workspace_root
+        self.driver = driver
+        self.boundary = boundary
+        self.defaults = defaults or SandboxSpec()
+
+    def _home(self, sandbox_id: str) -> Path:
+        if not sandbox_id or "/" in sandbox_id or sandbox_id.startswith("."):
+            raise SandboxGone(f"no sandbox {sandbox_id!r}")
+        return self.state_dir / sandbox_id
+
+    def _state(self, sandbox_id: str) -> dict:
+        try:
+            return json.loads((self._home(sandbox_id) / _STATE_FILE).read_text())
+        except (OSError, ValueError) as exc:
+            raise SandboxGone(f"no sandbox {sandbox_id!r}") from exc
+
+    def open(
+        self, *, item_id: str, spec: SandboxSpec, workspace: Path | None = None, disk_bytes: int | None = None
+    ) -> OpenedSandbox:
+        """`workspace` is the prepared directory (the app's file store); else this backend prepares
+        `<workspace_root>/<item_id>` with an image of `disk_bytes` (a sandbox host)."""
+        _reap_finished_inits()
+        sandbox_id = f"loc-{uuid.uuid4().hex[:16]}"
+        effective = spec.inherit(self.defaults)
+        uid = self.boundary.uid_for(str(item_id))
+        directory = workspace or workspace_prepare(self.workspace_root / str(item_id), limit_bytes=disk_bytes, uid=uid)
+        confinement = self.driver.create(sandbox_id, effective)
+        home = self._home(sandbox_id)
+        (home / "pids").mkdir(parents=True)
+        init: dict | None = None
+        if self.boundary.keeps_namespaces:
+            try:
+                init = self._start_init(sandbox_id, home, directory, confinement, uid)
+            except SandboxUnavailable:
+                self.driver.destroy(confinement)
+                shutil.rmtree(home, ignore_errors=True)
+                raise
+        state = {
+            "id": sandbox_id,
+            "item_id": str(item_id),
+            "workspace": str(directory),
+            "spec": effective.as_dict(),
+            "confinement": confinement.as_dict(),
+            "uid": uid,
+            "init": init,
+        }
+        # Written last and atomically: a sandbox exists once its state file does.
+        temporary = home / f".{_STATE_FILE}.tmp"
+        temporary.write_text(json.dumps(state))
+        os.replace(temporary, home / _STATE_FILE)
+        return OpenedSandbox(id=sandbox_id, spec=effective)
+
+    def _start_init(
+        self, sandbox_id: str, home: Path, directory: Path, confinement: Confinement, uid: int | None
+    ) -> dict:
+        """Starts the bubblewrap init inside the sandbox's cgroups and waits until it is set up."""
+        blocked = untraversable_parent(directory, uid)
+        if blocked is not None:
+            raise SandboxUnavailable(
+                f"the sandbox uid cannot reach its workspace: {blocked} needs the x bit for others (chmod o+x)"
+            )
+        info_read, info_write = os.pipe()
+        try:
+            argv = self.boundary.init_argv(workspace=directory, info_fd=info_write, uid=uid)
+            with open(home / _INIT_LOG, "wb") as log:
+                process = subprocess.Popen(
+                    confinement.wrap(argv),
+                    cwd="/",
+                    env={"PATH": SANDBOX_PATH, MARKER_VARIABLE: sandbox_id},
+                    pass_fds=(info_write,),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    start_new_session=True,
+                )
+        finally:
+            os.close(info_write)
+        try:
+            ready = _read_line(process.stdout, seconds=_INIT_READY_SECONDS)
+            info = _read_json(info_read) if self.boundary.is_ready_line(ready) else None
+        finally:
+            os.close(info_read)
+            if process.stdout:
+                process.stdout.close()
+        if not info or "child-pid" not in info:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            reason = (home / _INIT_LOG).read_text(errors="replace").strip()[-300:] or "no reason given"
+            raise SandboxUnavailable(f"bubblewrap could not set the sandbox up: {reason}")
+        _started_inits[sandbox_id] = process
+        pid = int(info["child-pid"])
+        # bubblewrap's pid 1 reaps; its one child (the `sleep`) sits in /workspace, where execs start.
+        holder = _children(pid)
+        return {"pid": pid, "pidns": _pid_namespace(pid), "holder": holder[0] if holder else pid}
+
+    def exec(self, sandbox_id: str, *, command: Command, timeout: float) -> ExecResult:
+        return final_result(self.exec_streaming(sandbox_id, command=command, timeout=timeout))
+
+    def exec_streaming(self, sandbox_id: str, *, command: Command, timeout: float) -> Iterator[ExecEvent]:
+        state = self._state(sandbox_id)
+        confinement = Confinement.from_dict(state["confinement"])
+        pids_dir = self._home(sandbox_id) / "pids"
+        env = {
+            "PATH": SANDBOX_PATH,
+            "HOME": WORKSPACE_MOUNT,
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "TMPDIR": "/tmp",
+            MARKER_VARIABLE: sandbox_id,
+        }
+        init = state.get("init")
+        if init:
+            if not _init_alive(init):
+                raise SandboxGone(f"the namespaces of sandbox {sandbox_id!r} are gone")
+            argv = self.boundary.enter_argv(holder_pid=init["holder"], uid=state.get("uid"), argv=command_argv(command))
+            cwd, outer_env = Path("/"), env
+        elif self.boundary.enabled:
+            argv = self.boundary.oneshot_argv(workspace=Path(state["workspace"]), env=env, argv=command_argv(command))
+            cwd, outer_env = Path("/"), {"PATH": SANDBOX_PATH, MARKER_VARIABLE: sandbox_id}
+        else:
+            argv = command_argv(command)
+            cwd, outer_env = Path(state["workspace"]), {**env, "HOME": state["workspace"]}
+        return run_streaming(
+            confinement.wrap(argv),
+            cwd=cwd,
+            env=outer_env,
+            timeout=timeout,
+            on_start=lambda pid: _touch(pids_dir / str(pid)),
+            on_exit=lambda pid: _unlink(pids_dir / str(pid)),
+        )
+
+    def probe(self, sandbox_id: str) -> bool:
+        try:
+            state = self._state(sandbox_id)
+        except SandboxGone:
+            return False
+        confinement = Confinement.from_dict(state["confinement"])
+        init = state.get("init")
+        if init and not _init_alive(init):
+            return False
+        return all(Path(group).is_dir() for group in confinement.groups)
+
+    def workspace_of(self, sandbox_id: str) -> Path:
+        return Path(self._state(sandbox_id)["workspace"])
+
+    def close(self, sandbox_id: str) -> None:
+        """Kills everything the sandbox started, then forgets it; closing twice is harmless."""
+        try:
+            state = self._state(sandbox_id)
+        except SandboxGone:
+            return
+        home = self._home(sandbox_id)
+        confinement = Confinement.from_dict(state["confinement"])
+        # Stop new execs first: without the state file the sandbox no longer exists for them.
+        _unlink(home / _STATE_FILE)
+        init = state.get("init")
+        if init and _init_alive(init):
+            # Killing the init of a PID namespace kills every process in it, however it hid.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(init["pid"], signal.SIGKILL)
+        self.driver.kill(confinement)
+        tracked = [int(entry.name) for entry in (home / "pids").iterdir() if entry.name.isdigit()]
+        for leader in tracked:
+            _kill_group_marked(leader, sandbox_id)
+        kill_marked(confinement.member_pids() + marked_pids(sandbox_id), sandbox_id)
+        _wait_until_gone(sandbox_id, confinement, self.driver)
+        self.driver.destroy(confinement)
+        started = _started_inits.pop(sandbox_id, None)
+        if started is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                started.wait(timeout=1.0)
+        shutil.rmtree(home, ignore_errors=True)
+
+    def sandboxes_older_than(self, seconds: float) -> list[str]:
+        limit = time.time() - seconds
+        older = []
+        for sandbox_id in self.sandboxes():
+            with contextlib.suppress(OSError):
+                if (self._home(sandbox_id) / _STATE_FILE).stat().st_mtime <= limit:
+                    older.append(sandbox_id)
+        return older
+
+    def sandboxes(self) -> list[str]:
+        if not self.state_dir.is_dir():
+            return []
+        return sorted(entry.name for entry in self.state_dir.iterdir() if (entry / _STATE_FILE).exists())
+
+
+def _read_line(stream, *, seconds: float) -> bytes:
+    """One line from the init's stdout, or b"" if it exits or stays silent past `seconds`."""
+    ready, _, _ = select.select([stream], [], [], seconds)
+    return stream.readline() if ready else b""
+
+
+def _read_json(descriptor: int) -> dict | None:
+    """bubblewrap's --info-fd document; written before the init's command runs, so already there."""
+    data = b""
+    while True:
+        ready, _, _ = select.select([descriptor], [], [], 1.0)
+        if not ready:
+            return None
+        chunk = os.read(descriptor, 4096)
+        if not chunk:
+            return None
+        data += chunk
+        with contextlib.suppress(ValueError):
+            return json.loads(data)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _pid_namespace(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
+
+
+def _init_alive(init: dict) -> bool:
+    """The init still runs; the namespace check guards against a reused pid."""
+    return bool(init.get("pidns")) and _pid_namespace(int(init["pid"])) == init["pidns"]
+
+
+def _reap_finished_inits() -> None:
+    for sandbox_id, process in list(_started_inits.items()):
+        if process.poll() is not None:
+            _started_inits.pop(sandbox_id, None)
+
+
+def _kill_group_marked(leader: int, sandbox_id: str) -> None:
+    if leader > 1 and process_carries_marker(leader, sandbox_id):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(leader, signal.SIGKILL)
+
+
+def _wait_until_gone(
+    sandbox_id: str, confinement: Confinement, driver: IsolationDriver, *, seconds: float = 3.0
+) -> None:
+    """SIGKILL is asynchronous; a kernel cgroup cannot be removed until its last task is reaped."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        alive = marked_pids(sandbox_id) + (confinement.member_pids() if confinement.kernel else [])
+        if not alive:
+            return
+        driver.kill(confinement)
+        kill_marked(alive, sandbox_id)
+        time.sleep(0.02)
+
+
+def _touch(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.touch()
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()

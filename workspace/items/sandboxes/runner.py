@@ -1,0 +1,179 @@
+"""Runs one command as a child process with a timeout and bounded output capture."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from workspace.items.sandboxes.base import OUTPUT_LIMIT_BYTES, ExecResult
+
+MARKER_VARIABLE = "WORKSPACE_SANDBOX_ID"
+_CHUNK = 64 * 1024
+_PIPE_GRACE_SECONDS = 1.0
+# How often the loop looks at the clock and the process while the pipes stay quiet.
+_POLL_SECONDS = 0.05
+
+
+@dataclass
+class _Capture:
+    limit: int
+    data: bytearray
+    truncated: bool = False
+
+    def take(self, chunk: bytes) -> bytes:
+        """Keeps what fits and returns it. Reading goes on past the limit (a writer blocked on a
+        full pipe would never exit); the rest is dropped."""
+        room = max(self.limit - len(self.data), 0)
+        kept = chunk[:room]
+        self.data.extend(kept)
+        if len(chunk) > room:
+            self.truncated = True
+        return kept
+
+
+def process_carries_marker(pid: int, sandbox_id: str) -> bool:
+    """True if `pid` was started for this sandbox; guards every kill against reused pids."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"{MARKER_VARIABLE}={sandbox_id}".encode() in environ.split(b"\x00")
+
+
+def marked_pids(sandbox_id: str) -> list[int]:
+    """Every process on this host started for the sandbox, found by the marker in its environment.
+
+    This also finds children that left their process group (`setsid`) or whose group leader
+    already exited, which a kill by group would miss.
+    """
+    return [
+        int(entry)
+        for entry in os.listdir("/proc")
+        if entry.isdigit() and process_carries_marker(int(entry), sandbox_id)
+    ]
+
+
+def kill_marked(pids: list[int], sandbox_id: str) -> int:
+    killed = 0
+    for pid in pids:
+        if pid > 1 and process_carries_marker(pid, sandbox_id):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+OutputChunk = tuple[str, bytes]  # ("stdout" | "stderr", bytes as they arrived)
+
+
+def run_streaming(
+    argv: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    timeout: float,
+    on_start: Callable[[int], None] | None = None,
+    on_exit: Callable[[int], None] | None = None,
+    output_limit: int = OUTPUT_LIMIT_BYTES,
+) -> Iterator[OutputChunk | ExecResult]:
+    """Runs `argv` in its own session, yielding each chunk of output as it arrives, then the
+    ExecResult; past `timeout` the whole process group is killed. Closing the iterator early (a
+    browser that went away) kills it too.
+
+    `env` is the whole environment: nothing of the server's own (its secrets) is inherited.
+    """
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except (FileNotFoundError, PermissionError) as exc:
+        yield ExecResult(exit_code=127, stdout="", stderr=f"{exc.strerror}: {argv[0]}\n")
+        return
+    if on_start:
+        on_start(process.pid)
+    out, err = _Capture(output_limit, bytearray()), _Capture(output_limit, bytearray())
+    try:
+        timed_out = yield from _drain_until_exit(
+            process, {process.stdout: ("stdout", out), process.stderr: ("stderr", err)}, started + timeout
+        )
+    except GeneratorExit:
+        _kill_group(process.pid)
+        process.wait()
+        raise
+    finally:
+        if on_exit:
+            on_exit(process.pid)
+    code = process.returncode
+    yield ExecResult(
+        exit_code=code if code >= 0 else 128 - code,
+        stdout=bytes(out.data).decode("utf-8", errors="replace"),
+        stderr=bytes(err.data).decode("utf-8", errors="replace"),
+        stdout_truncated=out.truncated,
+        stderr_truncated=err.truncated,
+        timed_out=timed_out,
+        duration_ms=round((time.monotonic() - started) * 1000),
+    )
+
+
+def _drain_until_exit(process: subprocess.Popen, captures: dict, deadline: float) -> Generator[OutputChunk, None, bool]:
+    """Reads both pipes in this thread until the command ends, yielding what it keeps of each
+    chunk; returns True if the command was killed at `deadline`.
+
+    One selector loop, no reader threads: most of an exec's cost is process start-up, and threads
+    would add their own. A background child (`server &`) may keep the pipes open and lives on in
+    the sandbox until it is closed; the reply waits for it no longer than a short grace.
+    """
+    timed_out = False
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as selector:
+        for stream in captures:
+            selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map():
+            now = time.monotonic()
+            if exited_at is None and process.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now > exited_at + _PIPE_GRACE_SECONDS:
+                break
+            if not timed_out and now > deadline:
+                timed_out = True
+                _kill_group(process.pid)
+            for key, _events in selector.select(timeout=_POLL_SECONDS):
+                chunk = os.read(key.fd, _CHUNK)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                name, capture = captures[key.fileobj]
+                kept = capture.take(chunk)
+                if kept:
+                    yield name, kept
+    for stream in captures:
+        stream.close()
+    try:
+        process.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        # It closed its pipes but ran on to the deadline.
+        timed_out = True
+        _kill_group(process.pid)
+        process.wait()
+    return timed_out
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

@@ -1,0 +1,150 @@
+"""Module-level, uniquely named serializers of the workspace core endpoints."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from workspace.items.selectors import ITEMS_DEFAULT_LIMIT, ITEMS_MAX_LIMIT
+
+
+class WorkspaceAppResourcesOutputSerializer(serializers.Serializer):
+    cpu_cores = serializers.FloatField(allow_null=True, help_text="None: unspecified; 0: unlimited.")
+    memory_bytes = serializers.IntegerField(allow_null=True)
+    pids_max = serializers.IntegerField(allow_null=True)
+    disk_bytes = serializers.IntegerField(help_text="0: unlimited.")
+
+
+class WorkspaceAppOutputSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    resources = WorkspaceAppResourcesOutputSerializer()
+
+
+class ItemCreateInputSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=200, allow_blank=False, trim_whitespace=True)
+    owner = serializers.CharField(max_length=150, required=False, allow_blank=True, default="")
+
+
+class ItemUpdateInputSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=200, required=False, allow_blank=False)
+    owner = serializers.CharField(max_length=150, required=False, allow_blank=True)
+
+
+class ItemListQuerySerializer(serializers.Serializer):
+    before = serializers.IntegerField(required=False, min_value=1, help_text="Keyset cursor: items with smaller ids.")
+    limit = serializers.IntegerField(min_value=1, max_value=ITEMS_MAX_LIMIT, default=ITEMS_DEFAULT_LIMIT)
+
+
+class ItemSandboxOutputSerializer(serializers.Serializer):
+    sandbox_id = serializers.CharField()
+    backend = serializers.CharField()
+    cpu_cores = serializers.FloatField(allow_null=True)
+    memory_bytes = serializers.IntegerField(allow_null=True)
+    pids_max = serializers.IntegerField(allow_null=True)
+    opened_at = serializers.DateTimeField()
+    last_seen_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField()
+    lease_expires_at = serializers.DateTimeField()
+
+
+class ItemDiskOutputSerializer(serializers.Serializer):
+    bytes = serializers.IntegerField()
+    measured_at = serializers.DateTimeField()
+
+
+class ItemOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    app = serializers.CharField()
+    title = serializers.CharField()
+    owner = serializers.CharField(help_text="The quota debtor; permissions follow created_by.")
+    pending_owner = serializers.CharField(
+        allow_null=True, help_text="Asked to pay for the item; `owner` becomes them once they accept."
+    )
+    created_by = serializers.CharField()
+    updated_by = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+
+
+class HandoverAnswerOutputSerializer(serializers.Serializer):
+    item_id = serializers.IntegerField()
+    owner = serializers.CharField(help_text="Who pays for the item now.")
+    accepted = serializers.BooleanField()
+
+
+class ItemDetailOutputSerializer(ItemOutputSerializer):
+    sandbox = ItemSandboxOutputSerializer(allow_null=True)
+    disk = ItemDiskOutputSerializer(allow_null=True, help_text="The last mirror-sweep measurement.")
+
+
+class ItemListOutputSerializer(serializers.Serializer):
+    results = ItemOutputSerializer(many=True)
+    next_before = serializers.IntegerField(allow_null=True)
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "minLength": 1},
+            {"type": "array", "items": {"type": "string"}, "minItems": 1},
+        ]
+    }
+)
+class CommandField(serializers.JSONField):
+    """Any JSON to the parser (the view names a wrong type itself); the schema says what is accepted."""
+
+
+class ExecInputSerializer(serializers.Serializer):
+    command = CommandField(help_text="A string (run by /bin/sh -c) or a list of strings (argv).")
+    timeout = serializers.FloatField(required=False, allow_null=True, help_text="Seconds.")
+
+
+class ExecOutputSerializer(serializers.Serializer):
+    exit_code = serializers.IntegerField()
+    stdout = serializers.CharField(allow_blank=True)
+    stderr = serializers.CharField(allow_blank=True)
+    stdout_truncated = serializers.BooleanField()
+    stderr_truncated = serializers.BooleanField()
+    timed_out = serializers.BooleanField()
+    duration_ms = serializers.IntegerField()
+    sandbox_id = serializers.CharField()
+    sandbox_opened = serializers.BooleanField(help_text="True when this exec opened a new sandbox.")
+
+
+class FileEntryOutputSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    size = serializers.IntegerField()
+    is_dir = serializers.BooleanField()
+    modified = serializers.DateTimeField()
+
+
+class FileChangeOutputSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    old_size = serializers.IntegerField()
+    new_size = serializers.IntegerField()
+
+
+class FileMoveInputSerializer(serializers.Serializer):
+    source = serializers.CharField(max_length=4096, trim_whitespace=False, help_text="The file or folder to move.")
+    target = serializers.CharField(max_length=4096, trim_whitespace=False, help_text="Its new path; must not exist.")
+
+
+class FolderCreateInputSerializer(serializers.Serializer):
+    path = serializers.CharField(max_length=4096, trim_whitespace=False)
+
+
+class FileBatchInputSerializer(serializers.Serializer):
+    operations = serializers.ListField(
+        child=serializers.DictField(),
+        min_length=1,
+        help_text=(
+            "Each one of: {op: 'copy', from, to} (a file or folder); {op: 'replace', search, replace, glob?} "
+            "across text files; {op: 'stage', path, content | content_base64} (execution inputs)."
+        ),
+    )
+
+
+class FileBatchOutputSerializer(serializers.Serializer):
+    changes = FileChangeOutputSerializer(many=True)
+    delta = serializers.IntegerField()

@@ -1,0 +1,305 @@
+"""Workspace core endpoints (DRF) and the pages that share their paths (chosen by Accept)."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import mimetypes
+from collections.abc import Iterator
+from typing import Any
+
+from django.http import FileResponse, HttpRequest, StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from collab.api import ServiceApiView
+from collab.errors import ApiError
+from collab.serializers import ErrorOutputSerializer
+from workspace.items import selectors, services
+from workspace.items.access import app_or_404, item_for_viewer
+from workspace.items.filestore import CHUNK, open_read, read_file, workspace_prepared
+from workspace.items.sandboxes.lifecycle import ExecOutcome
+from workspace.items.serializers import (
+    ExecInputSerializer,
+    ExecOutputSerializer,
+    FileBatchInputSerializer,
+    FileBatchOutputSerializer,
+    FileChangeOutputSerializer,
+    FileEntryOutputSerializer,
+    FileMoveInputSerializer,
+    FolderCreateInputSerializer,
+    HandoverAnswerOutputSerializer,
+    ItemCreateInputSerializer,
+    ItemDetailOutputSerializer,
+    ItemListOutputSerializer,
+    ItemListQuerySerializer,
+    ItemSandboxOutputSerializer,
+    ItemUpdateInputSerializer,
+    WorkspaceAppOutputSerializer,
+)
+
+_ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
+
+
+def _viewer_item(request: Request, slug: str, item_id: int):
+    return item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
+
+
+def _detail(item) -> dict:
+    return selectors.item_as_dict(item, detail=selectors.item_detail(item))
+
+
+class WorkspaceAppListApi(APIView):
+    @extend_schema(responses={200: WorkspaceAppOutputSerializer(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response([selectors.app_as_dict(app) for app in selectors.apps()])
+
+
+class ItemListCreateApi(APIView):
+    @extend_schema(
+        operation_id="a_items_list",
+        parameters=[ItemListQuerySerializer],
+        responses={200: ItemListOutputSerializer, **_ERRORS},
+    )
+    def get(self, request: Request, slug: str) -> Response:
+        app_or_404(slug)
+        query = ItemListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        limit = query.validated_data["limit"]
+        items = selectors.items_of_app(
+            app_slug=slug,
+            user_id=request.user.id,
+            is_staff=request.user.is_staff,
+            before=query.validated_data.get("before"),
+            limit=limit,
+        )
+        next_before = items[-1].pk if len(items) == limit else None
+        return Response({"results": [selectors.item_as_dict(item) for item in items], "next_before": next_before})
+
+    @extend_schema(request=ItemCreateInputSerializer, responses={201: ItemDetailOutputSerializer, **_ERRORS})
+    def post(self, request: Request, slug: str) -> Response:
+        app = app_or_404(slug)
+        body = ItemCreateInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        item = services.item_create(
+            app=app, user_id=request.user.id, is_staff=request.user.is_staff, **body.validated_data
+        )
+        return Response(_detail(item), status=201)
+
+
+class ItemApi(APIView):
+    @extend_schema(responses={200: ItemDetailOutputSerializer, **_ERRORS})
+    def get(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        return Response(_detail(item))
+
+    @extend_schema(
+        request=ItemUpdateInputSerializer,
+        responses={200: ItemDetailOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
+    )
+    def patch(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        body = ItemUpdateInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        item = services.item_update(
+            item=item, user_id=request.user.id, is_staff=request.user.is_staff, **body.validated_data
+        )
+        return Response(_detail(item))
+
+
+class EventStreamRenderer(BaseRenderer):
+    """`Accept: text/event-stream` on exec: the output as server-sent events while it runs."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        # Only refusals get here (the stream itself bypasses renderers): they stay JSON.
+        return json.dumps(data).encode()
+
+
+def _outcome_as_dict(outcome: ExecOutcome) -> dict[str, Any]:
+    return {
+        **outcome.result.as_dict(),
+        "sandbox_id": outcome.activity.backend_sandbox_id,
+        "sandbox_opened": outcome.opened,
+    }
+
+
+def _server_sent_events(events: Iterator[tuple[str, bytes] | ExecOutcome]) -> Iterator[bytes]:
+    """`output` events ({stream, text}) as the command writes, then one `result` (the JSON exec
+    answer) or one `error` ({error, detail})."""
+    decoders = {name: codecs.getincrementaldecoder("utf-8")(errors="replace") for name in ("stdout", "stderr")}
+
+    def frame(event: str, data: dict[str, Any]) -> bytes:
+        return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+    try:
+        for event in events:
+            if isinstance(event, ExecOutcome):
+                yield frame("result", _outcome_as_dict(event))
+            elif text := decoders[event[0]].decode(event[1]):
+                yield frame("output", {"stream": event[0], "text": text})
+    except ApiError as exc:
+        yield frame("error", {"error": exc.error, "detail": str(exc.detail), **exc.extra})
+
+
+# One server-sent event of a streamed exec, as OpenAPI 3.1 describes event streams: every event
+# carries a name and a JSON `data` line.
+_EXEC_EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "enum": ["output", "result", "error"]},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+
+
+class ItemExecApi(APIView):
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
+    @extend_schema(
+        request=ExecInputSerializer,
+        responses={
+            (200, "application/json"): ExecOutputSerializer,
+            (200, "text/event-stream"): _EXEC_EVENT_SCHEMA,
+            503: ErrorOutputSerializer,
+            507: ErrorOutputSerializer,
+            **_ERRORS,
+        },
+        description=(
+            "Runs the command in the item's sandbox. With `Accept: text/event-stream` the answer streams: "
+            "`output` events ({stream, text}) while it runs, then one `result` event (this JSON answer) "
+            "or an `error` event. Refusals (400, 507...) come back as JSON before any event."
+        ),
+    )
+    def post(self, request: Request, slug: str, item_id: int) -> Response | StreamingHttpResponse:
+        app, item = _viewer_item(request, slug, item_id)
+        if not isinstance(request.data, dict) or "command" not in request.data:
+            raise ApiError(status_code=400, error="invalid_command", detail="The body needs a 'command'.")
+        body = ExecInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        command, timeout = body.validated_data["command"], body.validated_data.get("timeout")
+        if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
+            events = services.item_exec_streaming(item=item, app=app, command=command, timeout=timeout)
+            response = StreamingHttpResponse(_server_sent_events(events), content_type="text/event-stream")
+            response["Cache-Control"] = "no-store"
+            response["X-Accel-Buffering"] = "no"  # proxies pass each event on as it comes
+            return response
+        outcome = services.item_exec(item=item, app=app, command=command, timeout=timeout)
+        return Response(_outcome_as_dict(outcome))
+
+
+class ItemSandboxApi(APIView):
+    @extend_schema(responses={200: ItemSandboxOutputSerializer, **_ERRORS})
+    def get(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        sandbox = selectors.sandbox_as_dict(selectors.item_detail(item).sandbox)
+        if sandbox is None:
+            raise ApiError(status_code=404, error="no_live_sandbox", detail="The item has no live sandbox.")
+        return Response(sandbox)
+
+    @extend_schema(responses={204: None, 503: ErrorOutputSerializer, **_ERRORS})
+    def delete(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        services.item_sandbox_close(item=item)
+        return Response(status=204)
+
+
+class ItemFileListApi(APIView):
+    @extend_schema(responses={200: FileEntryOutputSerializer(many=True), **_ERRORS})
+    def get(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        return Response([entry.__dict__ for entry in selectors.item_files(item)])
+
+
+def _request_chunks(request: HttpRequest) -> Iterator[bytes]:
+    # Streamed straight to the temp file: uploads are never held whole in memory.
+    while chunk := request.read(CHUNK):
+        yield chunk
+
+
+class ItemFileApi(APIView):
+    # The stored bytes with a type guessed from the name: any media type may come back.
+    @extend_schema(responses={(200, "*/*"): OpenApiTypes.BINARY, **_ERRORS})
+    def get(self, request: Request, slug: str, item_id: int, file_path: str) -> FileResponse:
+        _app, item = _viewer_item(request, slug, item_id)
+        root = workspace_prepared(item.pk, item.app_slug)
+        target = read_file(root, file_path)
+        content_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        return FileResponse(open_read(root, target), content_type=content_type)
+
+    @extend_schema(
+        request={"application/octet-stream": OpenApiTypes.BINARY},
+        responses={200: FileChangeOutputSerializer, 413: ErrorOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
+    )
+    def put(self, request: Request, slug: str, item_id: int, file_path: str) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        change = services.file_write(item=item, path=file_path, chunks=_request_chunks(request._request))
+        return Response(change.__dict__)
+
+    @extend_schema(responses={200: FileChangeOutputSerializer, **_ERRORS})
+    def delete(self, request: Request, slug: str, item_id: int, file_path: str) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        return Response(services.file_delete(item=item, path=file_path).__dict__)
+
+
+class ItemFileMoveApi(APIView):
+    @extend_schema(
+        request=FileMoveInputSerializer,
+        responses={200: FileChangeOutputSerializer, 409: ErrorOutputSerializer, **_ERRORS},
+        description="Renames or moves a file or folder inside the workspace; an existing target is a 409.",
+    )
+    def post(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        body = FileMoveInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        change = services.file_move(item=item, **body.validated_data)
+        return Response(change.__dict__)
+
+
+class ItemFolderCreateApi(APIView):
+    @extend_schema(
+        request=FolderCreateInputSerializer,
+        responses={201: FileChangeOutputSerializer, 409: ErrorOutputSerializer, **_ERRORS},
+    )
+    def post(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        body = FolderCreateInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        change = services.folder_create(item=item, path=body.validated_data["path"])
+        return Response(change.__dict__, status=201)
+
+
+class ItemFileBatchApi(APIView):
+    @extend_schema(
+        request=FileBatchInputSerializer,
+        responses={200: FileBatchOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
+    )
+    def post(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        body = FileBatchInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        report = services.files_batch(item=item, operations=body.validated_data["operations"])
+        return Response({"changes": [change.__dict__ for change in report.changes], "delta": report.delta})
+
+
+class HandoverAnswerApi(ServiceApiView):
+    """The addressee's answer to a request to pay for an item (DESIGN.md §5)."""
+
+    accept = True
+
+    @extend_schema(request=None, responses={200: HandoverAnswerOutputSerializer, **_ERRORS})
+    def post(self, request: Request, item_id: int) -> Response:
+        item = services.item_handover_answer(item_id=item_id, user_id=request.user.id, accept=self.accept)
+        return Response({"item_id": item.pk, "owner": item.debtor, "accepted": self.accept})
+
+
+class HandoverDeclineApi(HandoverAnswerApi):
+    accept = False
