@@ -151,7 +151,7 @@ def unknown_user_ids(user_ids: list[str]) -> list[str]:
 
 
 def check_mock_identity_allowed(*, debug: bool, allow_flag: bool, directory_path: str, provider_path: str) -> None:
-    """Refuses mock identity outside DEBUG unless explicitly allowed (DESIGN.md §3)."""
+    """Refuses mock identity outside DEBUG unless explicitly allowed (docs/ARCHITECTURE.md §3)."""
     mocked = [p for p in (directory_path, provider_path) if p.rsplit(".", 1)[-1].startswith("Mock")]
     if mocked and not (debug or allow_flag):
         raise ImproperlyConfigured(

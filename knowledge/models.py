@@ -51,7 +51,7 @@ class Collection(TrackedModel):
 
 class CollectionWriter(TrackedModel):
     """Someone the collection's creator lets upload, re-upload, rename and delete its documents
-    (DESIGN.md §6); the creator is a writer without a row. Everyone signed in reads."""
+    (docs/ARCHITECTURE.md §6); the creator is a writer without a row. Everyone signed in reads."""
 
     collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="writers")
     user_id = models.CharField(max_length=150)

@@ -1,6 +1,6 @@
 """What the quotas need from the workspace, installed by it at start-up (quotas never imports workspace).
 
-DESIGN.md §2 puts `quotas` below `workspace`: the gates are handed item facts in their calls,
+docs/ARCHITECTURE.md §2 puts `quotas` below `workspace`: the gates are handed item facts in their calls,
 and for the rest (site defaults, an item's app and title, a workspace's live size, shutting a
 sandbox down) the workspace installs one `QuotaHost` from its `AppConfig.ready`.
 """

@@ -2,7 +2,7 @@
 
 Liveness is evidence, never a counter (spec "States and transitions", rule 1): a row is live
 while it is not soft-deleted and its lease has not run out. Every update and read filters
-`is_deleted`, so a late heartbeat cannot bring a closed sandbox back (DESIGN.md §5).
+`is_deleted`, so a late heartbeat cannot bring a closed sandbox back (docs/ARCHITECTURE.md §5).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def activity_open(
     """Records a sandbox that is about to open; it counts from this moment on.
 
     Callers run this inside their admission transaction so the check and the new row are one
-    step (DESIGN.md §8). `charges_cost`: its cpu and memory count towards per-user totals.
+    step (docs/ARCHITECTURE.md §8). `charges_cost`: its cpu and memory count towards per-user totals.
     """
     moment = clock.now()
     return SandboxActivity.objects.create(
@@ -195,6 +195,11 @@ def record_disk_measurements(measurements: Iterable[DiskMeasurement]) -> int:
         for start in range(0, len(untracked), 500):
             WorkspaceDiskUsage.current.filter(item_id__in=untracked[start : start + 500]).update(is_deleted=True)
     return written
+
+
+def disk_usage_forget(item_ids: Iterable[str | int]) -> int:
+    """Items that are gone stop counting towards their owners' disk (soft delete, like every row)."""
+    return WorkspaceDiskUsage.current.filter(item_id__in=[str(item_id) for item_id in item_ids]).update(is_deleted=True)
 
 
 def disk_usage_of_item(item_id: str | int) -> WorkspaceDiskUsage | None:

@@ -19,7 +19,7 @@ class SandboxActivity(models.Model):
     """One sandbox's life: who pays for it, its resolved size and the latest evidence it is alive.
 
     The item is referenced by its id as a string, not a foreign key, so `quotas` never imports
-    `workspace` (DESIGN.md §2). Nothing here counts: "live" is derived at read time from
+    `workspace` (docs/ARCHITECTURE.md §2). Nothing here counts: "live" is derived at read time from
     `is_deleted` and `lease_expires_at`, so a crashed process that never says goodbye simply
     stops counting once its lease runs out.
     """
@@ -117,7 +117,7 @@ class UserResourceOverride(TrackedModel):
 class AdmissionLock(models.Model):
     """One row per sandbox owner, locked FOR UPDATE while a new sandbox of theirs is admitted.
 
-    The gate's check and the new activity row then form one step per owner (DESIGN.md §8);
+    The gate's check and the new activity row then form one step per owner (docs/ARCHITECTURE.md §8);
     locking a row of our own keeps the ledger itself free of long-held locks.
     """
 

@@ -39,7 +39,7 @@ class Refusal:
 
 
 def quota_error(refusals: list[Refusal]) -> ApiError:
-    """A 507 naming the first binding limit, the others under `also` (DESIGN.md §5); never Retry-After."""
+    """A 507 naming the first binding limit, the others under `also` (docs/ARCHITECTURE.md §5); never Retry-After."""
     first, *others = refusals
     extra = {key: value for key, value in first.body.items() if key not in ("error", "detail")}
     if others:
@@ -113,7 +113,7 @@ def sandbox_admit(*, owner: str, incoming: IncomingSandbox) -> None:
     """Refuses (507 `sandbox_quota_exceeded`) a new sandbox that would take `owner` over a limit.
 
     Run it inside the transaction that then records the new activity row: the owner's lock is
-    held until that commits, so concurrent opens cannot both slip under a limit (DESIGN.md §8).
+    held until that commits, so concurrent opens cannot both slip under a limit (docs/ARCHITECTURE.md §8).
     `used + incoming > limit` refuses; exactly at the limit is admitted. With no limit that
     binds this sandbox it costs no query beyond the memoised override lookup.
     """

@@ -189,7 +189,7 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-# Identity (DESIGN.md §3). Mock identity is the demo and test default and is refused at
+# Identity (docs/ARCHITECTURE.md §3). Mock identity is the demo and test default and is refused at
 # start-up unless DEBUG is on or WORKSPACE_ALLOW_MOCK_IDENTITY=1.
 WORKSPACE_MOCK_IDENTITY = _env_flag("WORKSPACE_MOCK_IDENTITY", True)
 WORKSPACE_ALLOW_MOCK_IDENTITY = _env_flag("WORKSPACE_ALLOW_MOCK_IDENTITY", False)
@@ -237,7 +237,7 @@ WORKSPACE_WORKER_STALE_SECONDS = float(os.environ.get("WORKSPACE_WORKER_STALE_SE
 # slices); `manage.py worker --interval` overrides it.
 WORKSPACE_WORKER_INTERVAL_SECONDS = float(os.environ.get("WORKSPACE_WORKER_INTERVAL", "30"))
 
-# The deployment config and the app descriptors (DESIGN.md §4); empty means the shipped defaults.
+# The deployment config and the app descriptors (docs/ARCHITECTURE.md §4); empty means the shipped defaults.
 WORKSPACE_CONFIG = os.environ.get("WORKSPACE_CONFIG", "")
 WORKSPACE_APPS_DIR = os.environ.get("WORKSPACE_APPS_DIR", "")
 

@@ -1,4 +1,4 @@
-"""DRF endpoints of the knowledge base (DESIGN.md §6); each parses, calls one service or selector, answers."""
+"""DRF endpoints of the knowledge base (docs/ARCHITECTURE.md §6): parse, call one service or selector, answer."""
 
 from __future__ import annotations
 

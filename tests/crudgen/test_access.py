@@ -1,4 +1,4 @@
-"""The access hook: a policy scopes every list and count and decides each read and write (DESIGN.md §7)."""
+"""The access hook: a policy scopes every list and count and decides each read and write (docs/ARCHITECTURE.md §7)."""
 
 from __future__ import annotations
 

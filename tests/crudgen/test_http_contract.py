@@ -1,4 +1,4 @@
-"""The HTTP contract of DESIGN.md §7, run against every storage backend."""
+"""The HTTP contract of docs/ARCHITECTURE.md §7, run against every storage backend."""
 
 from __future__ import annotations
 

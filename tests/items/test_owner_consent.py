@@ -1,4 +1,4 @@
-"""Nobody is billed without consent (DESIGN.md §5, issue 12.3): handing an item's bill over waits
+"""Nobody is billed without consent (docs/ARCHITECTURE.md §5, issue 12.3): handing an item's bill over waits
 for the addressee, who answers on My resources; the payer always sees the title and can close."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Knowledge-base writers (DESIGN.md §6, issue 12.4): everyone reads a collection; only its creator
+"""Knowledge-base writers (docs/ARCHITECTURE.md §6, issue 12.4): everyone reads a collection; only its creator
 and the people the creator adds upload, re-upload, rename or delete its documents."""
 
 from __future__ import annotations

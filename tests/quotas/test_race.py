@@ -1,4 +1,4 @@
-"""Race-free admission (DESIGN.md §8): concurrent opens for one owner never exceed the limit."""
+"""Race-free admission (docs/ARCHITECTURE.md §8): concurrent opens for one owner never exceed the limit."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""Investigations: items of the `rca` app with members, a status and a conversation (DESIGN.md §6)."""
+"""Investigations: items of the `rca` app with members, a status and a conversation (docs/ARCHITECTURE.md §6)."""

@@ -9,7 +9,7 @@ from workspace.items.models import Item
 
 
 class Investigation(TrackedModel):
-    """The investigation side of an item of the `rca` app: one id names both (DESIGN.md §6)."""
+    """The investigation side of an item of the `rca` app: one id names both (docs/ARCHITECTURE.md §6)."""
 
     class Status(models.TextChoices):
         OPEN = "open", "Open"

@@ -1,4 +1,4 @@
-"""Investigation endpoints (DESIGN.md §6); `/investigations/<id>` serves the page to browsers."""
+"""Investigation endpoints (docs/ARCHITECTURE.md §6); `/investigations/<id>` serves the page to browsers."""
 
 from __future__ import annotations
 

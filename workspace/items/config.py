@@ -1,4 +1,4 @@
-"""The deployment config and app descriptors (DESIGN.md §4), parsed once into frozen dataclasses."""
+"""The deployment config and app descriptors (docs/ARCHITECTURE.md §4), parsed once into frozen dataclasses."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ class Item(TrackedModel):
     app_slug = models.CharField(max_length=64)
     title = models.CharField(max_length=200)
     owner = models.CharField(max_length=150, blank=True, default="")
-    # A handover of the bill waiting for its addressee (DESIGN.md §5 "Nobody is billed without
+    # A handover of the bill waiting for its addressee (docs/ARCHITECTURE.md §5 "Nobody is billed without
     # consent"): `owner` changes only when `pending_owner` accepts on their My resources page.
     pending_owner = models.CharField(max_length=150, blank=True, default="")
     pending_owner_requested_by = models.CharField(max_length=150, blank=True, default="")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from django.db import transaction
@@ -12,14 +12,14 @@ from collab.converters import is_row_id
 from collab.errors import ApiError
 from collab.identity import unknown_user_ids
 from quotas import ledger
-from workspace.items import filebatch, filestore
+from workspace.items import filebatch, filestore, volumes
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
 from workspace.items.sandboxes import lifecycle
 from workspace.items.sandboxes.base import Command, CommandInvalid, validate_command
 
 
-def _check_owner(owner: str) -> str:
+def checked_owner(owner: str) -> str:
     owner = owner.strip()
     if owner and unknown_user_ids([owner]):
         raise ApiError(status_code=400, error="unknown_user", detail=f"{owner!r} is not in the user directory.")
@@ -27,13 +27,13 @@ def _check_owner(owner: str) -> str:
 
 
 def _bill_to(item: Item, *, owner: str, user_id: str, is_staff: bool) -> list[str]:
-    """Who pays for `item` (DESIGN.md §5: nobody is billed without consent); returns the changed fields.
+    """Who pays for `item` (docs/ARCHITECTURE.md §5: nobody is billed without consent); returns the changed fields.
 
     Staff assign directly, and anyone may name themselves. Naming someone else only asks them:
     the item waits in `pending_owner` until they accept on their My resources page, and the
     current payer pays meanwhile. A blank owner is the creator.
     """
-    wanted = _check_owner(owner) or item.created_by
+    wanted = checked_owner(owner) or item.created_by
     before = (item.owner, item.pending_owner, item.pending_owner_requested_by)
     if is_staff or wanted == user_id or wanted == item.debtor:
         item.owner = wanted
@@ -79,7 +79,7 @@ def item_create(*, app: AppDescriptor, title: str, owner: str = "", user_id: str
 def item_update(
     *, item: Item, user_id: str, is_staff: bool, title: str | None = None, owner: str | None = None
 ) -> Item:
-    """Owner locking (DESIGN.md §8): only the creator or staff may change who pays for an item,
+    """Owner locking (docs/ARCHITECTURE.md §8): only the creator or staff may change who pays for an item,
     and handing the bill to someone else waits for their consent (`_bill_to`)."""
     fields: list[str] = []
     if owner is not None and (owner.strip() != item.owner or item.pending_owner):
@@ -95,6 +95,22 @@ def item_update(
         item.stamp_updated(user_id)
         item.save(update_fields=[*fields, "updated_by", "updated_at"])
     return item
+
+
+def items_delete(*, item_ids: Sequence[int]) -> int:
+    """Deletes items (staff, in admin): each live sandbox is shut down first, and one the backend
+    cannot confirm closed refuses the delete (503) with nothing deleted. Then, in one transaction,
+    the rows go with what hangs off them (messages, an investigation; run records stay, without
+    their item) and the disk ledger forgets them; the workspaces are removed once that commits."""
+    items = list(Item.objects.filter(pk__in=[item_id for item_id in item_ids if is_row_id(item_id)]))
+    for item in items:
+        lifecycle.sandbox_close(item=item)
+    directories = [filestore.workspace_dir(item.pk) for item in items]
+    with transaction.atomic():
+        ledger.disk_usage_forget(item.pk for item in items)
+        Item.objects.filter(pk__in=[item.pk for item in items]).delete()
+        transaction.on_commit(lambda: [volumes.workspace_remove(directory) for directory in directories])
+    return len(items)
 
 
 @transaction.atomic

@@ -291,7 +291,7 @@ class ItemFileBatchApi(APIView):
 
 
 class HandoverAnswerApi(ServiceApiView):
-    """The addressee's answer to a request to pay for an item (DESIGN.md §5)."""
+    """The addressee's answer to a request to pay for an item (docs/ARCHITECTURE.md §5)."""
 
     accept = True
 

@@ -108,6 +108,18 @@ def is_bounded(directory: Path) -> bool:
     return os.path.ismount(directory)
 
 
+def workspace_remove(directory: Path) -> None:
+    """The workspace of an item that is gone: its image unmounted, then the directory and the image
+    removed. Removing what is already gone is not an error."""
+    with _volume_lock(directory):
+        if is_bounded(directory):
+            _run(["umount", "-l", str(directory)])
+        shutil.rmtree(directory, ignore_errors=True)
+        image = _image_path(directory)
+        image.unlink(missing_ok=True)
+        image.with_suffix(".lock").unlink(missing_ok=True)
+
+
 def used_bytes(directory: Path) -> int:
     """What a mounted image holds, from the filesystem's own count (no walk): block-rounded file
     sizes plus a little metadata, close enough for the approximate per-user total."""

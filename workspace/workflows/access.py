@@ -1,4 +1,4 @@
-"""Who may see, change and run a workflow (DESIGN.md §7 "Access"): its creator and staff.
+"""Who may see, change and run a workflow (docs/ARCHITECTURE.md §7 "Access"): its creator and staff.
 
 The generated `/api/v1/workflow` routes ask `WorkflowAccess` (crudgen's access hook): lists are
 scoped to the caller's own workflows in SQL, every other route answers 404 for someone else's,

@@ -1,4 +1,4 @@
-"""The service's own generated CRUD routes (DESIGN.md §7): workflow definitions, revisioned, under /api/v1/."""
+"""The service's own generated CRUD routes (docs/ARCHITECTURE.md §7): workflow definitions, under /api/v1/."""
 
 from __future__ import annotations
 

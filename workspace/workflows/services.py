@@ -194,7 +194,7 @@ def _window_record(
 def scheduled_run(*, workflow_id: str, item_id: int, window_at: datetime) -> WorkflowRun:
     """A headless run of one schedule window; what stops it from starting becomes a `not_run` record.
 
-    The run acts for the workflow's creator (DESIGN.md §3: work off the request path gets its
+    The run acts for the workflow's creator (docs/ARCHITECTURE.md §3: work off the request path gets its
     user), whose access to the item is checked again now: a creator who lost it gets a `not_run`
     record saying so, and nothing runs. A window has one record: run again (its task is retried
     after the worker died), a finished window is left as it is and a `running` one is run anew in

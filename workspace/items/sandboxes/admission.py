@@ -43,7 +43,7 @@ def before_sandbox_open(*, item: Item, app: AppDescriptor, backend: str) -> Admi
 
     The quota gate runs right after the item lock: it takes the owner's lock, reads the owner's
     live rows, adds the incoming size and refuses with 507; because the new row is written in
-    the same transaction, concurrent opens cannot both slip under a limit (DESIGN.md §8). Spec
+    the same transaction, concurrent opens cannot both slip under a limit (docs/ARCHITECTURE.md §8). Spec
     "Limits" 6: an item that already has a live sandbox is admitted without counting.
     """
     resources = app.resources

@@ -1,4 +1,4 @@
-"""The sandbox host: the HTTP protocol of DESIGN.md §5 served over a local backend.
+"""The sandbox host: the HTTP protocol of docs/ARCHITECTURE.md §5 served over a local backend.
 
 Stdlib `ThreadingHTTPServer` on purpose: the host is a small, separately deployed process with
 five routes, and a blocking exec per thread is exactly its job.

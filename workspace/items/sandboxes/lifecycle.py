@@ -75,7 +75,7 @@ def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool) -> None:
 def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
     # A row whose evidence ran out is not counted, so its sandbox must not run either: the
     # owner's expired sandboxes are shut down before their capacity goes to a new one, even
-    # when no worker is there to reclaim them (DESIGN.md §5). One the backend cannot confirm
+    # when no worker is there to reclaim them (docs/ARCHITECTURE.md §5). One the backend cannot confirm
     # closed refuses the open (503) rather than let more run than the limit.
     for stale in ledger.open_rows_of_item(item.pk).filter(lease_expires_at__lte=clock.now()):
         _shut_down(stale, reason=Reason.EXPIRED, strict=True)
