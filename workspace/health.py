@@ -13,9 +13,9 @@ from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from collab import clock
+from collab.api import ServiceApiView
 from workspace.items.config import get_config
 from workspace.items.sandboxes.http import HttpBackend
 from workspace.items.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, configured_driver
@@ -152,7 +152,7 @@ def health_report() -> tuple[int, dict[str, Any]]:
     return 503, report
 
 
-class HealthApi(APIView):
+class HealthApi(ServiceApiView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
 

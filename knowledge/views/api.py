@@ -10,8 +10,8 @@ from rest_framework import serializers as drf_serializers
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
+from collab.api import ServiceApiView
 from collab.serializers import ErrorOutputSerializer
 from crudgen.parsers import BoundedJSONParser
 from knowledge import selectors, services
@@ -45,7 +45,7 @@ def _valid(serializer_class: type[drf_serializers.Serializer], data: Any) -> dic
     return dict(serializer.validated_data)
 
 
-class KbCollectionListApi(APIView):
+class KbCollectionListApi(ServiceApiView):
     @extend_schema(responses={200: KbCollectionOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
         return Response(KbCollectionOutputSerializer(selectors.collections_with_counts(), many=True).data)
@@ -58,7 +58,7 @@ class KbCollectionListApi(APIView):
         return Response(KbCollectionOutputSerializer(row).data, status=201)
 
 
-class KbCollectionDocumentsApi(APIView):
+class KbCollectionDocumentsApi(ServiceApiView):
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(responses={200: KbDocumentOutputSerializer(many=True), **_ERRORS})
@@ -75,7 +75,7 @@ class KbCollectionDocumentsApi(APIView):
             415: ErrorOutputSerializer,
             **_ERRORS,
         },
-        description="Stores the file and starts ingest on a worker thread; the same filename replaces that document.",
+        description="Stores the file and queues its ingest for the worker; the same filename replaces that document.",
     )
     def post(self, request: Request, collection_id: str) -> Response:
         upload = _valid(KbDocumentUploadInputSerializer, request.data)["file"]
@@ -89,7 +89,7 @@ class KbCollectionDocumentsApi(APIView):
         return Response({"id": document.id, "status": document.status}, status=202)
 
 
-class KbDocumentDetailApi(APIView):
+class KbDocumentDetailApi(ServiceApiView):
     parser_classes = [BoundedJSONParser]
 
     @extend_schema(responses={200: KbDocumentOutputSerializer, 404: ErrorOutputSerializer})
@@ -119,7 +119,7 @@ class KbDocumentDetailApi(APIView):
         return Response(status=204)
 
 
-class KbCollectionWritersApi(APIView):
+class KbCollectionWritersApi(ServiceApiView):
     parser_classes = [BoundedJSONParser]
 
     @extend_schema(responses={200: KbWritersOutputSerializer, 404: ErrorOutputSerializer})
@@ -139,14 +139,14 @@ class KbCollectionWritersApi(APIView):
         return Response({"writers": writers})
 
 
-class KbCollectionWriterApi(APIView):
+class KbCollectionWriterApi(ServiceApiView):
     @extend_schema(request=None, responses={204: None, 403: ErrorOutputSerializer, 404: ErrorOutputSerializer})
     def delete(self, request: Request, collection_id: str, user_id: str) -> Response:
         services.collection_writer_remove(collection_id=collection_id, user_id=request.user.id, writer_id=user_id)
         return Response(status=204)
 
 
-class KbDocumentChunksApi(APIView):
+class KbDocumentChunksApi(ServiceApiView):
     """`/kb/documents/<doc>/chunks`; the spec also names a query form, served by the subclass below."""
 
     @extend_schema(operation_id="kb_document_chunks", responses={200: KbChunkOutputSerializer(many=True), **_ERRORS})
@@ -167,7 +167,7 @@ class KbDocumentChunksByQueryApi(KbDocumentChunksApi):
         return super().get(request, _valid(KbChunksQuerySerializer, request.query_params)["id"])
 
 
-class KbChatListApi(APIView):
+class KbChatListApi(ServiceApiView):
     parser_classes = [BoundedJSONParser]
 
     @extend_schema(responses={200: KbChatOutputSerializer(many=True)})
@@ -181,14 +181,14 @@ class KbChatListApi(APIView):
         return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data, status=201)
 
 
-class KbChatDetailApi(APIView):
+class KbChatDetailApi(ServiceApiView):
     @extend_schema(responses={200: KbChatDetailOutputSerializer, 404: ErrorOutputSerializer})
     def get(self, request: Request, chat_id: str) -> Response:
         chat = chat_for_reader(chat_id, request.user.id)
         return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data)
 
 
-class KbChatMessagesApi(APIView):
+class KbChatMessagesApi(ServiceApiView):
     parser_classes = [BoundedJSONParser]
 
     @extend_schema(
@@ -202,7 +202,7 @@ class KbChatMessagesApi(APIView):
         return Response(KbChatExchangeOutputSerializer(exchange).data, status=201)
 
 
-class KbChatShareApi(APIView):
+class KbChatShareApi(ServiceApiView):
     parser_classes = [BoundedJSONParser]
 
     @extend_schema(
@@ -216,7 +216,7 @@ class KbChatShareApi(APIView):
         return Response({"shared_with": shared_with})
 
 
-class KbChatUnshareApi(APIView):
+class KbChatUnshareApi(ServiceApiView):
     @extend_schema(request=None, responses={204: None, 403: ErrorOutputSerializer, 404: ErrorOutputSerializer})
     def delete(self, request: Request, chat_id: str, user_id: str) -> Response:
         services.chat_unshare(chat_id=chat_id, user_id=request.user.id, reader_id=user_id)

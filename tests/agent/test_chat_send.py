@@ -17,15 +17,6 @@ def _send(api, item, content):
     return api.post(item_url(item, "/messages"), {"content": content}, format="json")
 
 
-def _quota_refusal(**_kwargs):
-    raise ApiError(
-        status_code=507,
-        error="sandbox_quota_exceeded",
-        detail="You have 2 live sandboxes, the limit is 2.",
-        dimension="sandboxes",
-    )
-
-
 class EchoAgent:
     """A stand-in for an LLM agent behind the same protocol."""
 
@@ -76,17 +67,21 @@ def test_a_body_without_content_is_refused(alice_api, make_item):
     assert not ItemMessage.objects.exists()
 
 
-def test_a_quota_refusal_at_the_gate_answers_507_and_stores_nothing(alice_api, make_item, monkeypatch):
-    monkeypatch.setattr(lifecycle, "sandbox_for_item", _quota_refusal)
+def test_a_quota_refusal_at_the_gate_answers_507_and_stores_nothing(alice_api, make_item, cpu_exhausted):
+    # Given alice's cpu limit below one notebook sandbox
+    # When she sends a command
     response = _send(alice_api, make_item(), "$ echo never")
+    # Then the gate refuses it and nothing is stored
     assert response.status_code == 507
-    assert (response.json()["error"], response.json()["dimension"]) == ("sandbox_quota_exceeded", "sandboxes")
+    assert (response.json()["error"], response.json()["dimension"]) == ("sandbox_quota_exceeded", "cpu")
     assert not ItemMessage.objects.exists()
 
 
-def test_a_pure_chat_turn_is_gated_the_same_way(alice_api, make_item, monkeypatch):
-    monkeypatch.setattr(lifecycle, "sandbox_for_item", _quota_refusal)
+def test_a_pure_chat_turn_is_gated_the_same_way(alice_api, make_item, cpu_exhausted):
+    # Given alice's cpu limit below one notebook sandbox
+    # When she sends a question that runs nothing
     response = _send(alice_api, make_item(), "What does the handbook say about quotas?")
+    # Then the gate refuses it all the same and nothing is stored
     assert response.status_code == 507
     assert not ItemMessage.objects.exists()
 

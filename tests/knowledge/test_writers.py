@@ -4,6 +4,7 @@ and the people the creator adds upload, re-upload, rename or delete its document
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.urls import reverse
 
 from knowledge.models import Chunk, CitationEvent, CollectionWriter, Document
@@ -190,8 +191,8 @@ def test_the_creator_adds_a_writer_from_the_page(handbook, client):
 def test_staff_add_a_writer_in_admin(make_collection, admin_client):
     # Given alice's collection
     collection = make_collection()
-    # reverse() quotes the id the way admin expects ("_" starts an escape in admin URLs).
-    url = reverse("admin:knowledge_collection_change", args=[collection.id])
+    # Admin escapes "_" in ids ("_" starts an escape in admin URLs), so the id is quoted as admin does.
+    url = reverse("admin:knowledge_collection_change", args=[quote(collection.id)])
     # When staff add bob in the writers inline
     response = admin_client.post(
         url,

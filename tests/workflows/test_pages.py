@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from collab.errors import ApiError
-from workspace.items.sandboxes import lifecycle
+from django.utils.html import escape
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html"}
@@ -21,17 +19,16 @@ def test_the_page_shows_the_steps_and_the_runs_output(alice_api, make_item, make
 
 
 def test_the_page_shows_a_scheduled_run_that_was_not_run_due_to_quota(
-    scheduler_tick, alice_api, make_item, make_workflow, monkeypatch, clock
+    scheduler_tick, alice_api, make_item, make_workflow, clock, cpu_exhausted
 ):
-    def refuse(**_kwargs):
-        raise ApiError(status_code=507, error="sandbox_quota_exceeded", detail="limit reached")
-
+    # Given a scheduled workflow whose sandbox the real gate refuses
     item = make_item()
     workflow_id = make_workflow(["true"], item_id=str(item.pk), every_seconds=60)
-    monkeypatch.setattr(lifecycle, "sandbox_for_item", refuse)
+    # When the scheduler ticks and alice opens the workflow's page
     scheduler_tick()
     page = alice_api.get(f"/a/notebook/items/{item.pk}/workflows/{workflow_id}", **HTML).content.decode()
-    assert "not run due to quota: limit reached" in page
+    # Then the page shows the run that was not run, and why
+    assert escape(f"not run due to quota: {cpu_exhausted}") in page
 
 
 def test_an_unknown_workflow_page_is_404(alice_api, make_item):

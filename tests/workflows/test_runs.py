@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from collab.errors import ApiError
 from tests.fixtures.items import item_url
 from workspace.items.sandboxes import lifecycle
 from workspace.workflows.generated import workflows
@@ -84,12 +83,11 @@ def test_a_blank_step_is_refused_before_anything_runs(alice_api, make_item, make
     assert not WorkflowRun.objects.exists()
 
 
-def test_a_quota_refusal_answers_507_and_records_nothing(alice_api, make_item, make_workflow, monkeypatch):
-    def refuse(**_kwargs):
-        raise ApiError(status_code=507, error="sandbox_quota_exceeded", detail="over", dimension="cpu")
-
-    monkeypatch.setattr(lifecycle, "sandbox_for_item", refuse)
+def test_a_quota_refusal_answers_507_and_records_nothing(alice_api, make_item, make_workflow, cpu_exhausted):
+    # Given alice's cpu limit below one notebook sandbox
+    # When she runs a workflow
     response = _run(alice_api, make_item(), make_workflow(["true"]))
+    # Then the gate refuses it and no run is recorded
     assert (response.status_code, response.json()["error"]) == (507, "sandbox_quota_exceeded")
     assert not WorkflowRun.objects.exists()
 

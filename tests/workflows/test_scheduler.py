@@ -63,15 +63,17 @@ def test_only_enabled_workflows_with_an_interval_and_an_item_are_scheduled(
     assert not WorkflowRun.objects.exists()
 
 
-def test_a_quota_refusal_leaves_a_visible_not_run_record(scheduler_tick, make_item, make_workflow, clock, monkeypatch):
-    def refuse(**_kwargs):
-        raise ApiError(status_code=507, error="sandbox_quota_exceeded", detail="2 of 2 sandboxes live.")
-
-    monkeypatch.setattr(lifecycle, "sandbox_for_item", refuse)
+def test_a_quota_refusal_leaves_a_visible_not_run_record(
+    scheduler_tick, make_item, make_workflow, clock, cpu_exhausted
+):
+    # Given a scheduled workflow of alice, whose cpu limit is below one notebook sandbox
     _scheduled(make_workflow, make_item())
+    # When the scheduler ticks
     assert scheduler_tick().not_run == 1
+    # Then the window has a visible "not run" record naming the quota
     run = WorkflowRun.objects.get()
-    assert (run.status, run.reason) == ("not_run", "not run due to quota: 2 of 2 sandboxes live.")
+    assert run.status == "not_run"
+    assert run.reason.startswith(f"not run due to quota: {cpu_exhausted}")
     assert run.started_at is None
     assert run.finished_at == clock.current
 
@@ -134,13 +136,9 @@ def test_the_worker_command_runs_due_scheduled_workflows(make_item, make_workflo
 
 
 def test_a_window_blocked_by_quota_leaves_one_record_however_often_the_worker_ticks(
-    scheduler_tick, make_item, make_workflow, clock, monkeypatch
+    scheduler_tick, make_item, make_workflow, clock, cpu_exhausted
 ):
-    # Given an hourly workflow whose sandbox is refused for quota
-    def refuse(**_kwargs):
-        raise ApiError(status_code=507, error="sandbox_quota_exceeded", detail="3 of 3 sandboxes live.")
-
-    monkeypatch.setattr(lifecycle, "sandbox_for_item", refuse)
+    # Given an hourly workflow whose sandbox the real gate refuses (cpu limit below one sandbox)
     make_workflow(["true"], item_id=str(make_item().pk), every_seconds=3600)
 
     # When the worker ticks every minute for eight minutes, then once after the hour

@@ -14,7 +14,6 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from collab.api import ServiceApiView
 from collab.errors import ApiError
@@ -53,13 +52,13 @@ def _detail(item) -> dict:
     return selectors.item_as_dict(item, detail=selectors.item_detail(item))
 
 
-class WorkspaceAppListApi(APIView):
+class WorkspaceAppListApi(ServiceApiView):
     @extend_schema(responses={200: WorkspaceAppOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
         return Response([selectors.app_as_dict(app) for app in selectors.apps()])
 
 
-class ItemListCreateApi(APIView):
+class ItemListCreateApi(ServiceApiView):
     @extend_schema(
         operation_id="a_items_list",
         parameters=[ItemListQuerySerializer],
@@ -91,7 +90,7 @@ class ItemListCreateApi(APIView):
         return Response(_detail(item), status=201)
 
 
-class ItemApi(APIView):
+class ItemApi(ServiceApiView):
     @extend_schema(responses={200: ItemDetailOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
         _app, item = _viewer_item(request, slug, item_id)
@@ -161,7 +160,7 @@ _EXEC_EVENT_SCHEMA: dict[str, Any] = {
 }
 
 
-class ItemExecApi(APIView):
+class ItemExecApi(ServiceApiView):
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(
@@ -196,7 +195,7 @@ class ItemExecApi(APIView):
         return Response(_outcome_as_dict(outcome))
 
 
-class ItemSandboxApi(APIView):
+class ItemSandboxApi(ServiceApiView):
     @extend_schema(responses={200: ItemSandboxOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
         _app, item = _viewer_item(request, slug, item_id)
@@ -212,7 +211,7 @@ class ItemSandboxApi(APIView):
         return Response(status=204)
 
 
-class ItemFileListApi(APIView):
+class ItemFileListApi(ServiceApiView):
     @extend_schema(responses={200: FileEntryOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
         _app, item = _viewer_item(request, slug, item_id)
@@ -225,7 +224,9 @@ def _request_chunks(request: HttpRequest) -> Iterator[bytes]:
         yield chunk
 
 
-class ItemFileApi(APIView):
+class ItemFileApi(ServiceApiView):
+    reads_raw_body = True  # PUT streams the body to the workspace (`_request_chunks`)
+
     # The stored bytes with a type guessed from the name: any media type may come back.
     @extend_schema(responses={(200, "*/*"): OpenApiTypes.BINARY, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int, file_path: str) -> FileResponse:
@@ -250,7 +251,7 @@ class ItemFileApi(APIView):
         return Response(services.file_delete(item=item, path=file_path).__dict__)
 
 
-class ItemFileMoveApi(APIView):
+class ItemFileMoveApi(ServiceApiView):
     @extend_schema(
         request=FileMoveInputSerializer,
         responses={200: FileChangeOutputSerializer, 409: ErrorOutputSerializer, **_ERRORS},
@@ -264,7 +265,7 @@ class ItemFileMoveApi(APIView):
         return Response(change.__dict__)
 
 
-class ItemFolderCreateApi(APIView):
+class ItemFolderCreateApi(ServiceApiView):
     @extend_schema(
         request=FolderCreateInputSerializer,
         responses={201: FileChangeOutputSerializer, 409: ErrorOutputSerializer, **_ERRORS},
@@ -277,7 +278,7 @@ class ItemFolderCreateApi(APIView):
         return Response(change.__dict__, status=201)
 
 
-class ItemFileBatchApi(APIView):
+class ItemFileBatchApi(ServiceApiView):
     @extend_schema(
         request=FileBatchInputSerializer,
         responses={200: FileBatchOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
