@@ -4,6 +4,7 @@ and every acknowledged write reads back."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -113,8 +114,9 @@ class Burst:
                 if answer.status == 200:
                     with self.lock:
                         self.acknowledged[resource_id] = version
-        except OSError:
-            return  # the server died under us: what was acknowledged before is what counts
+        except (OSError, http.client.HTTPException):
+            # The server died under us, maybe mid-answer: what was acknowledged before is what counts.
+            return
         finally:
             client.close()
 
