@@ -22,10 +22,10 @@ from bench.common import bench_var_dir, setup_django
 
 
 def _start_host(var_dir: Path) -> str:
-    from workspace.items.sandboxes.base import SandboxSpec
+    from quotas.values import SandboxSize
     from workspace.items.sandboxes.host import HostSettings, build_server
 
-    chosen = HostSettings(SandboxSpec(), var_dir / "workspaces", var_dir / "host-state")
+    chosen = HostSettings(SandboxSize(), var_dir / "workspaces", var_dir / "host-state")
     server = build_server("127.0.0.1", 0, chosen)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}"

@@ -58,9 +58,10 @@ def _populate(size: int) -> None:
 def _gate(owner: str):
     from django.db import transaction
 
-    from quotas.services import IncomingSandbox, sandbox_admit
+    from quotas.services import sandbox_admit
+    from quotas.values import SandboxSize
 
-    incoming = IncomingSandbox(cpu_cores=1.0, memory_bytes=512 * 1024**2, declares_cost=True)
+    incoming = SandboxSize(cpu_cores=1.0, memory_bytes=512 * 1024**2)
 
     def run() -> None:
         with transaction.atomic():
@@ -95,7 +96,7 @@ def main() -> None:
     vendor = setup_django(args.database_url, "quotas")
 
     from quotas import services
-    from quotas.limits import OverrideValues
+    from quotas.values import OverrideValues
 
     services.override_set(
         user_id=PAYER, values=OverrideValues(count=10**6, cpu=10.0**6, memory=2**50, disk=2**50), actor="bench"

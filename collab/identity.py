@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -24,9 +24,6 @@ class User:
     section: str = ""
     email: str = ""
     photo_url: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @runtime_checkable

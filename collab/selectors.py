@@ -8,7 +8,6 @@ from typing import Any
 
 from django.db import connection
 
-from collab import clock
 from collab.models import Notification
 
 INBOX_DEFAULT_LIMIT = 50
@@ -50,10 +49,6 @@ def inbox_state(*, user_id: str) -> InboxState:
     return InboxState(user_id=user_id, latest_change=latest_change, unread_count=int(unread_count or 0))
 
 
-def notification_as_dict(row: dict[str, Any]) -> dict[str, Any]:
-    return {**row, "created_at": clock.epoch_ms(row["created_at"])}
-
-
 def inbox(*, user_id: str, limit: int = INBOX_DEFAULT_LIMIT, state: InboxState | None = None) -> Inbox:
     """Unread first, then newest first, at most `limit` rows (served by `notif_inbox_idx`)."""
     rows = (
@@ -63,7 +58,7 @@ def inbox(*, user_id: str, limit: int = INBOX_DEFAULT_LIMIT, state: InboxState |
     )
     return Inbox(
         state=state or inbox_state(user_id=user_id),
-        results=[notification_as_dict(row) for row in rows],
+        results=list(rows),
     )
 
 

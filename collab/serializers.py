@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from collab import clock
 from collab.models import Notification
 from collab.selectors import INBOX_DEFAULT_LIMIT, INBOX_MAX_LIMIT
+from collab.tokens import IssuedToken
+
+
+@extend_schema_field(OpenApiTypes.INT)
+class EpochMsField(serializers.Field):
+    """Epoch milliseconds: the spec's form for a notification's and a citation event's `created_at`.
+    Every other time leaves the service as ISO 8601 (`serializers.DateTimeField`)."""
+
+    def to_representation(self, value: datetime) -> int | None:
+        return clock.epoch_ms(value)
+
+
+class BlankAsNullField(serializers.CharField):
+    """A string column where blank means "nobody" (the agent, no pending owner): null in the API."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_null=True, **kwargs)
+
+    def to_representation(self, value: str) -> str | None:
+        return value or None
 
 
 class UserOutputSerializer(serializers.Serializer):
@@ -25,11 +51,11 @@ class NotificationOutputSerializer(serializers.Serializer):
     link = serializers.CharField()
     actor = serializers.CharField(allow_null=True)
     read = serializers.BooleanField()
-    created_at = serializers.IntegerField(allow_null=True, help_text="Epoch milliseconds.")
+    created_at = EpochMsField(allow_null=True, help_text="Epoch milliseconds.")
 
 
 class NotificationInboxOutputSerializer(serializers.Serializer):
-    unread_count = serializers.IntegerField()
+    unread_count = serializers.IntegerField(source="state.unread_count")
     results = NotificationOutputSerializer(many=True)
 
 
@@ -61,3 +87,6 @@ class ApiTokenOutputSerializer(serializers.Serializer):
 
 class ApiTokenIssuedOutputSerializer(ApiTokenOutputSerializer):
     token = serializers.CharField(help_text="Shown once: send it as `Authorization: Token <token>`.")
+
+    def to_representation(self, instance: IssuedToken) -> dict[str, Any]:
+        return {**ApiTokenOutputSerializer(instance.row).data, "token": instance.token}

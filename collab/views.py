@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -39,13 +36,13 @@ class MeApi(ServiceApiView):
         user = get_user_directory().get(request.user.id)
         if user is None:
             raise ApiError(status_code=401, error="unknown_user", detail="You are not in the user directory.")
-        return Response(user.as_dict())
+        return Response(UserOutputSerializer(user).data)
 
 
 class UserListApi(ServiceApiView):
     @extend_schema(responses={200: UserOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        return Response([user.as_dict() for user in get_user_directory().all()])
+        return Response(UserOutputSerializer(get_user_directory().all(), many=True).data)
 
 
 class NotificationListApi(ServiceApiView):
@@ -63,7 +60,7 @@ class NotificationListApi(ServiceApiView):
             response = Response(status=304)
         else:
             inbox = selectors.inbox(user_id=request.user.id, limit=limit, state=state)
-            response = Response({"unread_count": state.unread_count, "results": inbox.results})
+            response = Response(NotificationInboxOutputSerializer(inbox).data)
         response["ETag"] = etag
         response["Cache-Control"] = "private, no-cache"
         response["X-Poll-Interval"] = str(_poll_seconds())
@@ -74,14 +71,14 @@ class NotificationReadApi(ServiceApiView):
     @extend_schema(request=None, responses={200: NotificationOutputSerializer, 404: ErrorOutputSerializer})
     def post(self, request: Request, notification_id: int) -> Response:
         notification = services.notification_mark_read(notification_id=notification_id, user_id=request.user.id)
-        row = {field: getattr(notification, field) for field in selectors.NOTIFICATION_FIELDS}
-        return Response(selectors.notification_as_dict(row))
+        return Response(NotificationOutputSerializer(notification).data)
 
 
 class NotificationReadAllApi(ServiceApiView):
     @extend_schema(request=None, responses={200: NotificationsMarkedOutputSerializer})
     def post(self, request: Request) -> Response:
-        return Response({"marked": services.notifications_mark_all_read(user_id=request.user.id)})
+        marked = services.notifications_mark_all_read(user_id=request.user.id)
+        return Response(NotificationsMarkedOutputSerializer({"marked": marked}).data)
 
 
 def _if_none_match(request: Request) -> set[str]:
@@ -102,7 +99,6 @@ def _for_display(inbox: selectors.Inbox) -> selectors.Inbox:
         row["href"] = rooted(row["link"]) if row["link"] else ""
         actor = directory.get(row["actor"]) if row["actor"] else None
         row["actor_name"] = actor.name if actor else row["actor"]
-        row["created"] = datetime.fromtimestamp(row["created_at"] / 1000, tz=UTC)
     return inbox
 
 
@@ -155,14 +151,10 @@ def home_page(request: HttpRequest) -> HttpResponse:
     return render(request, "collab/home.html", {"inbox": _for_display(inbox)})
 
 
-def _token_as_dict(row: Any) -> dict[str, Any]:
-    return ApiTokenOutputSerializer(row).data
-
-
 class ApiTokenListApi(ServiceApiView):
     @extend_schema(responses={200: ApiTokenOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        return Response([_token_as_dict(row) for row in tokens.tokens_of(user_id=request.user.id)])
+        return Response(ApiTokenOutputSerializer(tokens.tokens_of(user_id=request.user.id), many=True).data)
 
     @extend_schema(
         request=ApiTokenCreateInputSerializer,
@@ -173,13 +165,14 @@ class ApiTokenListApi(ServiceApiView):
         body = ApiTokenCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         issued = tokens.token_create(user_id=request.user.id, name=body.validated_data["name"])
-        return Response({**_token_as_dict(issued.row), "token": issued.token}, status=201)
+        return Response(ApiTokenIssuedOutputSerializer(issued).data, status=201)
 
 
 class ApiTokenApi(ServiceApiView):
     @extend_schema(request=None, responses={200: ApiTokenOutputSerializer, 404: ErrorOutputSerializer})
     def delete(self, request: Request, token_id: int) -> Response:
-        return Response(_token_as_dict(tokens.token_revoke(token_id=token_id, user_id=request.user.id)))
+        revoked = tokens.token_revoke(token_id=token_id, user_id=request.user.id)
+        return Response(ApiTokenOutputSerializer(revoked).data)
 
 
 @identity_required

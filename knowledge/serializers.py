@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from collab import clock
 from knowledge.models import Document, KbChatMessage
-
-
-@extend_schema_field(OpenApiTypes.INT)
-class KbEpochMsField(serializers.Field):
-    """Times leave the service as epoch milliseconds, like the spec's `created_at`."""
-
-    def to_representation(self, value: datetime) -> int | None:
-        return clock.epoch_ms(value)
 
 
 class KbCollectionCreateInputSerializer(serializers.Serializer):
@@ -35,8 +22,8 @@ class KbCollectionOutputSerializer(serializers.Serializer):
     writers = serializers.ListField(
         child=serializers.CharField(), help_text="Who may change its documents: the creator, then those added."
     )
-    created_at = KbEpochMsField()
-    updated_at = KbEpochMsField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
 
 
 class KbDocumentUploadInputSerializer(serializers.Serializer):
@@ -60,10 +47,10 @@ class KbDocumentOutputSerializer(serializers.Serializer):
     size = serializers.IntegerField(help_text="Stored bytes.")
     chunks = serializers.IntegerField()
     cited = serializers.IntegerField()
-    created_at = KbEpochMsField()
-    updated_at = KbEpochMsField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
     replaced_by = serializers.CharField(help_text="Who last replaced the content by re-uploading; empty if never.")
-    replaced_at = KbEpochMsField(allow_null=True, help_text="When the content was last replaced (epoch ms).")
+    replaced_at = serializers.DateTimeField(allow_null=True, help_text="When the content was last replaced.")
 
 
 class KbChunksQuerySerializer(serializers.Serializer):
@@ -93,7 +80,7 @@ class KbChatMessageOutputSerializer(serializers.Serializer):
     content = serializers.CharField()
     citations = KbCitationOutputSerializer(many=True)
     created_by = serializers.CharField()
-    created_at = KbEpochMsField()
+    created_at = serializers.DateTimeField()
 
 
 class KbChatCreateInputSerializer(serializers.Serializer):
@@ -107,8 +94,8 @@ class KbChatOutputSerializer(serializers.Serializer):
     owner = serializers.CharField()
     collection_ids = serializers.ListField(child=serializers.CharField())
     shared_with = serializers.ListField(child=serializers.CharField())
-    created_at = KbEpochMsField()
-    updated_at = KbEpochMsField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
 
 
 class KbChatDetailOutputSerializer(KbChatOutputSerializer):

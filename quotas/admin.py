@@ -10,9 +10,9 @@ from django.http import HttpRequest
 
 from collab.identity import unknown_user_ids
 from quotas import services
-from quotas.limits import DIMENSIONS, UNLIMITED_WORD, OverrideValues, parse_override_value
 from quotas.models import SandboxActivity, UserResourceOverride, WorkspaceDiskUsage
 from quotas.sizes import format_size
+from quotas.values import DIMENSIONS, UNLIMITED_WORD, OverrideValues, parse_override_value
 
 _HELP = {
     "count": "Live sandboxes at once. Empty or 0: the site default; 'max': unlimited.",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from django.core.exceptions import ImproperlyConfigured
 
 if TYPE_CHECKING:
-    from quotas.limits import UserLimits
+    from quotas.values import UserLimits
 
 
 @dataclass(frozen=True)

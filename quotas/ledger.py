@@ -17,15 +17,7 @@ from django.db.models import QuerySet
 from collab import clock
 from quotas.limits import limits_for_many
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
-
-
-@dataclass(frozen=True)
-class ResolvedSize:
-    """What a sandbox is charged: None = unspecified (the backend decides), 0 = unlimited."""
-
-    cpu_cores: float | None
-    memory_bytes: int | None
-    pids_max: int | None
+from quotas.values import SandboxSize
 
 
 @dataclass(frozen=True)
@@ -60,14 +52,14 @@ def activity_open(
     app_slug: str,
     owner: str,
     backend: str,
-    size: ResolvedSize,
+    size: SandboxSize,
     lease: timedelta,
-    charges_cost: bool = False,
 ) -> SandboxActivity:
-    """Records a sandbox that is about to open; it counts from this moment on.
+    """Records a sandbox that is about to open, at its app's resolved size; it counts from now on.
 
     Callers run this inside their admission transaction so the check and the new row are one
-    step (docs/ARCHITECTURE.md §8). `charges_cost`: its cpu and memory count towards per-user totals.
+    step (docs/ARCHITECTURE.md §8). Its cpu and memory count towards per-user totals when the
+    size declares a cost.
     """
     moment = clock.now()
     return SandboxActivity.objects.create(
@@ -78,7 +70,7 @@ def activity_open(
         cpu_cores=size.cpu_cores,
         memory_bytes=size.memory_bytes,
         pids_max=size.pids_max,
-        charges_cost=charges_cost,
+        charges_cost=size.declares_cost,
         opened_at=moment,
         last_seen_at=moment,
         last_used_at=moment,
@@ -95,7 +87,7 @@ def opening_lease(lease: timedelta) -> timedelta:
     return min(lease, OPENING_LEASE)
 
 
-def activity_attach(*, activity_id: int, backend_sandbox_id: str, size: ResolvedSize, lease: timedelta) -> bool:
+def activity_attach(*, activity_id: int, backend_sandbox_id: str, size: SandboxSize, lease: timedelta) -> bool:
     """Stores the backend's id and the size it actually enforces, and starts the full lease.
 
     False if the row was closed meanwhile.
@@ -204,8 +196,3 @@ def disk_usage_forget(item_ids: Iterable[str | int]) -> int:
 
 def disk_usage_of_item(item_id: str | int) -> WorkspaceDiskUsage | None:
     return WorkspaceDiskUsage.current.filter(item_id=str(item_id)).first()
-
-
-def disk_usage_of_items(item_ids: Iterable[str | int]) -> dict[str, WorkspaceDiskUsage]:
-    rows = WorkspaceDiskUsage.current.filter(item_id__in=[str(i) for i in item_ids])
-    return {row.item_id: row for row in rows}

@@ -6,6 +6,7 @@ from django.db import models
 
 from collab import clock
 from collab.models import TrackedModel
+from quotas.values import SandboxSize
 
 
 class OpenActivityManager(models.Manager):
@@ -57,6 +58,10 @@ class SandboxActivity(models.Model):
 
     objects = models.Manager()
     current = OpenActivityManager()
+
+    @property
+    def size(self) -> SandboxSize:
+        return SandboxSize(cpu_cores=self.cpu_cores, memory_bytes=self.memory_bytes, pids_max=self.pids_max)
 
     class Meta:
         verbose_name_plural = "sandbox activities"

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.db import connection
 
 from collab import clock
 from quotas import host, ledger
-from quotas.limits import OverrideValues, UserLimits, limits_for
+from quotas.limits import limits_for
 from quotas.models import SandboxActivity, UserResourceOverride, WorkspaceDiskUsage
+from quotas.values import OverrideValues, UserLimits
 
 MY_DISK_ROWS = 500
 
@@ -59,20 +59,6 @@ class MyResources:
     disk_tracked: bool
     disk: list[DiskOfItem]
     handovers: list[host.Handover]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "user_id": self.user_id,
-            "limits": self.limits.as_dict(),
-            "sandboxes_in_use": self.usage.count,
-            "cpu_in_use": self.usage.cpu,
-            "memory_in_use": self.usage.memory,
-            "live": [asdict(sandbox) for sandbox in self.live],
-            "disk_in_use": self.disk_in_use,
-            "disk_tracked": self.disk_tracked,
-            "disk": [asdict(row) for row in self.disk],
-            "handovers": [asdict(row) for row in self.handovers],
-        }
 
 
 # The two gate aggregates are written as SQL rather than built with the ORM: compiling the ORM
@@ -164,28 +150,32 @@ def owner_live_sandbox_exists(*, owner: str, item_id: str) -> bool:
     return ledger.live_rows_of_owner(owner).filter(item_id=item_id).exists()
 
 
-def override_as_dict(row: UserResourceOverride) -> dict[str, Any]:
-    values = OverrideValues.of(row)
-    assert values is not None
-    return {"user_id": row.user_id, **values.as_written(), "updated_by": row.updated_by, "updated_at": row.updated_at}
+@dataclass(frozen=True)
+class OverrideListing:
+    defaults: UserLimits
+    overrides: list[UserResourceOverride]
 
 
-def overrides_listing() -> dict[str, Any]:
+@dataclass(frozen=True)
+class LimitsOfUser:
+    user_id: str
+    override: UserResourceOverride | None
+    effective: UserLimits
+    defaults: UserLimits
+
+
+def overrides_listing() -> OverrideListing:
     """The staff view of the per-user limits: site defaults, then every override by user id."""
-    return {
-        "defaults": host.installed().site_limits().as_dict(),
-        "overrides": [override_as_dict(row) for row in UserResourceOverride.objects.order_by("user_id")],
-    }
+    return OverrideListing(
+        defaults=host.installed().site_limits(), overrides=list(UserResourceOverride.objects.order_by("user_id"))
+    )
 
 
-def override_of_user(*, user_id: str) -> dict[str, Any]:
-    """One person: their override as written (null if none) and the limits that result."""
+def override_of_user(*, user_id: str) -> LimitsOfUser:
+    """One person: their override as written (None if none) and the limits that result."""
     row = UserResourceOverride.objects.filter(user_id=user_id).first()
     values = OverrideValues.of(row)
     site = host.installed().site_limits()
-    return {
-        "user_id": user_id,
-        "override": None if values is None else values.as_written(),
-        "effective": (site if values is None else values.over(site)).as_dict(),
-        "defaults": site.as_dict(),
-    }
+    return LimitsOfUser(
+        user_id=user_id, override=row, effective=site if values is None else values.over(site), defaults=site
+    )

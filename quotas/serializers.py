@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from quotas.limits import DIMENSIONS, OverrideValues, parse_override_value
+from quotas.values import DIMENSIONS, UNLIMITED_WORD, OverrideValues, parse_override_value
 
 
 class QuotaLimitsOutputSerializer(serializers.Serializer):
@@ -49,9 +49,9 @@ class MyHandoverOutputSerializer(serializers.Serializer):
 class MyResourcesOutputSerializer(serializers.Serializer):
     user_id = serializers.CharField()
     limits = QuotaLimitsOutputSerializer()
-    sandboxes_in_use = serializers.IntegerField()
-    cpu_in_use = serializers.FloatField()
-    memory_in_use = serializers.IntegerField()
+    sandboxes_in_use = serializers.IntegerField(source="usage.count")
+    cpu_in_use = serializers.FloatField(source="usage.cpu")
+    memory_in_use = serializers.IntegerField(source="usage.memory")
     live = MyLiveSandboxOutputSerializer(many=True)
     disk_in_use = serializers.IntegerField(help_text="Sum of the last measurements (approximate).")
     disk_tracked = serializers.BooleanField(help_text="Whether a per-user disk limit applies, so disk is measured.")
@@ -62,12 +62,23 @@ class MyResourcesOutputSerializer(serializers.Serializer):
     )
 
 
-class UserResourceOverrideOutputSerializer(serializers.Serializer):
+class OverrideValueField(serializers.JSONField):
+    """One dimension of an override as a client writes it: unlimited (stored 0) as "max", so a GET
+    body can be PUT back."""
+
+    def to_representation(self, value: Any) -> Any:
+        return UNLIMITED_WORD if value == 0 else value
+
+
+class UserResourceOverrideValuesSerializer(serializers.Serializer):
+    count = OverrideValueField(allow_null=True, help_text='null: site default; "max": unlimited.')
+    cpu = OverrideValueField(allow_null=True, help_text='null: site default; "max": unlimited.')
+    memory = OverrideValueField(allow_null=True, help_text='Bytes; null: site default; "max": unlimited.')
+    disk = OverrideValueField(allow_null=True, help_text='Bytes; null: site default; "max": unlimited.')
+
+
+class UserResourceOverrideOutputSerializer(UserResourceOverrideValuesSerializer):
     user_id = serializers.CharField()
-    count = serializers.JSONField(help_text='null: site default; "max": unlimited.')
-    cpu = serializers.JSONField(help_text='null: site default; "max": unlimited.')
-    memory = serializers.JSONField(help_text='Bytes; null: site default; "max": unlimited.')
-    disk = serializers.JSONField(help_text='Bytes; null: site default; "max": unlimited.')
     updated_by = serializers.CharField()
     updated_at = serializers.DateTimeField()
 
@@ -75,13 +86,6 @@ class UserResourceOverrideOutputSerializer(serializers.Serializer):
 class UserResourceListOutputSerializer(serializers.Serializer):
     defaults = QuotaLimitsOutputSerializer()
     overrides = UserResourceOverrideOutputSerializer(many=True)
-
-
-class UserResourceOverrideValuesSerializer(serializers.Serializer):
-    count = serializers.JSONField(allow_null=True)
-    cpu = serializers.JSONField(allow_null=True)
-    memory = serializers.JSONField(allow_null=True)
-    disk = serializers.JSONField(allow_null=True)
 
 
 class UserResourceDetailOutputSerializer(serializers.Serializer):

@@ -10,21 +10,13 @@ from django.http import Http404
 
 from collab.errors import ApiError
 from quotas import host, selectors
-from quotas.limits import OverrideValues, UserLimits, forget_override, limits_for
+from quotas.limits import forget_override, limits_for
 from quotas.models import AdmissionLock, UserResourceOverride
 from quotas.sizes import format_size
+from quotas.values import OverrideValues, SandboxSize, UserLimits
 
 # Sums of fractional cores (0.1 + 0.2) must not refuse a sandbox that fits exactly.
 _CPU_TOLERANCE = 1e-9
-
-
-@dataclass(frozen=True)
-class IncomingSandbox:
-    """The size a new sandbox is charged; None = unspecified (the backend decides, charged as 0 here)."""
-
-    cpu_cores: float | None
-    memory_bytes: int | None
-    declares_cost: bool
 
 
 @dataclass(frozen=True)
@@ -75,7 +67,7 @@ def _sandbox_refusal(*, owner: str, dimension: str, used: float, incoming: float
     )
 
 
-def _bound_dimensions(limits: UserLimits, incoming: IncomingSandbox) -> list[tuple[str, float, float]]:
+def _bound_dimensions(limits: UserLimits, incoming: SandboxSize) -> list[tuple[str, float, float]]:
     """(dimension, incoming, limit) for each limit this sandbox is subject to, in the refusal order.
 
     Count applies to every app; cpu and memory only to apps that declare a cost, and only where
@@ -109,7 +101,7 @@ def _lock_owner(owner: str) -> None:
         locked.first()
 
 
-def sandbox_admit(*, owner: str, incoming: IncomingSandbox) -> None:
+def sandbox_admit(*, owner: str, incoming: SandboxSize) -> None:
     """Refuses (507 `sandbox_quota_exceeded`) a new sandbox that would take `owner` over a limit.
 
     Run it inside the transaction that then records the new activity row: the owner's lock is

@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 
-from quotas.limits import UserLimits
-
-
-@dataclass(frozen=True)
-class AppCost:
-    """An app's resolved sandbox size as the per-user limits see it (None = unspecified, 0 = unlimited)."""
-
-    slug: str
-    cpu_cores: float | None
-    memory_bytes: int | None
-
-    @property
-    def declares_cost(self) -> bool:
-        return self.cpu_cores is not None or self.memory_bytes is not None
+from quotas.values import SandboxSize, UserLimits
 
 
-def unenforceable_warnings(*, site: UserLimits, apps: Sequence[AppCost]) -> list[str]:
-    """One message per per-user dimension that some or all apps escape.
+def unenforceable_warnings(*, site: UserLimits, apps: Mapping[str, SandboxSize]) -> list[str]:
+    """One message per per-user dimension that some or all apps (slug -> resolved size) escape.
 
     Per-user cpu and memory only bind sandboxes of apps that declare a positive amount of that
     dimension; an app that declares nothing, or an unlimited size, adds nothing to the sum.
@@ -32,7 +18,7 @@ def unenforceable_warnings(*, site: UserLimits, apps: Sequence[AppCost]) -> list
     for dimension, attribute in (("cpu", "cpu_cores"), ("memory", "memory_bytes")):
         if getattr(site, dimension) is None:
             continue
-        escaping = sorted(app.slug for app in apps if not (getattr(app, attribute) or 0) > 0)
+        escaping = sorted(slug for slug, size in apps.items() if not (getattr(size, attribute) or 0) > 0)
         key = f"resources.per_user.{dimension}"
         if len(escaping) == len(apps):
             warnings.append(

@@ -31,7 +31,7 @@ _STAFF_ERRORS = {404: ErrorOutputSerializer}
 class MyResourcesApi(ServiceApiView):
     @extend_schema(responses={200: MyResourcesOutputSerializer})
     def get(self, request: Request) -> Response:
-        return Response(selectors.my_resources(user_id=request.user.id).as_dict())
+        return Response(MyResourcesOutputSerializer(selectors.my_resources(user_id=request.user.id)).data)
 
 
 class MyLiveSandboxApi(ServiceApiView):
@@ -58,7 +58,7 @@ class UserResourceListApi(ServiceApiView):
     )
     def get(self, request: Request) -> Response:
         _staff_only(request)
-        return Response(selectors.overrides_listing())
+        return Response(UserResourceListOutputSerializer(selectors.overrides_listing()).data)
 
 
 class UserResourceApi(ServiceApiView):
@@ -66,7 +66,7 @@ class UserResourceApi(ServiceApiView):
     def get(self, request: Request, user_id: str) -> Response:
         _staff_only(request)
         _known_user(user_id)
-        return Response(selectors.override_of_user(user_id=user_id))
+        return Response(UserResourceDetailOutputSerializer(selectors.override_of_user(user_id=user_id)).data)
 
     @extend_schema(
         request=UserResourceOverrideInputSerializer,
@@ -78,7 +78,7 @@ class UserResourceApi(ServiceApiView):
         body = UserResourceOverrideInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         services.override_set(user_id=user_id, values=body.validated_data["values"], actor=request.user.id)
-        return Response(selectors.override_of_user(user_id=user_id))
+        return Response(UserResourceDetailOutputSerializer(selectors.override_of_user(user_id=user_id)).data)
 
     @extend_schema(responses={204: None, **_STAFF_ERRORS})
     def delete(self, request: Request, user_id: str) -> Response:

@@ -86,7 +86,7 @@ class KbCollectionDocumentsApi(ServiceApiView):
             content_type=upload.content_type or "",
             data=upload.read(),
         )
-        return Response({"id": document.id, "status": document.status}, status=202)
+        return Response(KbDocumentAcceptedOutputSerializer(document).data, status=202)
 
 
 class KbDocumentDetailApi(ServiceApiView):
@@ -124,7 +124,8 @@ class KbCollectionWritersApi(ServiceApiView):
 
     @extend_schema(responses={200: KbWritersOutputSerializer, 404: ErrorOutputSerializer})
     def get(self, request: Request, collection_id: str) -> Response:
-        return Response({"writers": services.collection_writer_ids(collection_or_404(collection_id))})
+        writers = services.collection_writer_ids(collection_or_404(collection_id))
+        return Response(KbWritersOutputSerializer({"writers": writers}).data)
 
     @extend_schema(
         request=KbWritersInputSerializer,
@@ -136,7 +137,7 @@ class KbCollectionWritersApi(ServiceApiView):
         writers = services.collection_writers_add(
             collection_id=collection_id, user_id=request.user.id, user_ids=user_ids
         )
-        return Response({"writers": writers})
+        return Response(KbWritersOutputSerializer({"writers": writers}).data)
 
 
 class KbCollectionWriterApi(ServiceApiView):
@@ -213,7 +214,7 @@ class KbChatShareApi(ServiceApiView):
     def post(self, request: Request, chat_id: str) -> Response:
         user_ids = _valid(KbChatShareInputSerializer, request.data)["user_ids"]
         shared_with = services.chat_share(chat_id=chat_id, user_id=request.user.id, user_ids=user_ids)
-        return Response({"shared_with": shared_with})
+        return Response(KbChatSharedWithOutputSerializer({"shared_with": shared_with}).data)
 
 
 class KbChatUnshareApi(ServiceApiView):

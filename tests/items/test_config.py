@@ -34,8 +34,8 @@ def test_shipped_config_loads_notebook_and_rca():
 def test_notebook_declares_cpu_and_memory_and_rca_declares_nothing():
     config = load_config(DEFAULT_CONFIG, DEFAULT_APPS_DIR)
     notebook, rca = config.apps["notebook"].resources, config.apps["rca"].resources
-    assert (notebook.cpu_cores, notebook.memory_bytes) == (1.0, 512 * MIB)
-    assert (rca.cpu_cores, rca.memory_bytes) == (None, None)
+    assert (notebook.sandbox.cpu_cores, notebook.sandbox.memory_bytes) == (1.0, 512 * MIB)
+    assert (rca.sandbox.cpu_cores, rca.sandbox.memory_bytes) == (None, None)
     assert rca.disk_bytes == GIB  # the legacy workspace_quota
 
 
@@ -46,8 +46,8 @@ def test_resolution_takes_the_app_value_then_the_default_then_the_legacy_setting
         {"a.toml": 'slug = "a"\nname = "A"\n[resources]\ncpu = 2\n'},
     )
     resolved = config.apps["a"].resources
-    assert resolved.cpu_cores == 2.0
-    assert resolved.memory_bytes == GIB
+    assert resolved.sandbox.cpu_cores == 2.0
+    assert resolved.sandbox.memory_bytes == GIB
     assert resolved.disk_bytes == 5 * GIB
 
 
@@ -57,7 +57,7 @@ def test_cpu_zero_is_unspecified_and_keeps_falling_through(tmp_path):
         "[sandbox]\ncpu = 3\n[resources.per_app.default]\ncpu = 0\n",
         {"a.toml": 'slug = "a"\nname = "A"\n[resources]\ncpu = 0\n'},
     )
-    assert config.apps["a"].resources.cpu_cores == 3.0
+    assert config.apps["a"].resources.sandbox.cpu_cores == 3.0
 
 
 def test_disk_zero_is_unlimited_and_stops_falling_through(tmp_path):
@@ -70,8 +70,8 @@ def test_disk_zero_is_unlimited_and_stops_falling_through(tmp_path):
 def test_nothing_declared_resolves_cpu_and_memory_to_unspecified(tmp_path):
     config = _load(tmp_path, "", {"a.toml": 'slug = "a"\nname = "A"\n'})
     resources = config.apps["a"].resources
-    assert (resources.cpu_cores, resources.memory_bytes) == (None, None)
-    assert not resources.declares_cost
+    assert (resources.sandbox.cpu_cores, resources.sandbox.memory_bytes) == (None, None)
+    assert not resources.sandbox.declares_cost
 
 
 def test_bad_size_in_a_descriptor_fails_naming_the_file_and_key(tmp_path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from workspace.items.sandboxes.base import SandboxSpec
+from quotas.values import SandboxSize
 from workspace.items.sandboxes.boundary import configured_boundary
 from workspace.items.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, detect_driver
 from workspace.items.sandboxes.local import LocalBackend
@@ -39,7 +39,7 @@ def _v1_root(tmp_path: Path) -> Path:
 def test_v2_writes_memory_cpu_and_pids_limits(tmp_path):
     driver = CgroupV2Driver(tmp_path / "cg")
     (tmp_path / "cg").mkdir()
-    confinement = driver.create("s1", SandboxSpec(cpu_cores=1.5, memory_bytes=GIB, pids_max=64))
+    confinement = driver.create("s1", SandboxSize(cpu_cores=1.5, memory_bytes=GIB, pids_max=64))
     group = Path(confinement.groups[0])
     assert (group / "memory.max").read_text() == f"{GIB}\n"
     assert (group / "cpu.max").read_text() == "150000 100000\n"
@@ -48,7 +48,7 @@ def test_v2_writes_memory_cpu_and_pids_limits(tmp_path):
 
 def test_v2_writes_max_for_explicit_zero(tmp_path):
     (tmp_path / "cg").mkdir()
-    group = Path(CgroupV2Driver(tmp_path / "cg").create("s1", SandboxSpec(0, 0, 0)).groups[0])
+    group = Path(CgroupV2Driver(tmp_path / "cg").create("s1", SandboxSize(0, 0, 0)).groups[0])
     assert (group / "memory.max").read_text() == "max\n"
     assert (group / "cpu.max").read_text() == "max 100000\n"
     assert (group / "pids.max").read_text() == "max\n"
@@ -56,14 +56,14 @@ def test_v2_writes_max_for_explicit_zero(tmp_path):
 
 def test_v2_writes_nothing_for_unspecified_dimensions(tmp_path):
     (tmp_path / "cg").mkdir()
-    group = Path(CgroupV2Driver(tmp_path / "cg").create("s1", SandboxSpec()).groups[0])
+    group = Path(CgroupV2Driver(tmp_path / "cg").create("s1", SandboxSize()).groups[0])
     assert not (group / "memory.max").exists()
     assert not (group / "cpu.max").exists()
 
 
 def test_v1_writes_one_group_per_controller(tmp_path):
     driver = CgroupV1Driver(_v1_root(tmp_path))
-    confinement = driver.create("s1", SandboxSpec(cpu_cores=0.5, memory_bytes=0, pids_max=10))
+    confinement = driver.create("s1", SandboxSize(cpu_cores=0.5, memory_bytes=0, pids_max=10))
     memory, cpu, pids = map(Path, confinement.groups)
     assert (memory / "memory.limit_in_bytes").read_text() == "-1\n"
     assert (cpu / "cpu.cfs_quota_us").read_text() == "50000\n"
@@ -82,7 +82,7 @@ def test_detection_prefers_v2_then_v1_then_prlimit(tmp_path):
 
 def test_prlimit_fallback_names_what_it_cannot_enforce(tmp_path):
     driver = PrlimitDriver(binary="/usr/bin/prlimit")
-    confinement = driver.create("s1", SandboxSpec(cpu_cores=2, memory_bytes=GIB, pids_max=5))
+    confinement = driver.create("s1", SandboxSize(cpu_cores=2, memory_bytes=GIB, pids_max=5))
     assert confinement.wrap(["true"]) == ["/usr/bin/prlimit", f"--as={GIB}", "--nproc=5", "--", "true"]
     assert "cpu" in driver.unenforced
 
@@ -90,7 +90,7 @@ def test_prlimit_fallback_names_what_it_cannot_enforce(tmp_path):
 def test_exec_runs_in_the_items_workspace_and_joins_the_group(tmp_path):
     (tmp_path / "cg").mkdir()
     backend = _backend(tmp_path, CgroupV2Driver(tmp_path / "cg"))
-    opened = backend.open(item_id="7", spec=SandboxSpec(memory_bytes=GIB))
+    opened = backend.open(item_id="7", spec=SandboxSize(memory_bytes=GIB))
     (Path(settings.WORKSPACE_VAR_DIR) / "workspaces" / "7" / "hello.txt").write_text("hi")
     result = backend.exec(opened.id, command="ls", timeout=10)
     assert (result.exit_code, result.stdout) == (0, "hello.txt\n")
@@ -100,13 +100,13 @@ def test_exec_runs_in_the_items_workspace_and_joins_the_group(tmp_path):
 
 def test_argv_commands_are_not_run_by_a_shell(tmp_path):
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
-    opened = backend.open(item_id="1", spec=SandboxSpec())
+    opened = backend.open(item_id="1", spec=SandboxSize())
     assert backend.exec(opened.id, command=["echo", "$HOME; ls"], timeout=10).stdout == "$HOME; ls\n"
 
 
 def test_a_command_past_its_timeout_is_killed_and_reported(tmp_path):
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
-    opened = backend.open(item_id="1", spec=SandboxSpec())
+    opened = backend.open(item_id="1", spec=SandboxSize())
     result = backend.exec(opened.id, command="echo started; sleep 30", timeout=0.5)
     assert result.timed_out
     assert result.exit_code == 137
@@ -115,7 +115,7 @@ def test_a_command_past_its_timeout_is_killed_and_reported(tmp_path):
 
 def test_output_is_bounded_and_truncation_flagged(tmp_path):
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
-    opened = backend.open(item_id="1", spec=SandboxSpec())
+    opened = backend.open(item_id="1", spec=SandboxSize())
     result = backend.exec(opened.id, command="head -c 200000 /dev/zero | tr '\\0' x", timeout=10)
     assert result.stdout_truncated
     assert len(result.stdout) == 64 * 1024
@@ -123,7 +123,7 @@ def test_output_is_bounded_and_truncation_flagged(tmp_path):
 
 def test_closing_kills_processes_left_running_in_the_background(tmp_path):
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
-    opened = backend.open(item_id="1", spec=SandboxSpec())
+    opened = backend.open(item_id="1", spec=SandboxSize())
     backend.exec(opened.id, command="setsid sleep 60 >/dev/null 2>&1 &", timeout=10)
     # The background child may still be exec'ing `sleep` when the command returns.
     deadline = time.monotonic() + 3
@@ -177,7 +177,7 @@ def _writable_real_cgroup() -> Path | None:
 def test_a_process_over_its_memory_limit_is_killed(settings, tmp_path):
     root = _writable_real_cgroup()
     backend = _backend(tmp_path, detect_driver(root))
-    opened = backend.open(item_id="1", spec=SandboxSpec(memory_bytes=64 * 1024 * 1024))
+    opened = backend.open(item_id="1", spec=SandboxSize(memory_bytes=64 * 1024 * 1024))
     try:
         hog = "a = bytearray(400 * 1024 * 1024); a[::4096] = b'x' * len(a[::4096]); print('survived')"
         result = backend.exec(opened.id, command=["python3", "-c", hog], timeout=30)

@@ -10,11 +10,12 @@ from django.core.management import call_command
 
 from quotas import ledger
 from quotas.models import SandboxActivity
+from quotas.values import SandboxSize
 from tests.fixtures.items import item_url
 from workspace.items.config import get_config
 from workspace.items.sandboxes import lifecycle
 from workspace.items.sandboxes.admission import before_sandbox_open
-from workspace.items.sandboxes.base import SandboxSpec, SandboxUnavailable
+from workspace.items.sandboxes.base import SandboxUnavailable
 from workspace.items.sandboxes.registry import backend_named
 
 pytestmark = pytest.mark.django_db
@@ -232,7 +233,7 @@ def test_reconciliation_closes_sandboxes_the_ledger_does_not_know(alice_api, mak
     # Given a sandbox the ledger holds, and one a backend runs without any row (an orphan)
     known = _open(alice_api, make_item())
     backend = backend_named("local")
-    orphan = backend.open(item_id="999", spec=SandboxSpec())
+    orphan = backend.open(item_id="999", spec=SandboxSize())
     # When the worker reconciles
     counts = lifecycle.sandboxes_reconcile(older_than=timedelta(0))
     # Then only the orphan is closed
@@ -244,7 +245,7 @@ def test_reconciliation_closes_sandboxes_the_ledger_does_not_know(alice_api, mak
 def test_reconciliation_leaves_a_sandbox_that_may_still_be_opening(make_item):
     # Given an orphan opened a moment ago (its row may be on the way)
     backend = backend_named("local")
-    young = backend.open(item_id="998", spec=SandboxSpec())
+    young = backend.open(item_id="998", spec=SandboxSize())
     # When the worker reconciles with the default grace, it stays
     assert lifecycle.sandboxes_reconcile().closed == 0
     assert backend.probe(young.id)

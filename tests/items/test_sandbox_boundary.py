@@ -373,7 +373,7 @@ from pathlib import Path
 import django
 os.environ["DJANGO_SETTINGS_MODULE"] = "workspace.settings"
 django.setup()
-from workspace.items.sandboxes.base import SandboxSpec
+from quotas.values import SandboxSize
 from workspace.items.sandboxes.boundary import configured_boundary
 from workspace.items.sandboxes.isolation import PrlimitDriver
 from workspace.items.sandboxes.local import LocalBackend
@@ -381,7 +381,7 @@ var = Path(sys.argv[1])
 backend = LocalBackend(
     state_dir=var / "state", workspace_root=var / "ws", driver=PrlimitDriver(), boundary=configured_boundary()
 )
-opened = backend.open(item_id="3", spec=SandboxSpec())
+opened = backend.open(item_id="3", spec=SandboxSize())
 probe = "import socket; s = socket.socket(); s.settimeout(2); print(s.connect_ex(('127.0.0.1', 5432)))"
 result = backend.exec(opened.id, command=f"id -u; ls /; python3 -c \\"{probe}\\"", timeout=20)
 backend.close(opened.id)

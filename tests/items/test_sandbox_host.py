@@ -15,11 +15,11 @@ from django.core.management import CommandError, call_command
 
 from quotas import ledger
 from quotas.models import SandboxActivity
+from quotas.values import SandboxSize
 from tests.fixtures.items import SANDBOX_HOST_TOKEN as TOKEN
 from tests.fixtures.items import item_url
 from tests.fixtures.quotas import GIB
 from workspace.items.sandboxes import lifecycle
-from workspace.items.sandboxes.base import SandboxSpec
 from workspace.items.sandboxes.host import HostSettings, build_server
 from workspace.items.sandboxes.http import HttpBackend
 
@@ -183,7 +183,7 @@ def test_a_call_without_the_shared_token_is_refused_and_opens_nothing(host, work
 
 def test_the_host_refuses_to_listen_beyond_loopback_without_a_token(workspace_dirs):
     # Given host settings without a token
-    chosen = HostSettings(SandboxSpec(), workspace_dirs / "workspaces", workspace_dirs / "host-state")
+    chosen = HostSettings(SandboxSize(), workspace_dirs / "workspaces", workspace_dirs / "host-state")
     # When it is asked to listen on every address, it refuses to start
     with pytest.raises(ImproperlyConfigured, match="without a token"):
         build_server("0.0.0.0", 0, chosen)

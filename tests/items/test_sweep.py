@@ -6,9 +6,9 @@ import pytest
 from django.core.management import call_command
 
 from quotas import ledger
-from quotas.limits import OverrideValues
 from quotas.models import WorkspaceDiskUsage
 from quotas.services import override_set
+from quotas.values import OverrideValues
 from workspace.items.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.admin.utils import quote
 from django.urls import reverse
+from rest_framework.fields import DateTimeField
 
 from knowledge.models import Chunk, CitationEvent, CollectionWriter, Document
 
@@ -59,7 +60,7 @@ def test_a_writer_added_by_the_creator_replaces_content_and_the_replacement_is_r
     assert (body["owner"], body["replaced_by"], body["replaced_at"]) == (
         "alice",
         "bob",
-        int(clock.current.timestamp() * 1000),
+        DateTimeField().to_representation(clock.current),
     )
 
 

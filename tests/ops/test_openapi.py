@@ -131,3 +131,25 @@ def test_exec_command_is_documented_as_a_string_or_an_argv_list(schema: dict) ->
     command = schema["components"]["schemas"]["ExecInput"]["properties"]["command"]
 
     assert [option["type"] for option in command["oneOf"]] == ["string", "array"]
+
+
+# The spec fixes epoch milliseconds for these two resources only; every other time is ISO 8601.
+_EPOCH_MS_TIMES = {("NotificationOutput", "created_at")}
+
+
+def _time_properties(schema: dict):
+    for name, component in schema["components"]["schemas"].items():
+        for field, definition in component.get("properties", {}).items():
+            if field.endswith("_at") or field.endswith("_time"):
+                yield name, field, definition
+
+
+def test_times_are_iso_8601_except_where_the_spec_says_epoch_milliseconds(schema: dict) -> None:
+    # Given the service's schema
+    # When every time field of every component is read
+    times = list(_time_properties(schema))
+    # Then the spec's epoch-ms fields are integers and every other time is an ISO 8601 date-time
+    assert times
+    for name, field, definition in times:
+        expected = "integer" if (name, field) in _EPOCH_MS_TIMES else "date-time"
+        assert definition.get("format", definition.get("type")) == expected, (name, field, definition)

@@ -6,12 +6,12 @@ import pytest
 from django.db import connection
 
 from collab.errors import ApiError
-from quotas import ledger
+from quotas import ledger, services
 from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
 from tests.fixtures.quotas import GIB, MIB
+from workspace.items.config import get_config
 from workspace.items.models import Item
-from workspace.items.sandboxes import admission
 
 pytestmark = pytest.mark.django_db
 
@@ -139,36 +139,45 @@ def test_costless_sandboxes_add_nothing_to_the_cpu_and_memory_sums(per_user, ali
     assert _exec(alice_api, make_item()).status_code == 200
 
 
-def test_no_limit_means_the_gate_costs_no_query(alice_api, make_item, django_assert_num_queries, write_config):
+def _notebook_size():
+    return get_config().app("notebook").resources.sandbox
+
+
+def test_no_limit_means_the_gate_costs_no_query(make_item, django_assert_num_queries, write_config):
+    # Given no per-user limit, and the 5 s override memo warmed by a first gate
     write_config("")
     item = make_item()
-    app = admission.get_config().app("notebook")
-    admission.sandbox_admission_check(item=item, app=app)  # warms the 5 s override memo
-    # One query: the item's live row; with no limit the gate itself reads nothing.
-    with django_assert_num_queries(1):
-        admission.sandbox_admission_check(item=item, app=app)
+    services.sandbox_admit(owner=item.debtor, incoming=_notebook_size())
+    # When the gate runs again / Then it reads nothing at all
+    with django_assert_num_queries(0):
+        services.sandbox_admit(owner=item.debtor, incoming=_notebook_size())
 
 
 def test_with_limits_the_gate_is_one_aggregate_query(per_user, make_item, django_assert_num_queries):
+    # Given per-user limits on every dimension, and the override memo warmed
     per_user(count=5, cpu=5, memory="5G")
     item = make_item()
-    app = admission.get_config().app("notebook")
-    admission.sandbox_admission_check(item=item, app=app)
-    # The item's live row, the owner's lock (PostgreSQL only; SQLite serialises writers), the sums.
-    expected = 3 if connection.features.has_select_for_update else 2
+    services.sandbox_admit(owner=item.debtor, incoming=_notebook_size())
+    # When the gate runs again
+    # (the owner's lock on PostgreSQL only, since SQLite serialises writers; then the sums)
+    expected = 2 if connection.features.has_select_for_update else 1
     with django_assert_num_queries(expected) as captured:
-        admission.sandbox_admission_check(item=item, app=app)
+        services.sandbox_admit(owner=item.debtor, incoming=_notebook_size())
+    # Then its last statement is the one aggregate over the owner's live rows
     gate = captured.captured_queries[-1]["sql"]
     assert "COUNT(" in gate
     assert "SUM(" in gate
 
 
-def test_the_read_only_check_refuses_before_anything_is_stored(per_user, alice_api, make_item):
+def test_a_refusing_gate_stores_nothing(per_user, alice_api, make_item):
+    # Given alice at her limit of one live sandbox
     per_user(count=1)
     _fill(alice_api, [make_item()])
     item = make_item()
+    # When the gate is asked about a second item's new sandbox
     with pytest.raises(ApiError) as refused:
-        admission.sandbox_admission_check(item=item, app=admission.get_config().app("notebook"))
+        services.sandbox_admit(owner=item.debtor, incoming=_notebook_size())
+    # Then it refuses with the sandbox 507 and no ledger row is written
     assert (refused.value.status_code, refused.value.error) == (507, "sandbox_quota_exceeded")
     assert SandboxActivity.objects.count() == 1
 

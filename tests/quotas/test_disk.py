@@ -7,8 +7,8 @@ from django.core.management import call_command
 
 from quotas import services
 from quotas.disk import item_facts
-from quotas.limits import OverrideValues
 from quotas.models import WorkspaceDiskUsage
+from quotas.values import OverrideValues
 from tests.fixtures.items import item_url
 from workspace.items.filestore import workspace_dir
 

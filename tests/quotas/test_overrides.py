@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from quotas import services
-from quotas.limits import OverrideValues, UserLimits, limits_for
+from quotas.limits import limits_for
 from quotas.models import UserResourceOverride
+from quotas.values import OverrideValues, UserLimits
 from tests.fixtures.quotas import GIB, MIB
 
 pytestmark = pytest.mark.django_db

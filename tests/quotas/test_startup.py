@@ -9,8 +9,8 @@ import pytest
 from django.apps import apps as django_apps
 from django.core.exceptions import ImproperlyConfigured
 
-from quotas.limits import UserLimits
-from quotas.startup import AppCost, unenforceable_warnings
+from quotas.startup import unenforceable_warnings
+from quotas.values import SandboxSize, UserLimits
 from tests.fixtures.quotas import GIB, MIB
 from workspace.items.apps import quota_warnings
 from workspace.items.config import load_config
@@ -38,8 +38,8 @@ def test_each_dimension_takes_the_first_declared_source(tmp_path):
         {**_app("a", 'memory = "256M"'), **_app("b")},
     )
     a, b = config.apps["a"].resources, config.apps["b"].resources
-    assert (a.cpu_cores, a.memory_bytes, a.disk_bytes) == (2.0, 256 * MIB, 5 * GIB)
-    assert (b.cpu_cores, b.memory_bytes, b.disk_bytes) == (2.0, 2 * GIB, 5 * GIB)
+    assert (a.sandbox.cpu_cores, a.sandbox.memory_bytes, a.disk_bytes) == (2.0, 256 * MIB, 5 * GIB)
+    assert (b.sandbox.cpu_cores, b.sandbox.memory_bytes, b.disk_bytes) == (2.0, 2 * GIB, 5 * GIB)
 
 
 def test_disk_zero_stops_fall_through_even_over_a_default(tmp_path):
@@ -49,13 +49,13 @@ def test_disk_zero_stops_fall_through_even_over_a_default(tmp_path):
 
 def test_cpu_zero_falls_through_to_the_default(tmp_path):
     config = _load(tmp_path, "[resources.per_app.default]\ncpu = 3\n", _app("a", "cpu = 0"))
-    assert config.apps["a"].resources.cpu_cores == 3.0
+    assert config.apps["a"].resources.sandbox.cpu_cores == 3.0
 
 
 def test_deployments_declaring_nothing_resolve_to_the_legacy_numbers(tmp_path):
     config = _load(tmp_path, '[sandbox]\nworkspace_quota = "3G"\n', _app("a"))
     resources = config.apps["a"].resources
-    assert (resources.cpu_cores, resources.memory_bytes, resources.disk_bytes) == (None, None, 3 * GIB)
+    assert (resources.sandbox.cpu_cores, resources.sandbox.memory_bytes, resources.disk_bytes) == (None, None, 3 * GIB)
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_per_user_values_parse_with_their_spec_meanings(tmp_path):
 
 def test_per_user_cpu_with_no_app_declaring_cpu_warns():
     warnings = unenforceable_warnings(
-        site=UserLimits(cpu=2), apps=[AppCost("a", None, 512 * MIB), AppCost("b", None, None)]
+        site=UserLimits(cpu=2), apps={"a": SandboxSize(None, 512 * MIB), "b": SandboxSize()}
     )
     assert len(warnings) == 1
     assert "resources.per_user.cpu cannot be enforced" in warnings[0]
@@ -114,7 +114,7 @@ def test_per_user_cpu_with_no_app_declaring_cpu_warns():
 
 def test_apps_escaping_a_per_user_dimension_are_named():
     warnings = unenforceable_warnings(
-        site=UserLimits(memory=GIB), apps=[AppCost("notebook", 1.0, 512 * MIB), AppCost("rca", None, None)]
+        site=UserLimits(memory=GIB), apps={"notebook": SandboxSize(1.0, 512 * MIB), "rca": SandboxSize()}
     )
     assert warnings == [
         "resources.per_user.memory does not bind the apps rca: they declare no memory size (or an unlimited "
@@ -123,12 +123,12 @@ def test_apps_escaping_a_per_user_dimension_are_named():
 
 
 def test_an_unlimited_app_memory_escapes_the_per_user_memory():
-    warnings = unenforceable_warnings(site=UserLimits(memory=GIB), apps=[AppCost("big", 1.0, 0)])
+    warnings = unenforceable_warnings(site=UserLimits(memory=GIB), apps={"big": SandboxSize(1.0, 0)})
     assert "cannot be enforced" in warnings[0]
 
 
 def test_count_and_disk_never_warn():
-    assert unenforceable_warnings(site=UserLimits(count=1, disk=GIB), apps=[AppCost("rca", None, None)]) == []
+    assert unenforceable_warnings(site=UserLimits(count=1, disk=GIB), apps={"rca": SandboxSize()}) == []
 
 
 @pytest.mark.django_db

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from rest_framework.fields import DateTimeField
 
 from tests.fixtures.items import item_url
 from workspace.items.sandboxes import lifecycle
@@ -30,7 +31,7 @@ def test_a_run_records_each_steps_exit_code_and_output(alice_api, make_item, mak
     assert [(s["command"], s["exit_code"], s["stdout"], s["stderr"]) for s in body["steps"]] == [
         ("echo one", 0, "one\n", ""), ("echo two >&2", 0, "", "two\n"),
     ]  # fmt: skip
-    assert body["started_at"] == body["finished_at"] == int(clock.current.timestamp() * 1000)
+    assert body["started_at"] == body["finished_at"] == DateTimeField().to_representation(clock.current)
     assert body["revision_id"] == workflows.get_meta(workflow_id)["current_revision_id"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from collab.serializers import BlankAsNullField
 from knowledge.serializers import KbCitationOutputSerializer
 
 
@@ -18,8 +19,8 @@ class ChatMessageOutputSerializer(serializers.Serializer):
     content = serializers.CharField(allow_blank=True)
     mentions = serializers.ListField(child=serializers.CharField())
     citations = KbCitationOutputSerializer(many=True)
-    created_by = serializers.CharField(allow_null=True, help_text="null for the agent")
-    created_at = serializers.IntegerField(help_text="epoch milliseconds")
+    created_by = BlankAsNullField(help_text="null for the agent")
+    created_at = serializers.DateTimeField()
 
 
 class ChatTurnOutputSerializer(serializers.Serializer):

@@ -20,7 +20,7 @@ class ItemMessagesApi(ServiceApiView):
     @extend_schema(responses={200: ChatMessageOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
         _app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
-        return Response([selectors.message_as_dict(m) for m in selectors.messages_of_item(item.pk)])
+        return Response(ChatMessageOutputSerializer(selectors.messages_of_item(item.pk), many=True).data)
 
     @extend_schema(
         request=ChatSendInputSerializer,
@@ -31,10 +31,4 @@ class ItemMessagesApi(ServiceApiView):
         if not isinstance(request.data, dict):
             raise ApiError(status_code=400, error="empty_message", detail="The body needs a 'content'.")
         turn = services.chat_send(item=item, app=app, user_id=request.user.id, content=request.data.get("content"))
-        return Response(
-            {
-                "message": selectors.message_as_dict(turn.message),
-                "replies": [selectors.message_as_dict(reply) for reply in turn.replies],
-            },
-            status=201,
-        )
+        return Response(ChatTurnOutputSerializer(turn).data, status=201)

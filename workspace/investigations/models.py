@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import models
 
 from collab.models import TrackedModel
@@ -22,6 +24,21 @@ class Investigation(TrackedModel):
 
     def __str__(self) -> str:
         return f"investigation {self.pk} ({self.status})"
+
+    @property
+    def member_ids(self) -> list[str]:
+        if self._state.adding:
+            return []  # an rca item read before its first write: no row, so no members yet
+        return [member.user_id for member in self.members.all()]
+
+    @property
+    def changed_at(self) -> datetime:
+        """The later of its own change (status, members) and its item's (title, owner)."""
+        return max(self.updated_at, self.item.updated_at)
+
+    @property
+    def item_url(self) -> str:
+        return f"/a/{self.item.app_slug}/items/{self.item.pk}"
 
 
 class InvestigationMember(TrackedModel):

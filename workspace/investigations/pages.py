@@ -39,7 +39,7 @@ def investigation_page(request: HttpRequest, investigation_id: int) -> HttpRespo
     context = {
         "investigation": investigation,
         "item": investigation.item,
-        "members": selectors.member_ids(investigation),
+        "members": investigation.member_ids,
         "conversation": conversation,
         "statuses": Investigation.Status.choices,
     }

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Exists, OuterRef, Prefetch, Q
 
-from collab.clock import epoch_ms
-from workspace.agent.selectors import message_as_dict, messages_of_item
+from workspace.agent.models import ItemMessage
+from workspace.agent.selectors import messages_of_item
 from workspace.investigations.models import Investigation, InvestigationMember
 
 LIST_LIMIT = 200
@@ -26,24 +27,17 @@ def investigations_for_user(*, user_id: str, limit: int = LIST_LIMIT) -> list[In
     return list(rows[:limit])
 
 
-def member_ids(investigation: Investigation) -> list[str]:
-    if investigation._state.adding:
-        return []  # an rca item read before its first write: no row, so no members yet
-    return [member.user_id for member in investigation.members.all()]
+@dataclass(frozen=True)
+class InvestigationDetail:
+    """An investigation with its conversation; it reads as the investigation otherwise, so the
+    investigation's output serializer renders it as it is."""
+
+    investigation: Investigation
+    messages: list[ItemMessage]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.investigation, name)
 
 
-def investigation_as_dict(investigation: Investigation, *, with_messages: bool = False) -> dict[str, Any]:
-    item = investigation.item
-    row: dict[str, Any] = {
-        "id": investigation.pk,
-        "title": item.title,
-        "status": investigation.status,
-        "owner": item.created_by,
-        "members": member_ids(investigation),
-        "item_url": f"/a/{item.app_slug}/items/{item.pk}",
-        "created_at": epoch_ms(investigation.created_at),
-        "updated_at": epoch_ms(max(investigation.updated_at, item.updated_at)),
-    }
-    if with_messages:
-        row["messages"] = [message_as_dict(message) for message in messages_of_item(item.pk)]
-    return row
+def investigation_detail(investigation: Investigation) -> InvestigationDetail:
+    return InvestigationDetail(investigation=investigation, messages=messages_of_item(investigation.pk))

@@ -23,14 +23,14 @@ class InvestigationStatusInputSerializer(serializers.Serializer):
 
 
 class InvestigationOutputSerializer(serializers.Serializer):
-    id = serializers.IntegerField(help_text="Also the id of its item of the `rca` app.")
-    title = serializers.CharField()
+    id = serializers.IntegerField(source="pk", help_text="Also the id of its item of the `rca` app.")
+    title = serializers.CharField(source="item.title")
     status = serializers.ChoiceField(choices=Investigation.Status.choices)
-    owner = serializers.CharField(help_text="The creator, who holds the permissions.")
-    members = serializers.ListField(child=serializers.CharField())
+    owner = serializers.CharField(source="item.created_by", help_text="The creator, who holds the permissions.")
+    members = serializers.ListField(source="member_ids", child=serializers.CharField())
     item_url = serializers.CharField()
-    created_at = serializers.IntegerField()
-    updated_at = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField(source="changed_at", help_text="Its own or its item's last change.")
 
 
 class InvestigationDetailOutputSerializer(InvestigationOutputSerializer):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab.api import ServiceApiView
 from collab.serializers import ErrorOutputSerializer
-from workspace.agent.selectors import message_as_dict
 from workspace.agent.serializers import ChatMessageOutputSerializer
 from workspace.investigations import selectors, services
 from workspace.investigations.access import investigation_for_member
@@ -23,16 +24,16 @@ from workspace.investigations.serializers import (
 _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
 
 
-def _detail(investigation_id: int, user_id: str) -> dict:
+def _detail(investigation_id: int, user_id: str) -> dict[str, Any]:
     investigation = investigation_for_member(investigation_id, user_id)
-    return selectors.investigation_as_dict(investigation, with_messages=True)
+    return InvestigationDetailOutputSerializer(selectors.investigation_detail(investigation)).data
 
 
 class InvestigationListCreateApi(ServiceApiView):
     @extend_schema(responses={200: InvestigationOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
         rows = selectors.investigations_for_user(user_id=request.user.id)
-        return Response([selectors.investigation_as_dict(row) for row in rows])
+        return Response(InvestigationOutputSerializer(rows, many=True).data)
 
     @extend_schema(
         request=InvestigationCreateInputSerializer, responses={201: InvestigationDetailOutputSerializer, **_ERRORS}
@@ -60,7 +61,7 @@ class InvestigationMentionsApi(ServiceApiView):
         message = services.mention_create(
             investigation_id=investigation_id, user_id=request.user.id, **body.validated_data
         )
-        return Response(message_as_dict(message), status=201)
+        return Response(ChatMessageOutputSerializer(message).data, status=201)
 
 
 class InvestigationStatusApi(ServiceApiView):
@@ -74,4 +75,4 @@ class InvestigationStatusApi(ServiceApiView):
         investigation = services.status_change(
             investigation_id=investigation_id, user_id=request.user.id, status=body.validated_data["status"]
         )
-        return Response(selectors.investigation_as_dict(investigation))
+        return Response(InvestigationOutputSerializer(investigation).data)

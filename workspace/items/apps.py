@@ -10,7 +10,7 @@ from django.apps import AppConfig
 
 if TYPE_CHECKING:
     from quotas.host import Handover, ItemFacts, ItemLink
-    from quotas.limits import UserLimits
+    from quotas.values import UserLimits
 
 logger = logging.getLogger("workspace.quotas")
 
@@ -19,11 +19,9 @@ class WorkspaceQuotaHost:
     """The workspace's answers to the quotas (`quotas.host.QuotaHost`), which may not import us."""
 
     def site_limits(self) -> UserLimits:
-        from quotas.limits import UserLimits
         from workspace.items.config import get_config
 
-        per_user = get_config().per_user
-        return UserLimits.from_site(count=per_user.count, cpu=per_user.cpu, memory=per_user.memory, disk=per_user.disk)
+        return get_config().per_user
 
     def app_disk_limit(self, app_slug: str) -> int | None:
         from workspace.items.config import get_config
@@ -143,11 +141,8 @@ def install_quotas() -> None:
 
 def quota_warnings() -> list[str]:
     """The per-user dimensions the configured apps cannot be held to (spec "Limits" 5)."""
-    from quotas.startup import AppCost, unenforceable_warnings
+    from quotas.startup import unenforceable_warnings
     from workspace.items.config import get_config
 
-    apps = [
-        AppCost(slug=app.slug, cpu_cores=app.resources.cpu_cores, memory_bytes=app.resources.memory_bytes)
-        for app in get_config().apps.values()
-    ]
-    return unenforceable_warnings(site=WorkspaceQuotaHost().site_limits(), apps=apps)
+    sizes = {app.slug: app.resources.sandbox for app in get_config().apps.values()}
+    return unenforceable_warnings(site=WorkspaceQuotaHost().site_limits(), apps=sizes)

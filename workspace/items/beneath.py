@@ -15,7 +15,7 @@ import ctypes
 import errno
 import os
 import platform
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 _SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}.get(platform.machine())
@@ -76,13 +76,6 @@ def open_parent(root: Path, relative: str, *, on_created: Callable[[int], None] 
         raise
     finally:
         os.close(root_fd)
-
-
-def read_chunks(root: Path, relative: str, size: int) -> Iterator[bytes]:
-    descriptor = open_beneath(root, relative, os.O_RDONLY)
-    with os.fdopen(descriptor, "rb") as handle:
-        while chunk := handle.read(size):
-            yield chunk
 
 
 def _open_at(directory_fd: int, relative: str, flags: int, mode: int = 0o600) -> int:

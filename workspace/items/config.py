@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from quotas.sizes import SizeError, parse_duration_seconds, parse_optional_size
+from quotas.values import SandboxSize, UserLimits
 
 # The shipped deployment config and descriptors sit in the project package, beside the settings.
 _PROJECT_DIR = Path(__file__).resolve().parents[1]
@@ -65,28 +66,11 @@ class ResourceValues:
 
 
 @dataclass(frozen=True)
-class PerUserLimits:
-    """`[resources.per_user]`; enforced by the quota layer, parsed here so a bad value fails start-up."""
-
-    count: int | None = None
-    cpu: float | None = None
-    memory: int | None = None
-    disk: int | None = None
-
-
-@dataclass(frozen=True)
 class ResolvedResources:
-    """Spec "Sandbox spec": None = unspecified (the backend decides), 0 = explicitly unlimited."""
+    """An app's resources after resolution: its sandbox size, and its disk limit (0 = unlimited)."""
 
-    cpu_cores: float | None
-    memory_bytes: int | None
-    pids_max: int | None
+    sandbox: SandboxSize
     disk_bytes: int
-
-    @property
-    def declares_cost(self) -> bool:
-        """Per-user cpu and memory limits only apply to apps that declare a cost (spec "Limits" 5)."""
-        return self.cpu_cores is not None or self.memory_bytes is not None
 
 
 @dataclass(frozen=True)
@@ -104,7 +88,8 @@ class WorkspaceConfig:
     sandbox: SandboxSettings
     per_app_default: ResourceValues
     per_app_max: ResourceValues
-    per_user: PerUserLimits
+    # `[resources.per_user]`: enforced by the quota layer, parsed here so a bad value fails start-up.
+    per_user: UserLimits
     apps: dict[str, AppDescriptor] = field(default_factory=dict)
 
     def app(self, slug: str) -> AppDescriptor | None:
@@ -198,9 +183,9 @@ def _sandbox_settings(raw: dict[str, Any], source: Path) -> SandboxSettings:
     )
 
 
-def _per_user(raw: dict[str, Any], source: Path) -> PerUserLimits:
+def _per_user(raw: dict[str, Any], source: Path) -> UserLimits:
     table = _table(raw, "resources.per_user", source, _PER_USER_KEYS)
-    return PerUserLimits(
+    return UserLimits.from_site(
         count=_count(table["count"], source, "resources.per_user.count") if "count" in table else None,
         cpu=_cpu(table["cpu"], source, "resources.per_user.cpu") if "cpu" in table else None,
         memory=_size(table["memory"], source, "resources.per_user.memory") if "memory" in table else None,
@@ -228,9 +213,11 @@ def resolve_resources(
 ) -> ResolvedResources:
     """Per dimension, first declared wins: app, then per_app.default, then the legacy settings."""
     return ResolvedResources(
-        cpu_cores=_first(declared.cpu, default.cpu, sandbox.cpu),
-        memory_bytes=_first(declared.memory, default.memory, sandbox.memory),
-        pids_max=sandbox.pids,
+        sandbox=SandboxSize(
+            cpu_cores=_first(declared.cpu, default.cpu, sandbox.cpu),
+            memory_bytes=_first(declared.memory, default.memory, sandbox.memory),
+            pids_max=sandbox.pids,
+        ),
         disk_bytes=_first(declared.disk, default.disk, sandbox.workspace_quota),
     )
 
@@ -250,8 +237,8 @@ def load_app(
     declared = _resource_values(_table(raw, "resources", path, _RESOURCE_KEYS), path, "resources")
     resolved = resolve_resources(declared, default=default, sandbox=sandbox)
     where = f"app {slug!r}"
-    _check_ceiling(resolved.cpu_cores, maximum.cpu, where, path, "resources.cpu")
-    _check_ceiling(resolved.memory_bytes, maximum.memory, where, path, "resources.memory")
+    _check_ceiling(resolved.sandbox.cpu_cores, maximum.cpu, where, path, "resources.cpu")
+    _check_ceiling(resolved.sandbox.memory_bytes, maximum.memory, where, path, "resources.memory")
     _check_ceiling(resolved.disk_bytes, maximum.disk, where, path, "resources.disk")
     return AppDescriptor(slug=slug, name=name.strip(), source=path, declared=declared, resources=resolved)
 

@@ -85,8 +85,8 @@ def items_page(request: HttpRequest, slug: str) -> HttpResponse:
         else:
             messages.success(request, f"Created {item.title}.{_handover_note(item)}")
             return HttpResponseRedirect(_item_url(slug, item.pk))
-    items = selectors.items_of_app(app_slug=slug, user_id=identity.user_id, is_staff=identity.is_staff)
-    return render(request, "items/items.html", {"app": app, "items": items})
+    page = selectors.items_of_app(app_slug=slug, user_id=identity.user_id, is_staff=identity.is_staff)
+    return render(request, "items/items.html", {"app": app, "items": page.results})
 
 
 @identity_required
@@ -111,8 +111,8 @@ def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
         "disk": detail.disk,
         "files": selectors.item_files(item),
         "sizes": {
-            "cpu": app.resources.cpu_cores,
-            "memory": format_size(app.resources.memory_bytes),
+            "cpu": app.resources.sandbox.cpu_cores,
+            "memory": format_size(app.resources.sandbox.memory_bytes),
             "disk": format_size(app.resources.disk_bytes),
         },
         "sandbox_memory": format_size(detail.sandbox.memory_bytes) if detail.sandbox else "",

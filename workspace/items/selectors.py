@@ -17,39 +17,38 @@ ITEMS_MAX_LIMIT = 200
 
 @dataclass(frozen=True)
 class ItemDetail:
+    """An item with its live sandbox and last disk measurement; it reads as its item otherwise,
+    so the item's output serializer renders it as it is."""
+
     item: Item
     sandbox: SandboxActivity | None
     disk: WorkspaceDiskUsage | None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.item, name)
+
+
+@dataclass(frozen=True)
+class ItemPage:
+    results: list[Item]
+    next_before: int | None
 
 
 def apps() -> list[AppDescriptor]:
     return list(get_config().apps.values())
 
 
-def app_as_dict(app: AppDescriptor) -> dict[str, Any]:
-    resources = app.resources
-    return {
-        "slug": app.slug,
-        "name": app.name,
-        "resources": {
-            "cpu_cores": resources.cpu_cores,
-            "memory_bytes": resources.memory_bytes,
-            "pids_max": resources.pids_max,
-            "disk_bytes": resources.disk_bytes,
-        },
-    }
-
-
 def items_of_app(
     *, app_slug: str, user_id: str, is_staff: bool, before: int | None = None, limit: int = ITEMS_DEFAULT_LIMIT
-) -> list[Item]:
+) -> ItemPage:
     """Newest first, keyset-paginated by id; staff see everyone's items, others their own."""
     rows = Item.objects.filter(app_slug=app_slug)
     if not is_staff:
         rows = rows.filter(created_by=user_id)
     if before is not None:
         rows = rows.filter(pk__lt=before)
-    return list(rows.order_by("-pk")[:limit])
+    results = list(rows.order_by("-pk")[:limit])
+    return ItemPage(results=results, next_before=results[-1].pk if len(results) == limit else None)
 
 
 def item_detail(item: Item) -> ItemDetail:
@@ -58,39 +57,3 @@ def item_detail(item: Item) -> ItemDetail:
 
 def item_files(item: Item) -> list[FileEntry]:
     return list_files(workspace_prepared(item.pk, item.app_slug))
-
-
-def sandbox_as_dict(activity: SandboxActivity | None) -> dict[str, Any] | None:
-    if activity is None:
-        return None
-    return {
-        "sandbox_id": activity.backend_sandbox_id,
-        "backend": activity.backend,
-        "cpu_cores": activity.cpu_cores,
-        "memory_bytes": activity.memory_bytes,
-        "pids_max": activity.pids_max,
-        "opened_at": activity.opened_at,
-        "last_seen_at": activity.last_seen_at,
-        "last_used_at": activity.last_used_at,
-        "lease_expires_at": activity.lease_expires_at,
-    }
-
-
-def item_as_dict(item: Item, *, detail: ItemDetail | None = None) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "id": item.pk,
-        "app": item.app_slug,
-        "title": item.title,
-        "owner": item.debtor,
-        "pending_owner": item.pending_owner or None,
-        "created_by": item.created_by,
-        "updated_by": item.updated_by,
-        "created_at": item.created_at,
-        "updated_at": item.updated_at,
-    }
-    if detail is not None:
-        row["sandbox"] = sandbox_as_dict(detail.sandbox)
-        row["disk"] = (
-            {"bytes": detail.disk.bytes, "measured_at": detail.disk.measured_at} if detail.disk is not None else None
-        )
-    return row

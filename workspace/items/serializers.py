@@ -5,13 +5,16 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from collab.serializers import BlankAsNullField
 from workspace.items.selectors import ITEMS_DEFAULT_LIMIT, ITEMS_MAX_LIMIT
 
 
 class WorkspaceAppResourcesOutputSerializer(serializers.Serializer):
-    cpu_cores = serializers.FloatField(allow_null=True, help_text="None: unspecified; 0: unlimited.")
-    memory_bytes = serializers.IntegerField(allow_null=True)
-    pids_max = serializers.IntegerField(allow_null=True)
+    cpu_cores = serializers.FloatField(
+        source="sandbox.cpu_cores", allow_null=True, help_text="None: unspecified; 0: unlimited."
+    )
+    memory_bytes = serializers.IntegerField(source="sandbox.memory_bytes", allow_null=True)
+    pids_max = serializers.IntegerField(source="sandbox.pids_max", allow_null=True)
     disk_bytes = serializers.IntegerField(help_text="0: unlimited.")
 
 
@@ -37,7 +40,7 @@ class ItemListQuerySerializer(serializers.Serializer):
 
 
 class ItemSandboxOutputSerializer(serializers.Serializer):
-    sandbox_id = serializers.CharField()
+    sandbox_id = serializers.CharField(source="backend_sandbox_id")
     backend = serializers.CharField()
     cpu_cores = serializers.FloatField(allow_null=True)
     memory_bytes = serializers.IntegerField(allow_null=True)
@@ -55,12 +58,10 @@ class ItemDiskOutputSerializer(serializers.Serializer):
 
 class ItemOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
-    app = serializers.CharField()
+    app = serializers.CharField(source="app_slug")
     title = serializers.CharField()
-    owner = serializers.CharField(help_text="The quota debtor; permissions follow created_by.")
-    pending_owner = serializers.CharField(
-        allow_null=True, help_text="Asked to pay for the item; `owner` becomes them once they accept."
-    )
+    owner = serializers.CharField(source="debtor", help_text="The quota debtor; permissions follow created_by.")
+    pending_owner = BlankAsNullField(help_text="Asked to pay for the item; `owner` becomes them once they accept.")
     created_by = serializers.CharField()
     updated_by = serializers.CharField()
     created_at = serializers.DateTimeField()
@@ -101,15 +102,17 @@ class ExecInputSerializer(serializers.Serializer):
 
 
 class ExecOutputSerializer(serializers.Serializer):
-    exit_code = serializers.IntegerField()
-    stdout = serializers.CharField(allow_blank=True)
-    stderr = serializers.CharField(allow_blank=True)
-    stdout_truncated = serializers.BooleanField()
-    stderr_truncated = serializers.BooleanField()
-    timed_out = serializers.BooleanField()
-    duration_ms = serializers.IntegerField()
-    sandbox_id = serializers.CharField()
-    sandbox_opened = serializers.BooleanField(help_text="True when this exec opened a new sandbox.")
+    """Renders an `ExecOutcome`: the command's result and the sandbox it ran in."""
+
+    exit_code = serializers.IntegerField(source="result.exit_code")
+    stdout = serializers.CharField(source="result.stdout", allow_blank=True)
+    stderr = serializers.CharField(source="result.stderr", allow_blank=True)
+    stdout_truncated = serializers.BooleanField(source="result.stdout_truncated")
+    stderr_truncated = serializers.BooleanField(source="result.stderr_truncated")
+    timed_out = serializers.BooleanField(source="result.timed_out")
+    duration_ms = serializers.IntegerField(source="result.duration_ms")
+    sandbox_id = serializers.CharField(source="activity.backend_sandbox_id")
+    sandbox_opened = serializers.BooleanField(source="opened", help_text="True when this exec opened a new sandbox.")
 
 
 class FileEntryOutputSerializer(serializers.Serializer):

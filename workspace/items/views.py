@@ -21,6 +21,7 @@ from collab.serializers import ErrorOutputSerializer
 from workspace.items import selectors, services
 from workspace.items.access import app_or_404, item_for_viewer
 from workspace.items.filestore import CHUNK, open_read, read_file, workspace_prepared
+from workspace.items.models import Item
 from workspace.items.sandboxes.lifecycle import ExecOutcome
 from workspace.items.serializers import (
     ExecInputSerializer,
@@ -48,14 +49,14 @@ def _viewer_item(request: Request, slug: str, item_id: int):
     return item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
 
 
-def _detail(item) -> dict:
-    return selectors.item_as_dict(item, detail=selectors.item_detail(item))
+def _detail(item: Item) -> dict[str, Any]:
+    return ItemDetailOutputSerializer(selectors.item_detail(item)).data
 
 
 class WorkspaceAppListApi(ServiceApiView):
     @extend_schema(responses={200: WorkspaceAppOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        return Response([selectors.app_as_dict(app) for app in selectors.apps()])
+        return Response(WorkspaceAppOutputSerializer(selectors.apps(), many=True).data)
 
 
 class ItemListCreateApi(ServiceApiView):
@@ -68,16 +69,14 @@ class ItemListCreateApi(ServiceApiView):
         app_or_404(slug)
         query = ItemListQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        limit = query.validated_data["limit"]
-        items = selectors.items_of_app(
+        page = selectors.items_of_app(
             app_slug=slug,
             user_id=request.user.id,
             is_staff=request.user.is_staff,
             before=query.validated_data.get("before"),
-            limit=limit,
+            limit=query.validated_data["limit"],
         )
-        next_before = items[-1].pk if len(items) == limit else None
-        return Response({"results": [selectors.item_as_dict(item) for item in items], "next_before": next_before})
+        return Response(ItemListOutputSerializer(page).data)
 
     @extend_schema(request=ItemCreateInputSerializer, responses={201: ItemDetailOutputSerializer, **_ERRORS})
     def post(self, request: Request, slug: str) -> Response:
@@ -122,14 +121,6 @@ class EventStreamRenderer(BaseRenderer):
         return json.dumps(data).encode()
 
 
-def _outcome_as_dict(outcome: ExecOutcome) -> dict[str, Any]:
-    return {
-        **outcome.result.as_dict(),
-        "sandbox_id": outcome.activity.backend_sandbox_id,
-        "sandbox_opened": outcome.opened,
-    }
-
-
 def _server_sent_events(events: Iterator[tuple[str, bytes] | ExecOutcome]) -> Iterator[bytes]:
     """`output` events ({stream, text}) as the command writes, then one `result` (the JSON exec
     answer) or one `error` ({error, detail})."""
@@ -141,7 +132,7 @@ def _server_sent_events(events: Iterator[tuple[str, bytes] | ExecOutcome]) -> It
     try:
         for event in events:
             if isinstance(event, ExecOutcome):
-                yield frame("result", _outcome_as_dict(event))
+                yield frame("result", ExecOutputSerializer(event).data)
             elif text := decoders[event[0]].decode(event[1]):
                 yield frame("output", {"stream": event[0], "text": text})
     except ApiError as exc:
@@ -192,17 +183,17 @@ class ItemExecApi(ServiceApiView):
             response["X-Accel-Buffering"] = "no"  # proxies pass each event on as it comes
             return response
         outcome = services.item_exec(item=item, app=app, command=command, timeout=timeout)
-        return Response(_outcome_as_dict(outcome))
+        return Response(ExecOutputSerializer(outcome).data)
 
 
 class ItemSandboxApi(ServiceApiView):
     @extend_schema(responses={200: ItemSandboxOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
         _app, item = _viewer_item(request, slug, item_id)
-        sandbox = selectors.sandbox_as_dict(selectors.item_detail(item).sandbox)
+        sandbox = selectors.item_detail(item).sandbox
         if sandbox is None:
             raise ApiError(status_code=404, error="no_live_sandbox", detail="The item has no live sandbox.")
-        return Response(sandbox)
+        return Response(ItemSandboxOutputSerializer(sandbox).data)
 
     @extend_schema(responses={204: None, 503: ErrorOutputSerializer, **_ERRORS})
     def delete(self, request: Request, slug: str, item_id: int) -> Response:
@@ -215,7 +206,7 @@ class ItemFileListApi(ServiceApiView):
     @extend_schema(responses={200: FileEntryOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
         _app, item = _viewer_item(request, slug, item_id)
-        return Response([entry.__dict__ for entry in selectors.item_files(item)])
+        return Response(FileEntryOutputSerializer(selectors.item_files(item), many=True).data)
 
 
 def _request_chunks(request: HttpRequest) -> Iterator[bytes]:
@@ -243,12 +234,12 @@ class ItemFileApi(ServiceApiView):
     def put(self, request: Request, slug: str, item_id: int, file_path: str) -> Response:
         _app, item = _viewer_item(request, slug, item_id)
         change = services.file_write(item=item, path=file_path, chunks=_request_chunks(request._request))
-        return Response(change.__dict__)
+        return Response(FileChangeOutputSerializer(change).data)
 
     @extend_schema(responses={200: FileChangeOutputSerializer, **_ERRORS})
     def delete(self, request: Request, slug: str, item_id: int, file_path: str) -> Response:
         _app, item = _viewer_item(request, slug, item_id)
-        return Response(services.file_delete(item=item, path=file_path).__dict__)
+        return Response(FileChangeOutputSerializer(services.file_delete(item=item, path=file_path)).data)
 
 
 class ItemFileMoveApi(ServiceApiView):
@@ -262,7 +253,7 @@ class ItemFileMoveApi(ServiceApiView):
         body = FileMoveInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         change = services.file_move(item=item, **body.validated_data)
-        return Response(change.__dict__)
+        return Response(FileChangeOutputSerializer(change).data)
 
 
 class ItemFolderCreateApi(ServiceApiView):
@@ -275,7 +266,7 @@ class ItemFolderCreateApi(ServiceApiView):
         body = FolderCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         change = services.folder_create(item=item, path=body.validated_data["path"])
-        return Response(change.__dict__, status=201)
+        return Response(FileChangeOutputSerializer(change).data, status=201)
 
 
 class ItemFileBatchApi(ServiceApiView):
@@ -288,7 +279,7 @@ class ItemFileBatchApi(ServiceApiView):
         body = FileBatchInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         report = services.files_batch(item=item, operations=body.validated_data["operations"])
-        return Response({"changes": [change.__dict__ for change in report.changes], "delta": report.delta})
+        return Response(FileBatchOutputSerializer(report).data)
 
 
 class HandoverAnswerApi(ServiceApiView):
@@ -299,7 +290,8 @@ class HandoverAnswerApi(ServiceApiView):
     @extend_schema(request=None, responses={200: HandoverAnswerOutputSerializer, **_ERRORS})
     def post(self, request: Request, item_id: int) -> Response:
         item = services.item_handover_answer(item_id=item_id, user_id=request.user.id, accept=self.accept)
-        return Response({"item_id": item.pk, "owner": item.debtor, "accepted": self.accept})
+        answer = {"item_id": item.pk, "owner": item.debtor, "accepted": self.accept}
+        return Response(HandoverAnswerOutputSerializer(answer).data)
 
 
 class HandoverDeclineApi(HandoverAnswerApi):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from collab.serializers import BlankAsNullField
+
 
 class WorkflowStepResultOutputSerializer(serializers.Serializer):
     command = serializers.CharField()
@@ -23,9 +25,9 @@ class WorkflowRunOutputSerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=["running", "succeeded", "failed", "not_run"])
     reason = serializers.CharField(allow_blank=True, help_text='e.g. "not run due to quota: ..." for a scheduled run')
     steps = WorkflowStepResultOutputSerializer(many=True)
-    started_at = serializers.IntegerField(allow_null=True, help_text="epoch milliseconds; null when it never started")
-    finished_at = serializers.IntegerField(allow_null=True)
-    created_by = serializers.CharField(allow_null=True)
+    started_at = serializers.DateTimeField(allow_null=True, help_text="null when it never started")
+    finished_at = serializers.DateTimeField(allow_null=True)
+    created_by = BlankAsNullField(help_text="null for a scheduled run")
 
 
 class WorkflowDefinitionOutputSerializer(serializers.Serializer):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -24,12 +22,7 @@ class WorkflowRunListApi(ServiceApiView):
         _app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
         definition = workflow_definition(workflow_id, user_id=request.user.id, is_staff=request.user.is_staff)
         runs = selectors.runs_of_workflow(workflow_id=definition.id, item_id=item.pk)
-        return Response(
-            {
-                "workflow": {**asdict(definition), "steps": list(definition.steps)},
-                "runs": [selectors.run_as_dict(run) for run in runs],
-            }
-        )
+        return Response(WorkflowRunsOutputSerializer({"workflow": definition, "runs": runs}).data)
 
 
 class WorkflowRunApi(ServiceApiView):
@@ -42,4 +35,4 @@ class WorkflowRunApi(ServiceApiView):
         run = services.workflow_run(
             item=item, app=app, workflow_id=workflow_id, user_id=request.user.id, is_staff=request.user.is_staff
         )
-        return Response(selectors.run_as_dict(run), status=201)
+        return Response(WorkflowRunOutputSerializer(run).data, status=201)

@@ -18,26 +18,6 @@ class Admission:
     opened_here: bool  # False when another request opened the item's sandbox first
 
 
-def incoming_sandbox(app: AppDescriptor) -> services.IncomingSandbox:
-    """What a new sandbox of `app` is charged: its resolved size, a cost only if the app declares one."""
-    resources = app.resources
-    return services.IncomingSandbox(
-        cpu_cores=resources.cpu_cores, memory_bytes=resources.memory_bytes, declares_cost=resources.declares_cost
-    )
-
-
-def sandbox_admission_check(*, item: Item, app: AppDescriptor) -> None:
-    """Raises the 507 a new sandbox for `item` would get, without opening or recording anything.
-
-    For paths that must refuse before they store anything (chat send refuses before the user
-    message is stored, spec "Limits" 7) and open the sandbox later through `before_sandbox_open`,
-    which checks again under the owner's lock. An item with a live sandbox always passes.
-    """
-    if ledger.live_row_of_item(item.pk) is not None:
-        return
-    services.sandbox_admit(owner=item.debtor, incoming=incoming_sandbox(app))
-
-
 def before_sandbox_open(*, item: Item, app: AppDescriptor, backend: str) -> Admission:
     """Admits a new sandbox for `item` and records it, in one transaction.
 
@@ -46,10 +26,6 @@ def before_sandbox_open(*, item: Item, app: AppDescriptor, backend: str) -> Admi
     the same transaction, concurrent opens cannot both slip under a limit (docs/ARCHITECTURE.md §8). Spec
     "Limits" 6: an item that already has a live sandbox is admitted without counting.
     """
-    resources = app.resources
-    size = ledger.ResolvedSize(
-        cpu_cores=resources.cpu_cores, memory_bytes=resources.memory_bytes, pids_max=resources.pids_max
-    )
     with transaction.atomic():
         # Lock order: the item row first, then (inside the gate) the owner's lock, so two opens
         # for one item queue here instead of both opening a sandbox.
@@ -60,14 +36,13 @@ def before_sandbox_open(*, item: Item, app: AppDescriptor, backend: str) -> Admi
         existing = ledger.live_row_of_item(item.pk)
         if existing is not None:
             return Admission(activity=existing, opened_here=False)
-        services.sandbox_admit(owner=owner, incoming=incoming_sandbox(app))
+        services.sandbox_admit(owner=owner, incoming=app.resources.sandbox)
         activity = ledger.activity_open(
             item_id=item.pk,
             app_slug=item.app_slug,
             owner=owner,
             backend=backend,
-            size=size,
+            size=app.resources.sandbox,
             lease=ledger.opening_lease(get_config().sandbox.lease),
-            charges_cost=resources.declares_cost,
         )
     return Admission(activity=activity, opened_here=True)

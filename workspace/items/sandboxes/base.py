@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from quotas.values import SandboxSize
+
 # Exec input limits: a command is typed or generated, never a payload.
 MAX_COMMAND_BYTES = 16 * 1024
 MAX_ARGV_ITEMS = 512
@@ -29,31 +31,11 @@ class CommandInvalid(ValueError):
 
 
 @dataclass(frozen=True)
-class SandboxSpec:
-    """Spec "Sandbox spec": None = unspecified (inherit per dimension), 0 = explicitly unlimited."""
-
-    cpu_cores: float | None = None
-    memory_bytes: int | None = None
-    pids_max: int | None = None
-
-    def inherit(self, defaults: SandboxSpec) -> SandboxSpec:
-        """Fills only the unspecified dimensions; an explicit 0 stays unlimited (never merged)."""
-        return SandboxSpec(
-            cpu_cores=self.cpu_cores if self.cpu_cores is not None else defaults.cpu_cores,
-            memory_bytes=self.memory_bytes if self.memory_bytes is not None else defaults.memory_bytes,
-            pids_max=self.pids_max if self.pids_max is not None else defaults.pids_max,
-        )
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class OpenedSandbox:
     """A new sandbox and the size its backend actually enforces (what the ledger charges)."""
 
     id: str
-    spec: SandboxSpec
+    spec: SandboxSize
 
 
 @dataclass(frozen=True)
@@ -94,7 +76,7 @@ class SandboxBackend(Protocol):
     name: str
 
     def open(
-        self, *, item_id: str, spec: SandboxSpec, workspace: Path | None = None, disk_bytes: int | None = None
+        self, *, item_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
     ) -> OpenedSandbox: ...
 
     def exec(self, sandbox_id: str, *, command: Command, timeout: float) -> ExecResult: ...

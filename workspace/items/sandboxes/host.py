@@ -23,7 +23,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from crudgen.parsers import loads_bounded
 from quotas.sizes import SizeError, parse_optional_size
-from workspace.items.sandboxes.base import CommandInvalid, SandboxGone, SandboxSpec, validate_command
+from quotas.values import SandboxSize
+from workspace.items.sandboxes.base import CommandInvalid, SandboxGone, validate_command
 from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
 from workspace.items.sandboxes.isolation import configured_driver, warn_about_enforcement
 from workspace.items.sandboxes.local import LocalBackend
@@ -47,7 +48,7 @@ def _setting(name: str, default: str = "") -> str:
 
 @dataclass(frozen=True)
 class HostSettings:
-    defaults: SandboxSpec
+    defaults: SandboxSize
     workspace_root: Path
     state_dir: Path
     token: str = ""
@@ -57,7 +58,7 @@ class HostSettings:
         """`SANDBOX_HOST_CPU`, `_MEMORY`, `_PIDS`, `_WORKSPACES`, `_STATE_DIR` (settings, then env)."""
         var_dir = Path(settings.WORKSPACE_VAR_DIR)
         cpu = _setting("SANDBOX_HOST_CPU")
-        defaults = SandboxSpec(
+        defaults = SandboxSize(
             cpu_cores=float(cpu) if cpu else None,
             memory_bytes=parse_optional_size(_setting("SANDBOX_HOST_MEMORY"), allow_max=True),
             pids_max=int(_setting("SANDBOX_HOST_PIDS", "0")) or None,
@@ -111,7 +112,7 @@ class SandboxHost:
         if not _ITEM_ID.match(item_id):
             raise BadRequest("item_id must be 1-64 letters, digits, dashes or underscores")
         pids = _number(body.get("pids"), "pids")
-        spec = SandboxSpec(
+        spec = SandboxSize(
             cpu_cores=_number(body.get("cpu"), "cpu"),
             memory_bytes=_memory(body.get("memory")),
             pids_max=None if pids is None else int(pids),

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from quotas.values import SandboxSize
 from workspace.items.sandboxes.base import (
     Command,
     ExecEvent,
     ExecResult,
     OpenedSandbox,
     SandboxGone,
-    SandboxSpec,
     SandboxUnavailable,
 )
 
@@ -58,17 +58,17 @@ class HttpBackend:
         except ValueError as exc:
             raise SandboxUnavailable("the sandbox host answered with something that is not JSON") from exc
 
-    def host_defaults(self) -> SandboxSpec:
+    def host_defaults(self) -> SandboxSize:
         """What the host enforces when a dimension is sent as null (`GET /healthz`)."""
         defaults = (self._call("GET", "/healthz") or {}).get("defaults", {})
-        return SandboxSpec(
+        return SandboxSize(
             cpu_cores=defaults.get("cpu_cores"),
             memory_bytes=defaults.get("memory_bytes"),
             pids_max=defaults.get("pids_max"),
         )
 
     def open(
-        self, *, item_id: str, spec: SandboxSpec, workspace: Path | None = None, disk_bytes: int | None = None
+        self, *, item_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
     ) -> OpenedSandbox:
         # Undeclared dimensions go as null, never as a number, so the host's tuned defaults stand.
         payload = {"item_id": str(item_id), "cpu": spec.cpu_cores, "memory": spec.memory_bytes, "pids": spec.pids_max}
@@ -77,7 +77,7 @@ class HttpBackend:
         created = self._call("POST", "/sandboxes", payload)
         if not isinstance(created, dict) or not created.get("id"):
             raise SandboxUnavailable("the sandbox host did not return a sandbox id")
-        enforced = SandboxSpec(
+        enforced = SandboxSize(
             cpu_cores=created.get("cpu_cores"),
             memory_bytes=created.get("memory_bytes"),
             pids_max=created.get("pids_max"),

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from django.conf import settings
 
-from workspace.items.sandboxes.base import SandboxSpec
+from quotas.values import SandboxSize
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class IsolationDriver(Protocol):
     name: str
     unenforced: tuple[str, ...]
 
-    def create(self, sandbox_id: str, spec: SandboxSpec) -> Confinement: ...
+    def create(self, sandbox_id: str, spec: SandboxSize) -> Confinement: ...
 
     def kill(self, confinement: Confinement) -> None:
         """Kills every process in the sandbox's groups (the kernel's list, not ours)."""
@@ -118,7 +118,7 @@ class CgroupV2Driver:
             except OSError as exc:
                 logger.warning("could not enable controllers in %s: %s", level, exc)
 
-    def create(self, sandbox_id: str, spec: SandboxSpec) -> Confinement:
+    def create(self, sandbox_id: str, spec: SandboxSize) -> Confinement:
         self._prepare_parent()
         group = self.parent / sandbox_id
         kernel = _make_group(group)
@@ -157,7 +157,7 @@ class CgroupV1Driver:
         self.available = tuple(c for c in self.CONTROLLERS if (root / c).is_dir() and os.access(root / c, os.W_OK))
         self.unenforced = tuple(c for c in self.CONTROLLERS if c not in self.available and c != "freezer")
 
-    def create(self, sandbox_id: str, spec: SandboxSpec) -> Confinement:
+    def create(self, sandbox_id: str, spec: SandboxSize) -> Confinement:
         groups: list[Path] = []
         kernel = False
         for controller in self.available:
@@ -170,7 +170,7 @@ class CgroupV1Driver:
         return Confinement(self.name, [str(group) for group in groups], kernel)
 
     @staticmethod
-    def _limit(controller: str, group: Path, spec: SandboxSpec) -> None:
+    def _limit(controller: str, group: Path, spec: SandboxSize) -> None:
         if controller == "memory" and spec.memory_bytes is not None:
             _write(group / "memory.limit_in_bytes", str(spec.memory_bytes) if spec.memory_bytes else "-1")
         elif controller == "cpu" and spec.cpu_cores is not None:
@@ -212,7 +212,7 @@ class PrlimitDriver:
     def __init__(self, binary: str | None = None) -> None:
         self.binary = binary or shutil.which("prlimit") or ""
 
-    def create(self, sandbox_id: str, spec: SandboxSpec) -> Confinement:
+    def create(self, sandbox_id: str, spec: SandboxSize) -> Confinement:
         prefix: list[str] = []
         if self.binary:
             if spec.memory_bytes:

@@ -24,7 +24,7 @@ from workspace.items.config import AppDescriptor, get_config
 from workspace.items.filestore import workspace_bytes, workspace_dir, workspace_prepared
 from workspace.items.models import Item
 from workspace.items.sandboxes.admission import before_sandbox_open
-from workspace.items.sandboxes.base import Command, ExecResult, SandboxGone, SandboxSpec, SandboxUnavailable
+from workspace.items.sandboxes.base import Command, ExecResult, SandboxGone, SandboxUnavailable
 from workspace.items.sandboxes.registry import backend_named, default_backend
 
 logger = logging.getLogger(__name__)
@@ -86,17 +86,18 @@ def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
     if not admission.opened_here:
         return _await_opened(admission.activity), False
     activity = admission.activity
-    requested = SandboxSpec(activity.cpu_cores, activity.memory_bytes, activity.pids_max)
     try:
         opened = backend.open(
-            item_id=str(item.pk), spec=requested, workspace=item_workspace(item), disk_bytes=app.resources.disk_bytes
+            item_id=str(item.pk),
+            spec=activity.size,
+            workspace=item_workspace(item),
+            disk_bytes=app.resources.disk_bytes,
         )
     except (SandboxUnavailable, OSError) as exc:
         ledger.activity_close(activity_id=activity.pk, reason=Reason.FAILED)
         raise _unavailable(exc) from exc
-    size = ledger.ResolvedSize(opened.spec.cpu_cores, opened.spec.memory_bytes, opened.spec.pids_max)
     attached = ledger.activity_attach(
-        activity_id=activity.pk, backend_sandbox_id=opened.id, size=size, lease=get_config().sandbox.lease
+        activity_id=activity.pk, backend_sandbox_id=opened.id, size=opened.spec, lease=get_config().sandbox.lease
     )
     if not attached:
         # Closed while it was opening (a person pressed close): honour the close.

@@ -19,13 +19,13 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from quotas.values import SandboxSize
 from workspace.items.sandboxes.base import (
     Command,
     ExecEvent,
     ExecResult,
     OpenedSandbox,
     SandboxGone,
-    SandboxSpec,
     SandboxUnavailable,
     command_argv,
     final_result,
@@ -58,13 +58,13 @@ class LocalBackend:
         workspace_root: Path,
         driver: IsolationDriver,
         boundary: Boundary,
-        defaults: SandboxSpec | None = None,
+        defaults: SandboxSize | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.workspace_root = workspace_root
         self.driver = driver
         self.boundary = boundary
-        self.defaults = defaults or SandboxSpec()
+        self.defaults = defaults or SandboxSize()
 
     def _home(self, sandbox_id: str) -> Path:
         if not sandbox_id or "/" in sandbox_id or sandbox_id.startswith("."):
@@ -78,7 +78,7 @@ class LocalBackend:
             raise SandboxGone(f"no sandbox {sandbox_id!r}") from exc
 
     def open(
-        self, *, item_id: str, spec: SandboxSpec, workspace: Path | None = None, disk_bytes: int | None = None
+        self, *, item_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
     ) -> OpenedSandbox:
         """`workspace` is the prepared directory (the app's file store); else this backend prepares
         `<workspace_root>/<item_id>` with an image of `disk_bytes` (a sandbox host)."""
@@ -203,9 +203,6 @@ class LocalBackend:
         if init and not _init_alive(init):
             return False
         return all(Path(group).is_dir() for group in confinement.groups)
-
-    def workspace_of(self, sandbox_id: str) -> Path:
-        return Path(self._state(sandbox_id)["workspace"])
 
     def close(self, sandbox_id: str) -> None:
         """Kills everything the sandbox started, then forgets it; closing twice is harmless."""
