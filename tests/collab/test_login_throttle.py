@@ -81,6 +81,7 @@ def test_behind_the_proxy_lockouts_count_the_address_the_proxy_saw(settings, rf)
     request = rf.get("/", HTTP_X_FORWARDED_FOR="1.2.3.4, 203.0.113.9", REMOTE_ADDR="10.0.0.2")
     # When the request's address is read / Then it is the one the proxy saw
     assert client_address(request) == "203.0.113.9"
-    # When the service is not behind a proxy / Then it is the peer's own address
+    # When the service is not behind a proxy
     settings.WORKSPACE_BEHIND_PROXY = False
+    # Then it is the peer's own address
     assert client_address(request) == "10.0.0.2"

@@ -30,11 +30,13 @@ def test_a_sandbox_is_live_until_its_evidence_is_older_than_the_lease(alice_api,
     # Given alice's notebook whose sandbox a command opened, with a lease of 90 s
     item = make_item()
     _open(alice_api, item)
-    # When 89 s pass / Then it still counts as live
+    # When 89 s pass
     clock.advance(seconds=89)
+    # Then it still counts as live
     assert ledger.live_rows_of_owner("alice").count() == 1
-    # When 2 s more pass / Then it no longer counts
+    # When 2 s more pass
     clock.advance(seconds=2)
+    # Then it no longer counts
     assert ledger.live_rows_of_owner("alice").count() == 0
 
 
@@ -90,8 +92,9 @@ def test_a_probe_refreshes_the_evidence_of_a_sandbox_that_is_alive(alice_api, ma
     # Given alice's notebook whose sandbox a command opened
     item = make_item()
     _open(alice_api, item)
-    # When a probe 80 s later finds it alive / Then it refreshes one sandbox
+    # When it is probed 80 s later
     clock.advance(seconds=80)
+    # Then the probe finds it alive and refreshes it
     assert lifecycle.sandboxes_probe().refreshed == 1
     # When 80 s more pass
     clock.advance(seconds=80)

@@ -65,8 +65,9 @@ def test_debug_without_bubblewrap_warns_at_start_up_that_commands_run_unconfined
     # Given DEBUG on and no bubblewrap
     settings.DEBUG = True
     settings.WORKSPACE_SANDBOX_ISOLATION = "none"
-    # When the boundary is built / Then start-up gets a warning that says what is lost
+    # When the boundary is built
     (warning,) = boundary_warnings(configured_boundary())
+    # Then start-up gets a warning that says what is lost
     assert "WITHOUT bubblewrap" in warning
 
 

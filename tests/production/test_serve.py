@@ -129,8 +129,8 @@ def test_pages_and_static_files_are_served_with_debug_off(two_workers):
     # Then it redirects to the login page
     assert page.status == 302
     assert "/accounts/login/" in page.headers["location"]
-    # When a stylesheet is fetched / Then it is served
     stylesheet = next(Path(__file__).resolve().parents[2].joinpath("static", "css").glob("*.css")).name
+    # When a stylesheet is fetched / Then it is served
     assert client.get(f"/static/css/{stylesheet}").status == 200
     # When a page that does not exist is opened
     missing = client.get("/no-such-page", headers={"Accept": "text/html"})
@@ -142,8 +142,9 @@ def test_pages_and_static_files_are_served_with_debug_off(two_workers):
 
 def test_mock_identity_headers_are_ignored_in_production(two_workers):
     # Given gunicorn with real identity
-    # When a request names bob with X-User-Id only / Then it is 401
+    # When a request names bob with X-User-Id only
     response = Client(two_workers.port).get("/me", headers={"X-User-Id": USER})
+    # Then it is 401
     assert response.status == 401
 
 
