@@ -85,7 +85,7 @@ def test_inbox_limit_can_be_raised_to_two_hundred(alice_api: APIClient) -> None:
 
 @pytest.mark.parametrize("limit", ["0", "201", "-3", "ten"])
 def test_inbox_limit_out_of_range_is_400(alice_api: APIClient, limit: str) -> None:
-    # Given alice
+    # Given alice, whose inbox takes a limit of 1 to 200
     # When she asks her inbox for a limit of zero, past 200, negative or not a number
     response = alice_api.get(f"/notifications?limit={limit}")
 
@@ -150,7 +150,7 @@ def test_inbox_etag_is_per_user(alice_api: APIClient, bob_api: APIClient) -> Non
 
 
 def test_inbox_tells_clients_how_often_to_poll(alice_api: APIClient) -> None:
-    # Given alice
+    # Given alice, whose pages poll her inbox
     # When she opens her inbox / Then it tells her to poll every thirty seconds
     assert alice_api.get("/notifications")["X-Poll-Interval"] == "30"
 
@@ -270,7 +270,7 @@ def test_malformed_json_body_is_400_with_error_and_detail(alice_api: APIClient) 
 
 
 def test_get_on_read_all_is_not_allowed(alice_api: APIClient) -> None:
-    # Given alice
+    # Given alice, for whom read-all is a write
     # When she GETs read-all
     response = alice_api.get("/notifications/read-all")
 

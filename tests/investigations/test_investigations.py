@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_creating_an_investigation_makes_an_rca_item_with_members(alice_api):
-    # Given alice
+    # Given alice, and bob in the directory
     # When she creates an investigation titled Disk alerts with bob as member
     response = alice_api.post("/investigations", {"title": "Disk alerts", "members": ["bob"]}, format="json")
     # Then it is open, hers, with bob and no message yet, and it is an rca item she created
@@ -24,8 +24,8 @@ def test_creating_an_investigation_makes_an_rca_item_with_members(alice_api):
 
 
 def test_an_unknown_member_is_refused_by_name_and_nothing_is_stored(alice_api):
-    # Given alice
-    # When she creates an investigation naming bob and zed, who is not in the directory
+    # Given alice, bob in the directory and zed not
+    # When she creates an investigation naming bob and zed as members
     response = alice_api.post("/investigations", {"title": "T", "members": ["bob", "zed"]}, format="json")
     # Then it is 400 unknown_users naming zed only, and no item is stored
     assert response.status_code == 400
@@ -35,7 +35,7 @@ def test_an_unknown_member_is_refused_by_name_and_nothing_is_stored(alice_api):
 
 @pytest.mark.parametrize("body", [{}, {"title": ""}, {"title": "T", "members": "bob"}])
 def test_a_bad_create_body_is_refused(alice_api, body):
-    # Given alice
+    # Given alice, with no investigation yet
     # When she creates one with no title, an empty title or members that are no list / Then it is 400
     assert alice_api.post("/investigations", body, format="json").status_code == 400
     # Then no investigation is stored either

@@ -22,7 +22,7 @@ def test_the_list_page_shows_the_callers_investigations(bob_api, make_investigat
 
 
 def test_the_create_form_opens_the_new_investigation(alice_api):
-    # Given alice
+    # Given alice in a browser, and bob and carol in the directory
     # When she submits the page's create form with bob and carol as members
     response = alice_api.post("/investigations", {"title": "From the form", "members": "bob carol"}, **HTML)
     # Then she is sent to the new investigation, which has both as members
@@ -32,8 +32,8 @@ def test_the_create_form_opens_the_new_investigation(alice_api):
 
 
 def test_the_create_form_shows_an_unknown_member_as_a_message(alice_api):
-    # Given alice
-    # When she submits the create form naming zed, who is not in the directory
+    # Given alice in a browser, and zed, who is not in the directory
+    # When she submits the create form naming zed as member
     response = alice_api.post("/investigations", {"title": "T", "members": "zed"}, follow=True, **HTML)
     # Then the page tells her zed is unknown and nothing is stored
     assert "Not in the user directory: zed." in response.content.decode()

@@ -114,7 +114,7 @@ def test_exec_on_someone_elses_item_is_404_and_opens_nothing(bob_api, make_item)
 
 
 def test_exec_on_an_unknown_item_or_app_is_404(alice_api):
-    # Given alice
+    # Given alice, and neither an item 424242 nor an app nope
     # When she runs a command in an item that does not exist / Then it is 404
     assert alice_api.post("/a/notebook/items/424242/exec", {"command": "ls"}, format="json").status_code == 404
     # When she runs one under an app that does not exist / Then it is 404 too

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_creating_an_item_records_the_creator_and_defaults_the_owner_to_them(alice_api):
-    # Given alice
+    # Given alice, with no item yet
     # When she creates a notebook item
     response = alice_api.post("/a/notebook/items", {"title": "Scratch"}, format="json")
     # Then it is 201, she is its creator and owner, and no sandbox is open yet
@@ -24,7 +24,7 @@ def test_creating_an_item_records_the_creator_and_defaults_the_owner_to_them(ali
 
 
 def test_creating_an_item_for_another_owner_asks_them_and_keeps_the_creator_paying(alice_api):
-    # Given alice
+    # Given alice, and bob in the directory
     # When she creates a notebook naming bob as owner
     body = alice_api.post("/a/notebook/items", {"title": "For bob", "owner": "bob"}, format="json").json()
     # Then she still pays and bob is asked to
@@ -32,7 +32,7 @@ def test_creating_an_item_for_another_owner_asks_them_and_keeps_the_creator_payi
 
 
 def test_creating_an_item_without_a_title_is_400_and_stores_nothing(alice_api):
-    # Given alice
+    # Given alice, with no item yet
     # When she creates a notebook with an empty title
     response = alice_api.post("/a/notebook/items", {"title": ""}, format="json")
     # Then it is 400 validation_error and nothing is stored
@@ -42,8 +42,8 @@ def test_creating_an_item_without_a_title_is_400_and_stores_nothing(alice_api):
 
 
 def test_creating_an_item_for_an_unknown_owner_is_400(alice_api):
-    # Given alice
-    # When she creates a notebook naming mallory, who is not in the directory, as owner
+    # Given alice, and mallory, who is not in the directory
+    # When she creates a notebook naming mallory as owner
     response = alice_api.post("/a/notebook/items", {"title": "x", "owner": "mallory"}, format="json")
     # Then it is 400 unknown_user and nothing is stored
     assert response.status_code == 400
@@ -120,7 +120,7 @@ def test_the_list_pages_by_keyset(alice_api, make_item):
 
 
 def test_bad_list_limit_is_400(alice_api):
-    # Given alice
+    # Given alice, whose lists take a limit of at least 1
     # When she lists items with a limit of zero / Then it is 400
     assert alice_api.get("/a/notebook/items?limit=0").status_code == 400
 

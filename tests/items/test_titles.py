@@ -58,7 +58,7 @@ def test_the_items_page_refuses_a_blank_title_through_the_same_rule(client):
 
 
 def test_an_investigation_with_a_long_title_is_refused_whole(alice_api):
-    # Given alice
+    # Given alice, and a title of 201 characters
     # When alice creates an investigation with 201 characters of title, through the service
     with pytest.raises(ApiError) as refused:
         investigation_create(title=TOO_LONG, user_id="alice")

@@ -49,7 +49,7 @@ def test_chat_over_an_unknown_collection_is_refused_naming_it(handbook, alice_ap
 
 
 def test_chat_without_collections_is_refused(alice_api):
-    # Given alice
+    # Given alice, and a chat that must cover at least one collection
     # When she creates a chat over no collection
     response = alice_api.post("/kb/chats", {"title": "x", "collection_ids": []}, format="json")
 

@@ -28,7 +28,7 @@ def test_query_and_path_forms_return_the_same_chunks(make_collection, upload, al
 
 
 def test_chunk_query_without_an_id_is_refused(alice_api):
-    # Given alice
+    # Given alice, and the query form of the chunk list, which needs an id
     # When she asks the query form for chunks without an id
     response = alice_api.get("/kb/documents/chunks")
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 def test_creating_a_collection_returns_it_with_zero_cited(alice_api):
-    # Given alice
+    # Given alice, with no collection yet
     # When she creates the collection Runbooks
     response = alice_api.post("/kb/collections", {"name": "Runbooks", "description": "How we operate"}, format="json")
 
@@ -27,7 +27,7 @@ def test_creating_a_collection_returns_it_with_zero_cited(alice_api):
 
 
 def test_creating_a_collection_without_a_name_is_refused_and_stores_nothing(alice_api):
-    # Given alice
+    # Given alice, with no collection yet
     # When she creates a collection with a blank name
     response = alice_api.post("/kb/collections", {"name": "  "}, format="json")
 

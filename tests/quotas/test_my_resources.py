@@ -147,6 +147,6 @@ def test_the_page_never_deletes_files(per_user, client, alice_api, make_item):
 
 
 def test_the_nav_links_my_resources(client):
-    # Given bob
+    # Given bob, whose pages all share one navigation
     # When he opens My resources / Then its page links itself in the navigation
     assert 'href="/my-resources"' in client.get("/my-resources", HTTP_X_USER_ID="bob").content.decode()

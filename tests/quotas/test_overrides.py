@@ -201,7 +201,7 @@ def test_bad_values_are_400_naming_the_field_and_change_nothing(staff, body, fie
 
 
 def test_a_body_that_is_not_an_object_is_400(staff):
-    # Given staff
+    # Given alice, staff, with no override stored
     # When they put a JSON list / Then it is 400
     assert staff.put(f"{URL}/bob", [1, 2], format="json").status_code == 400
     # When they put broken JSON / Then it is 400 too
@@ -233,7 +233,7 @@ def test_non_staff_get_404_on_every_override_endpoint(settings, bob_api, method)
 
 
 def test_the_override_routes_are_matched_before_django_admin(staff):
-    # Given staff
+    # Given alice, staff, and the override API under /admin/, where Django admin lives too
     # When they read the overrides at the path Django admin lives under / Then the override API answers in JSON
     assert staff.get(URL)["Content-Type"].startswith("application/json")
 

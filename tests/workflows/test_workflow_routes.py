@@ -24,7 +24,7 @@ def test_workflow_is_registered_singular_on_django_storage() -> None:
 
 
 def test_creating_a_workflow_records_the_caller_as_creator(alice_api: APIClient) -> None:
-    # Given alice
+    # Given alice, with no workflow yet
     # When she creates a workflow
     response = alice_api.post("/api/v1/workflow", BODY, format="json")
     # Then it is 201, and both the answer and the stored row name her as creator
@@ -67,7 +67,7 @@ def test_editing_keeps_revisions_and_switching_back_rolls_back(
 
 
 def test_a_workflow_without_steps_is_refused(alice_api: APIClient) -> None:
-    # Given alice
+    # Given alice, and steps that every workflow needs
     # When she creates a workflow without steps
     response = alice_api.post("/api/v1/workflow", {"name": "n"}, format="json")
     # Then it is 422 naming the missing field, and nothing is stored
