@@ -91,7 +91,7 @@ def test_closing_someone_elses_or_no_sandbox_is_404(per_user, alice_api, bob_api
     # When alice closes one on a notebook that has none, or on an id that is no item / Then it is 404
     assert alice_api.delete(f"/me/resources/live/{make_item().pk}").status_code == 404
     assert alice_api.delete("/me/resources/live/nope").status_code == 404
-    # Then her sandbox still runs
+    # Then her sandbox is still live
     assert SandboxActivity.current.filter(item_id=str(item.pk)).exists()
 
 
