@@ -30,8 +30,11 @@ class BrokenAgent:
 
 
 def test_chat_send_stores_the_message_and_the_agents_reply(alice_api, make_item):
+    # Given a notebook of alice's
     item = make_item()
+    # When she sends a `$ ` command to its chat
     response = _send(alice_api, item, "$ echo hello")
+    # Then her message and the agent's one reply come back and both are stored, hers first
     assert response.status_code == 201
     body = response.json()
     assert body["message"]["role"] == "user"
@@ -41,28 +44,40 @@ def test_chat_send_stores_the_message_and_the_agents_reply(alice_api, make_item)
 
 
 def test_a_dollar_line_runs_in_the_items_sandbox(alice_api, make_item):
+    # Given alice's notebook with notes.txt in its workspace
     item = make_item()
     alice_api.put(item_url(item, "/files/notes.txt"), b"x", content_type="application/octet-stream")
+    # When she sends `$ ls`
     reply = _send(alice_api, item, "$ ls").json()["replies"][0]["content"]
+    # Then the agent's reply is the command, its output and its exit code
     assert reply == "$ ls\nnotes.txt\n[exit 0]"
 
 
 def test_a_fenced_sh_block_runs_as_one_command(alice_api, make_item):
+    # Given alice's notebook
+    # When she sends prose around a fenced sh block of three lines
     reply = _send(alice_api, make_item(), "Please run:\n```sh\necho one\necho two >&2\nexit 4\n```").json()
+    # Then the block runs as one command: both streams are in the reply, and its exit code
     assert reply["replies"][0]["content"] == "$ echo one\necho two >&2\nexit 4\none\ntwo\n[exit 4]"
 
 
 @pytest.mark.parametrize("content", ["", "   ", None, 42, ["echo"]])
 def test_an_empty_or_non_text_message_is_refused_and_nothing_is_stored(alice_api, make_item, content):
+    # Given alice's notebook
     item = make_item()
+    # When she sends an empty, blank or non-text content
     response = _send(alice_api, item, content)
+    # Then it is 400 empty_message and no message is stored
     assert response.status_code == 400
     assert response.json()["error"] == "empty_message"
     assert not ItemMessage.objects.exists()
 
 
 def test_a_body_without_content_is_refused(alice_api, make_item):
+    # Given alice's notebook
+    # When she posts a body with no content at all
     response = alice_api.post(item_url(make_item(), "/messages"), {}, format="json")
+    # Then it is 400 and no message is stored
     assert response.status_code == 400
     assert not ItemMessage.objects.exists()
 
@@ -87,6 +102,7 @@ def test_a_pure_chat_turn_is_gated_the_same_way(alice_api, make_item, cpu_exhaus
 
 
 def test_the_gate_runs_before_the_user_message_is_stored(alice_api, make_item, monkeypatch):
+    # Given the sandbox gate watched for how many messages are stored when it runs
     stored_at_gate = []
     original = lifecycle.sandbox_for_item
 
@@ -95,11 +111,13 @@ def test_the_gate_runs_before_the_user_message_is_stored(alice_api, make_item, m
         return original(**kwargs)
 
     monkeypatch.setattr(lifecycle, "sandbox_for_item", watching_gate)
+    # When alice sends a message / Then it is accepted, and no message was stored yet when the gate ran
     assert _send(alice_api, make_item(), "hello").status_code == 201
     assert stored_at_gate[0] == 0
 
 
 def test_a_failing_warm_up_is_swallowed_and_the_turn_goes_on(alice_api, make_item, monkeypatch):
+    # Given a sandbox gate that passes, then fails the warm-up after the message is stored
     calls = []
     original = lifecycle.sandbox_for_item
 
@@ -110,23 +128,31 @@ def test_a_failing_warm_up_is_swallowed_and_the_turn_goes_on(alice_api, make_ite
         return original(**kwargs)
 
     monkeypatch.setattr(lifecycle, "sandbox_for_item", gate_then_failing_warm_up)
+    # When alice sends prose with no command
     response = _send(alice_api, make_item(), "hello there")
+    # Then the turn still goes on and the agent answers with its help text
     assert response.status_code == 201
     assert response.json()["replies"][0]["content"].startswith("I can run shell commands")
 
 
 def test_someone_elses_item_is_404_and_nothing_is_stored(bob_api, make_item):
+    # Given an item of alice's
+    # When bob sends a command to its chat
     response = _send(bob_api, make_item(created_by="alice"), "$ id")
+    # Then it is 404 and nothing is stored
     assert response.status_code == 404
     assert not ItemMessage.objects.exists()
 
 
 def test_the_conversation_reads_back_oldest_first(alice_api, make_item, django_assert_max_num_queries):
+    # Given alice's notebook
     item = make_item()
+    # When she sends two commands and reads the conversation back
     _send(alice_api, item, "$ echo a")
     _send(alice_api, item, "$ echo b")
     with django_assert_max_num_queries(6):
         rows = alice_api.get(item_url(item, "/messages")).json()
+    # Then it lists her messages and the agent's replies oldest first, the replies by nobody
     assert [(row["role"], row["content"][:8]) for row in rows] == [
         ("user", "$ echo a"), ("agent", "$ echo a"), ("user", "$ echo b"), ("agent", "$ echo b"),
     ]  # fmt: skip
@@ -134,26 +160,38 @@ def test_the_conversation_reads_back_oldest_first(alice_api, make_item, django_a
 
 
 def test_the_agent_is_pluggable_through_settings(alice_api, make_item, settings):
+    # Given the agent setting naming an echo agent
     settings.WORKSPACE_AGENT = "tests.agent.test_chat_send.EchoAgent"
+    # When alice sends ping
     reply = _send(alice_api, make_item(), "ping").json()["replies"]
+    # Then that agent answers
     assert [r["content"] for r in reply] == ["echo: ping"]
 
 
 def test_a_broken_agent_keeps_the_message_and_says_the_turn_failed(alice_api, make_item, settings):
+    # Given the agent setting naming an agent that raises
     settings.WORKSPACE_AGENT = "tests.agent.test_chat_send.BrokenAgent"
+    # When alice sends ping
     response = _send(alice_api, make_item(), "ping")
+    # Then the send still succeeds, the reply says the turn failed and her message is kept
     assert response.status_code == 201
     assert response.json()["replies"][0]["content"].startswith("The agent failed")
     assert ItemMessage.objects.filter(role="user", content="ping").exists()
 
 
 def test_mentions_outside_an_investigation_are_refused_in_the_reply(alice_api, make_item):
+    # Given a notebook, which is no investigation
+    # When alice's message mentions bob
     reply = _send(alice_api, make_item(), "@mention bob: look").json()["replies"][0]["content"]
+    # Then the agent answers that mentions work only inside an investigation
     assert reply == "I could not do that: mentions work inside an investigation"
 
 
 def test_the_agent_answers_from_the_knowledge_base_with_citations(alice_api, make_item, handbook):
+    # Given the operations handbook and alice's notebook
+    # When she asks how to free sandbox quota capacity
     reply = _send(alice_api, make_item(), "How do I free sandbox quota capacity?").json()["replies"][0]
+    # Then the agent's answer cites quotas.md of the handbook by marker
     assert "[1]" in reply["content"]
     assert reply["citations"][0]["collection_id"] == handbook.id
     assert reply["citations"][0]["document_name"] == "quotas.md"
@@ -162,5 +200,8 @@ def test_the_agent_answers_from_the_knowledge_base_with_citations(alice_api, mak
 def test_a_plain_items_answer_writes_no_citation_events(alice_api, make_item, handbook):
     from knowledge.models import CitationEvent
 
+    # Given the operations handbook and alice's notebook
+    # When she asks it a question that the agent answers with citations
     _send(alice_api, make_item(), "How do I free sandbox quota capacity?")
+    # Then no citation event is recorded: those count KB chats and investigations only
     assert not CitationEvent.objects.exists()

@@ -42,43 +42,66 @@ def _respond(content: str, tools: FakeTools | None = None):
 
 
 def test_the_fake_tools_satisfy_the_tools_protocol():
+    # Given the fake tools these tests hand the agent
+    # When they are checked against the agent's tools protocol / Then they satisfy it
     assert isinstance(FakeTools(), AgentTools)
 
 
 def test_actions_run_in_the_order_they_are_written():
+    # Given a message with a `$ ` line, a bash block, a mention and a status move
+    # When the agent responds to it
     _replies, tools = _respond("$ uname\n```bash\nls -la\n```\n@mention bob carol: please look\n@status in_progress")
+    # Then it calls the tools in the order the message wrote them
     assert tools.calls == [
         ("run", "uname"), ("run", "ls -la"), ("mention", ("bob", "carol"), "please look"), ("status", "in_progress"),
     ]  # fmt: skip
 
 
 def test_a_fence_without_a_shell_language_is_not_run():
+    # Given a fenced block marked python
+    # When the agent responds to it
     _replies, tools = _respond("```python\nprint(1)\n```")
+    # Then it runs nothing
     assert tools.calls == []
 
 
 def test_prose_with_a_question_mark_goes_to_the_knowledge_base():
+    # Given a command line followed by prose with a question mark
+    # When the agent responds
     replies, tools = _respond("$ df -h\nWhy is the disk full?")
+    # Then the prose goes to the knowledge base last and its answer keeps the citations
     assert tools.calls[-1] == ("ask", "Why is the disk full?")
     assert replies[-1].citations[0]["document_id"] == "d1"
 
 
 def test_prose_without_a_question_gets_the_help_text_and_no_tool_call():
+    # Given prose that asks nothing
+    # When the agent responds
     replies, tools = _respond("thanks")
+    # Then it calls no tool and answers with the help text
     assert (tools.calls, [reply.content for reply in replies]) == ([], [HELP])
 
 
-def test_a_mention_without_a_note_and_with_at_signs():
+def test_a_mention_without_a_note_names_people_without_their_at_signs():
+    # Given a mention of two people written with at signs and a comma, and no note
+    # When the agent responds
     _replies, tools = _respond("@mention @bob, @carol")
+    # Then it mentions both by their bare names with an empty note
     assert tools.calls == [("mention", ("bob", "carol"), "")]
 
 
 def test_a_refused_tool_call_is_reported_and_the_turn_goes_on():
+    # Given tools that refuse every mention, and a message that mentions zed then runs a command
+    # When the agent responds
     replies, tools = _respond("@mention zed\n$ true", FakeTools(refuse=True))
+    # Then it reports the refusal in its first reply and still runs the command
     assert replies[0].content == "I could not do that: Not in the user directory: zed."
     assert tools.calls == [("run", "true")]
 
 
 def test_command_output_ends_with_the_exit_code():
+    # Given a one-line command
+    # When the agent runs it
     replies, _tools = _respond("$ hostname")
+    # Then its reply is the command, its output and the exit code, last
     assert replies[0].content == "$ hostname\nran hostname\n[exit 0]"

@@ -12,12 +12,15 @@ pytestmark = pytest.mark.django_db
 
 
 def test_admin_filters_notifications_by_kind_and_read(admin_client_logged_in: Client) -> None:
+    # Given an unread mention, an unread share and a read mention
     make_notification(kind="mention", title="about the outage")
     make_notification(kind="share", title="chat shared")
     make_notification(kind="mention", title="already seen", read=True)
 
+    # When staff filter the admin list to unread mentions
     response = admin_client_logged_in.get("/admin/collab/notification/?kind__exact=mention&read__exact=0")
 
+    # Then only the unread mention is listed
     assert response.status_code == 200
     assert b"about the outage" in response.content
     assert b"chat shared" not in response.content
@@ -25,39 +28,51 @@ def test_admin_filters_notifications_by_kind_and_read(admin_client_logged_in: Cl
 
 
 def test_admin_searches_by_recipient_and_title(admin_client_logged_in: Client) -> None:
+    # Given a notification to carol about a disk report and one to bob about a status flip
     make_notification(recipient="carol", title="disk report")
     make_notification(recipient="bob", title="status flip")
 
+    # When staff search the admin list by a recipient and by a word of a title
     by_recipient = admin_client_logged_in.get("/admin/collab/notification/?q=carol")
     by_title = admin_client_logged_in.get("/admin/collab/notification/?q=flip")
 
+    # Then each search finds its notification only
     assert b"disk report" in by_recipient.content
     assert b"status flip" not in by_recipient.content
     assert b"status flip" in by_title.content
 
 
 def test_admin_action_marks_selected_notifications_read(admin_client_logged_in: Client) -> None:
+    # Given two unread notifications
     chosen = make_notification()
     other = make_notification()
 
+    # When staff run the mark-read action on one of them
     admin_client_logged_in.post("/admin/collab/notification/", {"action": "mark_read", "_selected_action": [chosen.pk]})
 
+    # Then only that one is read, and the staff account is its last editor
     assert Notification.objects.get(pk=chosen.pk).read is True
     assert Notification.objects.get(pk=chosen.pk).updated_by == "root"
     assert Notification.objects.get(pk=other.pk).read is False
 
 
 def test_api_docs_page_loads_its_assets_locally(client: Client) -> None:
+    # Given alice in a browser, with no internet assumed
+    # When she opens the API docs page
     response = client.get("/api/docs", HTTP_ACCEPT="text/html")
 
+    # Then it loads, its assets come from the service's own static files and no CDN is named
     assert response.status_code == 200
     assert b"/static/drf_spectacular_sidecar/" in response.content
     assert b"cdn" not in response.content.lower()
 
 
 def test_openapi_schema_documents_the_pages_shared_api_paths(client: Client) -> None:
+    # Given the pages' scripts, which call the identity and notification API
+    # When the OpenAPI schema is fetched as JSON
     paths = client.get("/api/schema", HTTP_ACCEPT="application/json").json()["paths"]
 
+    # Then it documents the identity and notification paths the pages call
     assert {
         "/me",
         "/users",

@@ -14,37 +14,49 @@ HTML = {"HTTP_ACCEPT": "text/html,application/xhtml+xml,*/*;q=0.8"}
 
 
 def test_notifications_path_serves_a_page_to_browsers(client: Client) -> None:
+    # Given alice's notification about the outage review
     make_notification(title="You were mentioned in the outage review")
 
+    # When her browser opens /notifications
     response = client.get("/notifications", **HTML)
 
+    # Then it gets an HTML page that shows the notification
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/html")
     assert b"You were mentioned in the outage review" in response.content
 
 
 def test_header_bell_shows_the_unread_count(client: Client) -> None:
+    # Given two unread notifications for alice and one read
     make_notification()
     make_notification()
     make_notification(read=True)
 
+    # When her browser opens the home page
     response = client.get("/", **HTML)
 
+    # Then the header bell counts two
     assert b'data-testid="bell-count">2<' in response.content
 
 
 def test_header_switcher_lists_the_directory_in_mock_mode(client: Client) -> None:
+    # Given mock identity
+    # When a browser opens the home page
     response = client.get("/", **HTML)
 
+    # Then the header holds the user switcher, listing the directory's people
     assert b'data-testid="user-switch"' in response.content
     assert b"Carol Nguyen" in response.content
 
 
 def test_mark_read_form_marks_it_and_returns_to_the_page(client: Client) -> None:
+    # Given alice's unread notification
     notification = make_notification()
 
+    # When she marks it read with the page's form
     response = client.post(f"/notifications/{notification.id}/read", {"next": "/notifications"}, **HTML)
 
+    # Then she is sent back to the page and it is read
     notification.refresh_from_db()
     assert response.status_code == 302
     assert response["Location"] == "/notifications"
@@ -52,62 +64,83 @@ def test_mark_read_form_marks_it_and_returns_to_the_page(client: Client) -> None
 
 
 def test_open_button_marks_read_and_follows_the_link(client: Client) -> None:
+    # Given alice's notification that links to a chat
     notification = make_notification(link="/kb/chats/12")
 
+    # When she presses its open button
     response = client.post(f"/notifications/{notification.id}/read", {"follow": "1"}, **HTML)
 
+    # Then she is sent to the chat and it is marked read
     assert response["Location"] == "/kb/chats/12"
     assert Notification.objects.get(pk=notification.pk).read is True
 
 
 def test_mark_all_read_form_clears_the_bell(client: Client) -> None:
+    # Given two unread notifications for alice
     make_notification()
     make_notification()
 
+    # When she presses mark all read and follows the redirect
     response = client.post("/notifications/read-all", {}, follow=True, **HTML)
 
+    # Then the bell shows zero and the page says two were marked
     assert b'data-testid="bell-count">0<' in response.content
     assert b"Marked 2 notifications read." in response.content
 
 
 def test_a_page_form_without_csrf_token_is_refused() -> None:
+    # Given alice's unread notification and a browser that checks CSRF
     notification = make_notification()
     client = Client(enforce_csrf_checks=True)
 
+    # When a form marks it read without a CSRF token
     response = client.post(f"/notifications/{notification.id}/read", {}, **HTML)
 
+    # Then it is 403 and the notification stays unread
     assert response.status_code == 403
     assert Notification.objects.get(pk=notification.pk).read is False
 
 
 def test_someone_elses_notification_is_not_found_from_the_page(client: Client) -> None:
+    # Given bob's notification
     notification = make_notification(recipient="bob")
 
+    # When alice marks it read from the page
     response = client.post(f"/notifications/{notification.id}/read", {}, **HTML)
 
+    # Then it is 404
     assert response.status_code == 404
 
 
 def test_unknown_page_is_a_friendly_404_for_browsers(client: Client) -> None:
+    # Given no page at the path
+    # When a browser opens it
     response = client.get("/no/such/page", **HTML)
 
+    # Then it is a 404 page that says there is nothing there
     assert response.status_code == 404
     assert b"There is nothing at" in response.content
 
 
 def test_unknown_path_is_a_json_404_for_api_clients(client: Client) -> None:
+    # Given no page at the path
+    # When an API client asks for it
     response = client.get("/no/such/thing")
 
+    # Then it is a 404 in JSON with the not_found code
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
 
 
 def test_notification_times_read_as_words(client: Client, clock) -> None:
+    # Given alice's notification, and one three hours later
     make_notification(title="fresh")
     clock.advance(hours=3)
     make_notification(title="newer")
 
+    # When the page is opened
     content = client.get("/notifications", **HTML).content
 
+    # Then the older one reads "3 hours ago" and the newer "just now"
     assert b"3\xc2\xa0hours ago" in content
     assert b"just now" in content

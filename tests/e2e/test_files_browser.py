@@ -35,13 +35,17 @@ def test_files_are_renamed_foldered_and_deleted_from_the_item_page(page_as, make
 
 
 def test_a_save_over_the_limit_keeps_what_was_typed(page_as, make_notebook):
+    # Given bob's notebook in a deployment whose workspaces hold 4K, open on the editor of notes.txt
     item = make_notebook()
     page = page_as("bob")
     page.goto(f"/a/notebook/items/{item.pk}/files/notes.txt")
+    # When he types about 7K of notes and saves
     typed = "long line of notes\n" * 400
     page.fill("#file-content", typed)
     page.click("[data-testid=save-file]")
+    # Then the page shows the refusal naming the workspace disk limit
     refusal = page.locator("[data-testid=refusal]")
     refusal.wait_for()
     assert "workspace disk limit" in refusal.inner_text()
+    # Then the editor still holds everything he typed
     assert page.input_value("#file-content") == typed

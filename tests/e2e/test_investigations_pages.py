@@ -17,11 +17,13 @@ def private_workspaces(settings, tmp_path):
 
 
 def test_mentioning_a_colleague_raises_their_bell_count(page_as):
+    # Given alice's investigation, and carol's bell at zero
     investigation = services.investigation_create(title="Latency spike", user_id="alice")
     carol = page_as("carol")
     carol.goto("/")
     assert carol.locator("[data-testid=bell-count]").inner_text() == "0"
 
+    # When alice picks carol in the mention search and sends her a note
     alice = page_as("alice")
     alice.goto(f"/investigations/{investigation.pk}")
     alice.fill("[data-testid=mention-search]", "car")
@@ -29,8 +31,10 @@ def test_mentioning_a_colleague_raises_their_bell_count(page_as):
     alice.fill("[data-testid=mention-note]", "can you check the data pipeline?")
     alice.click("[data-testid=mention-send]")
     alice.locator("[data-testid=message][data-role=mention]").filter(has_text="data pipeline").wait_for()
+    # Then carol is listed among the members
     assert "carol" in alice.locator("[data-testid=members]").inner_text()
 
+    # Then carol's bell shows one after a reload, and she may open the investigation
     carol.reload()
     assert carol.locator("[data-testid=bell-count]").inner_text() == "1"
     carol.goto(f"/investigations/{investigation.pk}")
@@ -38,13 +42,16 @@ def test_mentioning_a_colleague_raises_their_bell_count(page_as):
 
 
 def test_moving_the_status_notifies_the_member(page_as):
+    # Given alice's investigation with bob as member
     investigation = services.investigation_create(title="Disk alerts", user_id="alice", members=["bob"])
+    # When alice moves its status to in progress on the page
     alice = page_as("alice")
     alice.goto(f"/investigations/{investigation.pk}")
     alice.select_option("[data-testid=status-select]", "in_progress")
     alice.click("[data-testid=status-move]")
     alice.locator("[data-testid=status]").filter(has_text="In progress").wait_for()
 
+    # Then bob's bell shows one and his notifications say the investigation is now in progress
     bob = page_as("bob")
     bob.goto("/notifications")
     assert bob.locator("[data-testid=bell-count]").inner_text() == "1"

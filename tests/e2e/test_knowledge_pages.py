@@ -47,8 +47,10 @@ def chat(handbook: Collection) -> KbChat:
 
 
 def test_upload_a_document_then_see_its_chunks(page_as) -> None:
+    # Given alice on the collections page
     tab = page_as("alice")
     tab.goto("/kb/collections")
+    # When she creates a collection and uploads a markdown file into it
     tab.fill("#collection-name", "Runbooks")
     tab.get_by_test_id("create-collection").click()
 
@@ -57,6 +59,7 @@ def test_upload_a_document_then_see_its_chunks(page_as) -> None:
     )
     tab.get_by_test_id("upload").click()
 
+    # Then its row turns ready with one chunk, and its page shows that chunk, cited zero times
     row = tab.get_by_test_id("document-row").filter(has_text="sandboxes.md")
     expect(row.get_by_test_id("document-status")).to_have_text("ready")
     expect(row.get_by_test_id("document-chunks")).to_have_text("1")
@@ -67,12 +70,15 @@ def test_upload_a_document_then_see_its_chunks(page_as) -> None:
 
 
 def test_ask_and_open_the_chunk_a_marker_cites(page_as, chat: KbChat) -> None:
+    # Given alice's chat over the handbook, which holds quotas.md
     tab = page_as("alice")
     tab.goto(f"/kb/chats/{chat.id}")
 
+    # When she asks how to free capacity when a quota is hit
     tab.get_by_test_id("question").fill("How do I free capacity when a quota is hit?")
     tab.get_by_test_id("ask").click()
 
+    # Then the answer carries marker [1], and clicking it shows the cited chunk, cited once
     answer = tab.get_by_test_id("message-assistant")
     expect(answer).to_contain_text("[1]")
     citation = answer.get_by_test_id("citation").first
@@ -84,13 +90,17 @@ def test_ask_and_open_the_chunk_a_marker_cites(page_as, chat: KbChat) -> None:
 
 
 def test_share_a_chat_and_the_reader_sees_it_listed(page_as, chat: KbChat) -> None:
+    # Given alice's chat
     owner = page_as("alice")
+    # When she shares it with bob from the chat page
     owner.goto(f"/kb/chats/{chat.id}")
     owner.get_by_test_id("open-share").click()
     owner.get_by_test_id("share-bob").check()
     owner.get_by_test_id("share-submit").click()
+    # Then the page confirms it
     expect(owner.locator(".flash")).to_contain_text("Shared read-only with bob")
 
+    # Then bob finds the chat in his list and his bell counts one
     reader = page_as("bob")
     reader.goto("/kb/chats")
 
@@ -99,12 +109,15 @@ def test_share_a_chat_and_the_reader_sees_it_listed(page_as, chat: KbChat) -> No
 
 
 def test_shared_reader_gets_a_read_only_view_without_a_send_box(page_as, chat: KbChat) -> None:
+    # Given alice's chat with one answered question, shared with bob
     services.chat_message_send(chat_id=chat.id, user_id="alice", content="How do I free capacity?")
     services.chat_share(chat_id=chat.id, user_id="alice", user_ids=["bob"])
     reader = page_as("bob")
 
+    # When bob opens it
     reader.goto(f"/kb/chats/{chat.id}")
 
+    # Then he reads the answer in a read-only view with neither a send box nor a share button
     expect(reader.get_by_test_id("read-only")).to_be_visible()
     expect(reader.get_by_test_id("message-assistant")).to_contain_text("[1]")
     expect(reader.get_by_test_id("ask-form")).to_have_count(0)

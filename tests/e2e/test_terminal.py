@@ -40,10 +40,13 @@ def test_a_running_command_shows_it_and_later_commands_wait_their_turn(page_as, 
 
 
 def test_a_timed_out_command_says_so(page_as, make_notebook):
+    # Given bob's notebook in a deployment whose commands time out after two seconds
     item = make_notebook("Slow")
     page = page_as("bob")
     page.goto(f"/a/notebook/items/{item.pk}")
+    # When he runs a command that prints and then sleeps for thirty
     _run(page, "echo waiting; sleep 30")
+    # Then its block says it timed out and keeps what it printed
     block = page.locator("[data-testid=exec-block]").first
     block.filter(has_text="timed out").wait_for()
     assert "waiting" in block.inner_text()

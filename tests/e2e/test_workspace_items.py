@@ -15,8 +15,10 @@ def private_workspaces(settings, tmp_path):
 
 
 def test_create_an_item_write_a_file_and_list_it_in_the_terminal(page_as):
+    # Given alice on the notebook list
     page = page_as("alice")
     page.goto("/a/notebook/items")
+    # When she creates a notebook, writes a file in it and runs ls in its terminal
     page.fill("#item-title", "Browser notebook")
     page.click("[data-testid=create-item] button[type=submit]")
     page.wait_for_selector("text=Browser notebook")
@@ -29,10 +31,13 @@ def test_create_an_item_write_a_file_and_list_it_in_the_terminal(page_as):
 
     page.fill("[data-testid=exec-command]", "ls")
     page.click("[data-testid=exec-run]")
+    # Then the output lists the file
     output = page.locator("[data-testid=exec-output]")
     output.filter(has_text="[exit 0]").wait_for()
     assert "hello-from-browser.txt" in output.inner_text()
 
+    # When she reloads the page and closes the sandbox
     page.reload()
     page.click("[data-testid=close-sandbox]")
+    # Then the page shows no sandbox
     page.wait_for_selector("[data-testid=no-sandbox]")

@@ -11,44 +11,61 @@ HTML = {"HTTP_ACCEPT": "text/html"}
 
 
 def test_the_list_page_shows_the_callers_investigations(bob_api, make_investigation):
+    # Given alice's investigation shared with bob, and carol's private one
     make_investigation(title="Shared with bob", members=("bob",))
     make_investigation(title="Private to carol", owner="carol")
+    # When bob opens the list page
     page = bob_api.get("/investigations", **HTML).content.decode()
+    # Then it shows the one he is in and not carol's
     assert "Shared with bob" in page
     assert "Private to carol" not in page
 
 
 def test_the_create_form_opens_the_new_investigation(alice_api):
+    # Given alice in a browser, and bob and carol in the directory
+    # When she submits the page's create form with bob and carol as members
     response = alice_api.post("/investigations", {"title": "From the form", "members": "bob carol"}, **HTML)
+    # Then she is sent to the new investigation, which has both as members
     investigation = Investigation.objects.get()
     assert response["Location"] == f"/investigations/{investigation.pk}"
     assert sorted(investigation.members.values_list("user_id", flat=True)) == ["bob", "carol"]
 
 
 def test_the_create_form_shows_an_unknown_member_as_a_message(alice_api):
+    # Given alice in a browser, and zed, who is not in the directory
+    # When she submits the create form naming zed as member
     response = alice_api.post("/investigations", {"title": "T", "members": "zed"}, follow=True, **HTML)
+    # Then the page tells her zed is unknown and nothing is stored
     assert "Not in the user directory: zed." in response.content.decode()
     assert not Investigation.objects.exists()
 
 
 def test_the_page_shows_the_conversation_status_control_and_picker(alice_api, make_investigation):
+    # Given alice's investigation Disk alerts with bob as member, and her mention of carol saying ping
     investigation = make_investigation(title="Disk alerts", members=("bob",))
     alice_api.post(
         f"/investigations/{investigation.pk}/mentions", {"user_ids": ["carol"], "note": "ping"}, format="json"
     )
+    # When she opens its page
     page = alice_api.get(f"/investigations/{investigation.pk}", **HTML).content.decode()
+    # Then it shows the status control, the mention picker, the mention, and both members
     for expected in ('data-testid="status-select"', 'data-testid="mention-search"', "@carol", "ping", "bob, carol"):
         assert expected in page
 
 
 def test_a_stranger_gets_the_404_page(carol_api, make_investigation):
+    # Given alice's investigation
     investigation = make_investigation(owner="alice")
+    # When carol, a stranger, opens its page / Then it is 404
     assert carol_api.get(f"/investigations/{investigation.pk}", **HTML).status_code == 404
 
 
 def test_the_item_page_carries_the_chat_panel(alice_api, make_item):
+    # Given alice's notebook, with one command run through its chat
     item = make_item()
     alice_api.post(f"/a/notebook/items/{item.pk}/messages", {"content": "$ echo panel"}, format="json")
+    # When she opens the item page
     page = alice_api.get(f"/a/notebook/items/{item.pk}", **HTML).content.decode()
+    # Then it carries the chat panel with the command's output
     assert 'data-testid="chat-panel"' in page
     assert "[exit 0]" in page

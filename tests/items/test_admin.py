@@ -62,6 +62,7 @@ def test_an_owner_not_in_the_directory_is_refused_in_admin(admin_client_logged_i
 
 
 def test_admin_cannot_add_an_item_without_its_app(admin_client_logged_in):
+    # Given staff in admin
     # When staff open the add form
     response = admin_client_logged_in.get(reverse("admin:items_item_add"))
 

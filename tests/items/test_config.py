@@ -25,83 +25,114 @@ def _load(tmp_path: Path, config: str, apps: dict[str, str]):
 
 
 def test_shipped_config_loads_notebook_and_rca():
+    # Given the config and app descriptors the repository ships
+    # When they are loaded
     config = load_config(DEFAULT_CONFIG, DEFAULT_APPS_DIR)
+    # Then notebook and rca are declared, with a 90 s lease and a 30 min idle reclaim
     assert set(config.apps) >= {"notebook", "rca"}
     assert config.sandbox.lease == timedelta(seconds=90)
     assert config.sandbox.idle_reclaim == timedelta(minutes=30)
 
 
 def test_notebook_declares_cpu_and_memory_and_rca_declares_nothing():
+    # Given the config and app descriptors the repository ships
+    # When they are loaded
     config = load_config(DEFAULT_CONFIG, DEFAULT_APPS_DIR)
     notebook, rca = config.apps["notebook"].resources, config.apps["rca"].resources
+    # Then notebook asks 1 cpu and 512M, rca asks neither, and rca's disk comes from workspace_quota
     assert (notebook.sandbox.cpu_cores, notebook.sandbox.memory_bytes) == (1.0, 512 * MIB)
     assert (rca.sandbox.cpu_cores, rca.sandbox.memory_bytes) == (None, None)
     assert rca.disk_bytes == GIB  # the legacy workspace_quota
 
 
 def test_resolution_takes_the_app_value_then_the_default_then_the_legacy_setting(tmp_path):
+    # Given an app that declares cpu only, a per-app default for memory, and legacy [sandbox] values for all three
+    # When the config is loaded
     config = _load(
         tmp_path,
         '[sandbox]\ncpu = 4\nmemory = "2G"\nworkspace_quota = "5G"\n[resources.per_app.default]\nmemory = "1G"\n',
         {"a.toml": 'slug = "a"\nname = "A"\n[resources]\ncpu = 2\n'},
     )
     resolved = config.apps["a"].resources
+    # Then cpu is the app's, memory the default's, and disk the legacy workspace_quota
     assert resolved.sandbox.cpu_cores == 2.0
     assert resolved.sandbox.memory_bytes == GIB
     assert resolved.disk_bytes == 5 * GIB
 
 
 def test_cpu_zero_is_unspecified_and_keeps_falling_through(tmp_path):
+    # Given an app and a per-app default that both say cpu 0, and a legacy [sandbox] cpu of 3
+    # When the config is loaded
     config = _load(
         tmp_path,
         "[sandbox]\ncpu = 3\n[resources.per_app.default]\ncpu = 0\n",
         {"a.toml": 'slug = "a"\nname = "A"\n[resources]\ncpu = 0\n'},
     )
+    # Then 0 counts as unsaid and the app gets the legacy 3
     assert config.apps["a"].resources.sandbox.cpu_cores == 3.0
 
 
 def test_disk_zero_is_unlimited_and_stops_falling_through(tmp_path):
+    # Given an app that says disk 0, and a legacy workspace_quota of 1G
+    # When the config is loaded
     config = _load(
         tmp_path, '[sandbox]\nworkspace_quota = "1G"\n', {"a.toml": 'slug = "a"\nname = "A"\n[resources]\ndisk = "0"\n'}
     )
+    # Then 0 means unlimited and the 1G does not apply
     assert config.apps["a"].resources.disk_bytes == 0
 
 
 def test_nothing_declared_resolves_cpu_and_memory_to_unspecified(tmp_path):
+    # Given an app that declares no resources, under an empty config
+    # When the config is loaded
     config = _load(tmp_path, "", {"a.toml": 'slug = "a"\nname = "A"\n'})
+    # Then its cpu and memory are unspecified and it declares no cost
     resources = config.apps["a"].resources
     assert (resources.sandbox.cpu_cores, resources.sandbox.memory_bytes) == (None, None)
     assert not resources.sandbox.declares_cost
 
 
 def test_bad_size_in_a_descriptor_fails_naming_the_file_and_key(tmp_path):
+    # Given a descriptor bad.toml whose memory is 12X
+    # When the config is loaded / Then it fails
     with pytest.raises(ImproperlyConfigured) as failure:
         _load(tmp_path, "", {"bad.toml": 'slug = "a"\nname = "A"\n[resources]\nmemory = "12X"\n'})
+    # Then the error names the file and the key
     assert "bad.toml" in str(failure.value)
     assert "resources.memory" in str(failure.value)
 
 
 def test_unknown_key_in_a_descriptor_fails_start_up(tmp_path):
+    # Given a descriptor with a misspelt key, memroy
+    # When the config is loaded / Then it fails naming the key
     with pytest.raises(ImproperlyConfigured, match="memroy"):
         _load(tmp_path, "", {"a.toml": 'slug = "a"\nname = "A"\n[resources]\nmemroy = "1G"\n'})
 
 
 def test_bad_key_in_the_deployment_config_names_it(tmp_path):
+    # Given a deployment config whose lease is "soon"
+    # When it is loaded / Then it fails naming the file and the key
     with pytest.raises(ImproperlyConfigured, match=r"c\.toml: sandbox\.lease"):
         _load(tmp_path, '[sandbox]\nlease = "soon"\n', {"a.toml": 'slug = "a"\nname = "A"\n'})
 
 
 def test_invalid_toml_fails_start_up_naming_the_file(tmp_path):
+    # Given a descriptor broken.toml that is not valid TOML
+    # When the config is loaded / Then it fails naming the file
     with pytest.raises(ImproperlyConfigured, match=r"broken\.toml"):
         _load(tmp_path, "", {"broken.toml": 'slug = "a\n'})
 
 
 def test_two_descriptors_with_one_slug_fail_start_up(tmp_path):
+    # Given two descriptors with the same slug
+    # When the config is loaded / Then it fails saying the slug is already declared
     with pytest.raises(ImproperlyConfigured, match="already declared"):
         _load(tmp_path, "", {"a.toml": 'slug = "a"\nname = "A"\n', "b.toml": 'slug = "a"\nname = "B"\n'})
 
 
 def test_app_above_the_ceiling_fails_start_up_naming_the_app(tmp_path):
+    # Given an app big that asks 4 cpu under a per-app ceiling of 2
+    # When the config is loaded / Then it fails naming the app
     with pytest.raises(ImproperlyConfigured, match=r"app 'big'"):
         _load(
             tmp_path,
@@ -111,23 +142,32 @@ def test_app_above_the_ceiling_fails_start_up_naming_the_app(tmp_path):
 
 
 def test_default_above_its_own_max_fails_start_up(tmp_path):
+    # Given a per-app default memory of 2G above a per-app max of 1G
+    # When the config is loaded / Then it fails naming the default's key
     with pytest.raises(ImproperlyConfigured, match=r"per_app\.default\.memory"):
         _load(tmp_path, '[resources.per_app.default]\nmemory = "2G"\n[resources.per_app.max]\nmemory = "1G"\n', {})
 
 
 def test_http_backend_without_a_host_url_fails_start_up(tmp_path):
+    # Given a config that chooses the http backend and names no host
+    # When it is loaded / Then it fails naming sandbox.host_url
     with pytest.raises(ImproperlyConfigured, match=r"sandbox\.host_url"):
         _load(tmp_path, '[sandbox]\nbackend = "http"\n', {})
 
 
 def test_per_user_limits_are_parsed(tmp_path):
+    # Given a config with per-user count, cpu, memory and disk
+    # When it is loaded
     config = _load(tmp_path, '[resources.per_user]\ncount = 3\ncpu = 4\nmemory = "4G"\ndisk = "10G"\n', {})
+    # Then each limit is read, sizes in bytes
     assert (config.per_user.count, config.per_user.cpu) == (3, 4.0)
     assert (config.per_user.memory, config.per_user.disk) == (4 * GIB, 10 * GIB)
 
 
 def test_settings_choose_the_config_file(write_config):
+    # Given the settings pointing at a config whose lease is 2m
     write_config('[sandbox]\nlease = "2m"\n')
+    # When the config is read / Then its lease is two minutes
     assert get_config().sandbox.lease == timedelta(minutes=2)
 
 
@@ -135,23 +175,37 @@ def test_settings_choose_the_config_file(write_config):
     ("raw", "expected"), [("512M", 512 * MIB), ("1G", GIB), ("2048", 2048), ("3k", 3072), (7, 7), ("1T", 1024**4)]
 )
 def test_size_strings_are_powers_of_1024(raw, expected):
+    # Given a size as a string with or without a unit, or a number
+    # When it is parsed / Then K, M, G and T are powers of 1024 and plain numbers are bytes
     assert parse_size(raw) == expected
 
 
 @pytest.mark.parametrize("raw", ["1.5G", "-1", "G", "12 parsecs", True, None])
 def test_bad_size_strings_are_refused(raw):
+    # Given a fractional, negative, unitless, unknown or non-string size
+    # When it is parsed / Then it is refused
     with pytest.raises(SizeError):
         parse_size(raw)
 
 
 def test_max_is_unlimited_only_where_allowed():
+    # Given the word max
+    # When it is parsed where unlimited is allowed / Then it is 0, unlimited
     assert parse_size("max", allow_max=True) == 0
+    # When it is parsed anywhere else / Then it is refused
     with pytest.raises(SizeError):
         parse_size("max")
 
 
-def test_durations_and_size_formatting():
+def test_a_duration_is_read_with_its_unit():
+    # Given a duration of thirty minutes written as 30m
+    # When it is parsed / Then it is 1800 seconds
     assert parse_duration_seconds("30m") == 1800
+
+
+def test_sizes_are_written_in_words_or_with_their_unit():
+    # Given no size, a size of 0 and one of 512 MiB
+    # When each is formatted / Then they read unspecified, unlimited and 512M
     assert format_size(None) == "unspecified"
     assert format_size(0) == "unlimited"
     assert format_size(512 * MIB) == "512M"

@@ -37,8 +37,11 @@ def test_the_sites_own_pages_send_the_token_and_run_commands(make_item):
 
 
 def test_a_caller_that_names_itself_needs_no_token(make_item):
+    # Given bob's item, and a script that names bob with X-User-Id and carries no CSRF token
     item = make_item(created_by="bob")
     script = APIClient(enforce_csrf_checks=True)
     script.credentials(HTTP_X_USER_ID="bob")
+    # When it posts a command
     response = script.post(item_url(item, "/exec"), {"command": "echo ok"}, format="json")
+    # Then the command runs
     assert response.status_code == 200

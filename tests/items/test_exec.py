@@ -18,42 +18,60 @@ def _exec(api, item, command, **extra):
 
 
 def test_exec_opens_a_sandbox_and_runs_in_the_workspace(alice_api, make_item):
+    # Given alice's notebook with hello.txt in its workspace
     item = make_item()
     alice_api.put(item_url(item, "/files/hello.txt"), b"hi", content_type="application/octet-stream")
+    # When she runs ls in it, with no sandbox open yet
     body = _exec(alice_api, item, "ls").json()
+    # Then a local sandbox is opened and the command lists the workspace
     assert (body["exit_code"], body["stdout"], body["sandbox_opened"]) == (0, "hello.txt\n", True)
     assert body["sandbox_id"].startswith("loc-")
 
 
 def test_a_second_exec_reuses_the_live_sandbox(alice_api, make_item):
+    # Given alice's notebook whose first command opened a sandbox
     item = make_item()
     first = _exec(alice_api, item, "true").json()
+    # When she runs a second command
     second = _exec(alice_api, item, ["echo", "again"]).json()
+    # Then it runs in the same sandbox, none is opened and the ledger holds one row
     assert second["sandbox_id"] == first["sandbox_id"]
     assert second["sandbox_opened"] is False
     assert SandboxActivity.objects.count() == 1
 
 
 def test_exec_reports_exit_code_and_stderr(alice_api, make_item):
+    # Given alice's notebook
+    # When she runs a command that writes to stderr and exits 3
     body = _exec(alice_api, make_item(), "echo oops >&2; exit 3").json()
+    # Then the reply carries both
     assert (body["exit_code"], body["stderr"]) == (3, "oops\n")
 
 
 def test_exec_past_its_timeout_is_killed_and_reported(alice_api, make_item):
+    # Given alice's notebook
+    # When she runs a command that sleeps past its 0.3 s timeout
     body = _exec(alice_api, make_item(), "sleep 20", timeout=0.3).json()
+    # Then the reply says it timed out
     assert body["timed_out"] is True
 
 
 def test_the_ledger_row_carries_owner_and_resolved_size(alice_api, make_item):
+    # Given an item alice created and bob pays for
     item = make_item(owner="bob")
+    # When she runs a command in it
     _exec(alice_api, item, "true")
+    # Then the live ledger row charges bob with the notebook app's cpu and memory
     row = ledger.live_row_of_item(item.pk)
     assert (row.owner, row.app_slug, row.cpu_cores, row.memory_bytes) == ("bob", "notebook", 1.0, 512 * MIB)
 
 
 def test_an_app_that_declares_nothing_charges_unspecified_not_zero(alice_api, make_item):
+    # Given alice's rca item, whose app declares no cpu or memory
     item = make_item(app_slug="rca")
+    # When she runs a command in it
     _exec(alice_api, item, "true")
+    # Then the live ledger row charges them as unspecified, not as zero
     row = ledger.live_row_of_item(item.pk)
     assert (row.cpu_cores, row.memory_bytes) == (None, None)
 
@@ -76,44 +94,63 @@ def test_an_app_that_declares_nothing_charges_unspecified_not_zero(alice_api, ma
     ],
 )
 def test_bad_exec_input_is_400_and_opens_nothing(alice_api, make_item, body):
+    # Given alice's notebook
     item = make_item()
+    # When she sends a missing, empty or ill-typed command, one too long, or a timeout out of range
     response = alice_api.post(item_url(item, "/exec"), body, format="json")
+    # Then it is 400 with an error and a detail, and no sandbox is opened
     assert response.status_code == 400
     assert set(response.json()) >= {"error", "detail"}
     assert not SandboxActivity.objects.exists()
 
 
 def test_exec_on_someone_elses_item_is_404_and_opens_nothing(bob_api, make_item):
+    # Given alice's notebook
+    # When bob runs a command in it
     response = _exec(bob_api, make_item(), "ls")
+    # Then it is 404 and no sandbox is opened
     assert response.status_code == 404
     assert not SandboxActivity.objects.exists()
 
 
 def test_exec_on_an_unknown_item_or_app_is_404(alice_api):
+    # Given alice, and neither an item 424242 nor an app nope
+    # When she runs a command in an item that does not exist / Then it is 404
     assert alice_api.post("/a/notebook/items/424242/exec", {"command": "ls"}, format="json").status_code == 404
+    # When she runs one under an app that does not exist / Then it is 404 too
     assert alice_api.post("/a/nope/items/1/exec", {"command": "ls"}, format="json").status_code == 404
 
 
 def test_closing_the_sandbox_soft_deletes_the_row_and_the_next_exec_opens_a_new_one(alice_api, make_item):
+    # Given alice's notebook with a sandbox opened by a command
     item = make_item()
     first = _exec(alice_api, item, "true").json()["sandbox_id"]
+    # When she closes the sandbox / Then it is 204
     assert alice_api.delete(item_url(item, "/sandbox")).status_code == 204
+    # Then its ledger row is soft-deleted with the reason closed
     closed = SandboxActivity.objects.get()
     assert (closed.is_deleted, closed.close_reason) == (True, "closed")
+    # When she runs another command
     second = _exec(alice_api, item, "true").json()
+    # Then a new sandbox is opened for it
     assert second["sandbox_id"] != first
     assert second["sandbox_opened"] is True
 
 
 def test_sandbox_state_is_served_and_404_when_none_is_live(alice_api, make_item):
+    # Given alice's notebook with no sandbox
     item = make_item()
+    # When its sandbox is asked for / Then the answer is no_live_sandbox
     assert alice_api.get(item_url(item, "/sandbox")).json()["error"] == "no_live_sandbox"
+    # When a command opens one
     sandbox_id = _exec(alice_api, item, "true").json()["sandbox_id"]
+    # Then the sandbox and the item both serve its id
     assert alice_api.get(item_url(item, "/sandbox")).json()["sandbox_id"] == sandbox_id
     assert alice_api.get(item_url(item)).json()["sandbox"]["sandbox_id"] == sandbox_id
 
 
 def test_admission_is_the_one_place_a_new_sandbox_is_recorded(alice_api, make_item, monkeypatch):
+    # Given the admission hook watched for each item it is asked about, and alice's notebook
     calls = []
     original = admission.before_sandbox_open
 
@@ -123,13 +160,17 @@ def test_admission_is_the_one_place_a_new_sandbox_is_recorded(alice_api, make_it
 
     monkeypatch.setattr("workspace.items.sandboxes.lifecycle.before_sandbox_open", spy)
     item = make_item()
+    # When she runs two commands in it
     _exec(alice_api, item, "true")
     _exec(alice_api, item, "true")
+    # Then admission ran once, for the sandbox the first one opened
     assert calls == [item.pk]
 
 
 def test_exec_on_a_live_sandbox_costs_a_bounded_number_of_queries(alice_api, make_item, django_assert_max_num_queries):
+    # Given alice's notebook with a live sandbox
     item = make_item()
     _exec(alice_api, item, "true")
+    # When she runs another command / Then it costs a bounded number of queries
     with django_assert_max_num_queries(4):
         assert _exec(alice_api, item, "true").status_code == 200

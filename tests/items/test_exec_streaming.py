@@ -41,7 +41,10 @@ def test_output_streams_as_it_is_written_then_the_result(alice_api, make_item):
 
 
 def test_a_streamed_command_past_its_timeout_ends_with_a_timed_out_result(alice_api, make_item):
+    # Given alice's notebook
+    # When she streams a command that prints, then sleeps past its half-second timeout
     events = _events(_stream(alice_api, make_item(), "echo started; sleep 30", timeout=0.5))
+    # Then what it printed streams first and the last event is a result that says it timed out
     assert events[0] == ("output", {"stream": "stdout", "text": "started\n"})
     assert events[-1][0] == "result"
     assert events[-1][1]["timed_out"] is True
@@ -59,7 +62,15 @@ def test_a_quota_refusal_comes_back_as_json_before_any_event(write_config, alice
     assert json.loads(response.content)["error"] == "sandbox_quota_exceeded"
 
 
-def test_a_bad_command_is_a_400_and_a_stranger_gets_404(alice_api, bob_api, make_item):
+def test_an_empty_streamed_command_is_a_400(alice_api, make_item):
+    # Given alice's notebook
     item = make_item()
+    # When she streams an empty command / Then it is 400
     assert _stream(alice_api, item, "").status_code == 400
+
+
+def test_a_stranger_streaming_a_command_gets_404(bob_api, make_item):
+    # Given alice's notebook
+    item = make_item()
+    # When bob streams a command in it / Then it is 404
     assert _stream(bob_api, item, "true").status_code == 404

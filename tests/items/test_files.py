@@ -39,49 +39,71 @@ def _put(api, item, path, data: bytes):
 
 
 def test_binary_file_round_trips_byte_for_byte(alice_api, item):
+    # Given alice's notebook
+    # When she writes every byte value to data/blob.bin, in a folder not made yet / Then it is stored
     assert _put(alice_api, item, "data/blob.bin", BINARY).status_code == 200
+    # When she downloads it
     response = alice_api.get(item_url(item, "/files/data/blob.bin"))
+    # Then the bytes come back exactly
     assert response.status_code == 200
     assert b"".join(response.streaming_content) == BINARY
 
 
 def test_a_write_reports_old_and_new_size(alice_api, item):
+    # Given alice's a.txt of five bytes
     _put(alice_api, item, "a.txt", b"12345")
+    # When she overwrites it with two / Then the reply reports both sizes
     assert _put(alice_api, item, "a.txt", b"12").json() == {"path": "a.txt", "old_size": 5, "new_size": 2}
 
 
 def test_a_file_write_costs_one_query_and_no_ledger_write(alice_api, item, django_assert_max_num_queries):
+    # Given alice's notebook, with the owner's limits already read once
     _put(alice_api, item, "warm.txt", b"w")  # warms the quota layer's 5 s memo of the owner's limits
+    # When she writes a file / Then it costs one query and writes no ledger row
     with django_assert_max_num_queries(1):
         assert _put(alice_api, item, "notes.txt", b"hello").status_code == 200
 
 
 def test_listing_shows_files_and_folders(alice_api, item):
+    # Given alice's src/main.py
     _put(alice_api, item, "src/main.py", b"print(1)\n")
+    # When she lists the files
     body = alice_api.get(item_url(item, "/files")).json()
+    # Then the folder and the file come back, each with its size and kind
     assert [(row["path"], row["size"], row["is_dir"]) for row in body] == [("src", 0, True), ("src/main.py", 9, False)]
 
 
 def test_deleting_a_file_removes_it(alice_api, item):
+    # Given alice's gone.txt
     _put(alice_api, item, "gone.txt", b"x")
+    # When she deletes it / Then its new size is zero
     assert alice_api.delete(item_url(item, "/files/gone.txt")).json()["new_size"] == 0
+    # Then it cannot be read any more
     assert alice_api.get(item_url(item, "/files/gone.txt")).status_code == 404
 
 
 def test_a_missing_file_is_404(alice_api, item):
+    # Given alice's notebook
+    # When she reads a file that does not exist
     response = alice_api.get(item_url(item, "/files/nothing.txt"))
+    # Then it is 404 file_not_found
     assert (response.status_code, response.json()["error"]) == (404, "file_not_found")
 
 
 @pytest.mark.parametrize("path", ["../escape.txt", "a/../../escape.txt", "%2Fetc%2Fpasswd"])
 def test_paths_that_climb_out_or_are_absolute_are_400_invalid_path(alice_api, item, path):
+    # Given alice's notebook
+    # When she writes to a path that climbs out or is absolute
     response = _put(alice_api, item, path, b"x")
+    # Then it is refused: 400 invalid_path, or 404 where no route matches
     assert response.status_code in (400, 404)
     if response.status_code == 400:
         assert response.json()["error"] == "invalid_path"
 
 
 def test_dotdot_and_absolute_paths_are_refused_by_the_resolver(item):
+    # Given alice's notebook
+    # When the resolver meets a climbing, absolute, empty or backslashed path / Then each is invalid_path
     for path in ("..", "../x", "a/../../x", "/etc/passwd", "", "a\\b"):
         with pytest.raises(ApiError) as refused:
             filestore.resolve(workspace_dir(item.pk), path)
@@ -89,73 +111,98 @@ def test_dotdot_and_absolute_paths_are_refused_by_the_resolver(item):
 
 
 def test_a_symlink_pointing_out_of_the_workspace_is_400(alice_api, item, tmp_path):
+    # Given alice's notebook whose workspace holds a symlink to a folder outside it
     outside = tmp_path / "outside"
     outside.mkdir()
     root = workspace_dir(item.pk)
     root.mkdir(parents=True, exist_ok=True)
     os.symlink(outside, root / "link")
+    # When she writes through the symlink
     response = _put(alice_api, item, "link/owned.txt", b"x")
+    # Then it is 400 invalid_path and nothing lands outside
     assert (response.status_code, response.json()["error"]) == (400, "invalid_path")
     assert not (outside / "owned.txt").exists()
+    # Then reading through it is 400 too
     assert alice_api.get(item_url(item, "/files/link/owned.txt")).status_code == 400
 
 
 def test_someone_elses_files_are_404(bob_api, item):
+    # Given alice's notebook
+    # When bob writes a file in it / Then it is 404
     assert _put(bob_api, item, "x.txt", b"x").status_code == 404
+    # When he lists its files / Then it is 404 too
     assert bob_api.get(item_url(item, "/files")).status_code == 404
 
 
 def test_a_refused_new_file_is_not_created(alice_api, item, refusing_check):
+    # Given a write check that refuses all growth
+    # When alice writes a new file / Then it is 507
     assert _put(alice_api, item, "new.txt", b"small").status_code == 507
+    # Then no file is created
     assert list(workspace_dir(item.pk).iterdir()) == []
 
 
 def test_a_refused_write_leaves_the_old_file_byte_for_byte(alice_api, item, refusing_check):
+    # Given alice's keep.txt, and a write check that refuses all growth
     path = workspace_dir(item.pk) / "keep.txt"
     path.write_bytes(b"original")
+    # When she overwrites it with longer content
     response = _put(alice_api, item, "keep.txt", b"original and much longer")
+    # Then it is 507 and the old file is byte for byte as it was, with no temp file left
     assert (response.status_code, response.json()["error"]) == (507, "workspace_quota_exceeded")
     assert path.read_bytes() == b"original"
     assert [entry.name for entry in path.parent.iterdir()] == ["keep.txt"]  # no temp file left behind
 
 
 def test_shrinking_same_size_and_delete_pass_even_when_checks_refuse(alice_api, item, refusing_check):
+    # Given alice's 10-byte big.txt, and a write check that refuses all growth
     path = workspace_dir(item.pk) / "big.txt"
     path.write_bytes(b"0123456789")
+    # When she overwrites it with as many bytes, then with fewer, then deletes it / Then each passes
     assert _put(alice_api, item, "big.txt", b"abcdefghij").status_code == 200
     assert _put(alice_api, item, "big.txt", b"abc").status_code == 200
     assert alice_api.delete(item_url(item, "/files/big.txt")).status_code == 200
+    # Then the check was never asked
     assert refusing_check == []
 
 
 def test_the_write_check_sees_the_item_owner_and_sizes(alice_api, make_item):
+    # Given an item alice created and bob pays for, and a write check that records what it sees
     item = make_item(owner="bob")
     seen = []
     register_write_check(seen.append)
     try:
+        # When alice writes five bytes in it
         _put(alice_api, item, "f.txt", b"12345")
     finally:
         unregister_write_check(seen.append)
+    # Then the check saw one write of five bytes to that notebook, owed by bob
     (intent,) = seen
     assert (intent.item_id, intent.app_slug, intent.owner, intent.delta) == (item.pk, "notebook", "bob", 5)
 
 
 def test_an_oversized_upload_is_413_and_leaves_nothing(alice_api, item, settings):
+    # Given a largest file of 10 bytes
     settings.WORKSPACE_MAX_FILE_BYTES = 10
+    # When alice uploads 11
     response = _put(alice_api, item, "big.bin", b"x" * 11)
+    # Then it is 413 file_too_large and nothing is stored
     assert (response.status_code, response.json()["error"]) == (413, "file_too_large")
     assert list(workspace_dir(item.pk).iterdir()) == []
 
 
 def test_batch_copies_a_folder_replaces_text_and_stages_inputs(alice_api, item):
+    # Given alice's src folder with two python files
     _put(alice_api, item, "src/a.py", b"name = 'old'\n")
     _put(alice_api, item, "src/b.py", b"print('old')\n")
+    # When she sends a batch that copies the folder, replaces old with new in src and stages a binary input
     operations = [
         {"op": "copy", "from": "src", "to": "backup"},
         {"op": "replace", "search": "old", "replace": "new", "glob": "src/*"},
         {"op": "stage", "path": "inputs/data.bin", "content_base64": "AAEC"},
     ]
     response = alice_api.post(item_url(item, "/files:batch"), {"operations": operations}, format="json")
+    # Then the copy keeps the old text, the source has the new one and the input holds its bytes
     assert response.status_code == 200, response.content
     root = workspace_dir(item.pk)
     assert (root / "backup/a.py").read_text() == "name = 'old'\n"
@@ -164,8 +211,11 @@ def test_batch_copies_a_folder_replaces_text_and_stages_inputs(alice_api, item):
 
 
 def test_a_batch_passes_the_write_check_once_and_is_refused_whole(alice_api, item, refusing_check):
+    # Given a write check that refuses all growth
+    # When alice sends a batch staging two files
     operations = [{"op": "stage", "path": "a.txt", "content": "aaa"}, {"op": "stage", "path": "b.txt", "content": "b"}]
     response = alice_api.post(item_url(item, "/files:batch"), {"operations": operations}, format="json")
+    # Then it is 507, the check was asked once for both files' bytes, and nothing is written
     assert response.status_code == 507
     assert len(refusing_check) == 1
     assert refusing_check[0].delta == 4
@@ -177,6 +227,9 @@ def test_a_batch_passes_the_write_check_once_and_is_refused_whole(alice_api, ite
     [[], [{"op": "explode"}], [{"op": "stage", "path": "../x", "content": "x"}], [{"op": "copy", "from": "a"}]],
 )
 def test_bad_batches_are_400_and_change_nothing(alice_api, item, operations):
+    # Given alice's empty notebook
+    # When she sends an empty batch, an unknown op, a path that climbs out or a copy with no target
     response = alice_api.post(item_url(item, "/files:batch"), {"operations": operations}, format="json")
+    # Then it is 400 and the workspace stays empty
     assert response.status_code == 400
     assert not workspace_dir(item.pk).exists() or list(workspace_dir(item.pk).iterdir()) == []

@@ -27,7 +27,7 @@ def test_a_symlink_that_stays_inside_is_followed(root_and_outside):
     (root / "v2").mkdir()
     (root / "v2" / "notes.txt").write_text("inside")
     (root / "latest").symlink_to("v2")
-    # When the file is opened through the symlink, it is read
+    # When the file is opened through the symlink / Then it is read
     with os.fdopen(beneath.open_beneath(root, "latest/notes.txt", os.O_RDONLY), "rb") as handle:
         assert handle.read() == b"inside"
 
@@ -36,7 +36,7 @@ def test_opening_through_a_symlink_that_leaves_is_refused(root_and_outside):
     # Given sandbox code replaced a folder with a symlink to a host folder
     root, outside = root_and_outside
     (root / "docs").symlink_to(outside)
-    # When the server opens a path through it, the kernel refuses
+    # When the server opens a path through it / Then the kernel refuses
     with pytest.raises(beneath.Escape):
         beneath.open_beneath(root, "docs/secret.txt", os.O_RDONLY)
 
@@ -58,7 +58,7 @@ def test_a_read_raced_by_a_symlink_swap_reads_nothing_outside(root_and_outside):
     # Given a file that was checked, then replaced by a symlink to a host secret
     root, outside = root_and_outside
     (root / "report.txt").symlink_to(outside / "secret.txt")
-    # When it is opened for download, it is refused
+    # When it is opened for download / Then it is refused as invalid_path
     with pytest.raises(ApiError) as refused:
         filestore.open_read(root, root / "report.txt")
     assert refused.value.error == "invalid_path"
@@ -71,21 +71,23 @@ def test_a_delete_raced_by_a_symlink_swap_deletes_nothing_outside(monkeypatch, r
     monkeypatch.setattr(filestore, "resolve", lambda root, path: root / path)
     monkeypatch.setattr(filestore, "workspace_prepared", lambda item_id, app_slug: root)
     ref = filestore.WorkspaceRef(item_id=1, app_slug="notebook", owner="alice")
-    # When a delete of docs/secret.txt goes ahead, it is refused and the host file stays
+    # When a delete of docs/secret.txt goes ahead / Then it is refused
     with pytest.raises(ApiError):
         filestore.delete_path(ref, "docs/secret.txt")
+    # Then the host file stays
     assert (outside / "secret.txt").read_text() == "host secret"
 
 
 def test_the_walk_without_openat2_refuses_every_symlink(monkeypatch, root_and_outside):
-    # Given a kernel without openat2
+    # Given a kernel without openat2, and a folder v2 with a symlink latest to it
     root, _ = root_and_outside
     monkeypatch.setattr(beneath, "_has_openat2", False)
     (root / "v2").mkdir()
     (root / "v2" / "a.txt").write_text("a")
     (root / "latest").symlink_to("v2")
-    # When paths are opened, real folders work and symlinks are refused
+    # When a real folder's file is opened / Then it opens
     os.close(beneath.open_beneath(root, "v2/a.txt", os.O_RDONLY))
+    # When a path through the symlink is opened / Then it is refused
     with pytest.raises(beneath.Escape):
         beneath.open_beneath(root, "latest/a.txt", os.O_RDONLY)
 

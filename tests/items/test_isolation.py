@@ -37,33 +37,45 @@ def _v1_root(tmp_path: Path) -> Path:
 
 
 def test_v2_writes_memory_cpu_and_pids_limits(tmp_path):
+    # Given the cgroup v2 driver over an empty cgroup root
     driver = CgroupV2Driver(tmp_path / "cg")
     (tmp_path / "cg").mkdir()
+    # When it makes the group of a sandbox of 1.5 cpu, 1 GiB and 64 pids
     confinement = driver.create("s1", SandboxSize(cpu_cores=1.5, memory_bytes=GIB, pids_max=64))
     group = Path(confinement.groups[0])
+    # Then memory.max, cpu.max and pids.max hold those limits, cpu as quota over period
     assert (group / "memory.max").read_text() == f"{GIB}\n"
     assert (group / "cpu.max").read_text() == "150000 100000\n"
     assert (group / "pids.max").read_text() == "64\n"
 
 
 def test_v2_writes_max_for_explicit_zero(tmp_path):
+    # Given the cgroup v2 driver over an empty cgroup root
     (tmp_path / "cg").mkdir()
+    # When it makes the group of a sandbox whose limits are all explicitly zero
     group = Path(CgroupV2Driver(tmp_path / "cg").create("s1", SandboxSize(0, 0, 0)).groups[0])
+    # Then each limit file says max: zero means unlimited
     assert (group / "memory.max").read_text() == "max\n"
     assert (group / "cpu.max").read_text() == "max 100000\n"
     assert (group / "pids.max").read_text() == "max\n"
 
 
 def test_v2_writes_nothing_for_unspecified_dimensions(tmp_path):
+    # Given the cgroup v2 driver over an empty cgroup root
     (tmp_path / "cg").mkdir()
+    # When it makes the group of a sandbox that specifies no limit
     group = Path(CgroupV2Driver(tmp_path / "cg").create("s1", SandboxSize()).groups[0])
+    # Then no memory or cpu limit file is written
     assert not (group / "memory.max").exists()
     assert not (group / "cpu.max").exists()
 
 
 def test_v1_writes_one_group_per_controller(tmp_path):
+    # Given the cgroup v1 driver over a root with memory, cpu and pids hierarchies
     driver = CgroupV1Driver(_v1_root(tmp_path))
+    # When it makes the groups of a sandbox of half a cpu, unlimited memory and 10 pids
     confinement = driver.create("s1", SandboxSize(cpu_cores=0.5, memory_bytes=0, pids_max=10))
+    # Then each controller gets its own group holding its limit, -1 for unlimited memory
     memory, cpu, pids = map(Path, confinement.groups)
     assert (memory / "memory.limit_in_bytes").read_text() == "-1\n"
     assert (cpu / "cpu.cfs_quota_us").read_text() == "50000\n"
@@ -72,56 +84,73 @@ def test_v1_writes_one_group_per_controller(tmp_path):
 
 
 def test_detection_prefers_v2_then_v1_then_prlimit(tmp_path):
+    # Given a root that looks like cgroup v2, one that looks like v1, and a path with neither
     v2 = tmp_path / "v2"
     v2.mkdir()
     (v2 / "cgroup.controllers").write_text("cpu memory pids\n")
+    # When a driver is detected for each / Then they get v2, v1 and prlimit in that order
     assert detect_driver(v2).name == "cgroup-v2"
     assert detect_driver(_v1_root(tmp_path)).name == "cgroup-v1"
     assert detect_driver(tmp_path / "nothing-here").name == "prlimit"
 
 
 def test_prlimit_fallback_names_what_it_cannot_enforce(tmp_path):
+    # Given the prlimit driver
     driver = PrlimitDriver(binary="/usr/bin/prlimit")
+    # When it confines a sandbox of 2 cpu, 1 GiB and 5 pids
     confinement = driver.create("s1", SandboxSize(cpu_cores=2, memory_bytes=GIB, pids_max=5))
+    # Then commands are wrapped with the memory and process limits, and cpu is named as not enforced
     assert confinement.wrap(["true"]) == ["/usr/bin/prlimit", f"--as={GIB}", "--nproc=5", "--", "true"]
     assert "cpu" in driver.unenforced
 
 
 def test_exec_runs_in_the_items_workspace_and_joins_the_group(tmp_path):
+    # Given a local backend on cgroup v2 and item 7's sandbox, whose workspace holds hello.txt
     (tmp_path / "cg").mkdir()
     backend = _backend(tmp_path, CgroupV2Driver(tmp_path / "cg"))
     opened = backend.open(item_id="7", spec=SandboxSize(memory_bytes=GIB))
     (Path(settings.WORKSPACE_VAR_DIR) / "workspaces" / "7" / "hello.txt").write_text("hi")
+    # When ls runs in it
     result = backend.exec(opened.id, command="ls", timeout=10)
+    # Then it lists the workspace and the sandbox's process sits in its group
     assert (result.exit_code, result.stdout) == (0, "hello.txt\n")
     procs = tmp_path / "cg" / "workspace-sandboxes" / opened.id / "cgroup.procs"
     assert procs.read_text().strip().isdigit()
 
 
 def test_argv_commands_are_not_run_by_a_shell(tmp_path):
+    # Given an open local sandbox
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
     opened = backend.open(item_id="1", spec=SandboxSize())
+    # When a command is given as an argument list holding shell syntax / Then it is echoed, not interpreted
     assert backend.exec(opened.id, command=["echo", "$HOME; ls"], timeout=10).stdout == "$HOME; ls\n"
 
 
 def test_a_command_past_its_timeout_is_killed_and_reported(tmp_path):
+    # Given an open local sandbox
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
     opened = backend.open(item_id="1", spec=SandboxSize())
+    # When a command prints and then sleeps past its half-second timeout
     result = backend.exec(opened.id, command="echo started; sleep 30", timeout=0.5)
+    # Then it is killed with 137, reported as timed out, and keeps what it printed
     assert result.timed_out
     assert result.exit_code == 137
     assert result.stdout == "started\n"
 
 
 def test_output_is_bounded_and_truncation_flagged(tmp_path):
+    # Given an open local sandbox
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
     opened = backend.open(item_id="1", spec=SandboxSize())
+    # When a command prints 200000 bytes
     result = backend.exec(opened.id, command="head -c 200000 /dev/zero | tr '\\0' x", timeout=10)
+    # Then 64 KiB of it is kept and the output is flagged as truncated
     assert result.stdout_truncated
     assert len(result.stdout) == 64 * 1024
 
 
 def test_closing_kills_processes_left_running_in_the_background(tmp_path):
+    # Given an open local sandbox that started a sleeper in the background, in its own session
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
     opened = backend.open(item_id="1", spec=SandboxSize())
     backend.exec(opened.id, command="setsid sleep 60 >/dev/null 2>&1 &", timeout=10)
@@ -129,11 +158,14 @@ def test_closing_kills_processes_left_running_in_the_background(tmp_path):
     deadline = time.monotonic() + 3
     while not (sleepers := _host_pids_running(opened.id, backend, "sleep 60")) and time.monotonic() < deadline:
         time.sleep(0.02)
+    # Then the sleeper is running
     assert sleepers
+    # When the sandbox is closed
     backend.close(opened.id)
     deadline = time.monotonic() + 3
     while any(_running(pid) for pid in sleepers) and time.monotonic() < deadline:
         time.sleep(0.02)
+    # Then the sleeper is gone, and so is the sandbox
     assert not any(_running(pid) for pid in sleepers)
     assert not backend.probe(opened.id)
 
@@ -175,13 +207,16 @@ def _writable_real_cgroup() -> Path | None:
 
 @pytest.mark.skipif(_writable_real_cgroup() is None, reason="no writable memory cgroup on this host")
 def test_a_process_over_its_memory_limit_is_killed(settings, tmp_path):
+    # Given the host's real cgroups and a sandbox of 64M memory
     root = _writable_real_cgroup()
     backend = _backend(tmp_path, detect_driver(root))
     opened = backend.open(item_id="1", spec=SandboxSize(memory_bytes=64 * 1024 * 1024))
+    # When a python process there fills 400M
     try:
         hog = "a = bytearray(400 * 1024 * 1024); a[::4096] = b'x' * len(a[::4096]); print('survived')"
         result = backend.exec(opened.id, command=["python3", "-c", hog], timeout=30)
     finally:
         backend.close(opened.id)
+    # Then the kernel kills it before it can print
     assert result.exit_code == 137
     assert "survived" not in result.stdout

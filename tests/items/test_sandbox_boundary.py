@@ -289,7 +289,10 @@ def test_a_command_cannot_grow_the_workspace_past_its_disk_limit(api_client_for,
 
 
 def test_python_and_the_shell_work_inside(api_client_for, make_item):
+    # Given carol's notebook inside the real boundary
+    # When she runs python3 there as an argument list
     body = _exec(api_client_for("carol"), make_item(created_by="carol"), ["python3", "-c", "print(sum(range(10)))"])
+    # Then it prints its answer and exits 0
     assert (body["exit_code"], body["stdout"]) == (0, "45\n")
 
 

@@ -49,42 +49,63 @@ def _free_port() -> int:
 
 
 def test_healthz_reports_the_hosts_defaults(host):
+    # Given a sandbox host started with defaults of 2 cpu, 1 GiB and 100 pids
+    # When its health is asked
     status, body = _call(f"{host}/healthz")
+    # Then it answers 200 with those defaults
     assert status == 200
     assert body["defaults"] == {"cpu_cores": 2.0, "memory_bytes": GIB, "pids_max": 100}
 
 
 def test_the_host_uses_supplied_values_and_ignores_unknown_fields(host):
+    # Given a sandbox host
+    # When a sandbox is created with cpu, memory and a field the protocol does not know
     status, body = _call(f"{host}/sandboxes", "POST", {"item_id": "5", "cpu": 0.5, "memory": "256M", "gpu": 8})
+    # Then it is made with the values supplied, the default pids, and the unknown field ignored
     assert status == 201
     assert (body["cpu_cores"], body["memory_bytes"], body["pids_max"]) == (0.5, 256 * 1024**2, 100)
 
 
 def test_the_host_falls_back_to_its_defaults_for_null_values(host):
+    # Given a sandbox host with defaults of 2 cpu and 1 GiB
+    # When a sandbox is created with cpu and memory null
     _status, body = _call(f"{host}/sandboxes", "POST", {"item_id": "5", "cpu": None, "memory": None})
+    # Then it gets the host's defaults
     assert (body["cpu_cores"], body["memory_bytes"]) == (2.0, GIB)
 
 
 def test_the_host_reports_alive_runs_commands_and_deletes(host):
+    # Given a sandbox created on the host
     _status, created = _call(f"{host}/sandboxes", "POST", {"item_id": "9"})
     sandbox = f"{host}/sandboxes/{created['id']}"
+    # When it is probed / Then it is alive
     assert _call(sandbox) == (200, {"id": created["id"], "alive": True})
+    # When a command runs in it
     status, result = _call(f"{sandbox}/exec", "POST", {"command": ["echo", "hi"]})
+    # Then its output comes back
     assert (status, result["stdout"]) == (200, "hi\n")
+    # When it is deleted / Then it is 204
     assert _call(sandbox, "DELETE")[0] == 204
+    # Then probing it is 404
     assert _call(sandbox)[0] == 404
 
 
 def test_the_host_refuses_a_bad_create_with_400(host):
+    # Given a sandbox host
+    # When a sandbox is created for an item id that climbs out / Then it is 400
     assert _call(f"{host}/sandboxes", "POST", {"item_id": "../x"})[0] == 400
+    # When one is created with a memory that is no size / Then it is 400 too
     assert _call(f"{host}/sandboxes", "POST", {"item_id": "1", "memory": "lots"})[0] == 400
 
 
 @pytest.mark.django_db
 def test_exec_through_the_http_backend_runs_on_the_host(alice_api, make_item, http_config):
+    # Given deployment config that runs sandboxes on the host, and alice's x.txt
     item = make_item()
     alice_api.put(item_url(item, "/files/x.txt"), b"x", content_type="application/octet-stream")
+    # When she runs ls
     body = alice_api.post(item_url(item, "/exec"), {"command": "ls"}, format="json").json()
+    # Then it lists her workspace, and the live ledger row names the http backend and the host's sandbox id
     assert body["stdout"] == "x.txt\n"
     row = ledger.live_row_of_item(item.pk)
     assert (row.backend, row.backend_sandbox_id) == ("http", body["sandbox_id"])
@@ -94,6 +115,7 @@ def test_exec_through_the_http_backend_runs_on_the_host(alice_api, make_item, ht
 def test_undeclared_cpu_and_memory_go_as_null_and_the_hosts_enforced_values_are_charged(
     alice_api, make_item, http_config, monkeypatch
 ):
+    # Given requests to the host watched, and the deployment using it
     sent = []
     original = HttpBackend._call
 
@@ -103,8 +125,11 @@ def test_undeclared_cpu_and_memory_go_as_null_and_the_hosts_enforced_values_are_
         return original(self, method, path, body, **kwargs)
 
     monkeypatch.setattr(HttpBackend, "_call", spy)
+    # Given alice's rca item, whose app declares no cpu or memory
     item = make_item(app_slug="rca")
+    # When she runs a command
     alice_api.post(item_url(item, "/exec"), {"command": "true"}, format="json")
+    # Then the host was sent null for both, and the ledger charges what the host enforced
     assert (sent[0]["cpu"], sent[0]["memory"]) == (None, None)
     row = ledger.live_row_of_item(item.pk)
     assert (row.cpu_cores, row.memory_bytes) == (2.0, GIB)
@@ -112,17 +137,23 @@ def test_undeclared_cpu_and_memory_go_as_null_and_the_hosts_enforced_values_are_
 
 @pytest.mark.django_db
 def test_closing_through_the_api_deletes_the_sandbox_on_the_host(alice_api, make_item, http_config):
+    # Given alice's notebook with a sandbox open on the host
     item = make_item()
     sandbox_id = alice_api.post(item_url(item, "/exec"), {"command": "true"}, format="json").json()["sandbox_id"]
+    # When she closes it / Then it is 204
     assert alice_api.delete(item_url(item, "/sandbox")).status_code == 204
+    # Then the host no longer has it
     assert _call(f"{http_config}/sandboxes/{sandbox_id}")[0] == 404
 
 
 @pytest.mark.django_db
 def test_a_host_that_is_down_gives_a_clear_503_and_nothing_live(alice_api, make_item, write_config):
+    # Given deployment config naming a host on a port where nothing listens, and alice's notebook
     write_config(f'[sandbox]\nbackend = "http"\nhost_url = "http://127.0.0.1:{_free_port()}"\n')
     item = make_item()
+    # When she runs a command
     response = alice_api.post(item_url(item, "/exec"), {"command": "ls"}, format="json")
+    # Then it is 503 sandbox_host_unavailable, nothing is live and the attempt is recorded as failed
     assert response.status_code == 503
     assert response.json()["error"] == "sandbox_host_unavailable"
     assert ledger.live_rows_of_owner("alice").count() == 0
@@ -135,6 +166,7 @@ def test_runsandboxhost_serves_the_protocol_with_defaults_from_the_environment(t
     import sys
     import time
 
+    # Given runsandboxhost started on a free port with cpu and memory defaults from its environment
     port = _free_port()
     env = {
         **os.environ,
@@ -151,6 +183,7 @@ def test_runsandboxhost_serves_the_protocol_with_defaults_from_the_environment(t
         stderr=subprocess.DEVNULL,
     )
     try:
+        # When its health is asked once it listens
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -160,6 +193,7 @@ def test_runsandboxhost_serves_the_protocol_with_defaults_from_the_environment(t
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise
                 time.sleep(0.1)
+        # Then it answers 200 with the defaults from the environment
         assert status == 200
         assert (body["defaults"]["cpu_cores"], body["defaults"]["memory_bytes"]) == (1.5, 256 * 1024**2)
     finally:
@@ -184,13 +218,15 @@ def test_a_call_without_the_shared_token_is_refused_and_opens_nothing(host, work
 def test_the_host_refuses_to_listen_beyond_loopback_without_a_token(workspace_dirs):
     # Given host settings without a token
     chosen = HostSettings(SandboxSize(), workspace_dirs / "workspaces", workspace_dirs / "host-state")
-    # When it is asked to listen on every address, it refuses to start
+    # When it is asked to listen on every address / Then it refuses to start
     with pytest.raises(ImproperlyConfigured, match="without a token"):
         build_server("0.0.0.0", 0, chosen)
 
 
 def test_runsandboxhost_exits_with_the_reason_when_bound_beyond_loopback_without_a_token(settings):
+    # Given no host token in the settings
     settings.WORKSPACE_SANDBOX_HOST_TOKEN = ""
+    # When runsandboxhost is told to bind every address / Then it exits saying there is no token
     with pytest.raises(CommandError, match="without a token"):
         call_command("runsandboxhost", "--bind", "0.0.0.0", "--port", "0")
 

@@ -17,6 +17,7 @@ HTML = {"HTTP_ACCEPT": "text/html", "HTTP_X_USER_ID": "alice"}
 
 
 def test_the_service_refuses_a_title_past_200_characters_instead_of_cutting_it():
+    # Given the notebook app and alice
     # When a caller (a command, admin, a page) creates an item with 201 characters of title
     with pytest.raises(ApiError) as refused:
         services.item_create(app=app_or_404("notebook"), title=TOO_LONG, user_id="alice")
@@ -28,6 +29,7 @@ def test_the_service_refuses_a_title_past_200_characters_instead_of_cutting_it()
 
 
 def test_a_title_of_exactly_200_characters_is_kept_whole():
+    # Given the notebook app and alice
     # When an item is created with a 200-character title
     item = services.item_create(app=app_or_404("notebook"), title="t" * 200, user_id="alice")
 
@@ -36,6 +38,7 @@ def test_a_title_of_exactly_200_characters_is_kept_whole():
 
 
 def test_the_items_page_says_why_a_long_title_is_refused_and_stores_nothing(client):
+    # Given alice's browser on the items page
     # When a person submits the new-item form with 201 characters of title
     response = client.post("/a/notebook/items", {"title": TOO_LONG}, follow=True, **HTML)
 
@@ -45,6 +48,7 @@ def test_the_items_page_says_why_a_long_title_is_refused_and_stores_nothing(clie
 
 
 def test_the_items_page_refuses_a_blank_title_through_the_same_rule(client):
+    # Given alice's browser on the items page
     # When the form is sent with only spaces
     response = client.post("/a/notebook/items", {"title": "   "}, follow=True, **HTML)
 
@@ -54,6 +58,7 @@ def test_the_items_page_refuses_a_blank_title_through_the_same_rule(client):
 
 
 def test_an_investigation_with_a_long_title_is_refused_whole(alice_api):
+    # Given alice, and a title of 201 characters
     # When alice creates an investigation with 201 characters of title, through the service
     with pytest.raises(ApiError) as refused:
         investigation_create(title=TOO_LONG, user_id="alice")

@@ -20,7 +20,7 @@ PIECE = 16 * 1024
 
 
 def test_ten_concurrent_writes_admit_exactly_the_ones_that_fit(write_config, make_item):
-    # Given a workspace limit of 48K and ten writers of 16K each, all at once
+    # Given a workspace limit of 48K and ten writers of 16K each
     write_config('[sandbox]\nworkspace_quota = "48K"\n')
     item = make_item()
     ref = WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner="alice")
@@ -41,6 +41,7 @@ def test_ten_concurrent_writes_admit_exactly_the_ones_that_fit(write_config, mak
         except ApiError as refused:
             outcomes.append(refused.error)
 
+    # When all ten write at once
     threads = [threading.Thread(target=write, args=(n,)) for n in range(10)]
     for thread in threads:
         thread.start()
@@ -73,8 +74,11 @@ def test_an_upload_over_quota_is_refused_at_most_one_chunk_past_it(write_config,
 
 
 def test_an_upload_within_quota_is_stored_whole(write_config, make_item):
+    # Given a workspace limit of 8M
     write_config('[sandbox]\nworkspace_quota = "8M"\n')
     item = make_item()
     ref = WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner="alice")
+    # When alice writes a file of three chunks
     change = filestore.write_file(ref, "fits.bin", (b"y" * CHUNK for _ in range(3)))
+    # Then all of it is stored
     assert change.new_size == 3 * CHUNK

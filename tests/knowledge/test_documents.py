@@ -70,10 +70,13 @@ def test_an_upload_that_rolls_back_leaves_no_ingest_task(make_collection):
 
 
 def test_ingested_text_document_is_ready_with_chunks(make_collection, upload, alice_api):
+    # Given alice's collection
     collection = make_collection()
 
+    # When she uploads a text of several paragraphs and it is ingested
     document_id = upload(collection.id, "long.txt", LONG_TEXT).json()["id"]
 
+    # Then the document is ready with several chunks, its size, her as owner and nothing cited yet
     body = alice_api.get(f"/kb/documents/{document_id}").json()
     assert body["status"] == "ready"
     assert body["reason"] == ""
@@ -85,42 +88,54 @@ def test_ingested_text_document_is_ready_with_chunks(make_collection, upload, al
 
 
 def test_ingest_stamps_chunks_with_the_uploader_passed_to_it(make_collection, upload):
+    # Given alice's collection with carol as writer
     collection = make_collection(writers=["carol"])
 
+    # When carol uploads a file and it is ingested
     upload(collection.id, "notes.txt", "Sandboxes are closed from my resources.", user_id="carol")
 
+    # Then every chunk records carol as its creator
     assert set(Chunk.objects.values_list("created_by", flat=True)) == {"carol"}
 
 
 def test_markdown_is_ingested_without_its_markup(make_collection, upload, alice_api):
+    # Given alice's collection
     collection = make_collection()
 
+    # When she uploads markdown with a heading, bold text and a link, and it is ingested
     document_id = upload(
         collection.id, "guide.md", "# Heading\n\nSee **the [screen](http://x)** now.", content_type="text/markdown"
     ).json()["id"]
 
+    # Then the chunk holds the words without the markup
     chunks = alice_api.get(f"/kb/documents/{document_id}/chunks").json()
     assert [chunk["text"] for chunk in chunks] == ["Heading\n\nSee the screen now."]
 
 
 def test_pdf_text_is_extracted_into_chunks(make_collection, upload, alice_api):
+    # Given alice's collection and a PDF of two lines of text
     collection = make_collection()
     data = pdf_with_text(["Disk quotas are checked at write time.", "Shrinking is always allowed."])
 
+    # When she uploads it and it is ingested
     document_id = upload(collection.id, "disk.pdf", data, content_type="application/pdf").json()["id"]
 
+    # Then the document is ready and its chunks hold the PDF's text
     assert alice_api.get(f"/kb/documents/{document_id}").json()["status"] == "ready"
     texts = " ".join(chunk["text"] for chunk in alice_api.get(f"/kb/documents/{document_id}/chunks").json())
     assert "Disk quotas are checked at write time." in texts
 
 
 def test_unreadable_pdf_fails_ingest_with_a_reason(make_collection, upload, alice_api):
+    # Given alice's collection
     collection = make_collection()
 
+    # When she uploads a PDF that is not one, and its ingest runs
     document_id = upload(collection.id, "broken.pdf", b"%PDF-1.4 not really", content_type="application/pdf").json()[
         "id"
     ]
 
+    # Then the document failed with a reason naming PDF, and has no chunks
     body = alice_api.get(f"/kb/documents/{document_id}").json()
     assert body["status"] == "failed"
     assert "PDF" in body["reason"]
@@ -128,30 +143,39 @@ def test_unreadable_pdf_fails_ingest_with_a_reason(make_collection, upload, alic
 
 
 def test_text_that_is_not_utf8_fails_ingest_with_a_reason(make_collection, upload, alice_api):
+    # Given alice's collection
     collection = make_collection()
 
+    # When she uploads a text file in Latin-1, and its ingest runs
     document_id = upload(collection.id, "latin.txt", "café".encode("latin-1")).json()["id"]
 
+    # Then the document failed with a reason naming UTF-8
     body = alice_api.get(f"/kb/documents/{document_id}").json()
     assert body["status"] == "failed"
     assert "UTF-8" in body["reason"]
 
 
 def test_empty_upload_is_refused_and_stores_nothing(make_collection, upload):
+    # Given alice's collection
     collection = make_collection()
 
+    # When she uploads an empty file
     response = upload(collection.id, "empty.txt", b"")
 
+    # Then it is 400 empty_file and nothing is stored
     assert response.status_code == 400
     assert response.json()["error"] == "empty_file"
     assert not Document.objects.exists()
 
 
 def test_unsupported_file_type_is_refused_with_415_naming_the_accepted_types(make_collection, upload):
+    # Given alice's collection
     collection = make_collection()
 
+    # When she uploads a PowerPoint file
     response = upload(collection.id, "slides.pptx", b"PK\x03\x04", content_type="application/vnd.ms-powerpoint")
 
+    # Then it is 415 naming the file and the accepted types, and nothing is stored
     assert response.status_code == 415
     body = response.json()
     assert body["error"] == "unsupported_file_type"
@@ -162,46 +186,62 @@ def test_unsupported_file_type_is_refused_with_415_naming_the_accepted_types(mak
 
 
 def test_upload_without_a_file_field_is_refused(make_collection, alice_api):
+    # Given alice's collection
     collection = make_collection()
 
+    # When she posts a form without a file field
     response = alice_api.post(f"/kb/collections/{collection.id}/documents", {"other": "x"}, format="multipart")
 
+    # Then it is 400 validation_error
     assert response.status_code == 400
     assert response.json()["error"] == "validation_error"
 
 
 def test_upload_larger_than_the_limit_is_refused_with_413(make_collection, upload, settings):
+    # Given an upload limit of 10 bytes, and alice's collection
     settings.KNOWLEDGE_MAX_UPLOAD_BYTES = 10
     collection = make_collection()
 
+    # When she uploads 11 bytes
     response = upload(collection.id, "big.txt", "x" * 11)
 
+    # Then it is 413 file_too_large and nothing is stored
     assert response.status_code == 413
     assert response.json()["error"] == "file_too_large"
     assert not Document.objects.exists()
 
 
 def test_upload_into_an_unknown_collection_is_404(upload, db):
+    # Given no such collection
+    # When alice uploads into it
     response = upload("col_missing", "notes.txt", "text")
 
+    # Then it is 404 and nothing is stored
     assert response.status_code == 404
     assert not Document.objects.exists()
 
 
 def test_unknown_document_is_404(alice_api):
+    # Given no such document
+    # When alice opens it / Then it is 404
     assert alice_api.get("/kb/documents/doc_missing").status_code == 404
 
 
 def test_document_list_of_an_unknown_collection_is_404(alice_api):
+    # Given no such collection
+    # When alice lists its documents / Then it is 404
     assert alice_api.get("/kb/collections/col_missing/documents").status_code == 404
 
 
 def test_document_list_carries_cited_chunks_owner_size_and_updated_at(make_collection, upload, alice_api):
+    # Given alice's collection with a document bob uploaded as writer
     collection = make_collection(writers=["bob"])
     upload(collection.id, "a.txt", "Quotas are per person.", user_id="bob")
 
+    # When alice lists its documents
     rows = alice_api.get(f"/kb/collections/{collection.id}/documents").json()
 
+    # Then its row shows its name, bob as owner, its size, chunks, citations, status and update time
     assert len(rows) == 1
     row = rows[0]
     assert {key: row[key] for key in ("filename", "owner", "size", "chunks", "cited", "status")} == {
@@ -216,13 +256,16 @@ def test_document_list_carries_cited_chunks_owner_size_and_updated_at(make_colle
 
 
 def test_reupload_keeps_the_document_id_and_replaces_its_chunks(make_collection, upload, clock):
+    # Given alice's notes.txt in a collection where bob writes, and five minutes later
     collection = make_collection(writers=["bob"])
     first = upload(collection.id, "notes.txt", "Old text about quotas.").json()["id"]
     old_chunk_ids = set(Chunk.objects.values_list("id", flat=True))
     clock.advance(minutes=5)
 
+    # When bob uploads notes.txt again with new text
     second = upload(collection.id, "notes.txt", "New text about sharing.", user_id="bob").json()["id"]
 
+    # Then it is the same document, alice's still, last edited by bob, with new content and only new chunks
     assert second == first
     document = Document.objects.get()
     assert document.created_by == "alice"
@@ -235,6 +278,7 @@ def test_reupload_keeps_the_document_id_and_replaces_its_chunks(make_collection,
 
 
 def test_reupload_keeps_old_chunk_events_as_history(make_collection, upload, alice_api):
+    # Given alice's notes.txt whose one chunk was cited once
     collection = make_collection()
     document_id = upload(collection.id, "notes.txt", "Old text about quotas.").json()["id"]
     old_chunk = Chunk.objects.get()
@@ -246,19 +290,24 @@ def test_reupload_keeps_old_chunk_events_as_history(make_collection, upload, ali
         message_id="msg_1",
     )
 
+    # When she uploads notes.txt again with new text
     upload(collection.id, "notes.txt", "New text about sharing.")
 
+    # Then the document still counts its citation, the new chunk counts none, and the event keeps the old chunk
     assert alice_api.get(f"/kb/documents/{document_id}").json()["cited"] == 1
     assert [chunk["cited"] for chunk in alice_api.get(f"/kb/documents/{document_id}/chunks").json()] == [0]
     assert CitationEvent.objects.get().chunk_refs.get().chunk_id == old_chunk.id
 
 
 def test_same_filename_in_another_collection_is_another_document(make_collection, upload):
+    # Given two collections
     first, second = make_collection("One"), make_collection("Two")
 
+    # When notes.txt is uploaded into each
     a = upload(first.id, "notes.txt", "Alpha").json()["id"]
     b = upload(second.id, "notes.txt", "Beta").json()["id"]
 
+    # Then they are two documents
     assert a != b
 
 
@@ -277,7 +326,8 @@ def test_ingest_superseded_by_a_newer_upload_is_discarded(make_collection, alice
 
 
 def test_ingest_of_a_vanished_document_does_nothing(db):
-    # When the ingest of a document deleted meanwhile runs
+    # Given a document deleted while its ingest waited
+    # When the ingest runs
     ingest_document(document_id="doc_gone", content_version=1, user_id="alice")
 
     # Then nothing is stored

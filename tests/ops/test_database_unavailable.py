@@ -52,7 +52,8 @@ def test_an_api_call_with_the_database_down_is_a_503_with_retry_after(client, da
 
 
 def test_a_write_with_the_database_down_is_a_503(client, database_down):
-    # When an API client writes while the database is down
+    # Given the database is down
+    # When an API client writes
     response = client.post("/api/v1/workflow", {"name": "x", "steps": ["true"]}, content_type="application/json")
 
     # Then it is a 503, not a 500
@@ -111,8 +112,7 @@ def test_the_health_probe_gives_up_on_a_silent_database_host(silent_database_hos
     # Given the probe's parameters pointed at a host that never answers
     params = {"host": "127.0.0.1", "port": silent_database_host, "dbname": "x", "user": "x", "connect_timeout": 2}
 
-    # When the probe runs
-    # Then it fails (after its connect timeout) instead of hanging
+    # When the probe runs / Then it fails (after its connect timeout) instead of hanging
     with pytest.raises(health.CheckFailed, match="does not answer"):
         health.postgres_probe(params)
 
@@ -122,5 +122,5 @@ def test_the_health_probe_connects_with_a_two_second_timeout():
     if connection.vendor != "postgresql":
         pytest.skip("the connect timeout is a PostgreSQL connection parameter")
 
-    # Then the probe's own connection gives up after 2 s, whatever ordinary connections allow
+    # When the probe's connection is set up / Then it gives up after 2 s, whatever ordinary ones allow
     assert health.probe_connection_params()["connect_timeout"] == 2

@@ -31,8 +31,11 @@ def worker_alive(clock) -> WorkerIdentity:
 
 
 def test_healthz_is_ok_when_the_database_and_local_sandboxes_work(client: Client) -> None:
+    # Given a working database, local sandboxes on cgroup v2 and a worker that just beat
+    # When staff ask for health
     response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
+    # Then every check is ok, with the backend, its driver and the heartbeat's age
     assert response.status_code == 200
     assert response.json() == {
         "status": "ok",
@@ -73,13 +76,17 @@ def test_healthz_is_503_when_no_worker_ever_reported(client: Client) -> None:
 
 
 def test_healthz_needs_nobody_signed_in(client: Client, acting_as) -> None:
+    # Given nobody signed in
     acting_as(None)
 
+    # When the API is called / Then it is 401
     assert client.get("/me", HTTP_ACCEPT="application/json").status_code == 401
+    # When health is asked / Then it answers 200 all the same
     assert client.get("/healthz").status_code == 200
 
 
 def test_healthz_is_503_naming_the_database_when_it_does_not_answer(client: Client, monkeypatch) -> None:
+    # Given a database connection that refuses every cursor
     class BrokenConnection:
         vendor = "sqlite"  # the check's cursor path, whatever the suite runs on
 
@@ -88,8 +95,10 @@ def test_healthz_is_503_naming_the_database_when_it_does_not_answer(client: Clie
 
     monkeypatch.setattr(health, "connection", BrokenConnection())
 
+    # When staff ask for health
     response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
+    # Then it is 503, failing on the database only, and the detail says why
     assert response.status_code == 503
     body = response.json()
     assert (body["status"], body["database"], body["sandbox_backend"], body["error"]) == (
@@ -102,33 +111,42 @@ def test_healthz_is_503_naming_the_database_when_it_does_not_answer(client: Clie
 
 
 def test_healthz_is_503_when_local_sandboxes_cannot_enforce_limits(client: Client, settings, monkeypatch) -> None:
+    # Given local sandboxes on prlimit, and no prlimit binary on the host
     settings.WORKSPACE_CGROUP_DRIVER = "prlimit"
     monkeypatch.setattr("workspace.items.sandboxes.isolation.shutil.which", lambda _name: None)
 
+    # When staff ask for health
     response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
+    # Then it is 503, failing on the sandbox backend, naming the missing binary
     assert response.status_code == 503
     assert response.json()["sandbox_backend"] == "failing"
     assert "no prlimit binary" in response.json()["detail"]
 
 
 def test_healthz_reaches_the_sandbox_host_of_the_http_backend(client: Client, write_config, host) -> None:
+    # Given a deployment whose sandboxes run on a reachable sandbox host
     write_config(f'[sandbox]\nbackend = "http"\nhost_url = "{host}"\n')
 
+    # When staff ask for health
     response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
+    # Then it is 200, the http backend ok
     assert response.status_code == 200
     assert (response.json()["backend"], response.json()["sandbox_backend"]) == ("http", "ok")
 
 
 def test_healthz_is_503_when_the_sandbox_host_is_unreachable(client: Client, write_config) -> None:
+    # Given a deployment whose sandbox host is on a port where nothing listens
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         closed_port = sock.getsockname()[1]
     write_config(f'[sandbox]\nbackend = "http"\nhost_url = "http://127.0.0.1:{closed_port}"\n')
 
+    # When staff ask for health
     response = client.get("/healthz", HTTP_X_USER_ID=STAFF)
 
+    # Then it is 503, failing on the sandbox backend, naming the host that cannot be reached
     assert response.status_code == 503
     body = response.json()
     assert (body["database"], body["sandbox_backend"]) == ("ok", "failing")
@@ -145,6 +163,7 @@ def test_healthz_tells_anyone_but_staff_only_ok(client: Client, headers) -> None
 
 
 def test_healthz_failing_tells_a_non_staff_caller_nothing_more(client: Client, monkeypatch) -> None:
+    # Given a database connection refused with an internal host name in the error
     class BrokenConnection:
         vendor = "sqlite"  # the check's cursor path, whatever the suite runs on
 
@@ -152,6 +171,8 @@ def test_healthz_failing_tells_a_non_staff_caller_nothing_more(client: Client, m
             raise OperationalError("connection to db.internal:5432 refused")
 
     monkeypatch.setattr(health, "connection", BrokenConnection())
+    # When bob, not staff, asks for health
     response = client.get("/healthz", HTTP_X_USER_ID="bob")
+    # Then it is 503 with the bare failure, nothing about the database
     assert response.status_code == 503
     assert response.json() == {"status": "failing", "error": "unhealthy", "detail": "A health check failed."}

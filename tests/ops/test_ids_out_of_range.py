@@ -37,6 +37,7 @@ def client() -> Client:
 @pytest.mark.parametrize("huge", HUGE_IDS)
 @pytest.mark.parametrize(("method", "template"), ROUTES)
 def test_an_id_outside_the_key_range_is_a_json_404(client, method, template, huge):
+    # Given bob, on a route that takes a row id
     # When an API client names a row id no database key can hold
     response = getattr(client, method)(template.format(id=huge), HTTP_ACCEPT="application/json")
 
@@ -49,6 +50,7 @@ def test_an_id_outside_the_key_range_is_a_json_404(client, method, template, hug
     "path", ["/a/notebook/items/{id}", "/investigations/{id}", "/my-resources/handovers/{id}/accept"]
 )
 def test_a_browser_gets_the_sites_404_page_for_an_id_outside_the_key_range(client, path):
+    # Given bob in a browser
     # When a browser opens a page with a row id past the key range
     response = client.get(path.format(id=10**23), HTTP_ACCEPT="text/html")
 
@@ -58,6 +60,7 @@ def test_a_browser_gets_the_sites_404_page_for_an_id_outside_the_key_range(clien
 
 
 def test_the_largest_id_the_database_holds_is_an_ordinary_miss(client):
+    # Given bob, and no investigation with that id
     # When a client names the largest possible key, which does not exist
     response = client.get(f"/investigations/{2**63 - 1}", HTTP_ACCEPT="application/json")
 

@@ -69,36 +69,50 @@ def _operations(schema: dict):
 
 
 def test_schema_lists_every_spec_endpoint(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    # When its paths are compared with the spec's endpoints / Then none is missing
     assert SPEC_PATHS - set(schema["paths"]) == set()
 
 
 def test_schema_generation_passes_with_warnings_as_failures(tmp_path: Path) -> None:
+    # Given a file to write the schema into
     target = tmp_path / "schema.yaml"
 
+    # When the schema is generated with every warning a failure
     call_command("spectacular", "--fail-on-warn", "--file", str(target))
 
+    # Then it is written, an OpenAPI document
     assert target.read_text().startswith("openapi:")
 
 
 def test_every_operation_has_a_unique_operation_id(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    # When the operation ids are collected
     ids = [operation["operationId"] for _path, _method, operation in _operations(schema)]
 
+    # Then no two are the same
     assert len(ids) == len(set(ids))
 
 
 def test_every_operation_documents_the_shared_error_body(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
     error_ref = {"$ref": "#/components/schemas/ErrorOutput"}
+    # When each operation's responses are read
     for path, method, operation in _operations(schema):
         responses = operation["responses"]
+        # Then each documents 401 with the shared error body, 404 where the path names a row, 400 or 422 on writes
         assert responses["401"]["content"]["application/json"]["schema"] == error_ref, (method, path)
         if "{" in path:
             assert "404" in responses, (method, path)
         if method != "get":
             assert "400" in responses or "422" in responses, (method, path)
+    # Then the shared error body requires an error code and a detail
     assert set(schema["components"]["schemas"]["ErrorOutput"]["required"]) == {"error", "detail"}
 
 
 def test_each_way_of_naming_the_caller_is_an_alternative_requirement(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    # When the security of /me is read / Then basic auth, the session cookie and the mock header each suffice alone
     assert schema["paths"]["/me"]["get"]["security"] == [
         {"basicAuth": []},
         {"cookieAuth": []},
@@ -107,29 +121,41 @@ def test_each_way_of_naming_the_caller_is_an_alternative_requirement(schema: dic
 
 
 def test_status_enums_are_named_after_their_models(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    # When its components are read
     components = schema["components"]["schemas"]
 
+    # Then the document and investigation status enums are named after their models and list their statuses
     assert components["DocumentStatusEnum"]["enum"] == ["pending", "ready", "failed"]
     assert components["InvestigationStatusEnum"]["enum"] == ["open", "in_progress", "resolved", "closed"]
 
 
 def test_file_download_is_documented_with_any_media_type(schema: dict) -> None:
     # Found by the fuzzer: a stored README.md comes back as text/markdown, not octet-stream.
+    # Given the OpenAPI schema the service serves
+    # When the file download's 200 response is read
     content = schema["paths"]["/a/{slug}/items/{item_id}/files/{file_path}"]["get"]["responses"]["200"]["content"]
 
+    # Then it admits any media type
     assert set(content) == {"*/*"}
 
 
 def test_health_check_needs_no_credentials_in_the_schema(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    # When the health check's operation is read
     operation = schema["paths"]["/healthz"]["get"]
 
+    # Then it needs no credentials and documents both 200 and 503
     assert operation.get("security", []) in ([], [{}])
     assert {"200", "503"} <= set(operation["responses"])
 
 
 def test_exec_command_is_documented_as_a_string_or_an_argv_list(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    # When exec's command property is read
     command = schema["components"]["schemas"]["ExecInput"]["properties"]["command"]
 
+    # Then it is a string or an array of arguments
     assert [option["type"] for option in command["oneOf"]] == ["string", "array"]
 
 

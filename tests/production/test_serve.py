@@ -122,32 +122,46 @@ def test_an_override_written_through_one_worker_is_seen_by_the_other_once_its_me
 
 
 def test_pages_and_static_files_are_served_with_debug_off(two_workers):
+    # Given gunicorn with debug off, and nobody signed in
     client = Client(two_workers.port)
+    # When a page is opened
     page = client.get("/my-resources", headers={"Accept": "text/html"})
+    # Then it redirects to the login page
     assert page.status == 302
     assert "/accounts/login/" in page.headers["location"]
     stylesheet = next(Path(__file__).resolve().parents[2].joinpath("static", "css").glob("*.css")).name
+    # When a stylesheet is fetched / Then it is served
     assert client.get(f"/static/css/{stylesheet}").status == 200
+    # When a page that does not exist is opened
     missing = client.get("/no-such-page", headers={"Accept": "text/html"})
+    # Then it is a 404 that shows no traceback and no URLconf
     assert missing.status == 404
     assert b"Traceback" not in missing.body
     assert b"URLconf" not in missing.body
 
 
 def test_mock_identity_headers_are_ignored_in_production(two_workers):
+    # Given gunicorn with real identity
+    # When a request names bob with X-User-Id only
     response = Client(two_workers.port).get("/me", headers={"X-User-Id": USER})
+    # Then it is 401
     assert response.status == 401
 
 
 def test_stopping_gunicorn_stops_the_worker_it_started_beside_it(deployment, tmp_path):
+    # Given gunicorn started with its worker beside it
     env = {**deployment, "WORKSPACE_SERVE_WORKER": "1", "WORKSPACE_WORKER_INTERVAL": "3600"}
     with gunicorn(env, tmp_path / "gunicorn.log", workers=1) as server:
+        # When the worker has started
         deadline = time.monotonic() + 10
         workers: list[int] = []
         while not workers and time.monotonic() < deadline:
             workers = [pid for pid in children_of(server.process.pid) if "manage.py worker" in command_line(pid)]
             time.sleep(0.05)
+        # Then it is running
         assert workers, server.log_text()
+        # When gunicorn is sent SIGTERM
         server.process.send_signal(signal.SIGTERM)
         server.process.wait(30)
+    # Then the worker it started is gone too
     assert all(not Path(f"/proc/{pid}").exists() or "manage.py worker" not in command_line(pid) for pid in workers)

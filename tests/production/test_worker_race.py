@@ -69,6 +69,7 @@ def _wait_for(paths, deadline: float, processes) -> None:
 
 
 def test_racing_worker_processes_never_run_one_due_scheduled_workflow_twice(deployment, tmp_path):
+    # Given a notebook with an hourly workflow that is due, and two worker processes ready
     workflow_id = run_django(SCHEDULED_WORKFLOW, deployment).strip().splitlines()[-1]
     processes = [
         subprocess.Popen(
@@ -83,6 +84,7 @@ def test_racing_worker_processes_never_run_one_due_scheduled_workflow_twice(depl
     ]
     try:
         _wait_for([tmp_path / f"ready-{n}" for n in range(WORKERS)], time.monotonic() + 30, processes)
+        # When both run the scheduler at the same moment, four rounds over, the workflow due again before each
         for round_number in range(ROUNDS):
             if round_number:
                 run_django(MAKE_DUE_AGAIN, deployment)
@@ -96,6 +98,7 @@ def test_racing_worker_processes_never_run_one_due_scheduled_workflow_twice(depl
                 process.kill()
                 process.wait()
         close_sandboxes(deployment)
+    # Then each round ran the workflow once: four runs, none twice
     started = sum(output.count("scheduled_workflow_run_task: succeeded") for output in outputs)
     assert started == ROUNDS, outputs
     assert int(run_django(COUNT_RUNS, deployment, workflow_id).strip()) == ROUNDS

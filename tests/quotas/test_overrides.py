@@ -21,65 +21,90 @@ def staff(settings, api_client_for):
 
 
 def test_site_defaults_apply_without_an_override(per_user):
+    # Given site defaults for every dimension, and no override for bob
     per_user(count=3, cpu=2, memory="1G", disk="10G")
+    # When bob's limits are read / Then they are the site defaults
     assert limits_for("bob") == UserLimits(count=3, cpu=2.0, memory=GIB, disk=10 * GIB)
 
 
 def test_zero_and_empty_site_defaults_mean_no_limit(per_user):
+    # Given site defaults of zero or empty in every dimension
     per_user(count=0, cpu=0, memory="", disk="0")
+    # When bob's limits are read / Then he has no limit at all
     assert limits_for("bob") == UserLimits()
 
 
 def test_an_override_wins_per_dimension_and_the_rest_fall_back(per_user):
+    # Given site defaults for every dimension
     per_user(count=3, cpu=2, memory="1G", disk="10G")
+    # When staff override bob's count and disk
     services.override_set(user_id="bob", values=OverrideValues(count=5, disk=20 * GIB), actor="alice")
+    # Then bob gets those two and the defaults for the rest, and carol keeps the defaults
     assert limits_for("bob") == UserLimits(count=5, cpu=2.0, memory=GIB, disk=20 * GIB)
     assert limits_for("carol") == UserLimits(count=3, cpu=2.0, memory=GIB, disk=10 * GIB)
 
 
 def test_max_is_unlimited_in_every_dimension(per_user):
+    # Given site defaults for every dimension
     per_user(count=3, cpu=2, memory="1G", disk="10G")
+    # When staff override bob with max in every dimension
     services.override_set(user_id="bob", values=OverrideValues(count=0, cpu=0, memory=0, disk=0), actor="alice")
+    # Then he has no limit at all
     assert limits_for("bob") == UserLimits()
 
 
 def test_the_writing_instance_sees_a_change_at_once(per_user, clock):
+    # Given a site default count of 3, read by this process
     per_user(count=3)
     assert limits_for("bob").count == 3
+    # When this process overrides bob's count with 7
     services.override_set(user_id="bob", values=OverrideValues(count=7), actor="alice")
+    # Then it reads 7 at once
     assert limits_for("bob").count == 7
+    # When it deletes the override
     services.override_delete(user_id="bob")
+    # Then it reads 3 at once
     assert limits_for("bob").count == 3
 
 
 def test_other_instances_see_a_change_within_five_seconds(per_user, clock):
+    # Given a site default count of 3, read by this process
     per_user(count=3)
     assert limits_for("bob").count == 3
-    # Another instance writes the row: this process does not hear of it and keeps its memo.
+    # When another instance writes an override of 9: this process does not hear of it and keeps its memo
     UserResourceOverride.objects.create(user_id="bob", count=9)
+    # Then 4.9 s later it still reads 3
     clock.advance(seconds=4.9)
     assert limits_for("bob").count == 3
+    # Then at 5 s it reads 9
     clock.advance(seconds=0.1)
     assert limits_for("bob").count == 9
 
 
 def test_the_memo_reads_the_database_once_per_five_seconds(per_user, clock, django_assert_num_queries):
+    # Given a site default count for bob
     per_user(count=3)
+    # When his limits are read twenty times / Then one query answers them all
     with django_assert_num_queries(1):
         for _ in range(20):
             limits_for("bob")
+    # When five seconds pass
     clock.advance(seconds=5)
+    # Then the next read queries again
     with django_assert_num_queries(1):
         limits_for("bob")
 
 
 def test_an_override_changes_what_the_gate_admits(per_user, alice_api, make_item):
+    # Given a site default count of 1, and alice's override of 2
     per_user(count=1)
     services.override_set(user_id="alice", values=OverrideValues(count=2), actor="alice")
+    # When she runs commands in three notebooks
     statuses = [
         alice_api.post(f"/a/notebook/items/{make_item().pk}/exec", {"command": "true"}, format="json").status_code
         for _ in range(3)
     ]
+    # Then two are admitted and the third refused
     assert statuses == [200, 200, 507]
 
 
@@ -87,18 +112,24 @@ def test_an_override_changes_what_the_gate_admits(per_user, alice_api, make_item
 
 
 def test_listing_shows_defaults_and_overrides_sorted_by_user(per_user, staff):
+    # Given site defaults, and staff overrides for carol's disk and bob's count
     per_user(count=3, memory="1G")
     staff.put(f"{URL}/carol", {"disk": "max"}, format="json")
     staff.put(f"{URL}/bob", {"count": 5}, format="json")
+    # When staff list the overrides
     body = staff.get(URL).json()
+    # Then the defaults come with the overrides, sorted by user, unlimited shown as max
     assert body["defaults"] == {"count": 3, "cpu": None, "memory": GIB, "disk": None}
     assert [row["user_id"] for row in body["overrides"]] == ["bob", "carol"]
     assert body["overrides"][1]["disk"] == "max"
 
 
 def test_put_stores_and_returns_the_override_and_the_result(per_user, staff):
+    # Given site defaults for every dimension
     per_user(count=3, cpu=2, memory="1G", disk="10G")
+    # When staff put an override for bob in every dimension
     response = staff.put(f"{URL}/bob", {"count": 4, "cpu": 1.5, "memory": "512M", "disk": "max"}, format="json")
+    # Then it is stored and returned with the limits bob now has, and reads back the same, alice its editor
     assert response.status_code == 200
     body = response.json()
     assert body["override"] == {"count": 4, "cpu": 1.5, "memory": 512 * MIB, "disk": "max"}
@@ -108,24 +139,34 @@ def test_put_stores_and_returns_the_override_and_the_result(per_user, staff):
 
 
 def test_put_replaces_and_a_missing_or_null_dimension_falls_back(per_user, staff):
+    # Given a site default count of 3, and bob's override of count and memory
     per_user(count=3)
     staff.put(f"{URL}/bob", {"count": 4, "memory": "1G"}, format="json")
+    # When staff put an override holding only a null memory
     body = staff.put(f"{URL}/bob", {"memory": None}, format="json").json()
+    # Then the whole override is replaced: nothing is left of it and bob's count falls back to 3
     assert body["override"] == {"count": None, "cpu": None, "memory": None, "disk": None}
     assert body["effective"]["count"] == 3
 
 
 def test_count_and_cpu_zero_mean_the_site_default_and_max_means_unlimited(per_user, staff):
+    # Given site defaults for count and cpu
     per_user(count=3, cpu=2)
+    # When staff override bob's count and cpu with 0 / Then he gets the site default count
     assert staff.put(f"{URL}/bob", {"count": 0, "cpu": 0}, format="json").json()["effective"]["count"] == 3
+    # When they override both with max
     body = staff.put(f"{URL}/bob", {"count": "max", "cpu": "max"}, format="json").json()
+    # Then he has no count or cpu limit
     assert (body["effective"]["count"], body["effective"]["cpu"]) == (None, None)
 
 
 def test_delete_reverts_to_the_defaults(per_user, staff):
+    # Given a site default count of 3, and staff's override of 9 for bob
     per_user(count=3)
     staff.put(f"{URL}/bob", {"count": 9}, format="json")
+    # When staff delete bob's override / Then it is 204
     assert staff.delete(f"{URL}/bob").status_code == 204
+    # Then bob has no override and his count is the default again
     assert staff.get(f"{URL}/bob").json()["override"] is None
     assert limits_for("bob").count == 3
 
@@ -147,8 +188,11 @@ def test_delete_reverts_to_the_defaults(per_user, staff):
     ],
 )
 def test_bad_values_are_400_naming_the_field_and_change_nothing(staff, body, field):
+    # Given bob's override of count 2
     staff.put(f"{URL}/bob", {"count": 2}, format="json")
+    # When staff put a value that is negative, fractional, ill-typed, ill-sized or of an unknown field
     response = staff.put(f"{URL}/bob", body, format="json")
+    # Then it is 400 naming the field, and bob's override is unchanged
     assert response.status_code == 400
     payload = response.json()
     assert payload["error"] == "validation_error"
@@ -158,42 +202,60 @@ def test_bad_values_are_400_naming_the_field_and_change_nothing(staff, body, fie
 
 
 def test_a_body_that_is_not_an_object_is_400(staff):
+    # Given alice, staff, with no override stored
+    # When they put a JSON list / Then it is 400
     assert staff.put(f"{URL}/bob", [1, 2], format="json").status_code == 400
+    # When they put broken JSON / Then it is 400 too
     assert staff.put(f"{URL}/bob", "{oops", content_type="application/json").status_code == 400
+    # Then nothing is stored
     assert not UserResourceOverride.objects.exists()
 
 
 def test_an_unknown_user_is_404(staff):
+    # Given mallory, who is not in the directory
+    # When staff read her override / Then it is 404
     assert staff.get(f"{URL}/mallory").status_code == 404
+    # When they put one / Then it is 404 too
     assert staff.put(f"{URL}/mallory", {"count": 1}, format="json").status_code == 404
+    # Then nothing is stored
     assert not UserResourceOverride.objects.exists()
 
 
 @pytest.mark.parametrize("method", ["get", "put", "delete"])
 def test_non_staff_get_404_on_every_override_endpoint(settings, bob_api, method):
+    # Given alice is staff and bob is not
     settings.WORKSPACE_MOCK_STAFF = ["alice"]
+    # When bob reads, puts or deletes his own override
     response = getattr(bob_api, method)(f"{URL}/bob", {"count": 99}, format="json")
+    # Then it is 404, the list is 404 too, and nothing is stored
     assert response.status_code == 404
     assert bob_api.get(URL).status_code == 404
     assert not UserResourceOverride.objects.exists()
 
 
 def test_the_override_routes_are_matched_before_django_admin(staff):
+    # Given alice, staff, and the override API under /admin/, where Django admin lives too
+    # When they read the overrides at the path Django admin lives under / Then the override API answers in JSON
     assert staff.get(URL)["Content-Type"].startswith("application/json")
 
 
 def test_admin_edits_overrides_with_the_same_syntax(settings, per_user, admin_client):
+    # Given a site default count of 3, and staff in Django admin
     per_user(count=3)
+    # When they add bob's override with max, an empty cpu, 2G of memory and a disk of 0
     response = admin_client.post(
         "/admin/quotas/userresourceoverride/add/",
         {"user_id": "bob", "count": "max", "cpu": "", "memory": "2G", "disk": "0"},
     )
+    # Then it is stored as the API stores it, and bob's limits follow
     assert response.status_code == 302, response.content
     row = UserResourceOverride.objects.get(user_id="bob")
     assert (row.count, row.cpu, row.memory, row.disk) == (0, None, 2 * GIB, 0)
     assert limits_for("bob") == UserLimits(count=None, memory=2 * GIB)
+    # When they add carol's override with a negative count and a memory of 2Q
     bad = admin_client.post(
         "/admin/quotas/userresourceoverride/add/", {"user_id": "carol", "count": "-3", "memory": "2Q"}
     )
+    # Then the form is shown again and nothing is stored for carol
     assert bad.status_code == 200
     assert not UserResourceOverride.objects.filter(user_id="carol").exists()

@@ -18,6 +18,7 @@ THREADS = 20
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_opens_with_count_three_admit_exactly_three(per_user, make_item):
+    # Given PostgreSQL, where writers really race, alice allowed three sandboxes, and twenty notebooks of hers
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: SQLite runs one writer at a time, so there is no race to lose")
     per_user(count=3)
@@ -41,10 +42,12 @@ def test_twenty_concurrent_opens_with_count_three_admit_exactly_three(per_user, 
         with lock:
             outcomes.append(outcome)
 
+    # When twenty threads pass the admission step for them at the same moment
     threads = [threading.Thread(target=open_one, args=(item,)) for item in items]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
+    # Then exactly three are admitted and seventeen refused, and three are live
     assert sorted(outcomes) == ["507 sandbox_quota_exceeded"] * 17 + ["admitted"] * 3
     assert ledger.live_rows_of_owner("alice").count() == 3

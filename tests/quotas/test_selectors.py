@@ -30,6 +30,7 @@ def _row(owner, *, cpu, memory, charges_cost=True, expires_in=60, deleted=False,
 
 
 def test_sandbox_usage_counts_live_rows_and_sums_only_costed_ones(clock):
+    # Given alice's live, costless, closed, expired and unsized sandboxes, and bob's
     _row("alice", cpu=1.0, memory=100)
     _row("alice", cpu=0.5, memory=50)
     _row("alice", cpu=4.0, memory=400, charges_cost=False)  # counted, not summed
@@ -37,7 +38,9 @@ def test_sandbox_usage_counts_live_rows_and_sums_only_costed_ones(clock):
     _row("alice", cpu=8.0, memory=800, expires_in=0)  # exactly at expiry: not live
     _row("alice", cpu=None, memory=None)
     _row("bob", cpu=2.0, memory=200)
+    # When the gate's hand-written usage of alice is read
     usage = selectors.owner_sandbox_usage(owner="alice")
+    # Then it agrees with the ORM: four live rows, with 1.5 cpu and 150 bytes summed from the costed ones
     orm = ledger.live_rows_of_owner("alice").aggregate(
         count=Count("id"),
         cpu=Sum("cpu_cores", filter=Q(charges_cost=True)),
@@ -47,15 +50,22 @@ def test_sandbox_usage_counts_live_rows_and_sums_only_costed_ones(clock):
 
 
 def test_sandbox_usage_of_nobody_is_zero(clock):
+    # Given nobody with a sandbox
+    # When the usage of nobody is read
     usage = selectors.owner_sandbox_usage(owner="nobody")
+    # Then it is zero in each dimension
     assert (usage.count, usage.cpu, usage.memory) == (0, 0.0, 0)
 
 
 def test_disk_bytes_sum_current_rows_of_the_owner_optionally_without_one_item():
+    # Given alice's current disk rows of 10 and 20 bytes, a deleted one of 40, and bob's of 80
     WorkspaceDiskUsage.objects.create(item_id="1", app_slug="notebook", owner="alice", bytes=10)
     WorkspaceDiskUsage.objects.create(item_id="2", app_slug="notebook", owner="alice", bytes=20)
     WorkspaceDiskUsage.objects.create(item_id="3", app_slug="notebook", owner="alice", bytes=40, is_deleted=True)
     WorkspaceDiskUsage.objects.create(item_id="4", app_slug="notebook", owner="bob", bytes=80)
+    # When alice's disk bytes are summed / Then only her current rows count
     assert selectors.owner_disk_bytes(owner="alice") == 30
+    # When one of her items is left out / Then its bytes are too
     assert selectors.owner_disk_bytes(owner="alice", excluding_item="2") == 10
+    # When carol's are summed / Then they are zero
     assert selectors.owner_disk_bytes(owner="carol") == 0

@@ -21,6 +21,7 @@ BODY = {"name": "nightly", "steps": ["echo tick"]}
 
 @pytest.mark.parametrize("every_seconds", OUT_OF_RANGE)
 def test_creating_a_workflow_with_an_interval_out_of_range_is_refused(alice_api, every_seconds):
+    # Given alice, whose workflow intervals must lie between 60 s and 31 days
     # When alice creates a workflow that would run too often or too rarely
     response = alice_api.post("/api/v1/workflow", {**BODY, "every_seconds": every_seconds}, format="json")
 
@@ -34,6 +35,7 @@ def test_creating_a_workflow_with_an_interval_out_of_range_is_refused(alice_api,
 
 @pytest.mark.parametrize("every_seconds", WRONG_TYPE)
 def test_an_interval_that_is_not_a_whole_number_is_refused(alice_api, every_seconds):
+    # Given alice, whose intervals are whole seconds
     # When alice sends a boolean, a string or a fraction as the interval
     response = alice_api.post("/api/v1/workflow", {**BODY, "every_seconds": every_seconds}, format="json")
 
@@ -44,6 +46,7 @@ def test_an_interval_that_is_not_a_whole_number_is_refused(alice_api, every_seco
 
 @pytest.mark.parametrize("every_seconds", [None, 60, 2_678_400])
 def test_the_bounds_and_no_schedule_are_accepted(alice_api, every_seconds):
+    # Given alice, and the bounds of 60 s and 31 days
     # When alice creates a workflow at a bound, or unscheduled
     response = alice_api.post("/api/v1/workflow", {**BODY, "every_seconds": every_seconds}, format="json")
 
@@ -105,7 +108,8 @@ def test_switching_back_to_a_revision_stored_before_the_rule_is_refused(alice_ap
 
 
 def test_the_openapi_document_lists_the_refusal_on_writes(alice_api):
-    # When the schema is read
+    # Given the OpenAPI schema the service serves
+    # When it is read
     schema = alice_api.get("/api/schema", HTTP_ACCEPT="application/json").json()
 
     # Then creating a workflow documents the 422

@@ -23,9 +23,12 @@ def _scheduled(make_workflow, item, **fields):
 
 
 def test_a_scheduled_workflow_runs_headlessly_on_its_item(scheduler_tick, make_item, make_workflow, clock):
+    # Given alice's workflow scheduled every minute on her notebook
     item = make_item()
     workflow_id = _scheduled(make_workflow, item)
+    # When the scheduler ticks
     report = scheduler_tick()
+    # Then it runs once, headless, as a scheduled run on that item in alice's name
     assert (report.scheduled, report.started, report.not_run) == (1, 1, 0)
     run = WorkflowRun.objects.get()
     assert (run.workflow_id, run.item_id, run.trigger, run.status) == (workflow_id, item.pk, "scheduled", "succeeded")
@@ -34,19 +37,27 @@ def test_a_scheduled_workflow_runs_headlessly_on_its_item(scheduler_tick, make_i
 
 
 def test_it_does_not_run_again_before_its_interval(scheduler_tick, make_item, make_workflow, clock):
+    # Given alice's workflow scheduled every minute, run once
     _scheduled(make_workflow, make_item())
     scheduler_tick()
+    # When 59 s pass
     clock.advance(seconds=59)
+    # Then a tick starts nothing
     assert scheduler_tick().started == 0
+    # When one more second passes
     clock.advance(seconds=1)
+    # Then a tick starts it again, its second run
     assert scheduler_tick().started == 1
     assert WorkflowRun.objects.count() == 2
 
 
 def test_missed_intervals_run_once_not_once_each(scheduler_tick, make_item, make_workflow, clock):
+    # Given alice's workflow scheduled every minute, run once
     _scheduled(make_workflow, make_item())
     scheduler_tick()
+    # When five hours pass
     clock.advance(hours=5)
+    # Then the next tick runs it once, not once per missed minute
     assert scheduler_tick().started == 1
 
 
@@ -57,9 +68,12 @@ def test_missed_intervals_run_once_not_once_each(scheduler_tick, make_item, make
 def test_only_enabled_workflows_with_an_interval_and_an_item_are_scheduled(
     scheduler_tick, make_item, make_workflow, clock, fields
 ):
+    # Given a workflow that is disabled, has no interval or a zero one, or names no item or an item that is no id
     item = make_item()
     make_workflow(["true"], **{"item_id": str(item.pk), "every_seconds": 60, **fields})
+    # When the scheduler ticks / Then nothing is scheduled
     assert scheduler_tick().scheduled == 0
+    # Then nothing runs
     assert not WorkflowRun.objects.exists()
 
 
@@ -81,45 +95,60 @@ def test_a_quota_refusal_leaves_a_visible_not_run_record(
 def test_a_backend_outage_leaves_a_not_run_record_with_its_reason(
     scheduler_tick, make_item, make_workflow, clock, monkeypatch
 ):
+    # Given a sandbox backend that is down, and a workflow scheduled every minute
     def unavailable(**_kwargs):
         raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="host down")
 
     monkeypatch.setattr(lifecycle, "sandbox_for_item", unavailable)
     _scheduled(make_workflow, make_item())
+    # When the scheduler ticks
     scheduler_tick()
+    # Then the window has a not-run record naming the outage
     assert WorkflowRun.objects.get().reason == "not run: host down"
 
 
 def test_a_missing_item_leaves_a_not_run_record(scheduler_tick, make_workflow, clock, db):
+    # Given a workflow scheduled every minute on an item that does not exist
     make_workflow(["true"], item_id="424242", every_seconds=60)
+    # When the scheduler ticks
     scheduler_tick()
+    # Then the window has a not-run record, with no item, naming the missing one
     run = WorkflowRun.objects.get()
     assert (run.status, run.item_id, run.reason) == ("not_run", None, "not run: item 424242 does not exist.")
 
 
 def test_a_deleted_workflow_loses_its_schedule(make_item, make_workflow, clock):
+    # Given a scheduled workflow, synced into the schedule
     workflow_id = _scheduled(make_workflow, make_item())
     scheduler.schedules_sync()
+    # When it is deleted
     workflows.delete(workflow_id, user="alice")
+    # Then the next sync schedules nothing and its schedule is gone
     assert scheduler.schedules_sync() == 0
     assert not WorkflowSchedule.objects.exists()
 
 
 def test_a_changed_interval_applies_from_the_next_run(scheduler_tick, make_item, make_workflow, clock):
+    # Given alice's workflow scheduled every minute, run once
     item = make_item()
     workflow_id = _scheduled(make_workflow, item)
     scheduler_tick()
+    # When its interval becomes two minutes and the schedule is synced
     workflows.update(
         workflow_id, {"name": "checks", "steps": ["true"], "item_id": str(item.pk), "every_seconds": 120}, user="alice"
     )
     scheduler.schedules_sync()
+    # Then the schedule runs every two minutes
     assert WorkflowSchedule.objects.get().every_seconds == 120
 
 
 def test_a_due_run_is_claimed_once(make_item, make_workflow, clock):
+    # Given a scheduled workflow that is due
     _scheduled(make_workflow, make_item())
     scheduler.schedules_sync()
+    # When its run is claimed / Then the claim succeeds
     assert scheduler.schedule_claim_due() is True
+    # When it is claimed again / Then the claim fails: it was taken
     assert scheduler.schedule_claim_due() is False
 
 
@@ -195,10 +224,12 @@ def test_a_window_the_worker_gave_up_on_says_why(run_tasks, make_item, make_work
 
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_on_postgresql_never_claim_the_same_due_run(make_item, make_workflow, clock):
+    # Given PostgreSQL, which can skip locked rows, and a due scheduled workflow
     if connection.vendor != "postgresql":
         pytest.skip("SKIP LOCKED is a PostgreSQL feature; SQLite is covered by the compare-and-set test above")
     _scheduled(make_workflow, make_item())
     scheduler.schedules_sync()
+    # When a first worker holds its row lock and a second tries to claim it meanwhile
     holding, release, claims = threading.Event(), threading.Event(), []
 
     def first_worker():
@@ -220,5 +251,6 @@ def test_two_workers_on_postgresql_never_claim_the_same_due_run(make_item, make_
         thread.start()
     for thread in threads:
         thread.join(15)
+    # Then the second does not get it, and once the lock is gone it can be claimed
     assert claims == [False]
     assert scheduler.schedule_claim_due() is True

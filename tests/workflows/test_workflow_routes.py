@@ -15,20 +15,29 @@ BODY = {"name": "nightly", "steps": ["make test"], "every_seconds": 3600}
 
 
 def test_workflow_is_registered_singular_on_django_storage() -> None:
+    # Given the service's CRUD system
+    # When the workflow resource is looked up
     crud = system.get_crud(Workflow)
+    # Then it is named workflow, singular, and stored in the Django database
     assert crud.resource_name == "workflow"
     assert isinstance(crud.storage, DjangoStorage)
 
 
 def test_creating_a_workflow_records_the_caller_as_creator(alice_api: APIClient) -> None:
+    # Given alice, with no workflow yet
+    # When she creates a workflow
     response = alice_api.post("/api/v1/workflow", BODY, format="json")
+    # Then it is 201, and both the answer and the stored row name her as creator
     assert response.status_code == 201
     assert response.json()["created_by"] == "alice"
     assert StoredResource.objects.get(namespace="workflow").created_by == "alice"
 
 
 def test_defaults_fill_optional_workflow_fields(alice_api: APIClient) -> None:
+    # Given alice's workflow created with a name and steps only
+    # When its data is read
     rid = alice_api.post("/api/v1/workflow", {"name": "n", "steps": []}, format="json").json()["resource_id"]
+    # Then the optional fields hold their defaults
     assert alice_api.get(f"/api/v1/workflow/{rid}/data").json() == {
         "name": "n",
         "steps": [],
@@ -58,17 +67,23 @@ def test_editing_keeps_revisions_and_switching_back_rolls_back(
 
 
 def test_a_workflow_without_steps_is_refused(alice_api: APIClient) -> None:
+    # Given alice, and steps that every workflow needs
+    # When she creates a workflow without steps
     response = alice_api.post("/api/v1/workflow", {"name": "n"}, format="json")
+    # Then it is 422 naming the missing field, and nothing is stored
     assert response.status_code == 422
     assert response.json()["fields"] == {"steps": "field required"}
     assert StoredResource.objects.count() == 0
 
 
 def test_listing_workflows_is_bounded_in_queries(alice_api: APIClient, django_assert_max_num_queries) -> None:
+    # Given twenty-five of alice's workflows
     for index in range(25):
         alice_api.post("/api/v1/workflow", {**BODY, "name": f"w{index}"}, format="json")
+    # When she lists their data
     with django_assert_max_num_queries(2):
         body = alice_api.get("/api/v1/workflow/data").json()
+    # Then the first page of twenty comes back, counting all twenty-five, in a bounded number of queries
     assert (body["total"], len(body["items"])) == (25, 20)
 
 
@@ -77,6 +92,8 @@ def test_admin_shows_resources_read_only() -> None:
 
     from crudgen.models import StoredRevision
 
+    # Given Django admin's pages for stored resources and their revisions
+    # When each is asked what it allows / Then it refuses adding, changing and deleting
     for model in (StoredResource, StoredRevision):
         model_admin = admin.site._registry[model]
         assert model_admin.has_add_permission(None) is False
@@ -89,10 +106,13 @@ def test_a_nul_character_in_a_filter_is_422_not_a_server_error(alice_api: APICli
     # Found while fuzzing on PostgreSQL, which cannot hold NUL in text: it was a 500.
     from django.db import connection
 
+    # Given PostgreSQL, which cannot store a NUL character
     if connection.vendor != "postgresql":
         pytest.skip("SQLite stores NUL characters")
 
+    # When alice filters workflows by a creator whose name holds one
     response = alice_api.get("/api/v1/workflow/meta", {"created_by": "a\x00b"})
 
+    # Then it is 422 validation_error, not a server error
     assert response.status_code == 422
     assert response.json()["error"] == "validation_error"

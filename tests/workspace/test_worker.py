@@ -72,7 +72,7 @@ def test_the_backoff_doubles_up_to_its_cap(settings):
     # Given a 10 s base and a 600 s cap
     settings.WORKSPACE_TASK_RETRY_SECONDS, settings.WORKSPACE_TASK_RETRY_MAX_SECONDS = 10, 600
 
-    # Then the waits double and stop at the cap
+    # When the wait before each attempt is worked out / Then it doubles and stops at the cap
     assert [retry_delay(n).total_seconds() for n in (1, 2, 3, 6, 7, 20)] == [10, 20, 40, 320, 600, 600]
 
 
@@ -154,8 +154,7 @@ def test_a_task_running_under_a_live_worker_is_left_alone(worker, pending_docume
     claim_next(busy)
     beat(worker)
 
-    # When worker A looks for orphans
-    # Then it leaves B's task running
+    # When worker A looks for orphans / Then it leaves B's task running
     assert orphans_requeue(worker) == 0
     assert _ingest_row().status == "RUNNING"
 
@@ -207,6 +206,7 @@ def test_a_periodic_task_still_waiting_is_not_queued_again(worker, clock):
 
 
 def test_worker_once_runs_every_periodic_task_and_leaves_no_heartbeat(capsys, clock):
+    # Given a fresh database, where every periodic task is due
     # When `manage.py worker --once` runs
     call_command("worker", "--once")
 
@@ -259,7 +259,8 @@ def test_the_workers_idle_poll_and_a_trivial_task_take_a_fixed_few_queries(
     drain(worker)
     beat(worker)
 
-    # Then an idle poll (nothing due), an orphan scan and one small task stay within a few queries
+    # When the worker polls with nothing due, scans for orphans and runs one small task
+    # Then each stays within a few queries
     with django_assert_max_num_queries(1):
         assert periodic_enqueue(interval=30) == []
     with django_assert_max_num_queries(2):
