@@ -52,5 +52,23 @@
     return box;
   }
 
+  /* The header's menu button (narrow screens): shows and hides the menu, Escape closes it. */
+  function foldableMenu() {
+    const toggle = document.querySelector(".menu-toggle");
+    const menu = document.getElementById("site-menu");
+    if (!toggle || !menu) return;
+    toggle.hidden = false;
+    function setOpen(open) {
+      menu.classList.toggle("open", open);
+      toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    }
+    toggle.addEventListener("click", () => setOpen(!menu.classList.contains("open")));
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && menu.classList.contains("open")) { setOpen(false); toggle.focus(); }
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", foldableMenu);
+  else foldableMenu();
+
   window.Workspace = {csrfToken: csrfToken, sendJson: sendJson, refusal: refusal};
 })();

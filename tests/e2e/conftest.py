@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.browser import DESKTOP, VIEWPORTS
+
 # Playwright's sync API keeps an event loop on the test thread; the ORM calls a test makes
 # there are still synchronous and safe.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -44,13 +46,22 @@ def browser() -> Iterator[object]:
         launched.close()
 
 
+@pytest.fixture(params=["desktop", "phone"])
+def viewport(request: pytest.FixtureRequest) -> dict[str, int]:
+    """Runs a test at a desktop width and at 390 px (a phone); pass it to `page_as`."""
+    return VIEWPORTS[request.param]
+
+
 @pytest.fixture
-def page_as(browser, live_server) -> Iterator[Callable[[str], object]]:
-    """Opens a browser tab acting as the given demo user (mock identity, `X-User-Id`)."""
+def page_as(browser, live_server) -> Iterator[Callable[..., object]]:
+    """Opens a browser tab acting as the given demo user (mock identity, `X-User-Id`), at a
+    desktop width unless a `viewport` (see the fixture) is given."""
     contexts = []
 
-    def open_page(user_id: str):
-        context = browser.new_context(base_url=live_server.url, extra_http_headers={"X-User-Id": user_id})
+    def open_page(user_id: str, *, viewport: dict[str, int] | None = None):
+        context = browser.new_context(
+            base_url=live_server.url, extra_http_headers={"X-User-Id": user_id}, viewport=viewport or DESKTOP
+        )
         context.set_default_timeout(10_000)
         contexts.append(context)
         return context.new_page()

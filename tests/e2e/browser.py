@@ -1,0 +1,54 @@
+"""Checks every browser test may run on a page: accessibility (axe-core), no sideways scroll, and
+screenshots kept for a person to look at."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+DESKTOP = {"width": 1280, "height": 800}
+PHONE = {"width": 390, "height": 844}
+VIEWPORTS = {"desktop": DESKTOP, "phone": PHONE}
+
+# Where screenshots go: outside the repository's tracked files, kept after the run for review.
+SCREENSHOTS = Path(os.environ.get("WORKSPACE_SCREENSHOTS", Path(__file__).resolve().parents[2] / "var" / "screenshots"))
+_BLOCKING_IMPACTS = {"serious", "critical"}
+
+
+def accessibility_violations(page: Any) -> list[str]:
+    """axe-core's serious and critical violations on the page as it stands, one line each."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    return [
+        f"{violation['id']} ({violation['impact']}): {violation['help']} at "
+        + ", ".join(" ".join(node["target"]) for node in violation["nodes"][:3])
+        for violation in results.response["violations"]
+        if violation.get("impact") in _BLOCKING_IMPACTS
+    ]
+
+
+def assert_accessible(page: Any) -> None:
+    violations = accessibility_violations(page)
+    assert not violations, "\n".join(violations)
+
+
+def sideways_overflow(page: Any) -> int:
+    """How many CSS pixels the page is wider than its viewport (0 when nothing scrolls sideways)."""
+    return int(page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth"))
+
+
+def assert_no_sideways_scroll(page: Any) -> None:
+    overflow = sideways_overflow(page)
+    assert overflow <= 0, f"{page.url} scrolls sideways by {overflow}px at {page.viewport_size['width']}px"
+
+
+def screenshot(page: Any, name: str) -> Path:
+    """Saves a full-page screenshot named after the test and the viewport width, for review."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    width = page.viewport_size["width"] if page.viewport_size else 0
+    target = SCREENSHOTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}-{width}.png"
+    page.screenshot(path=str(target), full_page=True)
+    return target
