@@ -103,18 +103,9 @@ def deployment(settings, tmp_path) -> Iterator[Callable[[str], None]]:
 @pytest.fixture
 def make_notebook() -> Callable[..., object]:
     """A notebook item of `owner` (its creator), with `files` already in its workspace."""
-    from workspace.items.filestore import workspace_dir
-    from workspace.items.models import Item
+    from tests.factories import make_item
 
-    def make(title: str = "Notebook", *, owner: str = "bob", files: dict[str, bytes] | None = None) -> Item:
-        item = Item(app_slug="notebook", title=title, owner=owner)
-        item.stamp_created(owner)
-        item.save()
-        workspace_dir(item.pk).mkdir(parents=True, exist_ok=True)
-        for path, data in (files or {}).items():
-            target = workspace_dir(item.pk) / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        return item
+    def make(title: str = "Notebook", *, owner: str = "bob", files: dict[str, bytes] | None = None) -> object:
+        return make_item(title=title, created_by=owner, files=files)
 
     return make

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -11,18 +10,9 @@ from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
 from workspace.agent.models import ItemMessage
 from workspace.workflows import services as workflow_services
-from workspace.workflows.generated import workflows
 from workspace.workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def make_workflow(db) -> Callable[..., str]:
-    def build(steps: list[str], **fields: object) -> str:
-        return workflows.create({"name": "checks", "steps": steps, **fields}, user="alice")["resource_id"]
-
-    return build
 
 
 @pytest.fixture
