@@ -1,15 +1,175 @@
-"""Reads of workflow runs."""
+"""Reads of workflows for their pages: runs, the newest run of each workflow, the items a form
+offers, and a revision compared with the current one."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import reduce
+from operator import or_
+from typing import Any
+
+from django.db.models import Q, Subquery
+
+from collab.converters import is_row_id
+from workspace.items.access import can_view
+from workspace.items.config import get_config
+from workspace.items.models import Item
+from workspace.workflows.definitions import RevisionData, WorkflowDefinition, WorkflowRevision
 from workspace.workflows.models import WorkflowRun
+from workspace.workflows.rules import schedule_text
 
 RUNS_LIMIT = 50
+ITEM_CHOICES_LIMIT = 200
 
 
 def runs_of_workflow(*, workflow_id: str, item_id: int | None = None, limit: int = RUNS_LIMIT) -> list[WorkflowRun]:
-    """Newest first; scheduled failure records included (they are the point of the list)."""
+    """Newest first, with their items; scheduled failure records included (they are the point of the list)."""
     rows = WorkflowRun.objects.filter(workflow_id=workflow_id)
     if item_id is not None:
         rows = rows.filter(item_id=item_id)
-    return list(rows.order_by("-id")[:limit])
+    return list(rows.select_related("item").order_by("-id")[:limit])
+
+
+def last_runs(workflow_ids: Sequence[str]) -> dict[str, WorkflowRun]:
+    """The newest run of each workflow in one query: one index probe per workflow
+    (`workflow_run_idx`), where a GROUP BY would read every run they ever had."""
+    if not workflow_ids:
+        return {}
+    newest = (
+        Q(pk=Subquery(WorkflowRun.objects.filter(workflow_id=workflow_id).order_by("-id").values("id")[:1]))
+        for workflow_id in workflow_ids
+    )
+    return {run.workflow_id: run for run in WorkflowRun.objects.filter(reduce(or_, newest))}
+
+
+def _row_id(raw: object) -> int | None:
+    text = str(raw or "").strip()
+    return int(text) if text.isdigit() and len(text) <= 19 and is_row_id(int(text)) else None
+
+
+def items_by_id(raw_ids: Iterable[object]) -> dict[str, Item]:
+    """The items named by these ids (as a definition stores them, strings), keyed by that string."""
+    wanted = {pk for pk in (_row_id(raw) for raw in raw_ids) if pk is not None}
+    return {str(item.pk): item for item in Item.objects.filter(pk__in=wanted)} if wanted else {}
+
+
+@dataclass(frozen=True)
+class ItemChoice:
+    value: str
+    label: str
+
+
+@dataclass(frozen=True)
+class ItemChoiceGroup:
+    label: str
+    choices: list[ItemChoice]
+
+
+def item_choices(*, user_id: str, is_staff: bool, named: Iterable[object] = ()) -> list[ItemChoiceGroup]:
+    """What an item field offers: the person's own newest items of the configured apps, by app,
+    plus each `named` id (the current value, an item the page was opened from). A named item they
+    may use joins its app; one they may not is offered by its id only, so saving the form never
+    drops it silently (the save is refused and says why) and its title is not shown."""
+    apps = get_config().apps
+    own = list(Item.objects.filter(app_slug__in=list(apps), created_by=user_id).order_by("-pk")[:ITEM_CHOICES_LIMIT])
+    offered = {str(item.pk) for item in own}
+    extra_ids = list(dict.fromkeys(text for raw in named if (text := str(raw or "").strip()) and text not in offered))
+    found = items_by_id(extra_ids)
+    usable = {
+        raw: item
+        for raw in extra_ids
+        if (item := found.get(raw)) is not None and can_view(item, user_id=user_id, is_staff=is_staff)
+    }
+    by_app: dict[str, list[ItemChoice]] = {}
+    for item in [*usable.values(), *own]:
+        by_app.setdefault(item.app_slug, []).append(ItemChoice(str(item.pk), f"{item.title} (#{item.pk})"))
+    groups = [ItemChoiceGroup(apps[slug].name if slug in apps else slug, options) for slug, options in by_app.items()]
+    unavailable = [ItemChoice(raw, f"item {raw[:40]}") for raw in extra_ids if raw not in usable]
+    if unavailable:
+        groups.append(ItemChoiceGroup("Not available to you", unavailable))
+    return groups
+
+
+# -- a revision compared with the current one ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    label: str
+    current: str
+    other: str
+
+
+@dataclass(frozen=True)
+class StepLine:
+    """One step of the comparison: "-" only in the current revision, "+" only in the other, " " both."""
+
+    mark: str
+    text: str
+
+
+@dataclass(frozen=True)
+class RevisionComparison:
+    revision: WorkflowRevision
+    current_revision_id: str
+    changes: list[FieldChange]
+    steps: list[StepLine]
+
+    @property
+    def steps_changed(self) -> bool:
+        return any(line.mark != " " for line in self.steps)
+
+    @property
+    def identical(self) -> bool:
+        return not self.changes and not self.steps_changed
+
+
+def _item_text(raw: object, items: dict[str, Item]) -> str:
+    if raw is None or not str(raw).strip():
+        return "none"
+    item = items.get(str(raw).strip())
+    return f"{item.title} (#{item.pk})" if item else f"item {str(raw)[:40]}"
+
+
+def _shown_fields(data: dict[str, Any], items: dict[str, Item]) -> dict[str, str]:
+    return {
+        "Name": str(data.get("name") or ""),
+        "Description": str(data.get("description") or ""),
+        "Item": _item_text(data.get("item_id"), items),
+        "Schedule": schedule_text(data.get("every_seconds")) or "none (runs when started)",
+        "Enabled": "yes" if data.get("enabled", True) else "no",
+    }
+
+
+def step_lines(current: Sequence[str], other: Sequence[str]) -> list[StepLine]:
+    """Every step of both, in order, marked by where it is (a line diff of the two step lists)."""
+    lines: list[StepLine] = []
+    matcher = difflib.SequenceMatcher(a=list(current), b=list(other), autojunk=False)
+    for tag, a_start, a_end, b_start, b_end in matcher.get_opcodes():
+        if tag == "equal":
+            lines += [StepLine(" ", step) for step in current[a_start:a_end]]
+            continue
+        lines += [StepLine("-", step) for step in current[a_start:a_end]]
+        lines += [StepLine("+", step) for step in other[b_start:b_end]]
+    return lines
+
+
+def revision_comparison(current: WorkflowDefinition, other: RevisionData) -> RevisionComparison:
+    """What switching to `other` would change in the current revision, field by field and step by step."""
+    current_data = {
+        "name": current.name,
+        "description": current.description,
+        "item_id": current.item_id,
+        "every_seconds": current.every_seconds,
+        "enabled": current.enabled,
+    }
+    items = items_by_id([current.item_id, other.data.get("item_id")])
+    now, then = _shown_fields(current_data, items), _shown_fields(other.data, items)
+    return RevisionComparison(
+        revision=other.revision,
+        current_revision_id=current.revision_id,
+        changes=[FieldChange(label, now[label], then[label]) for label in now if now[label] != then[label]],
+        steps=step_lines(current.steps, [str(step) for step in other.data.get("steps") or ()]),
+    )
