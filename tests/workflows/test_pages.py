@@ -6,6 +6,8 @@ import pytest
 from django.utils.html import escape
 
 from tests.fixtures.items import item_url
+from workspace.investigations.models import InvestigationMember
+from workspace.investigations.services import investigation_create
 from workspace.workflows.generated import workflows
 from workspace.workflows.models import WorkflowRun
 
@@ -230,3 +232,16 @@ def test_the_item_page_offers_a_new_workflow_on_that_item(alice_api, make_item):
     item = make_item()
     # When she opens its page / Then it links to a new workflow on it
     assert f'href="/workflows/new?item={item.pk}"' in _page(alice_api, item_url(item))
+
+
+def test_an_item_the_viewer_no_longer_sees_is_named_by_id_only(api_client_for, make_workflow):
+    # Given bob's workflow on alice's investigation, from which alice then removed him
+    investigation = investigation_create(title="Secret outage", user_id="alice", members=["bob"]).item
+    workflow_id = make_workflow(["true"], user="bob", item_id=str(investigation.pk))
+    InvestigationMember.objects.filter(investigation_id=investigation.pk, user_id="bob").delete()
+    bob = api_client_for("bob")
+    # When bob opens the workflow list and the workflow's page
+    pages = _page(bob, "/workflows") + _page(bob, f"/workflows/{workflow_id}")
+    # Then the investigation's title is shown on neither, only its id
+    assert "Secret outage" not in pages
+    assert f"item {investigation.pk} (not found, or not yours)" in pages

@@ -77,8 +77,8 @@ def _field_errors(refusal: Refusal) -> list[FieldError]:
     found: dict[str, FieldError] = {}
     for key, message in fields.items():
         name = str(key).split("[", 1)[0].split(".", 1)[0]
-        name = name if name in FORM_FIELDS else "name"
-        label, anchor = FORM_FIELDS[name]
+        # A field the form does not show (none today) still reaches the summary, at the form's top.
+        label, anchor = FORM_FIELDS.get(name, ("Workflow", "wf-name"))
         found.setdefault(name, FieldError(name, label, str(message), anchor))
     return list(found.values())
 
@@ -99,7 +99,7 @@ def workflows_page(request: HttpRequest) -> HttpResponse:
         "listing": listing,
         "deleted": deleted,
         "last_runs": selectors.last_runs(ids),
-        "items": selectors.items_by_id(definition.item_id for definition in listing.definitions),
+        "items": selectors.items_for_viewer((d.item_id for d in listing.definitions), **_viewer(request)),
     }
     return render(request, "workflows/workflows.html", context)
 
@@ -199,12 +199,14 @@ def workflow_restore_page(request: HttpRequest, workflow_id: str) -> HttpRespons
 def _workflow_view(
     request: HttpRequest, workflow: WorkflowDefinition, *, run_item_id: str, refusal: ApiError | None = None
 ) -> HttpResponse:
+    runs = selectors.runs_of_workflow(workflow_id=workflow.id)
     context = {
         "workflow": workflow,
-        "items": selectors.items_by_id([workflow.item_id]),
+        "items": selectors.items_for_viewer([workflow.item_id], **_viewer(request)),
         "run_item_id": run_item_id,
         "item_groups": selectors.item_choices(**_viewer(request), named=[run_item_id, workflow.item_id]),
-        "runs": selectors.runs_of_workflow(workflow_id=workflow.id),
+        "runs": runs,
+        "viewable_run_items": selectors.viewable_item_ids((run.item for run in runs if run.item), **_viewer(request)),
         "revisions": revisions_page(workflow.id, **_viewer(request), page=_page_number(request.GET.get("revisions"))),
         "refusal": refusal,
     }
@@ -248,7 +250,7 @@ def _revision_view(
         raise Http404(str(exc.detail)) from exc
     context = {
         "workflow": workflow,
-        "comparison": selectors.revision_comparison(workflow, revision),
+        "comparison": selectors.revision_comparison(workflow, revision, **_viewer(request)),
         "refusal": refusal,
     }
     status = refusal.status_code if refusal is not None else 200

@@ -11,7 +11,7 @@ from typing import Any
 from django.db import connection
 
 from collab.converters import is_row_id
-from workspace.items.access import can_view
+from workspace.items.access import shared_with
 from workspace.items.config import get_config
 from workspace.items.models import Item
 from workspace.workflows.definitions import RevisionData, WorkflowDefinition, WorkflowRevision
@@ -51,10 +51,24 @@ def _row_id(raw: object) -> int | None:
     return int(text) if text.isdigit() and len(text) <= 19 and is_row_id(int(text)) else None
 
 
-def items_by_id(raw_ids: Iterable[object]) -> dict[str, Item]:
-    """The items named by these ids (as a definition stores them, strings), keyed by that string."""
-    wanted = {pk for pk in (_row_id(raw) for raw in raw_ids) if pk is not None}
-    return {str(item.pk): item for item in Item.objects.filter(pk__in=wanted)} if wanted else {}
+def viewable_item_ids(items: Iterable[Item], *, user_id: str, is_staff: bool) -> set[int]:
+    """The ids among `items` the person may see (`can_view` for many): their own, the ones their
+    apps share with them (one query per app that shares), all of them for staff."""
+    items = list(items)
+    if is_staff:
+        return {item.pk for item in items}
+    own = {item.pk for item in items if user_id and item.created_by == user_id}
+    foreign = [(item.pk, item.app_slug) for item in items if item.pk not in own]
+    return own | (shared_with(foreign, user_id) if foreign and user_id else set())
+
+
+def items_for_viewer(raw_ids: Iterable[object], *, user_id: str, is_staff: bool) -> dict[str, Item]:
+    """The items these ids name (as a definition stores them: strings) that the person may see,
+    keyed by that string; an item they may not see is left out, so its title is never shown."""
+    wanted = {str(raw).strip(): pk for raw in raw_ids if (pk := _row_id(raw)) is not None}
+    rows = {item.pk: item for item in Item.objects.filter(pk__in=set(wanted.values()))} if wanted else {}
+    viewable = viewable_item_ids(rows.values(), user_id=user_id, is_staff=is_staff)
+    return {raw: rows[pk] for raw, pk in wanted.items() if pk in viewable}
 
 
 @dataclass(frozen=True)
@@ -78,12 +92,7 @@ def item_choices(*, user_id: str, is_staff: bool, named: Iterable[object] = ()) 
     own = list(Item.objects.filter(app_slug__in=list(apps), created_by=user_id).order_by("-pk")[:ITEM_CHOICES_LIMIT])
     offered = {str(item.pk) for item in own}
     extra_ids = list(dict.fromkeys(text for raw in named if (text := str(raw or "").strip()) and text not in offered))
-    found = items_by_id(extra_ids)
-    usable = {
-        raw: item
-        for raw in extra_ids
-        if (item := found.get(raw)) is not None and can_view(item, user_id=user_id, is_staff=is_staff)
-    }
+    usable = items_for_viewer(extra_ids, user_id=user_id, is_staff=is_staff)
     by_app: dict[str, list[ItemChoice]] = {}
     for item in [*usable.values(), *own]:
         by_app.setdefault(item.app_slug, []).append(ItemChoice(str(item.pk), f"{item.title} (#{item.pk})"))
@@ -158,7 +167,9 @@ def step_lines(current: Sequence[str], other: Sequence[str]) -> list[StepLine]:
     return lines
 
 
-def revision_comparison(current: WorkflowDefinition, other: RevisionData) -> RevisionComparison:
+def revision_comparison(
+    current: WorkflowDefinition, other: RevisionData, *, user_id: str, is_staff: bool
+) -> RevisionComparison:
     """What switching to `other` would change in the current revision, field by field and step by step."""
     current_data = {
         "name": current.name,
@@ -167,7 +178,7 @@ def revision_comparison(current: WorkflowDefinition, other: RevisionData) -> Rev
         "every_seconds": current.every_seconds,
         "enabled": current.enabled,
     }
-    items = items_by_id([current.item_id, other.data.get("item_id")])
+    items = items_for_viewer([current.item_id, other.data.get("item_id")], user_id=user_id, is_staff=is_staff)
     now, then = _shown_fields(current_data, items), _shown_fields(other.data, items)
     return RevisionComparison(
         revision=other.revision,
