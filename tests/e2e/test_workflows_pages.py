@@ -20,19 +20,20 @@ def _checked(page, name: str) -> None:
 
 
 def test_a_workflow_made_in_the_form_runs_and_shows_its_output(deployment, page_as, make_notebook, viewport):
-    # Given alice's notebook, and alice on the workflow list
+    # Given alice on her notebook's page
     deployment("")
     notebook = make_notebook("Forecasts", owner="alice")
     page = page_as("alice", viewport=viewport)
-    page.goto("/workflows")
-    _checked(page, "workflows-empty-list")
-    # When she starts a new workflow with two steps on the notebook, every 30 seconds
-    page.click("[data-testid=new-workflow]")
+    page.goto(f"/a/notebook/items/{notebook.pk}")
+    # When she starts a new workflow from it
+    page.click("[data-testid=new-item-workflow]")
+    # Then the form has the notebook chosen
+    assert page.input_value("#wf-item") == str(notebook.pk)
+    # When she gives it two steps, every 30 seconds
     page.fill("#wf-name", "Nightly report")
     page.fill("#wf-step-1", "echo first-step")
     page.click("[data-testid=add-step]")
     page.fill("#wf-step-2", "echo second-step")
-    page.select_option("#wf-item", str(notebook.pk))
     page.fill("#wf-every", "30")
     page.select_option("#wf-every-unit", "seconds")
     page.click("[data-testid=save-workflow]")
