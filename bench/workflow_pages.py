@@ -52,23 +52,18 @@ def fill(workflow_ids: list[str], total: int, already: int) -> None:
     from workspace.workflows.models import WorkflowRun
 
     moment = timezone.now()
-    rows = []
-    for index in range(already, total):
-        status = "succeeded" if index % 7 else "failed"
-        rows.append(
-            WorkflowRun(
-                workflow_id=workflow_ids[index % len(workflow_ids)],
-                trigger="scheduled",
-                status=status,
-                started_at=moment,
-                finished_at=moment,
-                created_by=VIEWER,
-            )
+    runs = (
+        WorkflowRun(
+            workflow_id=workflow_ids[index % len(workflow_ids)],
+            trigger="scheduled",
+            status="succeeded" if index % 7 else "failed",
+            started_at=moment,
+            finished_at=moment,
+            created_by=VIEWER,
         )
-        if len(rows) == BATCH:
-            WorkflowRun.objects.bulk_create(rows)
-            rows.clear()
-    WorkflowRun.objects.bulk_create(rows)
+        for index in range(already, total)
+    )
+    WorkflowRun.objects.bulk_create(runs, batch_size=BATCH)
 
 
 def last_runs_grouped(workflow_ids: list[str]) -> dict[str, int]:

@@ -8,13 +8,12 @@ from datetime import datetime
 from typing import Any
 
 from collab.authentication import AuthenticatedIdentity
-from collab.converters import is_row_id
 from collab.errors import ApiError
 from crudgen import Caller, ListQueryParams, ListScope, NotFoundError, RouteContext, SortOrder
 from crudgen.storage.base import Stored
 from workspace.workflows.access import may_see_workflow
 from workspace.workflows.generated import workflows
-from workspace.workflows.rules import schedule_problem
+from workspace.workflows.rules import item_pk, schedule_problem
 
 _PAGE = 500
 REVISIONS_PAGE_SIZE = 20
@@ -40,8 +39,7 @@ class WorkflowDefinition:
     @property
     def scheduled_item_id(self) -> int | None:
         """The item a schedule runs on, when the workflow names one that can be an item id."""
-        raw = (self.item_id or "").strip()
-        return int(raw) if raw.isdigit() and is_row_id(int(raw)) else None
+        return item_pk(self.item_id)
 
     @property
     def is_scheduled(self) -> bool:

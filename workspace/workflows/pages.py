@@ -15,6 +15,7 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from collab.errors import ApiError
@@ -235,7 +236,7 @@ def workflow_run_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
         messages.error(request, f"{outcome} {run.reason}")
     else:
         messages.success(request, outcome)
-    return HttpResponseRedirect(f"{_workflow_url(workflow_id)}?item={item_id}#run-{run.pk}")
+    return HttpResponseRedirect(f"{_workflow_url(workflow_id)}?{urlencode({'item': item_id})}#run-{run.pk}")
 
 
 # -- a revision compared with the current one, and switching back -------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collab.converters import is_row_id
+
 # A schedule runs at most once a minute (the worker's own rhythm) and at least once a month.
 SCHEDULE_MIN_SECONDS = 60
 SCHEDULE_MAX_SECONDS = 31 * 24 * 3600
@@ -33,3 +35,9 @@ def schedule_text(every_seconds: int | None) -> str:
         return ""
     amount, unit = schedule_in_units(every_seconds)
     return f"every {unit.removesuffix('s')}" if amount == 1 else f"every {amount} {unit}"
+
+
+def item_pk(raw: object) -> int | None:
+    """The item id a definition's `item_id` (a string) names, or None when it cannot name one."""
+    text = str(raw if raw is not None else "").strip()
+    return int(text) if text.isdigit() and len(text) <= 19 and is_row_id(int(text)) else None

@@ -10,13 +10,12 @@ from typing import Any
 
 from django.db import connection
 
-from collab.converters import is_row_id
 from workspace.items.access import shared_with
 from workspace.items.config import get_config
 from workspace.items.models import Item
 from workspace.workflows.definitions import RevisionData, WorkflowDefinition, WorkflowRevision
 from workspace.workflows.models import WorkflowRun
-from workspace.workflows.rules import schedule_text
+from workspace.workflows.rules import item_pk, schedule_text
 
 RUNS_LIMIT = 50
 ITEM_CHOICES_LIMIT = 200
@@ -46,11 +45,6 @@ def last_runs(workflow_ids: Sequence[str]) -> dict[str, WorkflowRun]:
     return {run.workflow_id: run for run in runs}
 
 
-def _row_id(raw: object) -> int | None:
-    text = str(raw or "").strip()
-    return int(text) if text.isdigit() and len(text) <= 19 and is_row_id(int(text)) else None
-
-
 def viewable_item_ids(items: Iterable[Item], *, user_id: str, is_staff: bool) -> set[int]:
     """The ids among `items` the person may see (`can_view` for many): their own, the ones their
     apps share with them (one query per app that shares), all of them for staff."""
@@ -65,7 +59,7 @@ def viewable_item_ids(items: Iterable[Item], *, user_id: str, is_staff: bool) ->
 def items_for_viewer(raw_ids: Iterable[object], *, user_id: str, is_staff: bool) -> dict[str, Item]:
     """The items these ids name (as a definition stores them: strings) that the person may see,
     keyed by that string; an item they may not see is left out, so its title is never shown."""
-    wanted = {str(raw).strip(): pk for raw in raw_ids if (pk := _row_id(raw)) is not None}
+    wanted = {str(raw).strip(): pk for raw in raw_ids if (pk := item_pk(raw)) is not None}
     rows = {item.pk: item for item in Item.objects.filter(pk__in=set(wanted.values()))} if wanted else {}
     viewable = viewable_item_ids(rows.values(), user_id=user_id, is_staff=is_staff)
     return {raw: rows[pk] for raw, pk in wanted.items() if pk in viewable}
