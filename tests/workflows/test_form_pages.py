@@ -246,3 +246,39 @@ def test_a_deleted_workflow_cannot_be_edited(alice_api, make_workflow):
     assert response["Location"] == f"/workflows/{workflow_id}"
     assert "restore it before you edit it" in alice_api.get(response["Location"]).content.decode()
     assert _stored() == before
+
+
+def test_a_save_that_dies_after_its_write_leaves_the_workflow_as_it_was(alice_api, make_workflow, monkeypatch):
+    # Given alice's workflow, and a server that dies right after storing an edit
+    workflow_id = make_workflow(["echo one"])
+    before = _stored()
+    stored_then_died = workflows.update_meta
+
+    def dies_after_storing(*args, **kwargs):
+        stored_then_died(*args, **kwargs)
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(workflows, "update_meta", dies_after_storing)
+    # When she saves an edit
+    with pytest.raises(RuntimeError):
+        alice_api.post(
+            f"/workflows/{workflow_id}/edit", {**FORM, "steps": ["echo two"], "edited_revision_id": f"{workflow_id}:1"}
+        )
+    # Then nothing of the edit is kept
+    assert _stored() == before
+
+
+def test_a_create_that_dies_after_its_write_stores_nothing(alice_api, monkeypatch):
+    # Given a server that dies right after storing a new workflow
+    stored_then_died = workflows.create_meta
+
+    def dies_after_storing(*args, **kwargs):
+        stored_then_died(*args, **kwargs)
+        raise RuntimeError("the process died here")
+
+    monkeypatch.setattr(workflows, "create_meta", dies_after_storing)
+    # When alice submits the new-workflow form
+    with pytest.raises(RuntimeError):
+        alice_api.post("/workflows/new", FORM)
+    # Then no workflow and no revision is stored
+    assert _stored() == [0]

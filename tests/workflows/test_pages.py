@@ -245,3 +245,18 @@ def test_an_item_the_viewer_no_longer_sees_is_named_by_id_only(api_client_for, m
     # Then the investigation's title is shown on neither, only its id
     assert "Secret outage" not in pages
     assert f"item {investigation.pk} (not found, or not yours)" in pages
+
+
+def test_run_now_on_an_item_the_creator_may_not_use_is_refused_saying_so(
+    settings, api_client_for, make_item, make_workflow
+):
+    # Given bob's workflow, and alice (staff) with a notebook of her own, which bob may not use
+    settings.WORKSPACE_MOCK_STAFF = ["alice"]
+    workflow_id = make_workflow(["true"], user="bob")
+    item = make_item(created_by="alice")
+    # When alice presses Run now on her notebook
+    response = api_client_for("alice").post(f"/workflows/{workflow_id}/run", {"item_id": str(item.pk)})
+    # Then it is refused (403): the run would act for bob, who may not use it; nothing runs
+    assert response.status_code == 403
+    assert f"acts for bob, who may not use item {item.pk}" in response.content.decode()
+    assert not WorkflowRun.objects.exists()
