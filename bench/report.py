@@ -121,6 +121,13 @@ SCRIPTS = [
         setup_name="tasks",
     ),
     Script(
+        "workflow_pages",
+        ["--sizes", "1000,10000,100000"],
+        ["--sizes", "1000,10000", "--repeat", "20"],
+        _table_rows("workflow pages"),
+        setup_name="workflow_pages",
+    ),
+    Script(
         "quotas",
         ["--sizes", "10,1000,100000"],
         ["--sizes", "10,1000", "--repeat", "50"],

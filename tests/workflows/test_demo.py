@@ -1,4 +1,5 @@
-"""The demo loader of workflows: one hourly workflow on alice's first notebook, and nothing twice."""
+"""The demo loader of workflows: one hourly workflow on alice's first notebook, with a revision to
+switch back to, and nothing twice."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 from workspace.items import demo as items_demo
 from workspace.workflows import demo
 from workspace.workflows.definitions import live_definitions
+from workspace.workflows.generated import workflows
 
 pytestmark = pytest.mark.django_db
 
@@ -22,3 +24,14 @@ def test_the_demo_loads_one_scheduled_workflow_however_often_it_runs():
     scheduled = [d for d in live_definitions() if d.name == demo.DEMO_WORKFLOW]
     assert len(scheduled) == 1
     assert scheduled[0].is_scheduled
+
+
+def test_the_demo_workflow_has_an_earlier_revision_to_compare():
+    # Given alice's demo notebooks
+    items_demo.load(say=lambda line: None)
+    # When the workflow demo loads
+    demo.load(say=lambda line: None)
+    # Then its workflow has two revisions, the second current
+    (definition,) = [d for d in live_definitions() if d.name == demo.DEMO_WORKFLOW]
+    assert workflows.list_revisions(definition.id).total == 2
+    assert definition.revision_id == f"{definition.id}:2"

@@ -13,7 +13,7 @@ from typing import Any
 from crudgen import CreatorOnly, CrudError, RouteContext
 from workspace.items.access import can_view
 from workspace.items.models import Item
-from workspace.workflows.rules import schedule_problem
+from workspace.workflows.rules import item_pk, schedule_problem
 
 
 class UnusableItem(CrudError):
@@ -28,10 +28,10 @@ class InvalidSchedule(CrudError):
 
 def usable_item(raw: object, *, user_id: str, is_staff: bool) -> Item | None:
     """The item `raw` names if `user_id` may use it (see it, and so run in it); else None."""
-    text = str(raw).strip()
-    if not text.isdigit() or len(text) > 18:
+    pk = item_pk(raw)
+    if pk is None:
         return None
-    item = Item.objects.filter(pk=int(text)).first()
+    item = Item.objects.filter(pk=pk).first()
     if item is None or not can_view(item, user_id=user_id, is_staff=is_staff):
         return None
     return item

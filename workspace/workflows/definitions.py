@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from collab.converters import is_row_id
+from collab.authentication import AuthenticatedIdentity
 from collab.errors import ApiError
-from crudgen import ListQueryParams, ListScope, NotFoundError, SortOrder
+from crudgen import Caller, ListQueryParams, ListScope, NotFoundError, RouteContext, SortOrder
 from crudgen.storage.base import Stored
 from workspace.workflows.access import may_see_workflow
 from workspace.workflows.generated import workflows
-from workspace.workflows.rules import schedule_problem
+from workspace.workflows.rules import item_pk, schedule_problem
 
 _PAGE = 500
+REVISIONS_PAGE_SIZE = 20
+WORKFLOWS_PAGE_SIZE = 25
 
 
 @dataclass(frozen=True)
@@ -27,12 +31,15 @@ class WorkflowDefinition:
     every_seconds: int | None
     enabled: bool
     created_by: str
+    is_deleted: bool = False
+    created_time: datetime | None = None
+    updated_time: datetime | None = None
+    updated_by: str = ""
 
     @property
     def scheduled_item_id(self) -> int | None:
         """The item a schedule runs on, when the workflow names one that can be an item id."""
-        raw = (self.item_id or "").strip()
-        return int(raw) if raw.isdigit() and is_row_id(int(raw)) else None
+        return item_pk(self.item_id)
 
     @property
     def is_scheduled(self) -> bool:
@@ -54,6 +61,10 @@ def _definition(stored: Stored) -> WorkflowDefinition:
         item_id=None if data.get("item_id") is None else str(data["item_id"]),
         every_seconds=data.get("every_seconds"),
         enabled=bool(data.get("enabled", True)),
+        is_deleted=stored.meta.is_deleted,
+        created_time=stored.meta.created_time,
+        updated_time=stored.meta.updated_time,
+        updated_by=stored.meta.updated_by or "",
     )
 
 
@@ -101,3 +112,112 @@ def recent_definitions(*, user_id: str, is_staff: bool, limit: int = 20) -> list
     scope = ListScope.everything() if is_staff else ListScope.created_by_one_of([user_id])
     stored, _total = workflows.list_stored(ListQueryParams(page=1, page_size=limit), scope=scope)
     return [_definition(row) for row in stored]
+
+
+@dataclass(frozen=True)
+class _ActingRequest:
+    """What the access policy reads of a request: who acts. A page acts for a person as the API does."""
+
+    user: AuthenticatedIdentity
+
+
+def workflow_caller(*, user_id: str, is_staff: bool) -> Caller:
+    """The `/api/v1/workflow` access policy bound to one person.
+
+    Pages and services pass it to every read and write of a definition, so they refuse exactly
+    what the generated routes refuse: someone else's workflow is a 404, an item the person may
+    not use and a schedule outside its bounds are refused before anything is stored.
+    """
+    request = _ActingRequest(user=AuthenticatedIdentity(id=user_id, is_staff=is_staff))
+    return RouteContext(request=request, crud=workflows, kwargs={}, user=user_id).caller
+
+
+def workflow_for_viewer(workflow_id: str, *, user_id: str, is_staff: bool) -> WorkflowDefinition:
+    """The current revision, deleted or not; someone else's workflow is the 404 of a missing one."""
+    try:
+        stored = workflows.read(workflow_id, caller=workflow_caller(user_id=user_id, is_staff=is_staff))
+    except NotFoundError as exc:
+        raise _not_found(workflow_id) from exc
+    return _definition(stored)
+
+
+@dataclass(frozen=True)
+class DefinitionPage:
+    definitions: list[WorkflowDefinition]
+    total: int
+    page: int
+    has_next: bool
+
+
+def definitions_page(*, user_id: str, is_staff: bool, page: int = 1, deleted: bool = False) -> DefinitionPage:
+    """One page of the workflows the person may list (the API's scope, in SQL), newest first."""
+    scope = workflow_caller(user_id=user_id, is_staff=is_staff).scope()
+    params = ListQueryParams(page=page, page_size=WORKFLOWS_PAGE_SIZE)
+    stored, total = workflows.list_stored(params, is_deleted=deleted, scope=scope)
+    return DefinitionPage(
+        definitions=[_definition(row) for row in stored],
+        total=total,
+        page=page,
+        has_next=params.offset + len(stored) < total,
+    )
+
+
+@dataclass(frozen=True)
+class WorkflowRevision:
+    revision_id: str
+    created_by: str
+    created_time: datetime | None
+    is_current: bool
+
+
+@dataclass(frozen=True)
+class RevisionPage:
+    revisions: list[WorkflowRevision]
+    total: int
+    page: int
+    has_next: bool
+    has_prev: bool
+
+
+def _revision(view: dict[str, Any]) -> WorkflowRevision:
+    created = view.get("created_time")
+    return WorkflowRevision(
+        revision_id=view["revision_id"],
+        created_by=view.get("created_by") or "",
+        created_time=datetime.fromisoformat(created) if created else None,
+        is_current=bool(view["is_current"]),
+    )
+
+
+def revisions_page(workflow_id: str, *, user_id: str, is_staff: bool, page: int = 1) -> RevisionPage:
+    """The workflow's revisions, newest first, through the route's own read (`revision-list`)."""
+    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
+    try:
+        listed = workflows.list_revisions(workflow_id, page, REVISIONS_PAGE_SIZE, caller=caller)
+    except NotFoundError as exc:
+        raise _not_found(workflow_id) from exc
+    return RevisionPage(
+        revisions=[_revision(view) for view in listed.items],
+        total=listed.total,
+        page=listed.page,
+        has_next=listed.has_next,
+        has_prev=listed.has_prev,
+    )
+
+
+@dataclass(frozen=True)
+class RevisionData:
+    revision: WorkflowRevision
+    data: dict[str, Any]
+
+
+def revision_for_viewer(workflow_id: str, revision_id: str, *, user_id: str, is_staff: bool) -> RevisionData:
+    """One revision's data and who wrote it when; an unknown revision is a 404 like an unknown workflow."""
+    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
+    try:
+        found = workflows.get_revision(workflow_id, revision_id, caller=caller)
+    except NotFoundError as exc:
+        raise ApiError(
+            status_code=404, error="revision_not_found", detail=f"Workflow {workflow_id} has no revision {revision_id}."
+        ) from exc
+    return RevisionData(revision=_revision(found["revision_info"]), data=found["data"])

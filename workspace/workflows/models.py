@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import models
 
 from collab.models import TrackedModel
@@ -47,6 +49,13 @@ class WorkflowRun(TrackedModel):
 
     def __str__(self) -> str:
         return f"run {self.pk} of {self.workflow_id}: {self.status}"
+
+    @property
+    def duration(self) -> timedelta | None:
+        """How long it ran; None while it runs and for a run that never started."""
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return self.finished_at - self.started_at
 
 
 class WorkflowSchedule(models.Model):

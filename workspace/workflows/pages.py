@@ -1,35 +1,297 @@
-"""The workflow page of an item: the definition, a run button, the runs and the revision history."""
+"""Workflow pages: the list, the form that creates and edits one, its page (steps, run now, runs,
+revisions), and a revision compared with the current one before switching back.
+
+Every read and write goes through the selectors and services the `/api/v1/workflow` routes use,
+with their access policy: someone else's workflow is the site's 404, and a refused save shows the
+form again as it was typed, saying why.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_POST
 
 from collab.errors import ApiError
 from collab.web import identity_required
+from crudgen import CrudError, NotFoundError, RevisionConflict
 from workspace.items.access import item_for_viewer
-from workspace.workflows import selectors
-from workspace.workflows.definitions import workflow_definition
+from workspace.workflows import selectors, services
+from workspace.workflows.definitions import (
+    WorkflowDefinition,
+    definitions_page,
+    revision_for_viewer,
+    revisions_page,
+    workflow_for_viewer,
+)
+from workspace.workflows.forms import FormProblem, WorkflowForm
+from workspace.workflows.rules import SCHEDULE_UNITS
+
+Refusal = ApiError | CrudError | FormProblem
+# The form's fields as a person knows them, and the control each one's message leads to; the
+# messages of a refused save name the API's fields (crudgen names nested ones `steps[0]`).
+FORM_FIELDS = {
+    "name": ("Name", "wf-name"),
+    "description": ("Description", "wf-description"),
+    "steps": ("Steps", "wf-step-1"),
+    "item_id": ("Item", "wf-item"),
+    "every_seconds": ("Schedule", "wf-every"),
+    "enabled": ("Enabled", "wf-enabled"),
+}
+
+
+@dataclass(frozen=True)
+class FieldError:
+    field: str
+    label: str
+    message: str
+    anchor: str
+
+
+def _page_number(raw: str | None) -> int:
+    return int(raw) if raw and raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
+
+
+def _viewer(request: HttpRequest) -> dict[str, Any]:
+    return {"user_id": request.identity.user_id, "is_staff": request.identity.is_staff}
+
+
+def _workflow_or_404(request: HttpRequest, workflow_id: str) -> WorkflowDefinition:
+    try:
+        return workflow_for_viewer(workflow_id, **_viewer(request))
+    except ApiError as exc:
+        raise Http404(str(exc.detail)) from exc
+
+
+def _workflow_url(workflow_id: str) -> str:
+    return reverse("workflow", args=[workflow_id])
+
+
+def _field_errors(refusal: Refusal) -> list[FieldError]:
+    fields = getattr(refusal, "fields", None) or (getattr(refusal, "extra", None) or {}).get("fields") or {}
+    found: dict[str, FieldError] = {}
+    for key, message in fields.items():
+        name = str(key).split("[", 1)[0].split(".", 1)[0]
+        # A field the form does not show (none today) still reaches the summary, at the form's top.
+        label, anchor = FORM_FIELDS.get(name, ("Workflow", "wf-name"))
+        found.setdefault(name, FieldError(name, label, str(message), anchor))
+    return list(found.values())
+
+
+def _refusal_status(refusal: Refusal) -> int:
+    return int(getattr(refusal, "status_code", 400))
+
+
+# -- the list -----------------------------------------------------------------------------------
 
 
 @identity_required
-def workflow_page(request: HttpRequest, slug: str, item_id: int, workflow_id: str) -> HttpResponse:
-    identity = request.identity
-    app, item = item_for_viewer(slug, item_id, user_id=identity.user_id, is_staff=identity.is_staff)
-    try:
-        definition = workflow_definition(workflow_id, user_id=identity.user_id, is_staff=identity.is_staff)
-    except ApiError as exc:
-        if exc.status_code == 404:
-            raise Http404(str(exc.detail)) from exc
-        # Deleted: back to the item, saying why, rather than a bare error page.
-        messages.error(request, str(exc.detail))
-        return HttpResponseRedirect(reverse("ws-item", args=[slug, item_id]))
+def workflows_page(request: HttpRequest) -> HttpResponse:
+    deleted = request.GET.get("deleted") == "1"
+    listing = definitions_page(**_viewer(request), page=_page_number(request.GET.get("page")), deleted=deleted)
+    ids = [definition.id for definition in listing.definitions]
     context = {
-        "app": app,
-        "item": item,
-        "workflow": definition,
-        "runs": selectors.runs_of_workflow(workflow_id=definition.id, item_id=item.pk),
+        "listing": listing,
+        "deleted": deleted,
+        "last_runs": selectors.last_runs(ids),
+        "items": selectors.items_for_viewer((d.item_id for d in listing.definitions), **_viewer(request)),
     }
-    return render(request, "workflows/workflow.html", context)
+    return render(request, "workflows/workflows.html", context)
+
+
+# -- create and edit ----------------------------------------------------------------------------
+
+
+def _form_page(
+    request: HttpRequest,
+    form: WorkflowForm,
+    *,
+    workflow: WorkflowDefinition | None = None,
+    edited_revision_id: str = "",
+    refusal: Refusal | None = None,
+) -> HttpResponse:
+    field_errors = _field_errors(refusal) if refusal is not None else []
+    context = {
+        "form": form,
+        "workflow": workflow,
+        "edited_revision_id": edited_revision_id,
+        "steps": [*form.filled_steps, ""],
+        "units": list(SCHEDULE_UNITS),
+        "item_groups": selectors.item_choices(**_viewer(request), named=[form.item_id]),
+        "refusal": refusal,
+        "field_errors": field_errors,
+        "errors": {error.field: error.message for error in field_errors},
+    }
+    status = _refusal_status(refusal) if refusal is not None else 200
+    return render(request, "workflows/workflow_form.html", context, status=status)
+
+
+@identity_required
+def workflow_new_page(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return _form_page(request, WorkflowForm(item_id=request.GET.get("item", "").strip()[:40]))
+    form = WorkflowForm.from_post(request.POST)
+    try:
+        created = services.workflow_create(data=form.data(), **_viewer(request))
+    except (CrudError, FormProblem) as exc:
+        return _form_page(request, form, refusal=exc)
+    messages.success(request, f"Created {form.name.strip() or 'the workflow'}.")
+    return HttpResponseRedirect(_workflow_url(created.resource_id))
+
+
+@identity_required
+def workflow_edit_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
+    workflow = _workflow_or_404(request, workflow_id)
+    if workflow.is_deleted:
+        messages.error(request, "This workflow is deleted; restore it before you edit it.")
+        return HttpResponseRedirect(_workflow_url(workflow_id))
+    if request.method != "POST":
+        return _form_page(
+            request, WorkflowForm.from_definition(workflow), workflow=workflow, edited_revision_id=workflow.revision_id
+        )
+    form = WorkflowForm.from_post(request.POST)
+    edited = request.POST.get("edited_revision_id", "")
+    try:
+        saved = services.workflow_update(workflow_id=workflow_id, data=form.data(), if_match=edited, **_viewer(request))
+    except NotFoundError as exc:
+        raise Http404(exc.detail) from exc
+    except (CrudError, FormProblem) as exc:
+        # After a conflict the form carries the newer revision: saving again replaces it knowingly.
+        newer = exc.extra.get("current_revision_id", edited) if isinstance(exc, RevisionConflict) else edited
+        return _form_page(request, form, workflow=workflow, edited_revision_id=newer, refusal=exc)
+    if saved.current_revision_id == edited:
+        messages.info(request, "Nothing changed, so no revision was added.")
+    else:
+        messages.success(request, f"Saved as revision {saved.current_revision_id}.")
+    return HttpResponseRedirect(_workflow_url(workflow_id))
+
+
+@identity_required
+@require_POST
+def workflow_delete_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
+    workflow = _workflow_or_404(request, workflow_id)
+    services.workflow_delete(workflow_id=workflow_id, **_viewer(request))
+    messages.success(request, f"Deleted {workflow.name}: it no longer runs. Its history stays, and it can be restored.")
+    return HttpResponseRedirect(f"{reverse('workflows')}?deleted=1")
+
+
+@identity_required
+@require_POST
+def workflow_restore_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
+    workflow = _workflow_or_404(request, workflow_id)
+    try:
+        services.workflow_restore(workflow_id=workflow_id, **_viewer(request))
+    except CrudError as exc:
+        messages.error(request, exc.detail)
+    else:
+        messages.success(request, f"Restored {workflow.name}.")
+    return HttpResponseRedirect(_workflow_url(workflow_id))
+
+
+# -- one workflow: its steps, run now, runs and revisions ---------------------------------------
+
+
+def _workflow_view(
+    request: HttpRequest, workflow: WorkflowDefinition, *, run_item_id: str, refusal: ApiError | None = None
+) -> HttpResponse:
+    runs = selectors.runs_of_workflow(workflow_id=workflow.id)
+    context = {
+        "workflow": workflow,
+        "items": selectors.items_for_viewer([workflow.item_id], **_viewer(request)),
+        "run_item_id": run_item_id,
+        "item_groups": selectors.item_choices(**_viewer(request), named=[run_item_id, workflow.item_id]),
+        "runs": runs,
+        "viewable_run_items": selectors.viewable_item_ids((run.item for run in runs if run.item), **_viewer(request)),
+        "revisions": revisions_page(workflow.id, **_viewer(request), page=_page_number(request.GET.get("revisions"))),
+        "refusal": refusal,
+    }
+    return render(request, "workflows/workflow.html", context, status=refusal.status_code if refusal else 200)
+
+
+@identity_required
+def workflow_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
+    workflow = _workflow_or_404(request, workflow_id)
+    run_item_id = request.GET.get("item", "").strip()[:40] or workflow.item_id or ""
+    return _workflow_view(request, workflow, run_item_id=run_item_id)
+
+
+@identity_required
+@require_POST
+def workflow_run_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
+    """Run now: the gated run of the API; a refusal (a 507 above all) shows on the page, readable."""
+    workflow = _workflow_or_404(request, workflow_id)
+    item_id = request.POST.get("item_id", "").strip()[:40]
+    try:
+        run = services.workflow_run_on_item(workflow_id=workflow_id, item_id=item_id, **_viewer(request))
+    except ApiError as exc:
+        return _workflow_view(request, workflow, run_item_id=item_id, refusal=exc)
+    outcome = f"Run #{run.pk} {run.get_status_display().lower()}."
+    if run.reason:
+        messages.error(request, f"{outcome} {run.reason}")
+    else:
+        messages.success(request, outcome)
+    return HttpResponseRedirect(f"{_workflow_url(workflow_id)}?{urlencode({'item': item_id})}#run-{run.pk}")
+
+
+# -- a revision compared with the current one, and switching back -------------------------------
+
+
+def _revision_view(
+    request: HttpRequest, workflow: WorkflowDefinition, revision_id: str, *, refusal: CrudError | None = None
+) -> HttpResponse:
+    try:
+        revision = revision_for_viewer(workflow.id, revision_id, **_viewer(request))
+    except ApiError as exc:
+        raise Http404(str(exc.detail)) from exc
+    context = {
+        "workflow": workflow,
+        "comparison": selectors.revision_comparison(workflow, revision, **_viewer(request)),
+        "refusal": refusal,
+    }
+    status = refusal.status_code if refusal is not None else 200
+    return render(request, "workflows/revision.html", context, status=status)
+
+
+@identity_required
+def workflow_revision_page(request: HttpRequest, workflow_id: str, revision_id: str) -> HttpResponse:
+    return _revision_view(request, _workflow_or_404(request, workflow_id), revision_id)
+
+
+@identity_required
+@require_POST
+def workflow_switch_page(request: HttpRequest, workflow_id: str, revision_id: str) -> HttpResponse:
+    """Switching back, confirmed on the comparison page; `compared_with` is the revision that was
+    current there, so a switch over a change made since is refused (412) rather than blind."""
+    workflow = _workflow_or_404(request, workflow_id)
+    try:
+        services.workflow_switch(
+            workflow_id=workflow_id,
+            revision_id=revision_id,
+            if_match=request.POST.get("compared_with", ""),
+            **_viewer(request),
+        )
+    except NotFoundError as exc:
+        raise Http404(exc.detail) from exc
+    except CrudError as exc:
+        return _revision_view(request, _workflow_or_404(request, workflow_id), revision_id, refusal=exc)
+    messages.success(
+        request, f"Switched back to revision {revision_id}. Revision {workflow.revision_id} stays in the history."
+    )
+    return HttpResponseRedirect(_workflow_url(workflow_id))
+
+
+# -- the workflow of an item (the item page's panel) --------------------------------------------
+
+
+@identity_required
+def item_workflow_page(request: HttpRequest, slug: str, item_id: int, workflow_id: str) -> HttpResponse:
+    """The item's link to one workflow opens the workflow's page, ready to run on that item."""
+    item_for_viewer(slug, item_id, **_viewer(request))
+    _workflow_or_404(request, workflow_id)
+    return HttpResponseRedirect(f"{_workflow_url(workflow_id)}?item={item_id}")

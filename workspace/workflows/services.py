@@ -1,21 +1,26 @@
-"""Running a workflow's steps in an item's sandbox and recording the run (or why it could not start)."""
+"""Workflow writes: definitions changed through the `/api/v1` policy, and runs of their steps in an
+item's sandbox, recorded (or the reason they could not start)."""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 
 from collab import clock
 from collab.errors import ApiError
 from collab.identity import standing_of
+from crudgen.metadata import ResourceMeta
 from workspace.items.access import can_view
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
 from workspace.items.sandboxes import lifecycle
 from workspace.items.sandboxes.base import CommandInvalid, validate_command
-from workspace.workflows.definitions import WorkflowDefinition, workflow_definition
+from workspace.workflows.access import usable_item
+from workspace.workflows.definitions import WorkflowDefinition, workflow_caller, workflow_definition
+from workspace.workflows.generated import workflows
 from workspace.workflows.models import WorkflowRun
 
 logger = logging.getLogger(__name__)
@@ -35,6 +40,49 @@ def _checked_steps(definition: WorkflowDefinition) -> list[str]:
                 status_code=400, error="invalid_workflow_step", detail=f"Step {number} cannot run: {exc}"
             ) from exc
     return list(definition.steps)
+
+
+# Definitions. Each write is the generated route's own (crudgen's SingleModelCRUD) with the same
+# access policy bound to the person, so a page can store nothing the API would refuse: a crudgen
+# error (404 someone else's, 410 deleted, 412 a stale If-Match, 422 a schedule, 400 an item) is
+# raised before anything is stored.
+
+
+@transaction.atomic
+def workflow_create(*, data: dict[str, Any], user_id: str, is_staff: bool) -> ResourceMeta:
+    return workflows.create_meta(data, user=user_id, caller=workflow_caller(user_id=user_id, is_staff=is_staff))
+
+
+@transaction.atomic
+def workflow_update(
+    *, workflow_id: str, data: dict[str, Any], if_match: str | None, user_id: str, is_staff: bool
+) -> ResourceMeta:
+    """Replaces the data (PUT); `if_match` names the revision the person edited, so a save over a
+    newer revision is refused (412) instead of undoing it. Identical data stores no revision."""
+    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
+    return workflows.update_meta(workflow_id, data, user=user_id, if_match=if_match, caller=caller)
+
+
+@transaction.atomic
+def workflow_switch(
+    *, workflow_id: str, revision_id: str, if_match: str | None, user_id: str, is_staff: bool
+) -> ResourceMeta:
+    """Makes an earlier revision current (a rollback); the history stays as it is."""
+    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
+    return workflows.switch_meta(workflow_id, revision_id, user=user_id, if_match=if_match, caller=caller)
+
+
+@transaction.atomic
+def workflow_delete(*, workflow_id: str, user_id: str, is_staff: bool) -> ResourceMeta:
+    """Soft delete: the schedule stops at the next pass; revisions and runs stay, and it can be restored."""
+    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
+    return workflows.delete_meta(workflow_id, user=user_id, caller=caller)
+
+
+@transaction.atomic
+def workflow_restore(*, workflow_id: str, user_id: str, is_staff: bool) -> ResourceMeta:
+    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
+    return workflows.restore_meta(workflow_id, user=user_id, caller=caller)
 
 
 def workflow_run_gate(*, item: Item, app: AppDescriptor) -> None:
@@ -142,6 +190,17 @@ def workflow_run(*, item: Item, app: AppDescriptor, workflow_id: str, user_id: s
         trigger=WorkflowRun.Trigger.MANUAL, status=Status.RUNNING, user_id=user_id,
     )  # fmt: skip
     return _execute(run, item=item, app=app, steps=steps)
+
+
+def workflow_run_on_item(*, workflow_id: str, item_id: object, user_id: str, is_staff: bool) -> WorkflowRun:
+    """A manual run on an item named by id (the workflow page's "Run now"): the same refusals as
+    `workflow_run`, and an item the caller may not use is the 404 of a missing one."""
+    if not str(item_id).strip():
+        raise ApiError(status_code=400, error="item_required", detail="Choose the item to run the workflow on.")
+    item = usable_item(item_id, user_id=user_id, is_staff=is_staff)
+    if item is None:
+        raise ApiError(status_code=404, error="item_not_found", detail=f"There is no item {str(item_id)[:40]}.")
+    return workflow_run(item=item, app=_app_of(item), workflow_id=workflow_id, user_id=user_id, is_staff=is_staff)
 
 
 def not_run_reason(exc: ApiError) -> str:
