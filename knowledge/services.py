@@ -107,7 +107,7 @@ def _purge_collection(collection: Collection) -> None:
     # Documents and chunks protect their collection, so they go first, in one statement each.
     get_chunk_index().forget_collection(collection_id=collection.id)
     Chunk.objects.filter(collection=collection).delete()
-    Document.objects.filter(collection=collection).delete()
+    Document.objects.filter(collection=collection).only("pk").delete()
     collection.delete()
 
 

@@ -90,6 +90,10 @@ def _manage(request: HttpRequest, forms: ManageForms) -> HttpResponse:
     try:
         messages.success(request, forms.rename(values))
     except ApiError as exc:
+        if exc.status_code == 403:
+            # Not about what was typed: the person may not rename at all (a page from before a change).
+            messages.error(request, str(exc.detail))
+            return _see_other(forms.stay)
         return forms.page(RefusedForm(intent=intent, values=values, detail=str(exc.detail)), exc.status_code)
     return _see_other(forms.stay)
 
