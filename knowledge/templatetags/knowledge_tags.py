@@ -35,7 +35,7 @@ def citation_preview(source: CitedSource) -> CitationPreview:
 def message_markup(entry: TranscriptEntry) -> SafeString:
     """The message rendered by `knowledge.markup`, which escapes everything it does not build."""
     previews = {source.marker: citation_preview(source) for source in entry.sources}
-    return mark_safe(message_html(entry.message.content, message_id=entry.message.id, previews=previews))  # noqa: S308
+    return mark_safe(message_html(entry.message.content, message_id=entry.message.id, previews=previews))
 
 
 @register.filter

@@ -354,7 +354,9 @@ def test_a_copy_that_fails_halfway_leaves_no_chat(handbook, make_chat, ask, bob_
     assert list(KbChat.objects.values_list("pk", flat=True)) == [chat.id]
 
 
-def test_copying_a_long_chat_costs_the_same_statements(handbook, make_chat, ask, bob_api, django_assert_max_num_queries):
+def test_copying_a_long_chat_costs_the_same_statements(
+    handbook, make_chat, ask, bob_api, django_assert_max_num_queries
+):
     # Given alice's chat of six exchanges, shared with bob
     chat = make_chat(handbook)
     for number in range(6):

@@ -62,7 +62,9 @@ def _parsed(html: str) -> _Collector:
 
 
 def _render(text: str, markers: tuple[int, ...] = ()) -> str:
-    previews = {number: CitationPreview(source=f"[{number}] quotas.md, chunk 1:", text="<b>x</b>") for number in markers}
+    previews = {
+        number: CitationPreview(source=f"[{number}] quotas.md, chunk 1:", text="<b>x</b>") for number in markers
+    }
     return message_html(text, message_id="msg_1", previews=previews)
 
 
