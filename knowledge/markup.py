@@ -96,12 +96,21 @@ def _render_heading(self: Any, tokens: Sequence[Token], idx: int, options: Any, 
 
 
 def _render_table_open(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: dict[str, Any]) -> str:
-    # Wide tables scroll inside the message instead of widening the page on a phone.
-    return '<div class="kb-table">' + self.renderToken(tokens, idx, options, env)
+    # Wide tables scroll inside the message instead of widening the page on a phone; a keyboard
+    # reaches what scrolls (tabindex), as it does code blocks below.
+    return '<div class="kb-table" tabindex="0">' + self.renderToken(tokens, idx, options, env)
 
 
 def _render_table_close(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: dict[str, Any]) -> str:
     return self.renderToken(tokens, idx, options, env) + "</div>"
+
+
+def _focusable_pre(default: Any) -> Any:
+    def render(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: dict[str, Any]) -> str:
+        html = default(tokens, idx, options, env)
+        return html.replace("<pre>", '<pre tabindex="0">', 1)
+
+    return render
 
 
 def _renderer() -> MarkdownIt:
@@ -119,6 +128,8 @@ def _renderer() -> MarkdownIt:
     md.add_render_rule("heading_close", _render_heading)
     md.add_render_rule("table_open", _render_table_open)
     md.add_render_rule("table_close", _render_table_close)
+    for block in ("fence", "code_block"):
+        md.add_render_rule(block, _focusable_pre(md.renderer.rules[block]))
     return md
 
 

@@ -16,7 +16,7 @@ ALLOWED_TAGS = {
     "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td",
 }  # fmt: skip
 ALLOWED_ATTRIBUTES = {
-    "href", "rel", "title", "class", "id", "role", "start", "style",
+    "href", "rel", "title", "class", "id", "role", "start", "style", "tabindex",
     "data-marker", "data-testid", "aria-describedby",
 }  # fmt: skip
 
@@ -149,8 +149,8 @@ def test_markdown_blocks_render():
     # Then each is its HTML element; the heading sits two levels below the page's own
     for fragment in ("<h3>Steps</h3>", "<strong>this</strong>", "<em>that</em>", "<ol>", "<code>my-resources</code>"):
         assert fragment in html
-    assert "<pre><code>make run\n</code></pre>" in html
-    assert '<div class="kb-table"><table>' in html
+    assert '<pre tabindex="0"><code>make run\n</code></pre>' in html
+    assert '<div class="kb-table" tabindex="0"><table>' in html
 
 
 def test_a_known_marker_becomes_a_link_with_its_preview():
