@@ -369,3 +369,20 @@ def test_copying_a_long_chat_costs_the_same_statements(
 
     # Then all twelve messages came across in a fixed number of statements
     assert len(response.json()["messages"]) == 12
+
+
+def test_the_rename_delete_and_copy_routes_are_in_the_openapi_schema(client):
+    # Given the OpenAPI schema the service serves
+    paths = client.get("/api/schema", HTTP_ACCEPT="application/json").json()["paths"]
+
+    # When the knowledge base's write routes are looked up / Then each is documented with its refusals
+    for path, method, refusals in (
+        ("/kb/collections/{collection_id}", "patch", {"400", "403", "404"}),
+        ("/kb/collections/{collection_id}", "delete", {"403", "404"}),
+        ("/kb/documents/{document_id}", "patch", {"400", "403", "404", "409"}),
+        ("/kb/documents/{document_id}", "delete", {"403", "404"}),
+        ("/kb/chats/{chat_id}", "patch", {"400", "403", "404"}),
+        ("/kb/chats/{chat_id}", "delete", {"403", "404"}),
+        ("/kb/chats/{chat_id}/copy", "post", {"400", "404"}),
+    ):
+        assert refusals <= set(paths[path][method]["responses"]), (method, path)
