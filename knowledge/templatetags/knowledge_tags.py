@@ -13,7 +13,7 @@ from knowledge.selectors import CitedSource, TranscriptEntry
 
 register = template.Library()
 
-PREVIEW_CHARS = 600
+PREVIEW_CHARS = 420
 
 
 def citation_preview(source: CitedSource) -> CitationPreview:
@@ -25,9 +25,11 @@ def citation_preview(source: CitedSource) -> CitationPreview:
         text = "\n\n".join(chunk.text for chunk in source.chunks)
     else:
         where, text = "as quoted", source.quote
+    # One line per paragraph (the preview keeps line breaks), spaces within a line collapsed.
+    paragraphs = (" ".join(paragraph.split()) for paragraph in text.split("\n\n"))
     return CitationPreview(
         source=f"[{source.marker}] {source.document_name}, {where}:",
-        text=Truncator(" ".join(text.split())).chars(PREVIEW_CHARS),
+        text=Truncator("\n".join(paragraph for paragraph in paragraphs if paragraph)).chars(PREVIEW_CHARS),
     )
 
 
