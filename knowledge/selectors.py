@@ -151,6 +151,11 @@ def collection_with_counts(*, collection_id: str) -> CollectionRow | None:
     return next(iter(_collections(pk=collection_id)), None)
 
 
+def collection_names(*, collection_ids: list[str]) -> dict[str, str]:
+    """Names of the given collections that still exist (a chat's, say): one indexed lookup."""
+    return dict(Collection.objects.filter(pk__in=collection_ids).values_list("id", "name"))
+
+
 _DOCUMENT_FIELDS = (
     "id",
     "collection_id",

@@ -295,7 +295,7 @@ def _chat_response(
         "transcript": selectors.chat_transcript(messages=chat.messages),
         "people": {user.id: user for user in directory},
         "shareable": [user for user in directory if user.id != chat.owner and user.id not in chat.shared_with],
-        "collection_names": {row.id: row.name for row in selectors.collections_with_counts()},
+        "collection_names": selectors.collection_names(collection_ids=chat.collection_ids),
         "refused": refused,
     }
     return render(request, "knowledge/chat.html", context, status=status)

@@ -228,3 +228,22 @@ def test_the_copy_form_opens_the_readers_own_copy(handbook, make_chat, ask, brow
     assert 'data-testid="ask-form"' in content
     assert "Copy of Quota questions" in content
     assert KbChatMessage.objects.filter(chat=copy).count() == 2
+
+
+def test_the_chat_page_costs_the_same_statements_for_a_long_chat_in_a_big_library(
+    handbook, make_collection, make_chat, ask, browser_for, django_assert_max_num_queries
+):
+    # Given alice's chat of five cited answers, in a library of twelve more collections
+    for number in range(12):
+        make_collection(f"Shelf {number}")
+    chat = make_chat(handbook)
+    for number in range(5):
+        ask(chat.id, f"How do I free quota, take {number}?")
+
+    # When she opens it
+    with django_assert_max_num_queries(9):
+        response = browser_for("alice").get(f"/kb/chats/{chat.id}")
+
+    # Then every answer shows with its markers, in a fixed number of statements
+    assert response.content.decode().count('data-testid="message-assistant"') == 5
+    assert 'class="kb-marker"' in response.content.decode()
