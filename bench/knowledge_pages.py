@@ -17,7 +17,20 @@ from bench.common import Figure, measure, parse_args, print_table, setup_django,
 
 CHUNKS_PER_DOCUMENT = 20
 DOCUMENTS_PER_COLLECTION = 50
-WORDS = "quota sandbox memory disk share reader citation chunk marker answer collection document".split()
+WORDS = [
+    "quota",
+    "sandbox",
+    "memory",
+    "disk",
+    "share",
+    "reader",
+    "citation",
+    "chunk",
+    "marker",
+    "answer",
+    "collection",
+    "document",
+]
 USER = "alice"
 
 
