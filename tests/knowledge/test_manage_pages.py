@@ -4,21 +4,10 @@ go through the same services as the API; a refused rename comes back open with w
 from __future__ import annotations
 
 import pytest
-from django.test import Client
 
 from knowledge.models import Collection, Document, KbChat, KbChatMessage
 
 pytestmark = pytest.mark.django_db
-
-HTML = "text/html,application/xhtml+xml"
-
-
-@pytest.fixture
-def browser_for():
-    def build(user_id: str) -> Client:
-        return Client(HTTP_ACCEPT=HTML, HTTP_X_USER_ID=user_id)
-
-    return build
 
 
 def test_the_collection_rename_form_renames_and_returns_to_the_collection(handbook, browser_for):
