@@ -233,11 +233,15 @@ def chats_for_reader(*, user_id: str) -> list[ChatRow]:
     return _chat_rows(KbChat.objects.filter(Q(created_by=user_id) | Q(pk__in=shared)).order_by("-updated_at", "id"))
 
 
+def chat_summary(*, chat: KbChat) -> ChatRow:
+    """The chat without its messages (what a rename answers); the caller has authorised the reader."""
+    return _chat_rows(KbChat.objects.filter(pk=chat.pk))[0]
+
+
 def chat_detail(*, chat: KbChat) -> ChatRow:
     """The chat as its owner and readers see it; the caller has already authorised the reader."""
-    row = _chat_rows(KbChat.objects.filter(pk=chat.pk))[0]
     messages = list(KbChatMessage.objects.filter(chat_id=chat.pk).order_by("sequence"))
-    return replace(row, messages=messages)
+    return replace(chat_summary(chat=chat), messages=messages)
 
 
 @dataclass(frozen=True)

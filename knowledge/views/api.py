@@ -236,7 +236,7 @@ class KbChatDetailApi(ServiceApiView):
     def patch(self, request: Request, chat_id: str) -> Response:
         title = _valid(KbChatRenameInputSerializer, request.data)["title"]
         chat = services.chat_rename(chat_id=chat_id, user_id=request.user.id, title=title)
-        return Response(KbChatOutputSerializer(selectors.chat_detail(chat=chat)).data)
+        return Response(KbChatOutputSerializer(selectors.chat_summary(chat=chat)).data)
 
     @extend_schema(
         request=None,
