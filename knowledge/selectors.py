@@ -254,6 +254,7 @@ class CitedSource:
     document_name: str
     chunks: list[ChunkRow]
     quote: str
+    document_exists: bool = True
 
 
 @dataclass(frozen=True)
@@ -266,6 +267,9 @@ def chat_transcript(*, messages: list[KbChatMessage]) -> list[TranscriptEntry]:
     """Messages with their cited chunks, read in one statement for the whole chat."""
     chunk_ids = [chunk_id for m in messages for c in m.citations for chunk_id in c.get("source_chunk_ids", [])]
     current = chunk_texts(chunk_ids=chunk_ids) if chunk_ids else {}
+    document_ids = {c["document_id"] for m in messages for c in m.citations}
+    # A quoted document may since have been deleted; its quote stays, the link to it goes.
+    existing = set(Document.objects.filter(pk__in=document_ids).values_list("pk", flat=True)) if document_ids else set()
     return [
         TranscriptEntry(
             message=message,
@@ -276,6 +280,7 @@ def chat_transcript(*, messages: list[KbChatMessage]) -> list[TranscriptEntry]:
                     document_name=citation.get("document_name", ""),
                     chunks=[current[i] for i in citation.get("source_chunk_ids", []) if i in current],
                     quote=citation.get("quote", ""),
+                    document_exists=citation["document_id"] in existing,
                 )
                 for citation in message.citations
             ],

@@ -236,3 +236,21 @@ def test_the_chat_page_costs_the_same_statements_for_a_long_chat_in_a_big_librar
     # Then every answer shows with its markers, in a fixed number of statements
     assert response.content.decode().count('data-testid="message-assistant"') == 5
     assert 'class="kb-marker"' in response.content.decode()
+
+
+def test_an_answer_quoting_a_deleted_document_keeps_its_quote_without_a_dead_link(
+    handbook, make_chat, ask, browser_for
+):
+    # Given alice's chat whose answer quotes quotas.md
+    chat = make_chat(handbook)
+    ask(chat.id, "How do I free capacity when a quota is hit?")
+    document = Document.objects.get(filename="quotas.md")
+
+    # When quotas.md is deleted and she opens the chat
+    browser_for("alice").post(f"/kb/documents/{document.id}", {"intent": "delete"})
+    content = browser_for("alice").get(f"/kb/chats/{chat.id}").content.decode()
+
+    # Then the quote is still shown, said to be from a deleted document, with no link to it
+    assert 'data-testid="source-deleted"' in content
+    assert "my-resources screen" in content
+    assert f"/kb/documents/{document.id}/chunks" not in content
