@@ -134,7 +134,7 @@ def collection_page(request: HttpRequest, collection_id: str) -> HttpResponse:
     documents_url = reverse("kb-collection-documents", args=[collection_id])
     if request.method == "GET":
         collection_or_404(collection_id)
-        return _see_other(documents_url)
+        return HttpResponseRedirect(documents_url)
     user_id = request.identity.user_id
 
     def rename(values: dict[str, str]) -> str:

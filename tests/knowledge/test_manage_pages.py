@@ -254,3 +254,14 @@ def test_an_answer_quoting_a_deleted_document_keeps_its_quote_without_a_dead_lin
     assert 'data-testid="source-deleted"' in content
     assert "my-resources screen" in content
     assert f"/kb/documents/{document.id}/chunks" not in content
+
+
+def test_a_browser_opening_a_collection_is_sent_to_its_documents(handbook, browser_for):
+    # Given the handbook
+    # When alice's browser opens /kb/collections/<id>, and one that does not exist
+    found = browser_for("alice").get(f"/kb/collections/{handbook.id}")
+    missing = browser_for("alice").get("/kb/collections/col_nope")
+
+    # Then the first goes to its documents page, and the second is the not-found page
+    assert (found.status_code, found["Location"]) == (302, f"/kb/collections/{handbook.id}/documents")
+    assert missing.status_code == 404
