@@ -16,7 +16,7 @@ from collab.errors import ApiError
 from collab.identity import get_user_directory
 from collab.web import identity_required
 from knowledge import selectors, services
-from knowledge.access import chat_for_reader, collection_or_404
+from knowledge.access import chat_for_reader, collection_or_404, document_or_404
 
 T = TypeVar("T")
 
@@ -210,9 +210,7 @@ def document_detail_page(request: HttpRequest, document_id: str) -> HttpResponse
     if request.method == "GET":
         return _document_response(request, document_id)
     user_id = request.identity.user_id
-    document = selectors.document_with_counts(document_id=document_id)
-    if document is None:
-        raise Http404("No such document.")
+    document = document_or_404(document_id)
 
     def rename(values: dict[str, str]) -> str:
         renamed = services.document_rename(document_id=document_id, user_id=user_id, **values)
