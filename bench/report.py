@@ -134,6 +134,13 @@ SCRIPTS = [
         _table_rows("quota gates"),
         setup_name="quotas",
     ),
+    Script(
+        "knowledge_pages",
+        ["--sizes", "1000,10000,100000"],
+        ["--sizes", "1000", "--repeat", "10"],
+        _table_rows("knowledge base"),
+        setup_name="knowledge_pages",
+    ),
 ]
 
 

@@ -8,9 +8,10 @@ from collab.errors import ApiError
 from knowledge.models import Collection, CollectionWriter, Document, KbChat, KbChatShare
 
 
-def collection_or_404(collection_id: str) -> Collection:
+def collection_or_404(collection_id: str, *, lock: bool = False) -> Collection:
     """Collections are the team's shared library: every signed-in user reads them."""
-    collection = Collection.objects.filter(pk=collection_id).first()
+    collections = Collection.objects.select_for_update() if lock else Collection.objects.all()
+    collection = collections.filter(pk=collection_id).first()
     if collection is None:
         raise Http404("No such collection.")
     return collection
@@ -26,9 +27,9 @@ def is_writer(collection: Collection, user_id: str) -> bool:
     )
 
 
-def collection_for_writer(collection_id: str, user_id: str, *, action: str) -> Collection:
+def collection_for_writer(collection_id: str, user_id: str, *, action: str, lock: bool = False) -> Collection:
     """Everyone may see the collection, so a reader learns why they may not change it (403)."""
-    return _writer_checked(collection_or_404(collection_id), user_id, action=action)
+    return _writer_checked(collection_or_404(collection_id, lock=lock), user_id, action=action)
 
 
 def _writer_checked(collection: Collection, user_id: str, *, action: str) -> Collection:
@@ -41,13 +42,16 @@ def _writer_checked(collection: Collection, user_id: str, *, action: str) -> Col
     return collection
 
 
-def collection_for_creator(collection_id: str, user_id: str) -> Collection:
-    collection = collection_or_404(collection_id)
+def collection_for_creator(
+    collection_id: str, user_id: str, *, action: str = "choose its writers", lock: bool = False
+) -> Collection:
+    """Choosing the writers and deleting the whole collection are its creator's alone."""
+    collection = collection_or_404(collection_id, lock=lock)
     if collection.created_by != user_id:
         raise ApiError(
             status_code=403,
             error="not_collection_creator",
-            detail=f"Only {collection.created_by}, who created {collection.name!r}, chooses its writers.",
+            detail=f"Only {collection.created_by}, who created {collection.name!r}, can {action}.",
         )
     return collection
 

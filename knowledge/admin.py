@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from knowledge.models import CitationEvent, Collection, CollectionWriter, Document, KbChat
-from knowledge.services import documents_purge
+from knowledge.services import collections_purge, documents_purge
 
 
 class CollectionWriterInline(admin.TabularInline):
@@ -27,6 +27,20 @@ class CollectionAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     readonly_fields = ("created_by", "updated_by", "created_at", "updated_at")
     inlines = [CollectionWriterInline]
+
+    # Deleting goes through the service: documents, chunks and search-index rows go first (they
+    # protect the collection), the citation log stays.
+    def delete_model(self, request: HttpRequest, obj: Collection) -> None:
+        collections_purge(collection_ids=[obj.pk])
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Collection]) -> None:
+        collections_purge(collection_ids=list(queryset.values_list("pk", flat=True)))
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[Any, dict[str, int], set[str], list[Any]]:
+        """The documents that protect a collection from a plain delete are deleted with it by the service."""
+        deleted, counts, perms_needed, _protected = super().get_deleted_objects(objs, request)
+        counts[str(Document._meta.verbose_name_plural)] = Document.objects.filter(collection__in=list(objs)).count()
+        return deleted, counts, perms_needed, []
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
         for row in formset.save(commit=False):

@@ -151,6 +151,11 @@ def collection_with_counts(*, collection_id: str) -> CollectionRow | None:
     return next(iter(_collections(pk=collection_id)), None)
 
 
+def collection_names(*, collection_ids: list[str]) -> dict[str, str]:
+    """Names of the given collections that still exist (a chat's, say): one indexed lookup."""
+    return dict(Collection.objects.filter(pk__in=collection_ids).values_list("id", "name"))
+
+
 _DOCUMENT_FIELDS = (
     "id",
     "collection_id",
@@ -228,11 +233,15 @@ def chats_for_reader(*, user_id: str) -> list[ChatRow]:
     return _chat_rows(KbChat.objects.filter(Q(created_by=user_id) | Q(pk__in=shared)).order_by("-updated_at", "id"))
 
 
+def chat_summary(*, chat: KbChat) -> ChatRow:
+    """The chat without its messages (what a rename answers); the caller has authorised the reader."""
+    return _chat_rows(KbChat.objects.filter(pk=chat.pk))[0]
+
+
 def chat_detail(*, chat: KbChat) -> ChatRow:
     """The chat as its owner and readers see it; the caller has already authorised the reader."""
-    row = _chat_rows(KbChat.objects.filter(pk=chat.pk))[0]
     messages = list(KbChatMessage.objects.filter(chat_id=chat.pk).order_by("sequence"))
-    return replace(row, messages=messages)
+    return replace(chat_summary(chat=chat), messages=messages)
 
 
 @dataclass(frozen=True)
@@ -245,6 +254,7 @@ class CitedSource:
     document_name: str
     chunks: list[ChunkRow]
     quote: str
+    document_exists: bool = True
 
 
 @dataclass(frozen=True)
@@ -257,6 +267,9 @@ def chat_transcript(*, messages: list[KbChatMessage]) -> list[TranscriptEntry]:
     """Messages with their cited chunks, read in one statement for the whole chat."""
     chunk_ids = [chunk_id for m in messages for c in m.citations for chunk_id in c.get("source_chunk_ids", [])]
     current = chunk_texts(chunk_ids=chunk_ids) if chunk_ids else {}
+    document_ids = {c["document_id"] for m in messages for c in m.citations}
+    # A quoted document may since have been deleted; its quote stays, the link to it goes.
+    existing = set(Document.objects.filter(pk__in=document_ids).values_list("pk", flat=True)) if document_ids else set()
     return [
         TranscriptEntry(
             message=message,
@@ -267,6 +280,7 @@ def chat_transcript(*, messages: list[KbChatMessage]) -> list[TranscriptEntry]:
                     document_name=citation.get("document_name", ""),
                     chunks=[current[i] for i in citation.get("source_chunk_ids", []) if i in current],
                     quote=citation.get("quote", ""),
+                    document_exists=citation["document_id"] in existing,
                 )
                 for citation in message.citations
             ],

@@ -12,6 +12,13 @@ class KbCollectionCreateInputSerializer(serializers.Serializer):
     description = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
 
 
+class KbCollectionUpdateInputSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(
+        required=False, allow_blank=True, max_length=5000, help_text="Left as it is when omitted."
+    )
+
+
 class KbCollectionOutputSerializer(serializers.Serializer):
     id = serializers.CharField()
     name = serializers.CharField()
@@ -100,6 +107,16 @@ class KbChatOutputSerializer(serializers.Serializer):
 
 class KbChatDetailOutputSerializer(KbChatOutputSerializer):
     messages = KbChatMessageOutputSerializer(many=True)
+
+
+class KbChatRenameInputSerializer(serializers.Serializer):
+    title = serializers.CharField(max_length=200)
+
+
+class KbChatCopyInputSerializer(serializers.Serializer):
+    title = serializers.CharField(
+        max_length=200, required=False, allow_blank=True, default="", help_text='Default: "Copy of <title>".'
+    )
 
 
 class KbChatMessageInputSerializer(serializers.Serializer):

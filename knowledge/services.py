@@ -14,11 +14,18 @@ from collab.background import enqueue
 from collab.errors import ApiError
 from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
-from knowledge.access import chat_for_owner, collection_for_creator, collection_for_writer, document_for_writer
+from knowledge.access import (
+    chat_for_owner,
+    chat_for_reader,
+    collection_for_creator,
+    collection_for_writer,
+    document_for_writer,
+)
 from knowledge.answers import Citation, answer_question
 from knowledge.formats import SUPPORTED_DESCRIPTION, document_format
 from knowledge.ingest import drop_chunks
 from knowledge.models import (
+    Chunk,
     CitationEvent,
     CitationEventChunk,
     CitationRollup,
@@ -31,17 +38,77 @@ from knowledge.models import (
     KbChatShare,
     new_id,
 )
+from knowledge.search import get_chunk_index
 from knowledge.tasks import ingest_document_task
+
+NAME_MAX = 200
+DESCRIPTION_MAX = 5000
+
+
+def _checked_text(value: str, *, what: str, limit: int, required: bool = True) -> str:
+    """The trimmed value, or 400 naming what is wrong with it (empty, or longer than `limit`)."""
+    text = value.strip()
+    if required and not text:
+        raise ApiError(status_code=400, error="validation_error", detail=f"{what} cannot be empty.")
+    if len(text) > limit:
+        raise ApiError(
+            status_code=400, error="validation_error", detail=f"{what} has {len(text)} characters; at most {limit}."
+        )
+    return text
 
 
 @transaction.atomic
 def collection_create(*, user_id: str, name: str, description: str = "") -> Collection:
-    if not name.strip():
-        raise ApiError(status_code=400, error="validation_error", detail="A collection needs a name.")
-    collection = Collection(name=name.strip(), description=description.strip())
+    collection = Collection(
+        name=_checked_text(name, what="A collection's name", limit=NAME_MAX),
+        description=_checked_text(description, what="The description", limit=DESCRIPTION_MAX, required=False),
+    )
     collection.stamp_created(user_id)
     collection.save()
     return collection
+
+
+@transaction.atomic
+def collection_rename(*, collection_id: str, user_id: str, name: str, description: str | None = None) -> Collection:
+    """A writer renames the collection (and, when given, changes its description); ids, documents
+    and citation counts stay as they are."""
+    collection = collection_for_writer(collection_id, user_id, action="rename the collection", lock=True)
+    collection.name = _checked_text(name, what="A collection's name", limit=NAME_MAX)
+    if description is not None:
+        collection.description = _checked_text(
+            description, what="The description", limit=DESCRIPTION_MAX, required=False
+        )
+    collection.stamp_updated(user_id)
+    collection.save(update_fields=["name", "description", "updated_by", "updated_at"])
+    return collection
+
+
+@transaction.atomic
+def collection_delete(*, collection_id: str, user_id: str) -> None:
+    """The creator deletes the collection with its documents, chunks and search-index rows.
+
+    Chats that searched it keep their transcripts and stop searching it; the citation log keeps
+    every event that named it (history is never rewritten, docs/ARCHITECTURE.md §6).
+    """
+    collection = collection_for_creator(collection_id, user_id, action="delete the collection", lock=True)
+    _purge_collection(collection)
+
+
+@transaction.atomic
+def collections_purge(*, collection_ids: Sequence[str]) -> int:
+    """Staff (admin) delete collections as `collection_delete` does; returns how many went."""
+    collections = list(Collection.objects.select_for_update().filter(pk__in=list(collection_ids)))
+    for collection in collections:
+        _purge_collection(collection)
+    return len(collections)
+
+
+def _purge_collection(collection: Collection) -> None:
+    # Documents and chunks protect their collection, so they go first, in one statement each.
+    get_chunk_index().forget_collection(collection_id=collection.id)
+    Chunk.objects.filter(collection=collection).delete()
+    Document.objects.filter(collection=collection).only("pk").delete()
+    collection.delete()
 
 
 def _check_upload(*, filename: str, content_type: str, data: bytes) -> None:
@@ -196,6 +263,53 @@ def chat_create(*, user_id: str, title: str, collection_ids: Sequence[str]) -> K
     chat.save()
     chat.collections.set(wanted)
     return chat
+
+
+@transaction.atomic
+def chat_rename(*, chat_id: str, user_id: str, title: str) -> KbChat:
+    chat = chat_for_owner(chat_id, user_id, action="rename it", lock=True)
+    chat.title = _checked_text(title, what="A chat's title", limit=NAME_MAX)
+    chat.stamp_updated(user_id)
+    chat.save(update_fields=["title", "updated_by", "updated_at"])
+    return chat
+
+
+@transaction.atomic
+def chat_delete(*, chat_id: str, user_id: str) -> None:
+    """The owner deletes the chat with its messages and shares; readers lose it. The citation
+    events its answers wrote stay in the log, so the counts they made do not drop."""
+    chat_for_owner(chat_id, user_id, action="delete it", lock=True).delete()
+
+
+@transaction.atomic
+def chat_copy(*, chat_id: str, user_id: str, title: str = "") -> KbChat:
+    """The owner or a reader copies the chat into a new chat of the caller's, over the same
+    collections, with the same messages (each still showing who asked it), to go on asking there.
+
+    The original is not changed, its readers are not carried over, and no citation event is
+    written: copying an answer cites nothing anew.
+    """
+    original = chat_for_reader(chat_id, user_id)
+    default_title = f"Copy of {original.title}"[:NAME_MAX]
+    copy = KbChat(title=_checked_text(title, what="A chat's title", limit=NAME_MAX, required=False) or default_title)
+    copy.stamp_created(user_id)
+    copy.save()
+    copy.collections.set(original.collections.all())
+    KbChatMessage.objects.bulk_create(
+        KbChatMessage(
+            chat=copy,
+            role=message.role,
+            content=message.content,
+            citations=message.citations,
+            sequence=message.sequence,
+            created_by=message.created_by,
+            updated_by=message.created_by,
+            created_at=message.created_at,
+            updated_at=message.created_at,
+        )
+        for message in original.messages.order_by("sequence")
+    )
+    return copy
 
 
 @dataclass(frozen=True)

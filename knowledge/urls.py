@@ -6,6 +6,7 @@ from knowledge import views
 
 urlpatterns = [
     path("kb/collections", views.collections, name="kb-collections"),
+    path("kb/collections/<str:collection_id>", views.collection, name="kb-collection"),
     path("kb/collections/<str:collection_id>/documents", views.collection_documents, name="kb-collection-documents"),
     path("kb/collections/<str:collection_id>/writers", views.collection_writers, name="kb-collection-writers"),
     path(
@@ -19,6 +20,7 @@ urlpatterns = [
     path("kb/documents/<str:document_id>/chunks", views.document_chunks, name="kb-document-chunks"),
     path("kb/chats", views.chats, name="kb-chats"),
     path("kb/chats/<str:chat_id>", views.chat, name="kb-chat"),
+    path("kb/chats/<str:chat_id>/copy", views.chat_copy, name="kb-chat-copy"),
     path("kb/chats/<str:chat_id>/messages", views.chat_messages, name="kb-chat-messages"),
     path("kb/chats/<str:chat_id>/share", views.chat_share, name="kb-chat-share"),
     path("kb/chats/<str:chat_id>/share/<str:user_id>", views.chat_unshare, name="kb-chat-unshare"),

@@ -44,6 +44,10 @@ class ChunkIndex(Protocol):
         """Drops every indexed chunk of a document (before its chunks are replaced)."""
         ...
 
+    def forget_collection(self, *, collection_id: str) -> None:
+        """Drops every indexed chunk of a collection (before the collection is deleted)."""
+        ...
+
     def search(self, *, question: str, collection_ids: Sequence[str], limit: int) -> list[SearchHit]:
         """Best first; any chunk matching any term qualifies, ranking decides."""
         ...

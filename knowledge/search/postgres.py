@@ -21,6 +21,9 @@ class PostgresChunkIndex:
     def forget_document(self, *, document_id: str) -> None:
         return None
 
+    def forget_collection(self, *, collection_id: str) -> None:
+        return None
+
     def search(self, *, question: str, collection_ids: Sequence[str], limit: int) -> list[SearchHit]:
         terms = search_terms(question)
         if not terms or not collection_ids:

@@ -29,6 +29,10 @@ class Fts5ChunkIndex:
         with connection.cursor() as cursor:
             cursor.execute(f"DELETE FROM {FTS_TABLE} WHERE document_id = %s", [document_id])
 
+    def forget_collection(self, *, collection_id: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"DELETE FROM {FTS_TABLE} WHERE collection_id = %s", [collection_id])
+
     def search(self, *, question: str, collection_ids: Sequence[str], limit: int) -> list[SearchHit]:
         terms = search_terms(question)
         if not terms or not collection_ids:

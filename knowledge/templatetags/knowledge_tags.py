@@ -1,39 +1,50 @@
-"""Template helpers of the knowledge pages: answers with clickable `[n]` markers, readable sizes."""
+"""Template helpers of the knowledge pages: messages as safe Markdown with citation previews, names."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django import template
-from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
+
+from knowledge.markup import CitationPreview, message_html
+from knowledge.selectors import CitedSource, TranscriptEntry
 
 register = template.Library()
 
-_MARKER = re.compile(r"\[(\d{1,4})\]")
+PREVIEW_CHARS = 420
+
+
+def citation_preview(source: CitedSource) -> CitationPreview:
+    """The cited chunks as they read now, or the saved quote once a re-upload replaced them."""
+    if source.chunks:
+        first = source.chunks[0].ordinal + 1
+        last = source.chunks[-1].ordinal + 1
+        where = f"chunk {first}" if first == last else f"chunks {first}–{last}"
+        text = "\n\n".join(chunk.text for chunk in source.chunks)
+    else:
+        where, text = "as quoted", source.quote
+    # One line per paragraph (the preview keeps line breaks), spaces within a line collapsed.
+    paragraphs = (" ".join(paragraph.split()) for paragraph in text.split("\n\n"))
+    return CitationPreview(
+        source=f"[{source.marker}] {source.document_name}, {where}:",
+        text=_shortened("\n".join(paragraph for paragraph in paragraphs if paragraph)),
+    )
+
+
+def _shortened(text: str) -> str:
+    """At most PREVIEW_CHARS, cut at a word; a plain slice (Django's Truncator walks every character
+    for combining marks, which cost a chat page of ten answers about 10 ms)."""
+    if len(text) <= PREVIEW_CHARS:
+        return text
+    return text[: PREVIEW_CHARS - 1].rsplit(" ", 1)[0].rstrip() + "…"
 
 
 @register.filter
-def cite_markers(text: str, message: Any) -> SafeString:
-    """Escapes the answer, then turns each `[n]` that names one of its citations into a link that
-    opens that citation; markers without a citation stay plain text."""
-    known = {int(citation["marker"]) for citation in getattr(message, "citations", [])}
-
-    def link(match: re.Match[str]) -> str:
-        number = int(match.group(1))
-        if number not in known:
-            return match.group(0)
-        return format_html(
-            '<a class="kb-marker" href="#cite-{}-{}" data-marker="{}" data-testid="marker">[{}]</a>',
-            message.id,
-            number,
-            number,
-            number,
-        )
-
-    paragraphs = [_MARKER.sub(link, escape(part)) for part in re.split(r"\n\s*\n", text) if part.strip()]
-    return mark_safe("".join(f"<p>{paragraph}</p>" for paragraph in paragraphs))
+def message_markup(entry: TranscriptEntry) -> SafeString:
+    """The message rendered by `knowledge.markup`, which escapes everything it does not build."""
+    previews = {source.marker: citation_preview(source) for source in entry.sources}
+    return mark_safe(message_html(entry.message.content, message_id=entry.message.id, previews=previews))
 
 
 @register.filter

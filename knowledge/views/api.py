@@ -17,17 +17,20 @@ from crudgen.parsers import BoundedJSONParser
 from knowledge import selectors, services
 from knowledge.access import chat_for_reader, collection_or_404, document_or_404
 from knowledge.serializers import (
+    KbChatCopyInputSerializer,
     KbChatCreateInputSerializer,
     KbChatDetailOutputSerializer,
     KbChatExchangeOutputSerializer,
     KbChatMessageInputSerializer,
     KbChatOutputSerializer,
+    KbChatRenameInputSerializer,
     KbChatSharedWithOutputSerializer,
     KbChatShareInputSerializer,
     KbChunkOutputSerializer,
     KbChunksQuerySerializer,
     KbCollectionCreateInputSerializer,
     KbCollectionOutputSerializer,
+    KbCollectionUpdateInputSerializer,
     KbDocumentAcceptedOutputSerializer,
     KbDocumentOutputSerializer,
     KbDocumentRenameInputSerializer,
@@ -56,6 +59,41 @@ class KbCollectionListApi(ServiceApiView):
         collection = services.collection_create(user_id=request.user.id, **data)
         row = selectors.collection_with_counts(collection_id=collection.id)
         return Response(KbCollectionOutputSerializer(row).data, status=201)
+
+
+class KbCollectionDetailApi(ServiceApiView):
+    parser_classes = [BoundedJSONParser]
+
+    @extend_schema(responses={200: KbCollectionOutputSerializer, 404: ErrorOutputSerializer})
+    def get(self, request: Request, collection_id: str) -> Response:
+        return Response(KbCollectionOutputSerializer(_collection_row(collection_id)).data)
+
+    @extend_schema(
+        request=KbCollectionUpdateInputSerializer,
+        responses={200: KbCollectionOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
+        description="Writers of the collection only: renames it, and changes its description when one is given.",
+    )
+    def patch(self, request: Request, collection_id: str) -> Response:
+        data = _valid(KbCollectionUpdateInputSerializer, request.data)
+        services.collection_rename(collection_id=collection_id, user_id=request.user.id, **data)
+        return Response(KbCollectionOutputSerializer(_collection_row(collection_id)).data)
+
+    @extend_schema(
+        request=None,
+        responses={204: None, 403: ErrorOutputSerializer, **_ERRORS},
+        description="The collection's creator only: deletes it with its documents, their chunks and search-index "
+        "rows. Chats that searched it keep their answers; citation events stay in the log.",
+    )
+    def delete(self, request: Request, collection_id: str) -> Response:
+        services.collection_delete(collection_id=collection_id, user_id=request.user.id)
+        return Response(status=204)
+
+
+def _collection_row(collection_id: str) -> selectors.CollectionRow:
+    row = selectors.collection_with_counts(collection_id=collection_id)
+    if row is None:
+        raise Http404("No such collection.")
+    return row
 
 
 class KbCollectionDocumentsApi(ServiceApiView):
@@ -183,10 +221,47 @@ class KbChatListApi(ServiceApiView):
 
 
 class KbChatDetailApi(ServiceApiView):
+    parser_classes = [BoundedJSONParser]
+
     @extend_schema(responses={200: KbChatDetailOutputSerializer, 404: ErrorOutputSerializer})
     def get(self, request: Request, chat_id: str) -> Response:
         chat = chat_for_reader(chat_id, request.user.id)
         return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data)
+
+    @extend_schema(
+        request=KbChatRenameInputSerializer,
+        responses={200: KbChatOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
+        description="Owner only; a shared reader gets 403 `read_only_share`.",
+    )
+    def patch(self, request: Request, chat_id: str) -> Response:
+        title = _valid(KbChatRenameInputSerializer, request.data)["title"]
+        chat = services.chat_rename(chat_id=chat_id, user_id=request.user.id, title=title)
+        return Response(KbChatOutputSerializer(selectors.chat_summary(chat=chat)).data)
+
+    @extend_schema(
+        request=None,
+        responses={204: None, 403: ErrorOutputSerializer, **_ERRORS},
+        description="Owner only: deletes the chat, its messages and its shares. The citation events its answers "
+        "wrote stay in the log, so citation counts do not drop.",
+    )
+    def delete(self, request: Request, chat_id: str) -> Response:
+        services.chat_delete(chat_id=chat_id, user_id=request.user.id)
+        return Response(status=204)
+
+
+class KbChatCopyApi(ServiceApiView):
+    parser_classes = [BoundedJSONParser]
+
+    @extend_schema(
+        request=KbChatCopyInputSerializer,
+        responses={201: KbChatDetailOutputSerializer, **_ERRORS},
+        description="The owner or a shared reader copies the chat into a new chat of their own (same collections, "
+        "same messages, no readers) and can ask there; the original is unchanged and nothing is cited anew.",
+    )
+    def post(self, request: Request, chat_id: str) -> Response:
+        title = _valid(KbChatCopyInputSerializer, request.data)["title"]
+        chat = services.chat_copy(chat_id=chat_id, user_id=request.user.id, title=title)
+        return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data, status=201)
 
 
 class KbChatMessagesApi(ServiceApiView):

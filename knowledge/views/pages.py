@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from django.contrib import messages
@@ -15,7 +16,7 @@ from collab.errors import ApiError
 from collab.identity import get_user_directory
 from collab.web import identity_required
 from knowledge import selectors, services
-from knowledge.access import chat_for_reader, collection_or_404
+from knowledge.access import chat_for_reader, collection_or_404, document_or_404
 
 T = TypeVar("T")
 
@@ -51,6 +52,52 @@ def collections_page(request: HttpRequest) -> HttpResponse:
     return render(request, "knowledge/collections.html", {"collections": selectors.collections_with_counts()})
 
 
+@dataclass(frozen=True)
+class RefusedForm:
+    """A rename the service refused: the page shows its form again, open, with what was typed and why."""
+
+    intent: str
+    values: dict[str, str]
+    detail: str
+
+
+@dataclass(frozen=True)
+class ManageForms:
+    """The rename and delete forms of one page, posted to the resource's own path with an `intent`
+    (a form cannot send the API's PATCH or DELETE). Each callable runs one service and returns
+    the message to show; `page` renders the page again around a refused rename."""
+
+    rename_fields: tuple[str, ...]
+    rename: Callable[[dict[str, str]], str]
+    delete: Callable[[], str]
+    stay: str
+    leave: str
+    page: Callable[[RefusedForm, int], HttpResponse]
+
+
+def _manage(request: HttpRequest, forms: ManageForms) -> HttpResponse:
+    intent = request.POST.get("intent", "")
+    if intent == "delete":
+        done = _attempt(request, forms.delete)
+        if done is None:
+            return _see_other(forms.stay)
+        messages.success(request, done)
+        return _see_other(forms.leave)
+    if intent != "rename":
+        messages.error(request, "That form is not one this page sends; nothing changed.")
+        return _see_other(forms.stay)
+    values = {name: request.POST.get(name, "") for name in forms.rename_fields}
+    try:
+        messages.success(request, forms.rename(values))
+    except ApiError as exc:
+        if exc.status_code == 403:
+            # Not about what was typed: the person may not rename at all (a page from before a change).
+            messages.error(request, str(exc.detail))
+            return _see_other(forms.stay)
+        return forms.page(RefusedForm(intent=intent, values=values, detail=str(exc.detail)), exc.status_code)
+    return _see_other(forms.stay)
+
+
 @identity_required
 @require_http_methods(["GET", "POST"])
 def collection_documents_page(request: HttpRequest, collection_id: str) -> HttpResponse:
@@ -58,6 +105,12 @@ def collection_documents_page(request: HttpRequest, collection_id: str) -> HttpR
     if request.method == "POST":
         _upload_from_form(request, collection_id)
         return _see_other(here)
+    return _documents_response(request, collection_id)
+
+
+def _documents_response(
+    request: HttpRequest, collection_id: str, refused: RefusedForm | None = None, status: int = 200
+) -> HttpResponse:
     collection = selectors.collection_with_counts(collection_id=collection_id)
     if collection is None:
         raise Http404("No such collection.")
@@ -69,8 +122,41 @@ def collection_documents_page(request: HttpRequest, collection_id: str) -> HttpR
         "can_write": user_id in collection.writers,
         "is_creator": user_id == collection.owner,
         "ingesting": any(document.status == "pending" for document in documents),
+        "refused": refused,
     }
-    return render(request, "knowledge/documents.html", context)
+    return render(request, "knowledge/documents.html", context, status=status)
+
+
+@identity_required
+@require_http_methods(["GET", "POST"])
+def collection_page(request: HttpRequest, collection_id: str) -> HttpResponse:
+    """A collection is shown by its documents page; this path takes its rename and delete forms."""
+    documents_url = reverse("kb-collection-documents", args=[collection_id])
+    if request.method == "GET":
+        collection_or_404(collection_id)
+        return HttpResponseRedirect(documents_url)
+    user_id = request.identity.user_id
+
+    def rename(values: dict[str, str]) -> str:
+        renamed = services.collection_rename(collection_id=collection_id, user_id=user_id, **values)
+        return f"Renamed the collection to {renamed.name}."
+
+    def delete() -> str:
+        name = collection_or_404(collection_id).name
+        services.collection_delete(collection_id=collection_id, user_id=user_id)
+        return f"Deleted the collection {name} with its documents."
+
+    return _manage(
+        request,
+        ManageForms(
+            rename_fields=("name", "description"),
+            rename=rename,
+            delete=delete,
+            stay=documents_url,
+            leave=reverse("kb-collections"),
+            page=lambda refused, status: _documents_response(request, collection_id, refused, status),
+        ),
+    )
 
 
 def _upload_from_form(request: HttpRequest, collection_id: str) -> None:
@@ -95,17 +181,56 @@ def _upload_from_form(request: HttpRequest, collection_id: str) -> None:
 
 
 @identity_required
+@require_http_methods(["GET"])
 def document_page(request: HttpRequest, document_id: str | None = None) -> HttpResponse:
-    document_id = document_id or request.GET.get("id", "")
+    return _document_response(request, document_id or request.GET.get("id", ""))
+
+
+def _document_response(
+    request: HttpRequest, document_id: str, refused: RefusedForm | None = None, status: int = 200
+) -> HttpResponse:
     document = selectors.document_with_counts(document_id=document_id)
     if document is None:
         raise Http404("No such document.")
+    collection = selectors.collection_with_counts(collection_id=document.collection_id)
     context = {
         "document": document,
-        "collection": selectors.collection_with_counts(collection_id=document.collection_id),
+        "collection": collection,
         "chunks": selectors.chunks_with_counts(document_id=document_id),
+        "can_write": collection is not None and request.identity.user_id in collection.writers,
+        "refused": refused,
     }
-    return render(request, "knowledge/document.html", context)
+    return render(request, "knowledge/document.html", context, status=status)
+
+
+@identity_required
+@require_http_methods(["GET", "POST"])
+def document_detail_page(request: HttpRequest, document_id: str) -> HttpResponse:
+    """The document's page; its rename and delete forms post here."""
+    if request.method == "GET":
+        return _document_response(request, document_id)
+    user_id = request.identity.user_id
+    document = document_or_404(document_id)
+
+    def rename(values: dict[str, str]) -> str:
+        renamed = services.document_rename(document_id=document_id, user_id=user_id, **values)
+        return f"Renamed {document.filename} to {renamed.filename}."
+
+    def delete() -> str:
+        services.document_delete(document_id=document_id, user_id=user_id)
+        return f"Deleted {document.filename}."
+
+    return _manage(
+        request,
+        ManageForms(
+            rename_fields=("filename",),
+            rename=rename,
+            delete=delete,
+            stay=reverse("kb-document", args=[document_id]),
+            leave=reverse("kb-collection-documents", args=[document.collection_id]),
+            page=lambda refused, status: _document_response(request, document_id, refused, status),
+        ),
+    )
 
 
 @identity_required
@@ -127,7 +252,38 @@ def chats_page(request: HttpRequest) -> HttpResponse:
 
 
 @identity_required
+@require_http_methods(["GET", "POST"])
 def chat_page(request: HttpRequest, chat_id: str) -> HttpResponse:
+    """The chat as its owner or a reader sees it; the owner's rename and delete forms post here."""
+    if request.method == "GET":
+        return _chat_response(request, chat_id)
+    user_id = request.identity.user_id
+    title = chat_for_reader(chat_id, user_id).title
+
+    def rename(values: dict[str, str]) -> str:
+        renamed = services.chat_rename(chat_id=chat_id, user_id=user_id, **values)
+        return f"Renamed the chat to {renamed.title}."
+
+    def delete() -> str:
+        services.chat_delete(chat_id=chat_id, user_id=user_id)
+        return f"Deleted the chat {title}."
+
+    return _manage(
+        request,
+        ManageForms(
+            rename_fields=("title",),
+            rename=rename,
+            delete=delete,
+            stay=reverse("kb-chat", args=[chat_id]),
+            leave=reverse("kb-chats"),
+            page=lambda refused, status: _chat_response(request, chat_id, refused, status),
+        ),
+    )
+
+
+def _chat_response(
+    request: HttpRequest, chat_id: str, refused: RefusedForm | None = None, status: int = 200
+) -> HttpResponse:
     user_id = request.identity.user_id
     chat = selectors.chat_detail(chat=chat_for_reader(chat_id, user_id))
     directory = get_user_directory().all()
@@ -137,9 +293,21 @@ def chat_page(request: HttpRequest, chat_id: str) -> HttpResponse:
         "transcript": selectors.chat_transcript(messages=chat.messages),
         "people": {user.id: user for user in directory},
         "shareable": [user for user in directory if user.id != chat.owner and user.id not in chat.shared_with],
-        "collection_names": {row.id: row.name for row in selectors.collections_with_counts()},
+        "collection_names": selectors.collection_names(collection_ids=chat.collection_ids),
+        "refused": refused,
     }
-    return render(request, "knowledge/chat.html", context)
+    return render(request, "knowledge/chat.html", context, status=status)
+
+
+@identity_required
+@require_POST
+def chat_copy_page(request: HttpRequest, chat_id: str) -> HttpResponse:
+    user_id, title = request.identity.user_id, request.POST.get("title", "")
+    copy = _attempt(request, lambda: services.chat_copy(chat_id=chat_id, user_id=user_id, title=title))
+    if copy is None:
+        return _see_other(reverse("kb-chat", args=[chat_id]))
+    messages.success(request, f"This is your copy, {copy.title}: ask your own questions here.")
+    return _see_other(reverse("kb-chat", args=[copy.id]))
 
 
 @identity_required

@@ -1,4 +1,4 @@
-"""Deleting documents in admin goes through the service: their chunks and search-index rows go with them."""
+"""Deleting documents and collections in admin goes through the services: chunks and search-index rows go with them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from django.contrib.admin.utils import quote
 from django.urls import reverse
 
-from knowledge.models import Chunk, Document
+from knowledge.models import Chunk, Collection, Document
 from knowledge.search import get_chunk_index
 
 pytestmark = pytest.mark.django_db
@@ -46,3 +46,17 @@ def test_deleting_documents_with_the_admin_action_drops_their_index_rows(admin_c
     # Then nothing of them is left to find
     assert not Document.objects.exists()
     assert _found("sandbox share", handbook.id) == []
+
+
+def test_deleting_a_collection_in_admin_takes_its_documents_and_index_rows(admin_client_logged_in, handbook):
+    # Given the handbook, whose documents protect it from a plain delete
+    url = reverse("admin:knowledge_collection_delete", args=[quote(handbook.pk)])
+
+    # When staff delete it in admin
+    response = admin_client_logged_in.post(url, {"post": "yes"})
+
+    # Then it is gone with its documents, chunks and index rows
+    assert response.status_code == 302
+    assert not Collection.objects.exists()
+    assert not Chunk.objects.exists()
+    assert _found("evicted", handbook.id) == []

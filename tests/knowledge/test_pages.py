@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
 
 from collab.models import Notification
 from knowledge.models import Collection, Document, KbChat, KbChatMessage, KbChatShare
 
 pytestmark = pytest.mark.django_db
-
-HTML = "text/html,application/xhtml+xml"
-
-
-@pytest.fixture
-def browser_for():
-    def build(user_id: str) -> Client:
-        return Client(HTTP_ACCEPT=HTML, HTTP_X_USER_ID=user_id)
-
-    return build
 
 
 def test_collections_page_lists_collections_with_cited_counts(handbook, browser_for):
