@@ -115,6 +115,14 @@ class ExecOutputSerializer(serializers.Serializer):
     sandbox_opened = serializers.BooleanField(source="opened", help_text="True when this exec opened a new sandbox.")
 
 
+class ExecStartedOutputSerializer(serializers.Serializer):
+    """Renders an `ExecStarted`: the sandbox a streamed command runs in, before any output."""
+
+    sandbox_id = serializers.CharField(source="activity.backend_sandbox_id")
+    sandbox_opened = serializers.BooleanField(source="opened", help_text="True when this exec opened a new sandbox.")
+    timeout_seconds = serializers.FloatField(source="timeout", help_text="The command is stopped after this long.")
+
+
 class FileEntryOutputSerializer(serializers.Serializer):
     path = serializers.CharField()
     size = serializers.IntegerField()

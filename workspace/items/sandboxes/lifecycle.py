@@ -39,6 +39,16 @@ _DISK_STOP_NOTE = (
 
 
 @dataclass(frozen=True)
+class ExecStarted:
+    """A streamed exec's first event: the sandbox is ready and the command starts, with the
+    seconds it may run before it is stopped."""
+
+    activity: SandboxActivity
+    opened: bool
+    timeout: float
+
+
+@dataclass(frozen=True)
 class ExecOutcome:
     result: ExecResult
     activity: SandboxActivity
