@@ -1,0 +1,195 @@
+"""The item page's file forms (rename, new folder, delete, upload, open) and the editor: a refusal
+comes back on the page with its status, next to the form, every binding limit named and what was
+typed still in the form; the disk rules are the file services' (shrinking and deleting always pass)."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from tests.fixtures.items import item_url
+from workspace.items.filestore import workspace_dir
+
+pytestmark = pytest.mark.django_db
+HTML = {"HTTP_ACCEPT": "text/html", "HTTP_X_USER_ID": "alice"}
+STRANGER = {"HTTP_ACCEPT": "text/html", "HTTP_X_USER_ID": "bob"}
+
+
+def _files(item) -> list[str]:
+    return sorted(path.relative_to(workspace_dir(item.pk)).as_posix() for path in workspace_dir(item.pk).rglob("*"))
+
+
+def test_a_rename_onto_an_existing_name_comes_back_with_the_typed_name(client, make_item):
+    # Given alice's draft.txt and final.txt
+    item = make_item()
+    (workspace_dir(item.pk) / "draft.txt").write_text("draft")
+    (workspace_dir(item.pk) / "final.txt").write_text("final")
+    # When she renames draft.txt to final.txt from the page
+    response = client.post(item_url(item, "/files:move"), {"source": "draft.txt", "target": "final.txt"}, **HTML)
+    page = response.content.decode()
+    # Then the item page answers 409, says the name is taken, and the rename box is open with what she typed
+    assert response.status_code == 409
+    assert "already exists" in page
+    assert '<details class="ws-rename" open>' in page
+    assert 'value="final.txt"' in page
+    assert (workspace_dir(item.pk) / "draft.txt").read_text() == "draft"
+
+
+def test_a_refused_new_folder_keeps_the_typed_path(client, make_item):
+    # Given alice's notebook
+    item = make_item()
+    # When she asks the page for a folder that climbs out of the workspace
+    response = client.post(item_url(item, "/files:mkdir"), {"path": "../outside"}, **HTML)
+    page = response.content.decode()
+    # Then the page answers 400 naming the problem, keeps the path in the form, and nothing is made
+    assert response.status_code == 400
+    assert "climbs out of the workspace" in page
+    assert 'value="../outside"' in page
+    assert _files(item) == []
+
+
+def test_deleting_a_folder_that_holds_files_is_refused_and_keeps_them(client, make_item):
+    # Given alice's folder data holding one file
+    item = make_item()
+    (workspace_dir(item.pk) / "data").mkdir()
+    (workspace_dir(item.pk) / "data" / "a.csv").write_text("1,2")
+    # When she deletes the folder from the page
+    response = client.post(item_url(item, "/files/data"), {"action": "delete"}, **HTML)
+    # Then the page answers 409 saying it is not empty, and the file is still there
+    assert response.status_code == 409
+    assert "is not empty" in response.content.decode()
+    assert _files(item) == ["data", "data/a.csv"]
+
+
+def test_an_upload_without_a_file_says_to_choose_one_and_keeps_the_folder(client, make_item):
+    # Given alice's notebook
+    item = make_item()
+    # When she presses Upload without choosing a file, having typed a folder
+    response = client.post(item_url(item, "/upload"), {"folder": "incoming"}, **HTML)
+    page = response.content.decode()
+    # Then the page answers 400 asking for a file, with the folder still typed, and nothing is stored
+    assert response.status_code == 400
+    assert "Choose a file to upload." in page
+    assert 'value="incoming"' in page
+    assert _files(item) == []
+
+
+def test_opening_a_folder_as_a_file_comes_back_on_the_item_page(client, make_item):
+    # Given alice's folder data
+    item = make_item()
+    (workspace_dir(item.pk) / "data").mkdir()
+    # When her browser opens it as a file
+    response = client.get(item_url(item, "/files/data"), **HTML)
+    page = response.content.decode()
+    # Then the item page answers 400 saying it is a folder, with the path in the "text file" form
+    assert response.status_code == 400
+    assert "is a folder, not a file" in page
+    assert 'value="data"' in page
+
+
+def test_a_refused_details_save_keeps_the_typed_title_and_owner(client, make_item):
+    # Given alice's notebook "Scratch"
+    item = make_item()
+    # When she saves a new title with an owner nobody knows
+    response = client.post(item_url(item), {"title": "Renamed", "owner": "nobody-here"}, **HTML)
+    page = response.content.decode()
+    # Then the page answers 400 naming the unknown person, both fields keep what she typed, and nothing changed
+    assert response.status_code == 400
+    assert "is not in the user directory" in page
+    assert 'value="Renamed"' in page
+    assert 'value="nobody-here"' in page
+    item.refresh_from_db()
+    assert item.title == "Scratch"
+
+
+def test_a_refused_save_names_every_limit_that_bound(write_config, client, make_item):
+    # Given workspaces of 1K and alice held to 1K of disk across her items
+    write_config('[sandbox]\nworkspace_quota = "1K"\n[resources.per_user]\ndisk = "1K"\n')
+    item = make_item()
+    typed = "y" * 2048
+    # When she saves 2K of text in the editor
+    response = client.post(item_url(item, "/files/notes.txt"), {"content": typed}, **HTML)
+    page = response.content.decode()
+    # Then the editor answers 507 with her text, the workspace limit first and her own disk limit also
+    assert response.status_code == 507
+    assert typed in page
+    assert "workspace disk limit" in page
+    assert "alice&#x27;s per-user disk limit" in page
+    assert "Free capacity on My resources" in page
+    assert not (workspace_dir(item.pk) / "notes.txt").exists()
+
+
+def test_a_refused_upload_names_every_limit_that_bound(write_config, client, make_item):
+    # Given workspaces of 1K and alice held to 1K of disk across her items
+    write_config('[sandbox]\nworkspace_quota = "1K"\n[resources.per_user]\ndisk = "1K"\n')
+    item = make_item()
+    # When she uploads 2K from the page
+    upload = SimpleUploadedFile("big.bin", b"z" * 2048)
+    response = client.post(item_url(item, "/upload"), {"file": upload}, **HTML)
+    page = response.content.decode()
+    # Then the item page answers 507 naming both limits and linking to My resources, and nothing is stored
+    assert response.status_code == 507
+    assert "workspace disk limit" in page
+    assert "alice&#x27;s per-user disk limit" in page
+    assert "Free capacity on My resources" in page
+    assert _files(item) == []
+
+
+def test_a_workspace_over_its_limit_can_still_shrink_a_file_from_the_editor(write_config, client, make_item):
+    # Given a notebook holding 2K in a deployment whose workspaces now hold 1K
+    write_config('[sandbox]\nworkspace_quota = "1K"\n')
+    item = make_item()
+    (workspace_dir(item.pk) / "log.txt").write_text("l" * 2048)
+    # When alice saves a shorter log.txt from the editor
+    response = client.post(item_url(item, "/files/log.txt"), {"content": "kept the end"}, **HTML)
+    # Then it is saved
+    assert response.status_code == 302
+    assert (workspace_dir(item.pk) / "log.txt").read_text() == "kept the end"
+
+
+def test_a_workspace_over_its_limit_can_still_delete_from_the_page(write_config, client, make_item):
+    # Given a notebook holding 2K in a deployment whose workspaces now hold 1K
+    write_config('[sandbox]\nworkspace_quota = "1K"\n')
+    item = make_item()
+    (workspace_dir(item.pk) / "log.txt").write_text("l" * 2048)
+    # When alice deletes log.txt from the page
+    response = client.post(item_url(item, "/files/log.txt"), {"action": "delete"}, **HTML)
+    # Then it is gone
+    assert response.status_code == 302
+    assert _files(item) == []
+
+
+@pytest.mark.parametrize(
+    ("suffix", "form"),
+    [
+        ("/files:move", {"source": "a.txt", "target": "b.txt"}),
+        ("/files:mkdir", {"path": "planted"}),
+        ("/files/a.txt", {"action": "delete"}),
+        ("/files/a.txt", {"content": "planted"}),
+        ("/upload", {"file": "planted"}),
+    ],
+)
+def test_a_stranger_posting_an_item_page_form_gets_404_and_changes_nothing(client, make_item, suffix, form):
+    # Given alice's notebook holding a.txt
+    item = make_item()
+    (workspace_dir(item.pk) / "a.txt").write_text("alice's")
+    if form.get("file"):
+        form = {"file": SimpleUploadedFile("planted.txt", b"planted")}
+    # When bob posts one of its page's forms
+    response = client.post(item_url(item, suffix), form, **STRANGER)
+    # Then it is 404 and the workspace is as it was
+    assert response.status_code == 404
+    assert _files(item) == ["a.txt"]
+    assert (workspace_dir(item.pk) / "a.txt").read_text() == "alice's"
+
+
+def test_the_item_page_costs_a_few_queries_however_many_files(client, make_item, django_assert_max_num_queries):
+    # Given alice's notebook holding forty files
+    item = make_item()
+    for n in range(40):
+        (workspace_dir(item.pk) / f"file-{n}.txt").write_text(str(n))
+    # When her browser opens the item page
+    with django_assert_max_num_queries(8):
+        page = client.get(item_url(item), **HTML).content.decode()
+    # Then it lists them all
+    assert page.count('data-testid="file-row"') == 40
