@@ -1,15 +1,8 @@
-/* The item page's Files card: "Edit" opens the editor of the path typed, a delete asks first,
-   and opening "Rename" puts the cursor on the name, ready to type over. */
+/* The item page's Files card: a delete asks first, opening "Rename" puts the cursor on the name
+   ready to type over (and closes any other), and Escape closes it again. */
 (function () {
   const card = document.getElementById("files");
   if (!card) return;
-
-  const newFile = document.getElementById("new-file-form");
-  newFile.addEventListener("submit", function (event) {
-    event.preventDefault();
-    const path = document.getElementById("new-file-path").value.trim().replace(/^\/+/, "");
-    window.location.href = newFile.dataset.base + path.split("/").map(encodeURIComponent).join("/");
-  });
 
   card.addEventListener("submit", function (event) {
     const question = event.target.dataset.confirm;

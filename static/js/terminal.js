@@ -48,6 +48,24 @@
 
   window.addEventListener("pagehide", save);
 
+  /* "Close sandbox" without leaving the page, so a command it stops ends in its block (the card
+     is replaced after each run, so the listener sits on the document). */
+  document.addEventListener("submit", async function (event) {
+    const close = event.target.closest("[data-testid=sandbox] form");
+    if (!close) return;
+    event.preventDefault();
+    const button = close.querySelector("button");
+    button.disabled = true;
+    const {response, body} = await Workspace.sendJson(close.action, "DELETE");
+    if (response.ok) {
+      announce.textContent = "The sandbox is shut down.";
+      await refreshCards();
+    } else {
+      button.disabled = false;
+      close.after(Workspace.refusal(response.status, body));
+    }
+  });
+
   function isActive(view) {
     return view.record.state === "queued" || view.record.state === "running";
   }

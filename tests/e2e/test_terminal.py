@@ -144,3 +144,21 @@ def test_the_transcript_outlives_a_page_load_and_arrows_recall_commands(page_as,
     assert blocks.count() == 0
     page.reload()
     assert page.locator("[data-testid=exec-block]").count() == 0
+
+
+def test_closing_the_sandbox_stops_a_running_command_in_its_block(deployment, page_as, make_notebook, viewport):
+    # Given bob's notebook running a command that prints and then sleeps, well within its minute
+    deployment("[sandbox]\nexec_timeout = '60s'\n")
+    item = make_notebook("Runaway")
+    page = page_as("bob", viewport=viewport)
+    page.goto(f"/a/notebook/items/{item.pk}")
+    _run(page, "echo started; sleep 20")
+    block = page.locator("[data-testid=exec-block]").first
+    block.locator("pre", has_text="started").wait_for()
+    page.wait_for_selector("[data-testid=close-sandbox]")
+    # When he closes the sandbox from its card
+    page.click("[data-testid=close-sandbox]")
+    # Then the command ends in its block, killed, and the card says no sandbox is live, on the same page
+    block.locator("[data-testid=exec-status]", has_text="exit 137").wait_for()
+    page.wait_for_selector("[data-testid=no-sandbox]")
+    assert "started\n[exit 137]" in block.locator("pre").inner_text()

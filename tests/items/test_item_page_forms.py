@@ -87,6 +87,35 @@ def test_opening_a_folder_as_a_file_comes_back_on_the_item_page(client, make_ite
     assert 'value="data"' in page
 
 
+def test_the_text_file_form_opens_the_editor_of_the_path_typed(client, make_item):
+    # Given alice's notebook
+    item = make_item()
+    # When she asks for the text file "notes/./to do.md"
+    response = client.get(item_url(item), {"open": "notes/./to do.md"}, **HTML)
+    # Then she is sent to the editor of notes/to do.md
+    assert response.status_code == 302
+    assert response.url == item_url(item, "/files/notes/to%20do.md")
+
+
+def test_a_text_file_path_that_climbs_out_stays_on_the_item_page_as_typed(client, make_item):
+    # Given alice's notebook
+    item = make_item()
+    # When she asks for the text file "../escape.txt", which a browser address would quietly shorten
+    response = client.get(item_url(item), {"open": "../escape.txt"}, **HTML)
+    page = response.content.decode()
+    # Then the item page answers 400 naming the problem, with the path still in the form
+    assert response.status_code == 400
+    assert "climbs out of the workspace" in page
+    assert 'value="../escape.txt"' in page
+
+
+def test_a_stranger_asking_for_a_text_file_gets_404(client, make_item):
+    # Given alice's notebook
+    item = make_item()
+    # When bob asks its page for a text file / Then it is 404
+    assert client.get(item_url(item), {"open": "notes.md"}, **STRANGER).status_code == 404
+
+
 def test_a_refused_details_save_keeps_the_typed_title_and_owner(client, make_item):
     # Given alice's notebook "Scratch"
     item = make_item()

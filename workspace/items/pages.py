@@ -48,7 +48,7 @@ def refused_on_the_item_page(form: str) -> Callable[[Callable[..., HttpResponse]
                 return view(request, slug, item_id, *args, **kwargs)
             except ApiError as exc:
                 app, item = _viewer_item(request, slug, item_id)
-                typed = {**kwargs, **request.POST.dict()}
+                typed = {**kwargs, **request.GET.dict(), **request.POST.dict()}
                 return _render_item(request, app, item, refused=exc, refused_form=form, typed=typed)
 
         return wrapper
@@ -120,20 +120,36 @@ def _render_item(
 
 
 @identity_required
-@refused_on_the_item_page("details")
 def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    app, item = _viewer_item(request, slug, item_id)
     if request.method == "POST":
-        services.item_update(
-            item=item,
-            user_id=request.identity.user_id,
-            is_staff=request.identity.is_staff,
-            title=request.POST.get("title") or None,
-            owner=request.POST.get("owner"),
-        )
-        messages.success(request, f"Saved.{_handover_note(item)}")
-        return HttpResponseRedirect(_item_url(slug, item_id))
+        return _item_update(request, slug, item_id)
+    if "open" in request.GET:
+        return _file_open_by_path(request, slug, item_id)
+    app, item = _viewer_item(request, slug, item_id)
     return _render_item(request, app, item)
+
+
+@refused_on_the_item_page("details")
+def _item_update(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
+    _app, item = _viewer_item(request, slug, item_id)
+    services.item_update(
+        item=item,
+        user_id=request.identity.user_id,
+        is_staff=request.identity.is_staff,
+        title=request.POST.get("title") or None,
+        owner=request.POST.get("owner"),
+    )
+    messages.success(request, f"Saved.{_handover_note(item)}")
+    return HttpResponseRedirect(_item_url(slug, item_id))
+
+
+@refused_on_the_item_page("open")
+def _file_open_by_path(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
+    """The "text file" form: to the editor of the path typed, once the file store accepts it
+    (a browser would quietly drop a `..` from the address instead)."""
+    _app, item = _viewer_item(request, slug, item_id)
+    path = selectors.item_file_path(item, request.GET["open"])
+    return HttpResponseRedirect(reverse("ws-item-file", args=[slug, item_id, path]))
 
 
 @identity_required
