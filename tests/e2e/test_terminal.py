@@ -22,15 +22,21 @@ def _run(page, command: str) -> None:
     page.press("[data-testid=exec-command]", "Enter")
 
 
+def _open_notebook(page_as, make_notebook, viewport, title: str):
+    """bob's new notebook `title`, open on its page in his browser at the viewport's width."""
+    item = make_notebook(title)
+    page = page_as("bob", viewport=viewport)
+    page.goto(f"/a/notebook/items/{item.pk}")
+    return page
+
+
 def _status(block) -> str:
     return block.locator("[data-testid=exec-status]").inner_text()
 
 
 def test_output_streams_while_the_command_runs_and_the_next_waits_in_its_own_block(page_as, make_notebook, viewport):
     # Given bob's notebook, before any sandbox is open
-    item = make_notebook("Terminal")
-    page = page_as("bob", viewport=viewport)
-    page.goto(f"/a/notebook/items/{item.pk}")
+    page = _open_notebook(page_as, make_notebook, viewport, "Terminal")
     page.wait_for_selector("[data-testid=no-sandbox]")
     # When he runs a command that prints, waits two seconds and prints again, and a quick one straight after
     _run(page, "echo first; sleep 2; echo first-done")
@@ -57,9 +63,7 @@ def test_output_streams_while_the_command_runs_and_the_next_waits_in_its_own_blo
 
 def test_a_running_command_says_when_it_will_be_stopped_and_a_timeout_says_so(page_as, make_notebook, viewport):
     # Given bob's notebook in a deployment whose commands are stopped after three seconds
-    item = make_notebook("Slow")
-    page = page_as("bob", viewport=viewport)
-    page.goto(f"/a/notebook/items/{item.pk}")
+    page = _open_notebook(page_as, make_notebook, viewport, "Slow")
     # When he runs a command that prints and then sleeps for thirty
     _run(page, "echo waiting; sleep 30")
     block = page.locator("[data-testid=exec-block]").first
@@ -103,9 +107,7 @@ def test_a_run_whose_sandbox_is_stopped_leaves_the_card_saying_so(
     # Given bob's notebook in a deployment whose workspaces hold 8K and are measured after each command
     deployment("[sandbox]\nworkspace_quota = '8K'\n")
     settings.WORKSPACE_DISK_ENFORCEMENT = "measure"
-    item = make_notebook("Full")
-    page = page_as("bob", viewport=viewport)
-    page.goto(f"/a/notebook/items/{item.pk}")
+    page = _open_notebook(page_as, make_notebook, viewport, "Full")
     _run(page, "true")
     page.wait_for_selector("[data-testid=sandbox-id]")
     # When he runs a command that writes past the workspace limit
@@ -121,9 +123,7 @@ def test_a_run_whose_sandbox_is_stopped_leaves_the_card_saying_so(
 
 def test_the_transcript_outlives_a_page_load_and_arrows_recall_commands(page_as, make_notebook, viewport):
     # Given bob ran two commands in his notebook, the second writing a file
-    item = make_notebook("Memory")
-    page = page_as("bob", viewport=viewport)
-    page.goto(f"/a/notebook/items/{item.pk}")
+    page = _open_notebook(page_as, make_notebook, viewport, "Memory")
     _run(page, "echo remembered")
     _run(page, "echo data > made-here.txt")
     page.locator("[data-testid=exec-block]").nth(1).filter(has_text="[exit 0]").wait_for()
@@ -149,9 +149,7 @@ def test_the_transcript_outlives_a_page_load_and_arrows_recall_commands(page_as,
 def test_closing_the_sandbox_stops_a_running_command_in_its_block(deployment, page_as, make_notebook, viewport):
     # Given bob's notebook running a command that prints and then sleeps, well within its minute
     deployment("[sandbox]\nexec_timeout = '60s'\n")
-    item = make_notebook("Runaway")
-    page = page_as("bob", viewport=viewport)
-    page.goto(f"/a/notebook/items/{item.pk}")
+    page = _open_notebook(page_as, make_notebook, viewport, "Runaway")
     _run(page, "echo started; sleep 20")
     block = page.locator("[data-testid=exec-block]").first
     block.locator("pre", has_text="started").wait_for()

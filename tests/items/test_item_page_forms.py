@@ -35,17 +35,41 @@ def test_a_rename_onto_an_existing_name_comes_back_with_the_typed_name(client, m
     assert (workspace_dir(item.pk) / "draft.txt").read_text() == "draft"
 
 
-def test_a_refused_new_folder_keeps_the_typed_path(client, make_item):
-    # Given alice's notebook
+@pytest.mark.parametrize(
+    ("method", "suffix", "form", "status", "says", "typed"),
+    [
+        ("post", "/files:mkdir", {"path": "../outside"}, 400, "climbs out of the workspace", ["../outside"]),
+        ("post", "/upload", {"folder": "incoming"}, 400, "Choose a file to upload.", ["incoming"]),
+        ("get", "", {"open": "../escape.txt"}, 400, "climbs out of the workspace", ["../escape.txt"]),
+        ("get", "/files/data", {}, 400, "is a folder, not a file", ["data"]),
+        (
+            "post",
+            "",
+            {"title": "Renamed", "owner": "nobody-here"},
+            400,
+            "is not in the user directory",
+            ["Renamed", "nobody-here"],
+        ),
+    ],
+    ids=["new folder", "upload without a file", "text file out of the workspace", "a folder as a text file", "details"],
+)
+def test_a_refused_form_comes_back_on_the_item_page_with_what_was_typed(
+    client, make_item, method, suffix, form, status, says, typed
+):
+    # Given alice's notebook "Scratch" holding the folder data
     item = make_item()
-    # When she asks the page for a folder that climbs out of the workspace
-    response = client.post(item_url(item, "/files:mkdir"), {"path": "../outside"}, **HTML)
+    (workspace_dir(item.pk) / "data").mkdir()
+    # When her browser sends one of the item page's forms with something the services refuse
+    response = getattr(client, method)(item_url(item, suffix), form, **HTML)
     page = response.content.decode()
-    # Then the page answers 400 naming the problem, keeps the path in the form, and nothing is made
-    assert response.status_code == 400
-    assert "climbs out of the workspace" in page
-    assert 'value="../outside"' in page
-    assert _files(item) == []
+    # Then the item page answers with the refusal's status and message, the form holds what she typed,
+    # and nothing changed
+    assert response.status_code == status
+    assert says in page
+    assert all(f'value="{value}"' in page for value in typed)
+    assert _files(item) == ["data"]
+    item.refresh_from_db()
+    assert item.title == "Scratch"
 
 
 def test_deleting_a_folder_that_holds_files_is_refused_and_keeps_them(client, make_item):
@@ -61,32 +85,6 @@ def test_deleting_a_folder_that_holds_files_is_refused_and_keeps_them(client, ma
     assert _files(item) == ["data", "data/a.csv"]
 
 
-def test_an_upload_without_a_file_says_to_choose_one_and_keeps_the_folder(client, make_item):
-    # Given alice's notebook
-    item = make_item()
-    # When she presses Upload without choosing a file, having typed a folder
-    response = client.post(item_url(item, "/upload"), {"folder": "incoming"}, **HTML)
-    page = response.content.decode()
-    # Then the page answers 400 asking for a file, with the folder still typed, and nothing is stored
-    assert response.status_code == 400
-    assert "Choose a file to upload." in page
-    assert 'value="incoming"' in page
-    assert _files(item) == []
-
-
-def test_opening_a_folder_as_a_file_comes_back_on_the_item_page(client, make_item):
-    # Given alice's folder data
-    item = make_item()
-    (workspace_dir(item.pk) / "data").mkdir()
-    # When her browser opens it as a file
-    response = client.get(item_url(item, "/files/data"), **HTML)
-    page = response.content.decode()
-    # Then the item page answers 400 saying it is a folder, with the path in the "text file" form
-    assert response.status_code == 400
-    assert "is a folder, not a file" in page
-    assert 'value="data"' in page
-
-
 def test_the_text_file_form_opens_the_editor_of_the_path_typed(client, make_item):
     # Given alice's notebook
     item = make_item()
@@ -97,38 +95,11 @@ def test_the_text_file_form_opens_the_editor_of_the_path_typed(client, make_item
     assert response.url == item_url(item, "/files/notes/to%20do.md")
 
 
-def test_a_text_file_path_that_climbs_out_stays_on_the_item_page_as_typed(client, make_item):
-    # Given alice's notebook
-    item = make_item()
-    # When she asks for the text file "../escape.txt", which a browser address would quietly shorten
-    response = client.get(item_url(item), {"open": "../escape.txt"}, **HTML)
-    page = response.content.decode()
-    # Then the item page answers 400 naming the problem, with the path still in the form
-    assert response.status_code == 400
-    assert "climbs out of the workspace" in page
-    assert 'value="../escape.txt"' in page
-
-
 def test_a_stranger_asking_for_a_text_file_gets_404(client, make_item):
     # Given alice's notebook
     item = make_item()
     # When bob asks its page for a text file / Then it is 404
     assert client.get(item_url(item), {"open": "notes.md"}, **STRANGER).status_code == 404
-
-
-def test_a_refused_details_save_keeps_the_typed_title_and_owner(client, make_item):
-    # Given alice's notebook "Scratch"
-    item = make_item()
-    # When she saves a new title with an owner nobody knows
-    response = client.post(item_url(item), {"title": "Renamed", "owner": "nobody-here"}, **HTML)
-    page = response.content.decode()
-    # Then the page answers 400 naming the unknown person, both fields keep what she typed, and nothing changed
-    assert response.status_code == 400
-    assert "is not in the user directory" in page
-    assert 'value="Renamed"' in page
-    assert 'value="nobody-here"' in page
-    item.refresh_from_db()
-    assert item.title == "Scratch"
 
 
 def test_a_refused_save_names_every_limit_that_bound(write_config, client, make_item):
@@ -164,28 +135,23 @@ def test_a_refused_upload_names_every_limit_that_bound(write_config, client, mak
     assert _files(item) == []
 
 
-def test_a_workspace_over_its_limit_can_still_shrink_a_file_from_the_editor(write_config, client, make_item):
+@pytest.mark.parametrize(
+    ("form", "left"),
+    [({"content": "kept the end"}, {"log.txt": "kept the end"}), ({"action": "delete"}, {})],
+    ids=["shrink in the editor", "delete from the list"],
+)
+def test_a_workspace_over_its_limit_can_still_shrink_and_delete_from_the_page(
+    write_config, client, make_item, form, left
+):
     # Given a notebook holding 2K in a deployment whose workspaces now hold 1K
     write_config('[sandbox]\nworkspace_quota = "1K"\n')
     item = make_item()
     (workspace_dir(item.pk) / "log.txt").write_text("l" * 2048)
-    # When alice saves a shorter log.txt from the editor
-    response = client.post(item_url(item, "/files/log.txt"), {"content": "kept the end"}, **HTML)
-    # Then it is saved
+    # When alice shrinks or deletes log.txt from the page
+    response = client.post(item_url(item, "/files/log.txt"), form, **HTML)
+    # Then the page takes it
     assert response.status_code == 302
-    assert (workspace_dir(item.pk) / "log.txt").read_text() == "kept the end"
-
-
-def test_a_workspace_over_its_limit_can_still_delete_from_the_page(write_config, client, make_item):
-    # Given a notebook holding 2K in a deployment whose workspaces now hold 1K
-    write_config('[sandbox]\nworkspace_quota = "1K"\n')
-    item = make_item()
-    (workspace_dir(item.pk) / "log.txt").write_text("l" * 2048)
-    # When alice deletes log.txt from the page
-    response = client.post(item_url(item, "/files/log.txt"), {"action": "delete"}, **HTML)
-    # Then it is gone
-    assert response.status_code == 302
-    assert _files(item) == []
+    assert {path: (workspace_dir(item.pk) / path).read_text() for path in _files(item)} == left
 
 
 @pytest.mark.parametrize(
