@@ -99,6 +99,10 @@ def test_a_quota_refusal_is_readable_lists_every_limit_and_links_to_my_resources
     assert_no_sideways_scroll(page)
     assert_accessible(page)
     screenshot(page, "terminal-refused")
+    # When he loads the page again
+    page.reload()
+    # Then the refusal is still in its block
+    page.locator("[data-testid=exec-output] [data-testid=refusal]", has_text="sandboxes limit").wait_for()
 
 
 def test_a_run_whose_sandbox_is_stopped_leaves_the_card_saying_so(
