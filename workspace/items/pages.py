@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, Literal
 
 from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -22,6 +22,8 @@ from workspace.items.filestore import open_read, read_file, workspace_prepared
 from workspace.items.models import Item
 
 EDITABLE_BYTES = 512 * 1024
+# The item page's forms, so a refusal can be shown by the one that was refused.
+ItemForm = Literal["details", "sandbox", "rename", "delete", "folder", "upload", "open"]
 
 
 def _viewer_item(request: HttpRequest, slug: str, item_id: int):
@@ -33,7 +35,7 @@ def _item_url(slug: str, item_id: int) -> str:
     return reverse("ws-item", args=[slug, item_id])
 
 
-def refused_on_the_item_page(form: str) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+def refused_on_the_item_page(form: ItemForm) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
     """A refused action comes back as the item page with the refusal's status: the refusal sits
     by `form` (the form that was refused) and that form still holds what the person typed.
 
@@ -95,7 +97,7 @@ def _render_item(
     item: Item,
     *,
     refused: ApiError | None = None,
-    refused_form: str = "",
+    refused_form: ItemForm | None = None,
     typed: dict[str, str] | None = None,
 ) -> HttpResponse:
     detail = selectors.item_detail(item)
