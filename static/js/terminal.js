@@ -126,6 +126,11 @@
     output.scrollTop = output.scrollHeight;
   }
 
+  /* A negative code is the signal that ended the process (the sandbox closed under it, say). */
+  function exited(code) {
+    return code < 0 ? "killed by signal " + -code : "exit " + code;
+  }
+
   function took(milliseconds) {
     return milliseconds < 1000 ? milliseconds + " ms" : (milliseconds / 1000).toFixed(1) + " s";
   }
@@ -209,13 +214,11 @@
       if (result.timed_out) {
         write(view, "[timed out after " + took(result.duration_ms) + ": the command was stopped]\n", "note");
         setStatus(view, "timed-out", "timed out after " + took(result.duration_ms));
-      } else if (result.sandbox_closed) {
-        write(view, "[exit " + result.exit_code + "]\n", "note");
-        setStatus(view, "failed", "exit " + result.exit_code + " · sandbox stopped");
       } else {
-        write(view, "[exit " + result.exit_code + "]\n", "note");
-        const state = result.exit_code === 0 ? "ok" : "failed";
-        setStatus(view, state, "exit " + result.exit_code + " · " + took(result.duration_ms));
+        const ended = exited(result.exit_code);
+        write(view, "[" + ended + "]\n", "note");
+        if (result.sandbox_closed) setStatus(view, "failed", ended + " · sandbox stopped");
+        else setStatus(view, result.exit_code === 0 ? "ok" : "failed", ended + " · " + took(result.duration_ms));
       }
     } else if (message.event === "error") {
       refuse(view, 503, message.data, "failed");
