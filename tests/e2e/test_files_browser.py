@@ -1,9 +1,11 @@
-"""Browser: rename, new folder and delete from the item page; a refused save keeps the text."""
+"""Browser, at a desktop width and at 390 px: rename, new folder and delete from the item page; a
+refused save keeps the text and names every limit that bound; a refused rename keeps the name typed."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
 from workspace.items.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -11,41 +13,104 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture(autouse=True)
 def small_workspaces(deployment) -> None:
-    deployment('[sandbox]\nworkspace_quota = "4K"\n')
+    deployment('[sandbox]\nworkspace_quota = "4K"\n[resources.per_user]\ndisk = "4K"\n')
 
 
-def test_files_are_renamed_foldered_and_deleted_from_the_item_page(page_as, make_notebook):
-    # Given bob's item with one file
-    item = make_notebook(files={"draft.txt": b"text"})
-    page = page_as("bob")
+def _row(page, path: str):
+    return page.locator(f"[data-testid=file-row][data-path='{path}']")
+
+
+def test_files_are_renamed_foldered_and_deleted_from_the_item_page(page_as, make_notebook, viewport):
+    # Given bob's item with a file in a folder and one at the top
+    item = make_notebook(files={"draft.txt": b"text", "notes/todo.md": b"- ship"})
+    page = page_as("bob", viewport=viewport)
     page.goto(f"/a/notebook/items/{item.pk}")
-    # When he renames it, makes a folder and deletes the file
-    row = page.locator("[data-testid=file-row][data-path='draft.txt']")
-    row.locator("input[name=target]").fill("final.txt")
-    row.get_by_role("button", name="Rename").click()
-    page.wait_for_selector("[data-testid=file-row][data-path='final.txt']")
-    page.fill("#new-folder-path", "data")
+    assert_no_sideways_scroll(page)
+    # When he opens Rename on draft.txt
+    _row(page, "draft.txt").get_by_text("Rename").click()
+    # Then the name is ready to type over, and the page is still readable and within the screen
+    rename = _row(page, "draft.txt").get_by_label("New path for draft.txt")
+    assert rename.evaluate("input => input === document.activeElement")
+    assert_no_sideways_scroll(page)
+    assert_accessible(page)
+    screenshot(page, "files-rename-open")
+    # When he renames it, makes a folder and deletes the renamed file
+    rename.fill("final.txt")
+    _row(page, "draft.txt").get_by_role("button", name="Save").click()
+    _row(page, "final.txt").wait_for()
+    page.fill("#new-folder-path", "data/raw")
     page.get_by_role("button", name="Create folder").click()
-    page.wait_for_selector("[data-testid=file-row][data-path='data']")
+    _row(page, "data/raw").wait_for()
     page.once("dialog", lambda dialog: dialog.accept())
-    page.locator("[data-testid=file-row][data-path='final.txt']").get_by_role("button", name="Delete final.txt").click()
+    _row(page, "final.txt").get_by_role("button", name="Delete final.txt").click()
     page.wait_for_selector("text=Deleted final.txt.")
-    # Then the workspace holds just the folder
-    assert [p.name for p in workspace_dir(item.pk).iterdir()] == ["data"]
+    # Then the workspace holds the folders and the untouched file, and the page still fits the screen
+    assert sorted(p.relative_to(workspace_dir(item.pk)).as_posix() for p in workspace_dir(item.pk).rglob("*")) == [
+        "data",
+        "data/raw",
+        "notes",
+        "notes/todo.md",
+    ]
+    assert_no_sideways_scroll(page)
+    assert_accessible(page)
+    screenshot(page, "files-after-changes")
 
 
-def test_a_save_over_the_limit_keeps_what_was_typed(page_as, make_notebook):
-    # Given bob's notebook in a deployment whose workspaces hold 4K, open on the editor of notes.txt
+def test_a_cancelled_delete_sends_nothing(page_as, make_notebook, viewport):
+    # Given bob's item with one file, and a record of what his browser posts
+    item = make_notebook(files={"keep.txt": b"keep"})
+    page = page_as("bob", viewport=viewport)
+    page.goto(f"/a/notebook/items/{item.pk}")
+    posted: list[str] = []
+    page.on("request", lambda request: posted.append(request.url) if request.method == "POST" else None)
+    # When he presses Delete, cancels the question, then makes a folder
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    _row(page, "keep.txt").get_by_role("button", name="Delete keep.txt").click()
+    page.fill("#new-folder-path", "after")
+    page.get_by_role("button", name="Create folder").click()
+    _row(page, "after").wait_for()
+    # Then only the folder was posted, and the file is still listed and stored
+    assert [url.rsplit("/", 1)[1] for url in posted] == ["files:mkdir"]
+    assert _row(page, "keep.txt").is_visible()
+    assert (workspace_dir(item.pk) / "keep.txt").read_bytes() == b"keep"
+
+
+def test_a_refused_rename_keeps_the_typed_name_in_the_open_box(page_as, make_notebook, viewport):
+    # Given bob's item with a.txt and b.txt
+    item = make_notebook(files={"a.txt": b"a", "b.txt": b"b"})
+    page = page_as("bob", viewport=viewport)
+    page.goto(f"/a/notebook/items/{item.pk}")
+    # When he renames a.txt to b.txt
+    _row(page, "a.txt").get_by_text("Rename").click()
+    _row(page, "a.txt").get_by_label("New path for a.txt").fill("b.txt")
+    _row(page, "a.txt").get_by_role("button", name="Save").click()
+    # Then the refusal says b.txt exists, and the box is still open holding b.txt
+    refusal = page.locator("[data-testid=files-card] [data-testid=refusal]")
+    refusal.wait_for()
+    assert "already exists" in refusal.inner_text()
+    assert _row(page, "a.txt").get_by_label("New path for a.txt").input_value() == "b.txt"
+    assert_no_sideways_scroll(page)
+    assert_accessible(page)
+    screenshot(page, "files-rename-refused")
+
+
+def test_a_save_over_the_limits_keeps_what_was_typed_and_names_every_limit(page_as, make_notebook, viewport):
+    # Given bob's notebook in a deployment whose workspaces and per-user disk hold 4K, on the editor of notes.txt
     item = make_notebook()
-    page = page_as("bob")
+    page = page_as("bob", viewport=viewport)
     page.goto(f"/a/notebook/items/{item.pk}/files/notes.txt")
     # When he types about 7K of notes and saves
     typed = "long line of notes\n" * 400
     page.fill("#file-content", typed)
     page.click("[data-testid=save-file]")
-    # Then the page shows the refusal naming the workspace disk limit
+    # Then the page names the workspace disk limit and, below it, his own disk limit, and links to My resources
     refusal = page.locator("[data-testid=refusal]")
     refusal.wait_for()
     assert "workspace disk limit" in refusal.inner_text()
+    assert "bob's per-user disk limit" in refusal.locator(".refusal-also").inner_text()
+    assert refusal.get_by_role("link", name="Free capacity on My resources").is_visible()
     # Then the editor still holds everything he typed
     assert page.input_value("#file-content") == typed
+    assert_no_sideways_scroll(page)
+    assert_accessible(page)
+    screenshot(page, "files-save-refused")

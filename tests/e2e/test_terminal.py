@@ -1,16 +1,20 @@
-"""Browser: the item page's terminal shows a running command, keeps commands in order, streams,
-says when a command timed out, keeps the Sandbox card current and makes a 507 readable."""
+"""Browser, at a desktop width and at 390 px: the item page's terminal streams a command's output
+while it runs, shows that it runs and when it will be stopped, keeps commands in order in their own
+blocks, says when one timed out, keeps the Sandbox card and the file list current, makes a 507
+readable with every limit that bound, and keeps its transcript across a page load."""
 
 from __future__ import annotations
 
 import pytest
+
+from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
 def one_sandbox_of_one_core_each(deployment) -> None:
-    deployment("[sandbox]\nexec_timeout = '2s'\n[resources.per_user]\ncount = 1\ncpu = 1\n")
+    deployment("[sandbox]\nexec_timeout = '3s'\n[resources.per_user]\ncount = 1\ncpu = 1\n")
 
 
 def _run(page, command: str) -> None:
@@ -18,45 +22,65 @@ def _run(page, command: str) -> None:
     page.press("[data-testid=exec-command]", "Enter")
 
 
-def test_a_running_command_shows_it_and_later_commands_wait_their_turn(page_as, make_notebook):
-    # Given bob's notebook, before any sandbox is open
-    item = make_notebook("Terminal")
-    page = page_as("bob")
+def _open_notebook(page_as, make_notebook, viewport, title: str):
+    """bob's new notebook `title`, open on its page in his browser at the viewport's width."""
+    item = make_notebook(title)
+    page = page_as("bob", viewport=viewport)
     page.goto(f"/a/notebook/items/{item.pk}")
+    return page
+
+
+def _status(block) -> str:
+    return block.locator("[data-testid=exec-status]").inner_text()
+
+
+def test_output_streams_while_the_command_runs_and_the_next_waits_in_its_own_block(page_as, make_notebook, viewport):
+    # Given bob's notebook, before any sandbox is open
+    page = _open_notebook(page_as, make_notebook, viewport, "Terminal")
     page.wait_for_selector("[data-testid=no-sandbox]")
-    # When he runs a slow command and a quick one straight after
-    _run(page, "echo first; sleep 1; echo first-done")
+    # When he runs a command that prints, waits two seconds and prints again, and a quick one straight after
+    _run(page, "echo first; sleep 2; echo first-done")
     _run(page, "echo second")
     blocks = page.locator("[data-testid=exec-block]")
-    # Then the first shows it is running while the second waits, and outputs stay in their blocks
-    blocks.nth(0).locator("[data-testid=exec-status]", has_text="running").wait_for()
-    assert blocks.nth(1).locator("[data-testid=exec-status]").inner_text() == "queued"
-    blocks.nth(1).filter(has_text="[exit 0]").wait_for()
-    assert "first\nfirst-done\n[exit 0]" in blocks.nth(0).inner_text()
-    assert "second" in blocks.nth(1).inner_text()
-    assert "second" not in blocks.nth(0).inner_text()
-    # And the Sandbox card now shows the sandbox the run opened
+    # Then the first line shows while the command still runs, and the second command waits its turn
+    blocks.nth(0).locator("pre", has_text="first").wait_for()
+    assert blocks.nth(0).locator("pre").inner_text() == "first\n"
+    assert _status(blocks.nth(0)).startswith("running")
+    assert _status(blocks.nth(1)) == "queued"
+    # Then the Sandbox card shows the sandbox the run opened while the run is still going
     page.wait_for_selector("[data-testid=sandbox-id]")
+    assert _status(blocks.nth(0)).startswith("running")
+    screenshot(page, "terminal-running")
+    # Then each output ends in its own block, in the order the commands were given
+    blocks.nth(1).filter(has_text="[exit 0]").wait_for()
+    assert blocks.nth(0).locator("pre").inner_text() == "first\nfirst-done\n[exit 0]\n"
+    assert blocks.nth(1).locator("pre").inner_text() == "second\n[exit 0]\n"
+    assert _status(blocks.nth(0)).startswith("exit 0")
+    assert_no_sideways_scroll(page)
+    assert_accessible(page)
+    screenshot(page, "terminal-done")
 
 
-def test_a_timed_out_command_says_so(page_as, make_notebook):
-    # Given bob's notebook in a deployment whose commands time out after two seconds
-    item = make_notebook("Slow")
-    page = page_as("bob")
-    page.goto(f"/a/notebook/items/{item.pk}")
+def test_a_running_command_says_when_it_will_be_stopped_and_a_timeout_says_so(page_as, make_notebook, viewport):
+    # Given bob's notebook in a deployment whose commands are stopped after three seconds
+    page = _open_notebook(page_as, make_notebook, viewport, "Slow")
     # When he runs a command that prints and then sleeps for thirty
     _run(page, "echo waiting; sleep 30")
-    # Then its block says it timed out and keeps what it printed
     block = page.locator("[data-testid=exec-block]").first
-    block.filter(has_text="timed out").wait_for()
-    assert "waiting" in block.inner_text()
-    assert block.locator("[data-testid=exec-status]").inner_text() == "timed out"
+    # Then while it runs its block says when it will be stopped
+    block.locator("[data-testid=exec-status]", has_text="stops at 3 s").wait_for()
+    # Then its block ends saying it timed out, and keeps what it printed
+    block.locator("[data-testid=exec-status]", has_text="timed out").wait_for()
+    assert _status(block).startswith("timed out after 3")
+    assert "waiting\n[timed out after 3" in block.locator("pre").inner_text()
+    assert_accessible(page)
+    screenshot(page, "terminal-timed-out")
 
 
-def test_a_quota_refusal_is_readable_lists_every_limit_and_links_to_my_resources(page_as, make_notebook):
+def test_a_quota_refusal_is_readable_lists_every_limit_and_links_to_my_resources(page_as, make_notebook, viewport):
     # Given bob already runs his one sandbox of 1 core
     first, second = make_notebook("First"), make_notebook("Second")
-    page = page_as("bob")
+    page = page_as("bob", viewport=viewport)
     page.goto(f"/a/notebook/items/{first.pk}")
     _run(page, "true")
     page.locator("[data-testid=exec-block]").filter(has_text="[exit 0]").wait_for()
@@ -65,9 +89,80 @@ def test_a_quota_refusal_is_readable_lists_every_limit_and_links_to_my_resources
     _run(page, "true")
     refusal = page.locator("[data-testid=exec-output] [data-testid=refusal]")
     refusal.wait_for()
-    # Then the refusal names the count and, below it, the cpu limit, in dark text on its light box
+    # Then the refusal names the count and, below it, the cpu limit, and links to My resources
     assert "sandboxes limit" in refusal.inner_text()
     assert "cpu" in refusal.locator(".refusal-also").inner_text()
-    color = refusal.evaluate("node => getComputedStyle(node).color")
-    assert color == "rgb(59, 29, 0)"
     assert refusal.get_by_role("link", name="Free capacity on My resources").is_visible()
+    assert _status(page.locator("[data-testid=exec-block]").first) == "refused: over a limit"
+    # Then it is dark text on its light box, which axe-core's contrast check passes
+    assert refusal.evaluate("node => getComputedStyle(node).color") == "rgb(59, 29, 0)"
+    assert_no_sideways_scroll(page)
+    assert_accessible(page)
+    screenshot(page, "terminal-refused")
+    # When he loads the page again
+    page.reload()
+    # Then the refusal is still in its block
+    page.locator("[data-testid=exec-output] [data-testid=refusal]", has_text="sandboxes limit").wait_for()
+
+
+def test_a_run_whose_sandbox_is_stopped_leaves_the_card_saying_so(
+    settings, deployment, page_as, make_notebook, viewport
+):
+    # Given bob's notebook in a deployment whose workspaces hold 8K and are measured after each command
+    deployment("[sandbox]\nworkspace_quota = '8K'\n")
+    settings.WORKSPACE_DISK_ENFORCEMENT = "measure"
+    page = _open_notebook(page_as, make_notebook, viewport, "Full")
+    _run(page, "true")
+    page.wait_for_selector("[data-testid=sandbox-id]")
+    # When he runs a command that writes past the workspace limit
+    _run(page, "head -c 2000000 /dev/zero > big.bin")
+    # Then the block says the sandbox was stopped, and the Sandbox card and the file list follow
+    block = page.locator("[data-testid=exec-block]").nth(1)
+    block.filter(has_text="its sandbox was stopped").wait_for()
+    assert _status(block) == "exit 0 · sandbox stopped"
+    page.wait_for_selector("[data-testid=no-sandbox]")
+    page.wait_for_selector("[data-testid=file-row][data-path='big.bin']")
+    screenshot(page, "terminal-sandbox-stopped")
+
+
+def test_the_transcript_outlives_a_page_load_and_arrows_recall_commands(page_as, make_notebook, viewport):
+    # Given bob ran two commands in his notebook, the second writing a file
+    page = _open_notebook(page_as, make_notebook, viewport, "Memory")
+    _run(page, "echo remembered")
+    _run(page, "echo data > made-here.txt")
+    page.locator("[data-testid=exec-block]").nth(1).filter(has_text="[exit 0]").wait_for()
+    # Then the file list shows the file the command wrote, without a page load
+    page.wait_for_selector("[data-testid=file-row][data-path='made-here.txt']")
+    # When he reloads the page and presses the up arrow twice in the command field
+    page.reload()
+    page.press("[data-testid=exec-command]", "ArrowUp")
+    page.press("[data-testid=exec-command]", "ArrowUp")
+    # Then both blocks are still there and the field holds the first command
+    blocks = page.locator("[data-testid=exec-block]")
+    assert blocks.count() == 2
+    assert "remembered\n[exit 0]" in blocks.nth(0).inner_text()
+    assert page.input_value("[data-testid=exec-command]") == "echo remembered"
+    # When he clears the terminal
+    page.click("[data-testid=exec-clear]")
+    # Then no block is left, after a reload too
+    assert blocks.count() == 0
+    page.reload()
+    assert page.locator("[data-testid=exec-block]").count() == 0
+
+
+def test_closing_the_sandbox_stops_a_running_command_in_its_block(deployment, page_as, make_notebook, viewport):
+    # Given bob's notebook running a command that prints and then sleeps, well within its minute
+    deployment("[sandbox]\nexec_timeout = '60s'\n")
+    page = _open_notebook(page_as, make_notebook, viewport, "Runaway")
+    _run(page, "echo started; sleep 20")
+    block = page.locator("[data-testid=exec-block]").first
+    block.locator("pre", has_text="started").wait_for()
+    page.wait_for_selector("[data-testid=close-sandbox]")
+    # When he closes the sandbox from its card
+    page.click("[data-testid=close-sandbox]")
+    # Then the command ends in its block as failed (killed), on the same page, and the card says no sandbox is live
+    status = block.locator("[data-testid=exec-status]")
+    page.wait_for_function("node => node.dataset.state !== 'running'", arg=status.element_handle(), timeout=30_000)
+    assert status.get_attribute("data-state") in {"failed", "refused"}, block.inner_text()
+    assert block.locator("pre").inner_text().startswith("started\n")
+    page.wait_for_selector("[data-testid=no-sandbox]")

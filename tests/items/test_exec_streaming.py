@@ -32,7 +32,7 @@ def test_output_streams_as_it_is_written_then_the_result(alice_api, make_item):
     events = _events(response)
     # Then each write is its own event, in order, and the last is the exec result
     assert response["Content-Type"] == SSE
-    assert events[:-1] == [
+    assert events[1:-1] == [
         ("output", {"stream": "stdout", "text": "one\n"}),
         ("output", {"stream": "stderr", "text": "two\n"}),
     ]
@@ -40,12 +40,33 @@ def test_output_streams_as_it_is_written_then_the_result(alice_api, make_item):
     assert (kind, result["exit_code"], result["sandbox_opened"]) == ("result", 3, True)
 
 
+def test_the_first_event_names_the_sandbox_it_opened_and_the_timeout(alice_api, make_item):
+    # Given alice's notebook with no live sandbox
+    item = make_item()
+    # When she streams a command that prints nothing, with a timeout of 5 s
+    events = _events(_stream(alice_api, item, "true", timeout=5))
+    # Then the first event says which sandbox it opened and when the command will be stopped
+    kind, started = events[0]
+    assert (kind, started["sandbox_opened"], started["timeout_seconds"]) == ("started", True, 5.0)
+    assert started["sandbox_id"] == events[-1][1]["sandbox_id"]
+
+
+def test_a_second_stream_says_it_reused_the_live_sandbox(alice_api, make_item):
+    # Given alice's notebook whose sandbox a first command opened
+    item = make_item()
+    _events(_stream(alice_api, item, "true"))
+    # When she streams another command
+    kind, started = _events(_stream(alice_api, item, "true"))[0]
+    # Then its first event says the sandbox was already open
+    assert (kind, started["sandbox_opened"]) == ("started", False)
+
+
 def test_a_streamed_command_past_its_timeout_ends_with_a_timed_out_result(alice_api, make_item):
     # Given alice's notebook
     # When she streams a command that prints, then sleeps past its half-second timeout
     events = _events(_stream(alice_api, make_item(), "echo started; sleep 30", timeout=0.5))
     # Then what it printed streams first and the last event is a result that says it timed out
-    assert events[0] == ("output", {"stream": "stdout", "text": "started\n"})
+    assert events[1] == ("output", {"stream": "stdout", "text": "started\n"})
     assert events[-1][0] == "result"
     assert events[-1][1]["timed_out"] is True
 

@@ -370,6 +370,17 @@ def test_where_images_are_not_used_an_overrunning_sandbox_is_stopped(settings, a
     assert SandboxActivity.objects.get(item_id=str(item.pk)).close_reason == "disk"
 
 
+def test_an_exec_whose_sandbox_was_stopped_says_so_in_its_result(settings, api_client_for, make_item):
+    # Given workspaces measured after each exec instead of bounded by images
+    settings.WORKSPACE_DISK_ENFORCEMENT = "measure"
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    # When one command stays within the app's 1M and the next writes 2M
+    within = _exec(carol_api, item, "true")
+    past = _exec(carol_api, item, "head -c 2097152 /dev/zero > big")
+    # Then only the second result says its sandbox was closed
+    assert (within["sandbox_closed"], past["sandbox_closed"]) == (False, True)
+
+
 UNPRIVILEGED_SERVER = """
 import json, os, sys
 from pathlib import Path

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, Literal
 
 from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from collab.errors import ApiError
@@ -18,10 +17,13 @@ from collab.web import identity_required
 from quotas.sizes import format_size
 from workspace.items import selectors, services
 from workspace.items.access import app_or_404, item_for_viewer
+from workspace.items.config import AppDescriptor
 from workspace.items.filestore import open_read, read_file, workspace_prepared
 from workspace.items.models import Item
 
 EDITABLE_BYTES = 512 * 1024
+# The item page's forms, so a refusal can be shown by the one that was refused.
+ItemForm = Literal["details", "sandbox", "rename", "delete", "folder", "upload", "open"]
 
 
 def _viewer_item(request: HttpRequest, slug: str, item_id: int):
@@ -33,27 +35,27 @@ def _item_url(slug: str, item_id: int) -> str:
     return reverse("ws-item", args=[slug, item_id])
 
 
-def errors_as_messages(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """A refused action on a page comes back as a flash message on the item page, not a JSON body.
+def refused_on_the_item_page(form: ItemForm) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """A refused action comes back as the item page with the refusal's status: the refusal sits
+    by `form` (the form that was refused) and that form still holds what the person typed.
 
-    A 507 (a quota) keeps the detail, which names the limit, and links to My resources, where
-    the person can free capacity.
+    A 507 (a quota) names every limit that bound and links to My resources, where the person
+    can free capacity (`items/refusal.html`).
     """
 
-    @wraps(view)
-    def wrapper(request: HttpRequest, slug: str, item_id: int, *args: Any, **kwargs: Any) -> HttpResponse:
-        try:
-            return view(request, slug, item_id, *args, **kwargs)
-        except ApiError as exc:
-            if exc.status_code == 507:
-                link = reverse("my-resources")
-                text = format_html('{} <a href="{}">Free capacity on My resources</a>', str(exc.detail), link)
-                messages.error(request, text)
-            else:
-                messages.error(request, str(exc.detail))
-            return HttpResponseRedirect(_item_url(slug, item_id))
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @wraps(view)
+        def wrapper(request: HttpRequest, slug: str, item_id: int, *args: Any, **kwargs: Any) -> HttpResponse:
+            try:
+                return view(request, slug, item_id, *args, **kwargs)
+            except ApiError as exc:
+                app, item = _viewer_item(request, slug, item_id)
+                typed = {**kwargs, **request.GET.dict(), **request.POST.dict()}
+                return _render_item(request, app, item, refused=exc, refused_form=form, typed=typed)
 
-    return wrapper
+        return wrapper
+
+    return decorate
 
 
 @identity_required
@@ -89,20 +91,15 @@ def items_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "items/items.html", {"app": app, "items": page.results})
 
 
-@identity_required
-@errors_as_messages
-def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    app, item = _viewer_item(request, slug, item_id)
-    if request.method == "POST":
-        services.item_update(
-            item=item,
-            user_id=request.identity.user_id,
-            is_staff=request.identity.is_staff,
-            title=request.POST.get("title") or None,
-            owner=request.POST.get("owner"),
-        )
-        messages.success(request, f"Saved.{_handover_note(item)}")
-        return HttpResponseRedirect(_item_url(slug, item_id))
+def _render_item(
+    request: HttpRequest,
+    app: AppDescriptor,
+    item: Item,
+    *,
+    refused: ApiError | None = None,
+    refused_form: ItemForm | None = None,
+    typed: dict[str, str] | None = None,
+) -> HttpResponse:
     detail = selectors.item_detail(item)
     context = {
         "app": app,
@@ -116,28 +113,96 @@ def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
             "disk": format_size(app.resources.disk_bytes),
         },
         "sandbox_memory": format_size(detail.sandbox.memory_bytes) if detail.sandbox else "",
+        "exec_timeout": f"{services.exec_timeout(None):g} s",
+        "refused": refused,
+        "refused_form": refused_form,
+        "typed": typed or {},
     }
-    return render(request, "items/item.html", context)
+    return render(request, "items/item.html", context, status=refused.status_code if refused else 200)
 
 
 @identity_required
-@errors_as_messages
-def file_page(request: HttpRequest, slug: str, item_id: int, file_path: str) -> HttpResponse:
-    app, item = _viewer_item(request, slug, item_id)
-    if request.method == "POST" and request.POST.get("action") == "delete":
-        services.file_delete(item=item, path=file_path)
-        messages.success(request, f"Deleted {file_path}.")
-        return HttpResponseRedirect(_item_url(slug, item_id))
+def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     if request.method == "POST":
-        text = request.POST.get("content", "").replace("\r\n", "\n")
-        try:
-            services.file_write(item=item, path=file_path, chunks=[text.encode("utf-8")])
-        except ApiError as exc:
-            # A refused save keeps what was typed, and says which limit bound and where to free room.
-            context = {"app": app, "item": item, "path": file_path, "content": text, "editable": True, "refused": exc}
-            return render(request, "items/file.html", context, status=exc.status_code)
-        messages.success(request, f"Saved {file_path}.")
-        return HttpResponseRedirect(_item_url(slug, item_id))
+        return _item_update(request, slug, item_id)
+    if "open" in request.GET:
+        return _file_open_by_path(request, slug, item_id)
+    app, item = _viewer_item(request, slug, item_id)
+    return _render_item(request, app, item)
+
+
+@refused_on_the_item_page("details")
+def _item_update(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
+    _app, item = _viewer_item(request, slug, item_id)
+    services.item_update(
+        item=item,
+        user_id=request.identity.user_id,
+        is_staff=request.identity.is_staff,
+        title=request.POST.get("title") or None,
+        owner=request.POST.get("owner"),
+    )
+    messages.success(request, f"Saved.{_handover_note(item)}")
+    return HttpResponseRedirect(_item_url(slug, item_id))
+
+
+@refused_on_the_item_page("open")
+def _file_open_by_path(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
+    """The "text file" form: to the editor of the path typed, once the file store accepts it
+    (a browser would quietly drop a `..` from the address instead)."""
+    _app, item = _viewer_item(request, slug, item_id)
+    path = selectors.item_file_path(item, request.GET["open"])
+    return HttpResponseRedirect(reverse("ws-item-file", args=[slug, item_id, path]))
+
+
+@identity_required
+def file_page(request: HttpRequest, slug: str, item_id: int, file_path: str) -> HttpResponse:
+    if request.method == "POST" and request.POST.get("action") == "delete":
+        return _file_delete(request, slug, item_id, file_path=file_path)
+    if request.method == "POST":
+        return _file_save(request, slug, item_id, file_path=file_path)
+    return _file_open(request, slug, item_id, file_path=file_path)
+
+
+@refused_on_the_item_page("delete")
+def _file_delete(request: HttpRequest, slug: str, item_id: int, *, file_path: str) -> HttpResponse:
+    _app, item = _viewer_item(request, slug, item_id)
+    services.file_delete(item=item, path=file_path)
+    messages.success(request, f"Deleted {file_path}.")
+    return HttpResponseRedirect(_item_url(slug, item_id))
+
+
+def _file_exists(item: Item, path: str) -> bool:
+    try:
+        read_file(workspace_prepared(item.pk, item.app_slug), path)
+    except ApiError:
+        return False
+    return True
+
+
+def _file_save(request: HttpRequest, slug: str, item_id: int, *, file_path: str) -> HttpResponse:
+    app, item = _viewer_item(request, slug, item_id)
+    text = request.POST.get("content", "").replace("\r\n", "\n")
+    try:
+        services.file_write(item=item, path=file_path, chunks=[text.encode("utf-8")])
+    except ApiError as exc:
+        # A refused save keeps what was typed, and says which limits bound and where to free room.
+        context = {
+            "app": app,
+            "item": item,
+            "path": file_path,
+            "content": text,
+            "editable": True,
+            "new": not _file_exists(item, file_path),
+            "refused": exc,
+        }
+        return render(request, "items/file.html", context, status=exc.status_code)
+    messages.success(request, f"Saved {file_path}.")
+    return HttpResponseRedirect(_item_url(slug, item_id))
+
+
+@refused_on_the_item_page("open")
+def _file_open(request: HttpRequest, slug: str, item_id: int, *, file_path: str) -> HttpResponse:
+    app, item = _viewer_item(request, slug, item_id)
     try:
         root = workspace_prepared(item.pk, item.app_slug)
         target = read_file(root, file_path)
@@ -165,13 +230,12 @@ def file_page(request: HttpRequest, slug: str, item_id: int, file_path: str) -> 
 
 @identity_required
 @require_POST
-@errors_as_messages
+@refused_on_the_item_page("upload")
 def upload_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     _app, item = _viewer_item(request, slug, item_id)
     upload = request.FILES.get("file")
     if upload is None:
-        messages.error(request, "Choose a file to upload.")
-        return HttpResponseRedirect(_item_url(slug, item_id))
+        raise ApiError(status_code=400, error="no_file", detail="Choose a file to upload.")
     folder = request.POST.get("folder", "").strip().strip("/")
     path = f"{folder}/{upload.name}" if folder else upload.name
     services.file_write(item=item, path=path, chunks=upload.chunks())
@@ -181,7 +245,7 @@ def upload_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
 
 @identity_required
 @require_POST
-@errors_as_messages
+@refused_on_the_item_page("rename")
 def file_move_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     _app, item = _viewer_item(request, slug, item_id)
     source, target = request.POST.get("source", ""), request.POST.get("target", "").strip().strip("/")
@@ -192,7 +256,7 @@ def file_move_page(request: HttpRequest, slug: str, item_id: int) -> HttpRespons
 
 @identity_required
 @require_POST
-@errors_as_messages
+@refused_on_the_item_page("folder")
 def folder_create_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     _app, item = _viewer_item(request, slug, item_id)
     path = request.POST.get("path", "").strip().strip("/")
@@ -203,7 +267,7 @@ def folder_create_page(request: HttpRequest, slug: str, item_id: int) -> HttpRes
 
 @identity_required
 @require_POST
-@errors_as_messages
+@refused_on_the_item_page("sandbox")
 def sandbox_close_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     _app, item = _viewer_item(request, slug, item_id)
     closed = services.item_sandbox_close(item=item)

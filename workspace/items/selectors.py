@@ -8,7 +8,7 @@ from typing import Any
 from quotas import ledger
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.filestore import FileEntry, list_files, workspace_prepared
+from workspace.items.filestore import FileEntry, list_files, relative, resolve, workspace_prepared
 from workspace.items.models import Item
 
 ITEMS_DEFAULT_LIMIT = 50
@@ -57,3 +57,9 @@ def item_detail(item: Item) -> ItemDetail:
 
 def item_files(item: Item) -> list[FileEntry]:
     return list_files(workspace_prepared(item.pk, item.app_slug))
+
+
+def item_file_path(item: Item, path: str) -> str:
+    """`path` as the file store names it (`a/./b` is `a/b`); one that leaves the workspace is a 400."""
+    root = workspace_prepared(item.pk, item.app_slug)
+    return relative(root, resolve(root, path.strip()))

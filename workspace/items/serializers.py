@@ -113,6 +113,18 @@ class ExecOutputSerializer(serializers.Serializer):
     duration_ms = serializers.IntegerField(source="result.duration_ms")
     sandbox_id = serializers.CharField(source="activity.backend_sandbox_id")
     sandbox_opened = serializers.BooleanField(source="opened", help_text="True when this exec opened a new sandbox.")
+    sandbox_closed = serializers.BooleanField(
+        source="closed",
+        help_text="True when the sandbox was stopped after the command: its workspace is over its limit.",
+    )
+
+
+class ExecStartedOutputSerializer(serializers.Serializer):
+    """Renders an `ExecStarted`: the sandbox a streamed command runs in, before any output."""
+
+    sandbox_id = serializers.CharField(source="activity.backend_sandbox_id")
+    sandbox_opened = serializers.BooleanField(source="opened", help_text="True when this exec opened a new sandbox.")
+    timeout_seconds = serializers.FloatField(source="timeout", help_text="The command is stopped after this long.")
 
 
 class FileEntryOutputSerializer(serializers.Serializer):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -197,13 +198,16 @@ def item_exec(*, item: Item, app: AppDescriptor, command: Any, timeout: float | 
 
 def item_exec_streaming(
     *, item: Item, app: AppDescriptor, command: Any, timeout: float | None = None
-) -> Iterator[tuple[str, bytes] | lifecycle.ExecOutcome]:
+) -> Iterator[lifecycle.ExecStarted | tuple[str, bytes] | lifecycle.ExecOutcome]:
     """`item_exec` as it happens. The command, the timeout and the quota gate are checked (and
     the sandbox opened) before this returns, so their refusals come back as plain errors; the
-    iterator then yields output chunks and ends with the outcome."""
+    iterator then yields the sandbox it runs in at once (a quiet command still shows it opened
+    one), its output chunks, and ends with the outcome."""
     valid, seconds = _valid_command(command), exec_timeout(timeout)
-    ready = lifecycle.sandbox_for_item(item=item, app=app)
-    return lifecycle.sandbox_exec_streaming(item=item, app=app, command=valid, timeout=seconds, ready=ready)
+    activity, opened = ready = lifecycle.sandbox_for_item(item=item, app=app)
+    started = lifecycle.ExecStarted(activity=activity, opened=opened, timeout=seconds)
+    events = lifecycle.sandbox_exec_streaming(item=item, app=app, command=valid, timeout=seconds, ready=ready)
+    return itertools.chain([started], events)
 
 
 def item_sandbox_close(*, item: Item) -> int:

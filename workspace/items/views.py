@@ -22,10 +22,11 @@ from workspace.items import selectors, services
 from workspace.items.access import app_or_404, item_for_viewer
 from workspace.items.filestore import CHUNK, open_read, read_file, workspace_prepared
 from workspace.items.models import Item
-from workspace.items.sandboxes.lifecycle import ExecOutcome
+from workspace.items.sandboxes.lifecycle import ExecOutcome, ExecStarted
 from workspace.items.serializers import (
     ExecInputSerializer,
     ExecOutputSerializer,
+    ExecStartedOutputSerializer,
     FileBatchInputSerializer,
     FileBatchOutputSerializer,
     FileChangeOutputSerializer,
@@ -121,9 +122,10 @@ class EventStreamRenderer(BaseRenderer):
         return json.dumps(data).encode()
 
 
-def _server_sent_events(events: Iterator[tuple[str, bytes] | ExecOutcome]) -> Iterator[bytes]:
-    """`output` events ({stream, text}) as the command writes, then one `result` (the JSON exec
-    answer) or one `error` ({error, detail})."""
+def _server_sent_events(events: Iterator[ExecStarted | tuple[str, bytes] | ExecOutcome]) -> Iterator[bytes]:
+    """One `started` event ({sandbox_id, sandbox_opened, timeout_seconds}), `output` events
+    ({stream, text}) as the command writes, then one `result` (the JSON exec answer) or one
+    `error` ({error, detail})."""
     decoders = {name: codecs.getincrementaldecoder("utf-8")(errors="replace") for name in ("stdout", "stderr")}
 
     def frame(event: str, data: dict[str, Any]) -> bytes:
@@ -131,7 +133,9 @@ def _server_sent_events(events: Iterator[tuple[str, bytes] | ExecOutcome]) -> It
 
     try:
         for event in events:
-            if isinstance(event, ExecOutcome):
+            if isinstance(event, ExecStarted):
+                yield frame("started", ExecStartedOutputSerializer(event).data)
+            elif isinstance(event, ExecOutcome):
                 yield frame("result", ExecOutputSerializer(event).data)
             elif text := decoders[event[0]].decode(event[1]):
                 yield frame("output", {"stream": event[0], "text": text})
@@ -145,7 +149,7 @@ _EXEC_EVENT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["event", "data"],
     "properties": {
-        "event": {"type": "string", "enum": ["output", "result", "error"]},
+        "event": {"type": "string", "enum": ["started", "output", "result", "error"]},
         "data": {"type": "string", "contentMediaType": "application/json"},
     },
 }
@@ -165,6 +169,7 @@ class ItemExecApi(ServiceApiView):
         },
         description=(
             "Runs the command in the item's sandbox. With `Accept: text/event-stream` the answer streams: "
+            "one `started` event ({sandbox_id, sandbox_opened, timeout_seconds}) once the sandbox is ready, "
             "`output` events ({stream, text}) while it runs, then one `result` event (this JSON answer) "
             "or an `error` event. Refusals (400, 507...) come back as JSON before any event."
         ),

@@ -39,10 +39,21 @@ _DISK_STOP_NOTE = (
 
 
 @dataclass(frozen=True)
+class ExecStarted:
+    """A streamed exec's first event: the sandbox is ready and the command starts, with the
+    seconds it may run before it is stopped."""
+
+    activity: SandboxActivity
+    opened: bool
+    timeout: float
+
+
+@dataclass(frozen=True)
 class ExecOutcome:
     result: ExecResult
     activity: SandboxActivity
     opened: bool
+    closed: bool = False  # the sandbox was stopped after the command (its workspace passed its disk limit)
 
 
 @dataclass(frozen=True)
@@ -181,11 +192,12 @@ def sandbox_exec_streaming(
         if result is None:
             raise _unavailable(SandboxUnavailable("the exec ended without a result"))
         ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
-        if activity.backend == "local" and _account_disk(item, app, activity):
+        closed = activity.backend == "local" and _account_disk(item, app, activity)
+        if closed:
             note = _DISK_STOP_NOTE
             yield "stderr", note.encode()
             result = replace(result, stderr=result.stderr + note)
-        yield ExecOutcome(result=result, activity=activity, opened=opened_any)
+        yield ExecOutcome(result=result, activity=activity, opened=opened_any, closed=closed)
         return
     raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The sandbox vanished twice in a row.")
 
