@@ -130,8 +130,18 @@ class Burst:
             thread.join(30)
 
 
+# The run's step waits for this file instead of sleeping a fixed time, so however loaded the machine,
+# the kill lands mid-run; the test writes it once the restarted deployment should finish the run.
+RELEASE = "release"
+SLOW_STEP = f"until [ -e {RELEASE} ]; do sleep 0.2; done"
+# Long enough for that wait on a loaded machine (the default 30 s would end the step first).
+CHAOS_CONFIG = '[sandbox]\nexec_timeout = "600s"\n'
+
+
 def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployment, tmp_path: Path) -> None:
-    env = {**deployment, **CHAOS_ENV}
+    config = tmp_path / "chaos.toml"
+    config.write_text(CHAOS_CONFIG)
+    env = {**deployment, **CHAOS_ENV, "WORKSPACE_CONFIG": str(config)}
     spawned: list[subprocess.Popen[bytes]] = []
     try:
         with gunicorn(env, tmp_path / "first.log", workers=2) as server:
@@ -143,7 +153,7 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployme
             workflow = client.request(
                 "POST",
                 "/api/v1/workflow",
-                {"name": "slow", "steps": ["sleep 20", "echo done"], "item_id": str(item_id), "every_seconds": 3600},
+                {"name": "slow", "steps": [SLOW_STEP, "echo done"], "item_id": str(item_id), "every_seconds": 3600},
             )
             assert workflow.status == 201, workflow.body
             workflow_id = workflow.json()["resource_id"]
@@ -188,8 +198,19 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployme
             burst.join()
             client.close()
 
-        # Then, once restarted, the worker finishes what was cut short
+        # Then, once restarted (and the run's step released), the worker finishes what was cut short
         with gunicorn(env, tmp_path / "second.log", workers=2) as restarted:
+            releaser = Client(restarted.port, timeout=30)
+            releaser.login(USER, USER_PASSWORD)
+            released = releaser.request(
+                "PUT",
+                f"/a/notebook/items/{item_id}/files/{RELEASE}",
+                b"",
+                {"Content-Type": "application/octet-stream"},
+                raw=True,
+            )
+            assert released.status == 200, released.body
+            releaser.close()
 
             def settled() -> bool:
                 state = _state(env, workflow_id)
