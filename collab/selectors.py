@@ -17,6 +17,20 @@ NOTIFICATION_FIELDS = ("id", "recipient", "kind", "title", "body", "link", "acto
 
 
 @dataclass(frozen=True)
+class InboxFilter:
+    """Which notifications a listing shows: all or only unread, of every kind or of one."""
+
+    unread_only: bool = False
+    kind: str = ""
+
+    def fingerprint(self) -> str:
+        return f"{int(self.unread_only)}|{self.kind}"
+
+
+EVERYTHING = InboxFilter()
+
+
+@dataclass(frozen=True)
 class InboxState:
     """Everything that changes when anything in the inbox changes: inserts, reads, edits."""
 
@@ -24,8 +38,8 @@ class InboxState:
     latest_change: Any
     unread_count: int
 
-    def etag(self, *, limit: int) -> str:
-        fingerprint = f"{self.user_id}|{self.latest_change}|{self.unread_count}|{limit}"
+    def etag(self, *, limit: int, shown: InboxFilter = EVERYTHING) -> str:
+        fingerprint = f"{self.user_id}|{self.latest_change}|{self.unread_count}|{limit}|{shown.fingerprint()}"
         return '"' + hashlib.blake2b(fingerprint.encode(), digest_size=12).hexdigest() + '"'
 
 
@@ -49,13 +63,21 @@ def inbox_state(*, user_id: str) -> InboxState:
     return InboxState(user_id=user_id, latest_change=latest_change, unread_count=int(unread_count or 0))
 
 
-def inbox(*, user_id: str, limit: int = INBOX_DEFAULT_LIMIT, state: InboxState | None = None) -> Inbox:
-    """Unread first, then newest first, at most `limit` rows (served by `notif_inbox_idx`)."""
-    rows = (
-        Notification.objects.filter(recipient=user_id)
-        .order_by("read", "-created_at", "-id")
-        .values(*NOTIFICATION_FIELDS)[:limit]
-    )
+def inbox(
+    *,
+    user_id: str,
+    limit: int = INBOX_DEFAULT_LIMIT,
+    state: InboxState | None = None,
+    shown: InboxFilter = EVERYTHING,
+) -> Inbox:
+    """Unread first, then newest first, at most `limit` rows (served by `notif_inbox_idx`; a kind
+    filter by `notif_kind_idx`)."""
+    rows = Notification.objects.filter(recipient=user_id)
+    if shown.unread_only:
+        rows = rows.filter(read=False)
+    if shown.kind:
+        rows = rows.filter(kind=shown.kind)
+    rows = rows.order_by("read", "-created_at", "-id").values(*NOTIFICATION_FIELDS)[:limit]
     return Inbox(
         state=state or inbox_state(user_id=user_id),
         results=list(rows),
