@@ -8,7 +8,9 @@ from typing import Any
 
 from django.db import connection
 
+from collab.identity import get_user_directory
 from collab.models import Notification
+from collab.web import rooted
 
 INBOX_DEFAULT_LIMIT = 50
 INBOX_MAX_LIMIT = 200
@@ -82,6 +84,16 @@ def inbox(
         state=state or inbox_state(user_id=user_id),
         results=list(rows),
     )
+
+
+def inbox_for_display(inbox: Inbox) -> Inbox:
+    """Adds what a person reads instead of ids: the actor's name and the link under the root path."""
+    directory = get_user_directory()
+    for row in inbox.results:
+        row["href"] = rooted(row["link"]) if row["link"] else ""
+        actor = directory.get(row["actor"]) if row["actor"] else None
+        row["actor_name"] = actor.name if actor else row["actor"]
+    return inbox
 
 
 def unread_count(*, user_id: str) -> int:

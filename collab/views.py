@@ -31,7 +31,7 @@ from collab.serializers import (
     NotificationsMarkedOutputSerializer,
     UserOutputSerializer,
 )
-from collab.web import html_or_api, identity_required, rooted, safe_next
+from collab.web import html_or_api, identity_required, safe_next
 
 
 class MeApi(ServiceApiView):
@@ -96,16 +96,6 @@ def _poll_seconds() -> int:
     return settings.WORKSPACE_NOTIFICATION_POLL_SECONDS
 
 
-def _for_display(inbox: selectors.Inbox) -> selectors.Inbox:
-    """Adds what a person reads instead of ids and epochs: names, times, rooted links."""
-    directory = get_user_directory()
-    for row in inbox.results:
-        row["href"] = rooted(row["link"]) if row["link"] else ""
-        actor = directory.get(row["actor"]) if row["actor"] else None
-        row["actor_name"] = actor.name if actor else row["actor"]
-    return inbox
-
-
 @dataclass(frozen=True)
 class FilterChoice:
     label: str
@@ -152,7 +142,7 @@ def notifications_page(request: HttpRequest) -> HttpResponse:
         shown = selectors.EVERYTHING
         messages.error(request, f"That filter cannot be read ({flattened_detail(query.errors)}); showing everything.")
     inbox = selectors.inbox(user_id=request.identity.user_id, limit=selectors.INBOX_MAX_LIMIT, shown=shown)
-    context = {"inbox": _for_display(inbox), "shown": shown, "filters": _filter_choices(shown)}
+    context = {"inbox": selectors.inbox_for_display(inbox), "shown": shown, "filters": _filter_choices(shown)}
     return render(request, "collab/notifications.html", context)
 
 
@@ -189,12 +179,6 @@ def switch_user(request: HttpRequest) -> HttpResponse:
         request.session[MOCK_SESSION_KEY] = user.id
         messages.success(request, f"You are now acting as {user.name}.")
     return HttpResponseRedirect(safe_next(request, reverse("home")))
-
-
-@identity_required
-def home_page(request: HttpRequest) -> HttpResponse:
-    inbox = selectors.inbox(user_id=request.identity.user_id, limit=5)
-    return render(request, "collab/home.html", {"inbox": _for_display(inbox)})
 
 
 class ApiTokenListApi(ServiceApiView):

@@ -11,7 +11,7 @@ from django.urls.resolvers import URLPattern, URLResolver
 from django.views.generic.base import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from workspace import errors
+from workspace import errors, home
 from workspace.health import HealthApi
 
 
@@ -22,6 +22,7 @@ def site_urlpatterns() -> list[URLPattern | URLResolver]:
         # Before admin/: the staff override endpoints live at /admin/user-resources.
         path("", include("quotas.urls")),
         path("admin/", admin.site.urls),
+        path("", home.home_page, name="home"),
         path("healthz", HealthApi.as_view(), name="healthz"),
         # Pages name their icon; this answers what asks the conventional path (a PDF, the API docs).
         path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True), name="favicon"),
