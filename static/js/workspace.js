@@ -98,7 +98,22 @@
     document.addEventListener("auxclick", follow);
   }
 
-  function start() { foldableMenu(); markReadWhenFollowed(); }
+  /* The header says which area the page belongs to: the link whose path starts the page's path
+     (Home only on itself). */
+  function markCurrentArea() {
+    const trimmed = (path) => path.replace(/\/+$/, "");
+    const here = trimmed(window.location.pathname);
+    const home = trimmed((document.body.dataset.rootPath || "") + "/");
+    let best = null;
+    document.querySelectorAll(".site-nav a").forEach((link) => {
+      const path = trimmed(link.pathname);
+      const matches = path === here || (path !== home && here.startsWith(path + "/"));
+      if (matches && (!best || path.length > trimmed(best.pathname).length)) best = link;
+    });
+    if (best) best.setAttribute("aria-current", "page");
+  }
+
+  function start() { foldableMenu(); markCurrentArea(); markReadWhenFollowed(); }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 
