@@ -6,7 +6,7 @@ of queries however much a person holds."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -28,25 +28,20 @@ HOME_NOTIFICATIONS = 5
 
 
 @dataclass(frozen=True)
-class DashboardItem:
-    title: str
-    app_name: str
-    url: str
-    created_at: Any
+class GlanceRow:
+    """One line of a dashboard list: what it is, where it is, and when it last mattered."""
 
-
-@dataclass(frozen=True)
-class DashboardChat:
     title: str
-    owner_name: str
     url: str
-    updated_at: Any
+    note: str
+    moment_label: str
+    moment: datetime
 
 
 @dataclass(frozen=True)
 class Dashboard:
-    items: list[DashboardItem]
-    shared_chats: list[DashboardChat]
+    items: list[GlanceRow]
+    shared_chats: list[GlanceRow]
     resources: list[dict[str, object]]
     unread: collab_selectors.Inbox
 
@@ -55,20 +50,22 @@ def home_dashboard(*, user_id: str) -> Dashboard:
     apps = get_config().apps
     directory = get_user_directory()
     items = [
-        DashboardItem(
+        GlanceRow(
             title=item.title,
-            app_name=apps[item.app_slug].name if item.app_slug in apps else item.app_slug,
             url=item_page(item.app_slug, item.pk),
-            created_at=item.created_at,
+            note=apps[item.app_slug].name if item.app_slug in apps else item.app_slug,
+            moment_label="created",
+            moment=item.created_at,
         )
         for item in items_of_creator(user_id=user_id, limit=HOME_ITEMS)
     ]
     chats = [
-        DashboardChat(
+        GlanceRow(
             title=chat.title,
-            owner_name=(owner.name if (owner := directory.get(chat.created_by)) else chat.created_by),
             url=reverse("kb-chat", args=[chat.pk]),
-            updated_at=chat.updated_at,
+            note=f"from {owner.name if (owner := directory.get(chat.created_by)) else chat.created_by}",
+            moment_label="active",
+            moment=chat.updated_at,
         )
         for chat in chats_shared_with(user_id=user_id, limit=HOME_CHATS)
     ]

@@ -13,13 +13,6 @@ from workspace.investigations.models import InvestigationMember
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True)
-def private_workspaces(settings, tmp_path):
-    settings.WORKSPACE_VAR_DIR = tmp_path / "var"
-    settings.WORKSPACE_CGROUP_ROOT = str(tmp_path / "cgroup")
-    settings.WORKSPACE_CGROUP_DRIVER = "prlimit"
-
-
 def test_mentioning_a_colleague_raises_their_bell_count(page_as):
     # Given alice's investigation, and carol's bell at zero
     investigation = services.investigation_create(title="Latency spike", user_id="alice")

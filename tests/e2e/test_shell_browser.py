@@ -16,13 +16,6 @@ from workspace.investigations import services as investigation_services
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(autouse=True)
-def private_workspaces(settings, tmp_path):
-    settings.WORKSPACE_VAR_DIR = tmp_path / "var"
-    settings.WORKSPACE_CGROUP_ROOT = str(tmp_path / "cgroup")
-    settings.WORKSPACE_CGROUP_DRIVER = "prlimit"
-
-
 def _looks_right(page, name: str) -> None:
     """What every page here must be: readable to assistive tech, no sideways scroll, and kept for review."""
     assert_no_sideways_scroll(page)
