@@ -225,3 +225,39 @@ def test_my_resources_is_accessible_and_fits_the_screen(page_as, viewport, bobs_
     # Then the page is accessible and fits the screen
     assert bob.locator("h1").inner_text() == "My resources"
     _looks_right(bob, "my-resources")
+
+
+def test_the_skip_link_is_the_first_stop_and_moves_focus_to_the_content(page_as) -> None:
+    # Given alice on her home page
+    alice = page_as("alice")
+    alice.goto("/")
+
+    # When she presses Tab once
+    alice.keyboard.press("Tab")
+
+    # Then the skip link is focused, visible, and wears the focus ring
+    skip = alice.get_by_role("link", name="Skip to content")
+    assert skip.evaluate("el => el === document.activeElement")
+    assert skip.evaluate("el => el.getBoundingClientRect().top >= 0")
+    assert skip.evaluate("el => getComputedStyle(el).outlineStyle") == "solid"
+
+    # When she follows it with Enter / Then the focus is on the page's content
+    alice.keyboard.press("Enter")
+    assert alice.evaluate("document.activeElement.id") == "main"
+
+
+def test_every_control_of_the_header_and_the_notifications_page_has_a_name(page_as) -> None:
+    # Given bob with a notification, on his notifications page at a phone's width
+    make_notification(recipient="bob", title="Status changed", link="/investigations/1")
+    bob = page_as("bob", viewport={"width": 390, "height": 844})
+    bob.goto("/notifications")
+
+    # When the buttons, links and form fields are asked for their accessible names
+    unnamed = bob.evaluate(
+        """() => Array.from(document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea'))
+             .filter(el => !(el.getAttribute('aria-label') || el.labels?.length || el.textContent.trim() || el.title))
+             .map(el => el.outerHTML.slice(0, 80))"""
+    )
+
+    # Then none is unnamed
+    assert unnamed == []

@@ -21,7 +21,13 @@ def refusing_page(request: HttpRequest) -> HttpResponse:
     raise ApiError(status_code=409, error="filename_taken", detail="'notes.md' already names a file here.")
 
 
+def quota_refusing_page(request: HttpRequest) -> HttpResponse:
+    detail = "Opening a sandbox would exceed alice's count limit."
+    raise ApiError(status_code=507, error="quota_exceeded", detail=detail)
+
+
 urlpatterns = [
+    path("test-errors/quota", quota_refusing_page),
     path("test-errors/crash", crashing_page),
     path("test-errors/forbidden", forbidden_page),
     path("test-errors/refused", refusing_page),

@@ -133,6 +133,17 @@ def test_a_service_refusal_a_page_let_through_keeps_its_status_and_detail(any_mo
     assert b"already names a file here." in response.content
 
 
+def test_a_quota_refusal_a_page_let_through_links_to_my_resources(any_mode, client: Client) -> None:
+    # Given a page that lets a quota's 507 through
+    # When a browser opens it
+    response = client.get("/test-errors/quota", **HTML)
+
+    # Then the refusal page names the limit and links to My resources, where room is made
+    assert response.status_code == 507
+    assert b"exceed alice&#x27;s count limit" in response.content
+    assert b'<a href="/my-resources">Free capacity on My resources</a>' in response.content
+
+
 def test_a_form_without_its_csrf_token_is_the_sites_403_page(any_mode, make_item) -> None:
     # Given a browser that never loaded our pages (no CSRF cookie or token), and alice's item
     item = make_item(created_by="alice")
