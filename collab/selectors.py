@@ -86,11 +86,19 @@ def inbox(
     )
 
 
+def _followable(link: str) -> str:
+    """A spec path under the root path, or an http(s) address; anything else (a `javascript:`
+    link typed in admin) is not rendered as a link at all."""
+    if link.startswith("/") and not link.startswith("//"):
+        return rooted(link)
+    return link if link.startswith(("https://", "http://")) else ""
+
+
 def inbox_for_display(inbox: Inbox) -> Inbox:
     """Adds what a person reads instead of ids: the actor's name and the link under the root path."""
     directory = get_user_directory()
     for row in inbox.results:
-        row["href"] = rooted(row["link"]) if row["link"] else ""
+        row["href"] = _followable(row["link"])
         actor = directory.get(row["actor"]) if row["actor"] else None
         row["actor_name"] = actor.name if actor else row["actor"]
     return inbox

@@ -161,3 +161,15 @@ def test_notification_times_read_as_words(client: Client, clock) -> None:
     # Then the older one reads "3 hours ago" and the newer "just now"
     assert b"3\xc2\xa0hours ago" in content
     assert b"just now" in content
+
+
+def test_a_notification_link_that_is_not_an_address_is_not_rendered_as_a_link(client: Client) -> None:
+    # Given a notification whose link, typed in admin, is a script
+    make_notification(link="javascript:alert(1)", title="Odd link")
+
+    # When alice opens her notifications
+    response = client.get("/notifications", **HTML)
+
+    # Then the title shows as text, and the script is nowhere in the page
+    assert b"Odd link" in response.content
+    assert b"javascript:alert" not in response.content
