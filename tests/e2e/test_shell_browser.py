@@ -4,6 +4,7 @@ links that mark read when followed), the site's error pages, My resources, and t
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
@@ -14,6 +15,17 @@ from tests.factories import make_notification
 from workspace.investigations import services as investigation_services
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _read_soon(**lookup: str) -> bool:
+    """Whether the notification is read within a few seconds: the page that sent the keepalive POST
+    has navigated away, so the browser cannot report its answer; the database can."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if Notification.objects.get(**lookup).read:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def _looks_right(page, name: str) -> None:
@@ -112,13 +124,12 @@ def test_following_a_notification_opens_its_target_and_marks_it_read(page_as, bo
     assert link.get_attribute("href") == f"/kb/chats/{bobs_world['chat'].id}"
 
     # When he clicks it
-    with bob.expect_request(lambda request: request.method == "POST" and request.url.endswith("/read")) as marked:
+    with bob.expect_request(lambda request: request.method == "POST" and request.url.endswith("/read")):
         link.click()
     bob.wait_for_url(f"**/kb/chats/{bobs_world['chat'].id}")
 
     # Then he is on the chat and the notification is read
-    assert marked.value.response().status == 200
-    assert Notification.objects.get(title__contains="shared").read is True
+    assert _read_soon(title__contains="shared")
 
 
 def test_middle_clicking_a_notification_opens_a_tab_and_marks_it_read(page_as, bobs_world) -> None:
@@ -147,13 +158,12 @@ def test_following_a_notification_with_the_keyboard_marks_it_read(page_as, bobs_
 
     # When he focuses the mention's link and presses Enter
     bob.get_by_test_id("notification-link").filter(has_text="mentioned").focus()
-    with bob.expect_response(lambda r: r.url.endswith("/read")) as marked:
+    with bob.expect_request(lambda request: request.method == "POST" and request.url.endswith("/read")):
         bob.keyboard.press("Enter")
     bob.wait_for_url("**/investigations/*")
 
     # Then it is read
-    assert marked.value.status == 200
-    assert Notification.objects.get(title__contains="mentioned").read is True
+    assert _read_soon(title__contains="mentioned")
 
 
 def test_copying_a_notification_link_marks_nothing(page_as, bobs_world) -> None:
