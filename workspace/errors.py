@@ -61,6 +61,14 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
     return _answer(request, status=status, error=error, detail=detail, template="400.html")
 
 
+def _method_not_allowed(request: HttpRequest, *, allowed: str) -> HttpResponse:
+    """A browser opening an address that only takes a form's POST (require_POST answers an empty 405)."""
+    detail = "This address is where a form sends its changes; open the page the form is on instead."
+    response = _answer(request, status=405, error="method_not_allowed", detail=detail, template="400.html")
+    response["Allow"] = allowed
+    return response
+
+
 def refused(request: HttpRequest, exc: ApiError) -> HttpResponse:
     """A service's refusal that a page let through: its status and detail, never a 500."""
     template = {403: "403.html", 404: "404.html"}.get(exc.status_code, "400.html")
@@ -104,6 +112,7 @@ class SiteErrorsMiddleware:
     - a view's Http404, PermissionDenied or uncaught ApiError: the site's 404, 403 or refusal page
       for a browser, JSON for an API client;
     - a path no URL matches: DEBUG would list every URL pattern; the site's 404 instead;
+    - a browser opening a POST-only address: the site's page instead of an empty 405;
     - an unhandled exception: 503 with Retry-After when the database could not serve (clients
       should retry, not report), else the site's 500. Django has logged the traceback already.
     """
@@ -120,6 +129,8 @@ class SiteErrorsMiddleware:
             return server_error(request)
         if response.status_code == 404 and request.resolver_match is None and settings.DEBUG:
             return not_found(request)
+        if response.status_code == 405 and not response.content and prefers_html(request):
+            return _method_not_allowed(request, allowed=response.get("Allow", ""))
         return response
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:

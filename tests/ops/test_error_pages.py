@@ -160,6 +160,18 @@ def test_a_form_without_its_csrf_token_is_the_sites_403_page(any_mode, make_item
     assert item.title != "Renamed"
 
 
+def test_opening_a_post_only_address_in_a_browser_is_a_page_not_a_blank_405(any_mode, client: Client) -> None:
+    # Given a browser
+    # When it opens the address the user switcher's form posts to
+    response = client.get("/switch-user", **HTML)
+
+    # Then it gets the site's page saying what the address is for, and what it allows
+    assert response.status_code == 405
+    assert _is_site_page(response)
+    assert b"where a form sends its changes" in response.content
+    assert response["Allow"] == "POST"
+
+
 def test_every_page_names_the_sites_icon(client: Client) -> None:
     # Given a browser
     # When it opens the home page
