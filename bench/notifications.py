@@ -1,4 +1,5 @@
-"""One notification poll, with and without If-None-Match, as the table grows.
+"""One notification poll, with and without If-None-Match, and filtered (unread only; one rare kind,
+the notifications page's filters), as the table grows.
 
 .venv/bin/python bench/notifications.py [--sizes 1000,100000,1000000] [--database-url postgres://...]
 """
@@ -34,7 +35,8 @@ def fill(total: int, already: int) -> None:
         rows.append(
             Notification(
                 recipient=recipient,
-                kind="mention",
+                # One in a hundred is a share: the rare kind a filter has to find among the rest.
+                kind="share" if index % 100 == 0 else "mention",
                 title=f"Mention {index}",
                 link=f"/investigations/{index % 977}",
                 actor="bob",
@@ -69,6 +71,12 @@ def main() -> None:
                 cursor.execute("ANALYZE")
         etag = client.get("/notifications")["ETag"]
         figures.append(measure("poll, full body (limit 50)", size, args.repeat, lambda: client.get("/notifications")))
+        figures.append(
+            measure("poll, unread only", size, args.repeat, lambda: client.get("/notifications?unread=true"))
+        )
+        figures.append(
+            measure("poll, one rare kind", size, args.repeat, lambda: client.get("/notifications?kind=share"))
+        )
         figures.append(
             measure(
                 "poll, If-None-Match -> 304",

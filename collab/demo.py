@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractUser
 
 from collab.identity import MockDirectory
 
@@ -14,7 +16,8 @@ ADMIN_PASSWORD = "admin"
 
 
 def load(*, say: Callable[[str], None]) -> None:
-    """Idempotent: existing accounts are left as they are."""
+    """Idempotent: an existing account keeps its password. The mock directory's staff
+    (WORKSPACE_MOCK_STAFF) get staff rights on their account too, so they can sign in to /admin/."""
     accounts = get_user_model().objects
     for person in MockDirectory().all():
         first, _, last = person.name.partition(" ")
@@ -25,6 +28,18 @@ def load(*, say: Callable[[str], None]) -> None:
             account.set_password(DEMO_PASSWORD)
             account.save(update_fields=["password"])
             say(f"created account {person.id} (password {DEMO_PASSWORD!r})")
+        if person.id in settings.WORKSPACE_MOCK_STAFF:
+            _grant_staff(account, say=say)
     if not accounts.filter(username=ADMIN_USERNAME).exists():
         accounts.create_superuser(ADMIN_USERNAME, "admin@example.com", ADMIN_PASSWORD)
         say(f"created superuser {ADMIN_USERNAME} (password {ADMIN_PASSWORD!r}) for /admin/")
+
+
+def _grant_staff(account: AbstractUser, *, say: Callable[[str], None]) -> None:
+    # Django admin shows a staff account only what its permissions allow; the demo's operations
+    # lead looks after everything, as the mock identity's staff flag means everywhere else.
+    if account.is_staff and account.is_superuser:
+        return
+    account.is_staff = account.is_superuser = True
+    account.save(update_fields=["is_staff", "is_superuser"])
+    say(f"{account.username} is staff: /admin/ with password {DEMO_PASSWORD!r}")

@@ -35,11 +35,12 @@ _CODES_BY_CLASS: list[tuple[type[exceptions.APIException], str]] = [
 ]
 
 
-def _flatten(detail: Any) -> str:
+def flattened_detail(detail: Any) -> str:
+    """A validation error's nested detail as one readable line (`field: message; ...`)."""
     if isinstance(detail, dict):
-        return "; ".join(f"{key}: {_flatten(value)}" for key, value in detail.items())
+        return "; ".join(f"{key}: {flattened_detail(value)}" for key, value in detail.items())
     if isinstance(detail, list):
-        return " ".join(_flatten(item) for item in detail)
+        return " ".join(flattened_detail(item) for item in detail)
     return str(detail)
 
 
@@ -60,9 +61,9 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        response.data = {"error": "validation_error", "detail": _flatten(exc.detail), "fields": exc.detail}
+        response.data = {"error": "validation_error", "detail": flattened_detail(exc.detail), "fields": exc.detail}
         response.status_code = status.HTTP_400_BAD_REQUEST
         return response
     code = next((name for cls, name in _CODES_BY_CLASS if isinstance(exc, cls)), "error")
-    response.data = {"error": code, "detail": _flatten(getattr(exc, "detail", str(exc)))}
+    response.data = {"error": code, "detail": flattened_detail(getattr(exc, "detail", str(exc)))}
     return response

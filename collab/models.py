@@ -57,6 +57,8 @@ class Notification(TrackedModel):
         indexes = [
             # The inbox order: unread first, then newest; also serves the unread count.
             models.Index(fields=["recipient", "read", "-created_at", "-id"], name="notif_inbox_idx"),
+            # The inbox filtered to one kind (the notifications page's filter, `?kind=`).
+            models.Index(fields=["recipient", "kind", "read", "-created_at", "-id"], name="notif_kind_idx"),
             # The latest change per recipient, read by the conditional-GET probe in one seek.
             models.Index(fields=["recipient", "updated_at"], name="notif_changed_idx"),
         ]

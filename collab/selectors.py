@@ -8,12 +8,28 @@ from typing import Any
 
 from django.db import connection
 
+from collab.identity import get_user_directory
 from collab.models import Notification
+from collab.web import rooted
 
 INBOX_DEFAULT_LIMIT = 50
 INBOX_MAX_LIMIT = 200
 
 NOTIFICATION_FIELDS = ("id", "recipient", "kind", "title", "body", "link", "actor", "read", "created_at")
+
+
+@dataclass(frozen=True)
+class InboxFilter:
+    """Which notifications a listing shows: all or only unread, of every kind or of one."""
+
+    unread_only: bool = False
+    kind: str = ""
+
+    def fingerprint(self) -> str:
+        return f"{int(self.unread_only)}|{self.kind}"
+
+
+EVERYTHING = InboxFilter()
 
 
 @dataclass(frozen=True)
@@ -24,8 +40,8 @@ class InboxState:
     latest_change: Any
     unread_count: int
 
-    def etag(self, *, limit: int) -> str:
-        fingerprint = f"{self.user_id}|{self.latest_change}|{self.unread_count}|{limit}"
+    def etag(self, *, limit: int, shown: InboxFilter = EVERYTHING) -> str:
+        fingerprint = f"{self.user_id}|{self.latest_change}|{self.unread_count}|{limit}|{shown.fingerprint()}"
         return '"' + hashlib.blake2b(fingerprint.encode(), digest_size=12).hexdigest() + '"'
 
 
@@ -49,17 +65,43 @@ def inbox_state(*, user_id: str) -> InboxState:
     return InboxState(user_id=user_id, latest_change=latest_change, unread_count=int(unread_count or 0))
 
 
-def inbox(*, user_id: str, limit: int = INBOX_DEFAULT_LIMIT, state: InboxState | None = None) -> Inbox:
-    """Unread first, then newest first, at most `limit` rows (served by `notif_inbox_idx`)."""
-    rows = (
-        Notification.objects.filter(recipient=user_id)
-        .order_by("read", "-created_at", "-id")
-        .values(*NOTIFICATION_FIELDS)[:limit]
-    )
+def inbox(
+    *,
+    user_id: str,
+    limit: int = INBOX_DEFAULT_LIMIT,
+    state: InboxState | None = None,
+    shown: InboxFilter = EVERYTHING,
+) -> Inbox:
+    """Unread first, then newest first, at most `limit` rows (served by `notif_inbox_idx`; a kind
+    filter by `notif_kind_idx`)."""
+    rows = Notification.objects.filter(recipient=user_id)
+    if shown.unread_only:
+        rows = rows.filter(read=False)
+    if shown.kind:
+        rows = rows.filter(kind=shown.kind)
+    rows = rows.order_by("read", "-created_at", "-id").values(*NOTIFICATION_FIELDS)[:limit]
     return Inbox(
         state=state or inbox_state(user_id=user_id),
         results=list(rows),
     )
+
+
+def _followable(link: str) -> str:
+    """A spec path under the root path, or an http(s) address; anything else (a `javascript:`
+    link typed in admin) is not rendered as a link at all."""
+    if link.startswith("/") and not link.startswith("//"):
+        return rooted(link)
+    return link if link.startswith(("https://", "http://")) else ""
+
+
+def inbox_for_display(inbox: Inbox) -> Inbox:
+    """Adds what a person reads instead of ids: the actor's name and the link under the root path."""
+    directory = get_user_directory()
+    for row in inbox.results:
+        row["href"] = _followable(row["link"])
+        actor = directory.get(row["actor"]) if row["actor"] else None
+        row["actor_name"] = actor.name if actor else row["actor"]
+    return inbox
 
 
 def unread_count(*, user_id: str) -> int:

@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from collab import clock
 from collab.models import Notification
-from collab.selectors import INBOX_DEFAULT_LIMIT, INBOX_MAX_LIMIT
+from collab.selectors import INBOX_DEFAULT_LIMIT, INBOX_MAX_LIMIT, InboxFilter
 from collab.tokens import IssuedToken
 
 
@@ -61,6 +61,13 @@ class NotificationInboxOutputSerializer(serializers.Serializer):
 
 class NotificationInboxQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=INBOX_MAX_LIMIT, default=INBOX_DEFAULT_LIMIT)
+    unread = serializers.BooleanField(default=False, help_text="Only unread notifications.")
+    kind = serializers.ChoiceField(
+        choices=Notification.Kind.choices, required=False, help_text="Only notifications of this kind."
+    )
+
+    def shown(self) -> InboxFilter:
+        return InboxFilter(unread_only=self.validated_data["unread"], kind=self.validated_data.get("kind", ""))
 
 
 class NotificationsMarkedOutputSerializer(serializers.Serializer):

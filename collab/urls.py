@@ -1,4 +1,5 @@
-"""URLs of identity and notifications (the spec's paths; pages share them by Accept)."""
+"""URLs of identity and notifications (the spec's paths; pages share them by Accept); the home page
+is the project's (`workspace.home`), which reads every area."""
 
 from django.urls import path
 
@@ -6,7 +7,6 @@ from collab import converters as _converters  # noqa: F401 - registers <id:...>
 from collab import views
 
 urlpatterns = [
-    path("", views.home_page, name="home"),
     path("me", views.MeApi.as_view(), name="me"),
     path("me/tokens", views.me_tokens, name="me-tokens"),
     path("me/tokens/<id:token_id>", views.me_token, name="me-token"),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -13,9 +16,10 @@ from rest_framework.response import Response
 
 from collab import selectors, services, tokens
 from collab.api import ServiceApiView
-from collab.errors import ApiError
+from collab.errors import ApiError, flattened_detail
 from collab.identity import get_user_directory, mock_identity_enabled
 from collab.middleware import MOCK_SESSION_KEY
+from collab.models import Notification
 from collab.serializers import (
     ApiTokenCreateInputSerializer,
     ApiTokenIssuedOutputSerializer,
@@ -27,7 +31,7 @@ from collab.serializers import (
     NotificationsMarkedOutputSerializer,
     UserOutputSerializer,
 )
-from collab.web import html_or_api, identity_required, rooted, safe_next
+from collab.web import html_or_api, identity_required, safe_next
 
 
 class MeApi(ServiceApiView):
@@ -53,13 +57,13 @@ class NotificationListApi(ServiceApiView):
     def get(self, request: Request) -> Response:
         query = NotificationInboxQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        limit = query.validated_data["limit"]
+        limit, shown = query.validated_data["limit"], query.shown()
         state = selectors.inbox_state(user_id=request.user.id)
-        etag = state.etag(limit=limit)
+        etag = state.etag(limit=limit, shown=shown)
         if etag in _if_none_match(request):
             response = Response(status=304)
         else:
-            inbox = selectors.inbox(user_id=request.user.id, limit=limit, state=state)
+            inbox = selectors.inbox(user_id=request.user.id, limit=limit, state=state, shown=shown)
             response = Response(NotificationInboxOutputSerializer(inbox).data)
         response["ETag"] = etag
         response["Cache-Control"] = "private, no-cache"
@@ -92,27 +96,59 @@ def _poll_seconds() -> int:
     return settings.WORKSPACE_NOTIFICATION_POLL_SECONDS
 
 
-def _for_display(inbox: selectors.Inbox) -> selectors.Inbox:
-    """Adds what a person reads instead of ids and epochs: names, times, rooted links."""
-    directory = get_user_directory()
-    for row in inbox.results:
-        row["href"] = rooted(row["link"]) if row["link"] else ""
-        actor = directory.get(row["actor"]) if row["actor"] else None
-        row["actor_name"] = actor.name if actor else row["actor"]
-    return inbox
+@dataclass(frozen=True)
+class FilterChoice:
+    label: str
+    href: str
+    current: bool
+
+
+def _filter_href(shown: selectors.InboxFilter) -> str:
+    params = {"unread": "true"} if shown.unread_only else {}
+    if shown.kind:
+        params["kind"] = shown.kind
+    return reverse("notifications") + (f"?{urlencode(params)}" if params else "")
+
+
+def _filter_choices(shown: selectors.InboxFilter) -> dict[str, list[FilterChoice]]:
+    """Links, not a form: a filtered list can be bookmarked, shared and opened in a new tab."""
+    kinds = [kind for kind in Notification.Kind if kind in Notification.PRODUCED_KINDS or kind == shown.kind]
+    by_kind = [
+        selectors.InboxFilter(unread_only=shown.unread_only),
+        *(selectors.InboxFilter(unread_only=shown.unread_only, kind=kind) for kind in kinds),
+    ]
+    return {
+        "read": [
+            FilterChoice("Unread", _filter_href(replace(shown, unread_only=True)), shown.unread_only),
+            FilterChoice("All", _filter_href(replace(shown, unread_only=False)), not shown.unread_only),
+        ],
+        "kind": [
+            FilterChoice(
+                f"{Notification.Kind(option.kind).label}s" if option.kind else "Every kind",
+                _filter_href(option),
+                option.kind == shown.kind,
+            )
+            for option in by_kind
+        ],
+    }
 
 
 @identity_required
 def notifications_page(request: HttpRequest) -> HttpResponse:
-    inbox = selectors.inbox(user_id=request.identity.user_id, limit=selectors.INBOX_MAX_LIMIT)
-    return render(request, "collab/notifications.html", {"inbox": _for_display(inbox)})
+    query = NotificationInboxQuerySerializer(data=request.GET)
+    if query.is_valid():
+        shown = query.shown()
+    else:
+        shown = selectors.EVERYTHING
+        messages.error(request, f"That filter cannot be read ({flattened_detail(query.errors)}); showing everything.")
+    inbox = selectors.inbox(user_id=request.identity.user_id, limit=selectors.INBOX_MAX_LIMIT, shown=shown)
+    context = {"inbox": selectors.inbox_for_display(inbox), "shown": shown, "filters": _filter_choices(shown)}
+    return render(request, "collab/notifications.html", context)
 
 
 @identity_required
 def notification_read_page(request: HttpRequest, notification_id: int) -> HttpResponse:
-    notification = services.notification_mark_read(notification_id=notification_id, user_id=request.identity.user_id)
-    if request.POST.get("follow") and notification.link:
-        return HttpResponseRedirect(rooted(notification.link))
+    services.notification_mark_read(notification_id=notification_id, user_id=request.identity.user_id)
     return HttpResponseRedirect(safe_next(request, reverse("notifications")))
 
 
@@ -143,12 +179,6 @@ def switch_user(request: HttpRequest) -> HttpResponse:
         request.session[MOCK_SESSION_KEY] = user.id
         messages.success(request, f"You are now acting as {user.name}.")
     return HttpResponseRedirect(safe_next(request, reverse("home")))
-
-
-@identity_required
-def home_page(request: HttpRequest) -> HttpResponse:
-    inbox = selectors.inbox(user_id=request.identity.user_id, limit=5)
-    return render(request, "collab/home.html", {"inbox": _for_display(inbox)})
 
 
 class ApiTokenListApi(ServiceApiView):

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.defaultfilters import filesizeformat
 
+from collab.errors import ApiError
 from knowledge.models import CitationEvent, Collection, CollectionWriter, Document, KbChat
-from knowledge.services import collections_purge, documents_purge
+from knowledge.services import collections_purge, document_rename_by_staff, documents_purge
 
 
 class CollectionWriterInline(admin.TabularInline):
@@ -51,15 +54,55 @@ class CollectionAdmin(admin.ModelAdmin):
             gone.delete()
 
 
+class DocumentForm(forms.ModelForm):
+    class Meta:
+        model = Document
+        fields = ("filename",)
+
+
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):
-    list_display = ("filename", "collection", "status", "size", "created_by", "updated_at")
+    """Staff rename and delete documents through the services, so the rules and the search index
+    hold; content, collection and status are the upload's and ingest's (the knowledge base pages)."""
+
+    form = DocumentForm
+    list_display = ("filename", "collection", "status", "shown_size", "created_by", "updated_at")
     list_filter = ("status",)
     search_fields = ("filename",)
-    exclude = ("content",)
-    readonly_fields = (
-        "size", "content_version", "replaced_by", "replaced_at", "created_by", "updated_by", "created_at", "updated_at",
+    fields = (
+        "filename", "collection", "content_type", "shown_size", "status", "reason", "content_version",
+        "replaced_by", "replaced_at", "created_by", "updated_by", "created_at", "updated_at",
     )  # fmt: skip
+    readonly_fields = (
+        "collection", "content_type", "shown_size", "status", "reason", "content_version", "replaced_by",
+        "replaced_at", "created_by", "updated_by", "created_at", "updated_at",
+    )  # fmt: skip
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # A document is an upload that ingest turns into searchable passages; admin has no file to give.
+        return False
+
+    @admin.display(description="size", ordering="size")
+    def shown_size(self, obj: Document) -> str:
+        return filesizeformat(obj.size)  # as the knowledge base pages show it
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
+        return super().get_queryset(request).defer("content")
+
+    def save_model(self, request: HttpRequest, obj: Document, form: DocumentForm, change: bool) -> None:
+        document_rename_by_staff(
+            document_id=obj.pk, user_id=request.user.get_username(), filename=form.cleaned_data["filename"]
+        )
+
+    def changeform_view(
+        self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        """A refused rename (a name another document of the collection has) is a message on the form."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ApiError as exc:
+            self.message_user(request, str(exc.detail), messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     # Deleting goes through the service, so the chunks and their search-index rows go too.
     def delete_model(self, request: HttpRequest, obj: Document) -> None:

@@ -238,6 +238,12 @@ def chat_summary(*, chat: KbChat) -> ChatRow:
     return _chat_rows(KbChat.objects.filter(pk=chat.pk))[0]
 
 
+def chats_shared_with(*, user_id: str, limit: int) -> list[KbChat]:
+    """Other people's chats the caller reads, latest activity first: one query (`kb_share_reader_idx`)."""
+    shared = KbChatShare.objects.filter(user_id=user_id).values("chat_id")
+    return list(KbChat.objects.filter(pk__in=shared).order_by("-updated_at", "id")[:limit])
+
+
 def chat_detail(*, chat: KbChat) -> ChatRow:
     """The chat as its owner and readers see it; the caller has already authorised the reader."""
     messages = list(KbChatMessage.objects.filter(chat_id=chat.pk).order_by("sequence"))

@@ -136,17 +136,30 @@ class ReadOnlyLedgerAdmin(admin.ModelAdmin):
 @admin.register(SandboxActivity)
 class SandboxActivityAdmin(ReadOnlyLedgerAdmin):
     list_display = (
-        "id", "item_id", "app_slug", "owner", "backend", "backend_sandbox_id", "cpu_cores", "memory_bytes",
+        "id", "item_id", "app_slug", "owner", "backend", "backend_sandbox_id", "cpu_cores", "memory",
         "charges_cost", "last_seen_at", "lease_expires_at", "is_deleted", "close_reason",
     )  # fmt: skip
     list_filter = ("is_deleted", "backend", "close_reason", "charges_cost")
     search_fields = ("owner", "item_id", "backend_sandbox_id")
     ordering = ("-id",)
+    # The detail page shows the size as written in the config ("512M"), not the byte count.
+    exclude = ("memory_bytes",)
+    readonly_fields = ("memory",)
+
+    @admin.display(description="memory", ordering="memory_bytes")
+    def memory(self, obj: SandboxActivity) -> str:
+        return format_size(obj.memory_bytes)
 
 
 @admin.register(WorkspaceDiskUsage)
 class WorkspaceDiskUsageAdmin(ReadOnlyLedgerAdmin):
-    list_display = ("item_id", "app_slug", "owner", "bytes", "measured_at", "is_deleted")
+    list_display = ("item_id", "app_slug", "owner", "size", "measured_at", "is_deleted")
     list_filter = ("is_deleted",)
     search_fields = ("owner", "item_id")
     ordering = ("owner", "item_id")
+    exclude = ("bytes",)
+    readonly_fields = ("size",)
+
+    @admin.display(description="size", ordering="bytes")
+    def size(self, obj: WorkspaceDiskUsage) -> str:
+        return format_size(obj.bytes) if obj.bytes else "0"

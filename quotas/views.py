@@ -88,6 +88,17 @@ class UserResourceApi(ServiceApiView):
         return Response(status=204)
 
 
+def usage_rows(summed: selectors.MyResources | selectors.ResourcesAtAGlance) -> list[dict[str, object]]:
+    """Sandboxes, cores, memory and disk against their limits, as people read them (the last row is disk)."""
+    usage, limits = summed.usage, summed.limits
+    return [
+        _usage_row("Sandboxes", usage.count, limits.count),
+        _usage_row("CPU cores", usage.cpu, limits.cpu),
+        _usage_row("Memory", usage.memory, limits.memory, size=True),
+        _usage_row("Disk", summed.disk_in_use, limits.disk, size=True),
+    ]
+
+
 def _usage_row(label: str, used: float, limit: float | None, *, size: bool = False) -> dict[str, object]:
     shown = format_size if size else (lambda value: f"{value:g}")
     return {
@@ -102,15 +113,11 @@ def _usage_row(label: str, used: float, limit: float | None, *, size: bool = Fal
 @identity_required
 def my_resources_page(request: HttpRequest) -> HttpResponse:
     mine = selectors.my_resources(user_id=request.identity.user_id)
-    usage, limits = mine.usage, mine.limits
+    *sandbox_rows, disk_row = usage_rows(mine)
     context = {
         "mine": mine,
-        "sandbox_rows": [
-            _usage_row("Sandboxes", usage.count, limits.count),
-            _usage_row("CPU cores", usage.cpu, limits.cpu),
-            _usage_row("Memory", usage.memory, limits.memory, size=True),
-        ],
-        "disk_row": _usage_row("Disk", mine.disk_in_use, limits.disk, size=True),
+        "sandbox_rows": sandbox_rows,
+        "disk_row": disk_row,
         "live": [{"sandbox": sandbox, "memory": format_size(sandbox.memory)} for sandbox in mine.live],
     }
     return render(request, "quotas/my_resources.html", context)

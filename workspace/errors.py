@@ -1,4 +1,5 @@
-"""Site-wide 400, 404, 500 and 503: JSON with `error` and `detail` for API clients, a page for people."""
+"""Site-wide errors: JSON with `error` and `detail` for API clients, the site's own page for people,
+in every mode (DEBUG's technical pages never reach a browser)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,37 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.signals import got_request_exception
 from django.db.utils import InterfaceError, OperationalError
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template import loader
 
+from collab.errors import ApiError
 from collab.web import prefers_html
 
 
-def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+def _answer(request: HttpRequest, *, status: int, error: str, detail: str, template: str) -> HttpResponse:
     if prefers_html(request):
-        return render(request, "404.html", {"path": request.path}, status=404)
-    return JsonResponse({"error": "not_found", "detail": f"Nothing is at {request.path}."}, status=404)
+        return render(request, template, {"path": request.path, "detail": detail, "status": status}, status=status)
+    return JsonResponse({"error": error, "detail": detail}, status=status)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return _answer(request, status=404, error="not_found", detail=f"Nothing is at {request.path}.", template="404.html")
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    given = str(exception) if exception is not None and str(exception) else ""
+    detail = given or "You do not have the right to do this here."
+    return _answer(request, status=403, error="permission_denied", detail=detail, template="403.html")
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """A form posted without our token: an old tab after a restart, or another site's form."""
+    detail = "The form was sent without a valid security token. Reload the page and send it again."
+    return _answer(request, status=403, error="csrf_failed", detail=detail, template="403.html")
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
@@ -40,9 +58,21 @@ def bad_request(request: HttpRequest, exception: Exception | None = None) -> Htt
         if too_big
         else "The request could not be read."
     )
-    if prefers_html(request):
-        return render(request, "400.html", {"detail": detail}, status=status)
-    return JsonResponse({"error": error, "detail": detail}, status=status)
+    return _answer(request, status=status, error=error, detail=detail, template="400.html")
+
+
+def _method_not_allowed(request: HttpRequest, *, allowed: str) -> HttpResponse:
+    """A browser opening an address that only takes a form's POST (require_POST answers an empty 405)."""
+    detail = "This address is where a form sends its changes; open the page the form is on instead."
+    response = _answer(request, status=405, error="method_not_allowed", detail=detail, template="400.html")
+    response["Allow"] = allowed
+    return response
+
+
+def refused(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    """A service's refusal that a page let through: its status and detail, never a 500."""
+    template = {403: "403.html", 404: "404.html"}.get(exc.status_code, "400.html")
+    return _answer(request, status=exc.status_code, error=exc.error, detail=str(exc.detail), template=template)
 
 
 # Errors that mean "the database cannot serve now" (down, unreachable, locked): worth a retry.
@@ -66,24 +96,48 @@ def database_unavailable(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _note_database_failure(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
-    # Sent while the exception is being handled, wherever it was raised (a view, a middleware, DRF).
-    if request is not None and isinstance(sys.exc_info()[1], _DATABASE_UNAVAILABLE):
-        request.database_unavailable = True  # type: ignore[attr-defined]
+def _note_unhandled_exception(sender: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
+    # Sent while the exception is being handled, wherever it was raised (a view, a middleware, DRF),
+    # after Django has logged it and before DEBUG turns it into a traceback page.
+    if request is not None:
+        request.unhandled_exception = sys.exc_info()[1]  # type: ignore[attr-defined]
 
 
-got_request_exception.connect(_note_database_failure, dispatch_uid="workspace.errors.database_unavailable")
+got_request_exception.connect(_note_unhandled_exception, dispatch_uid="workspace.errors.unhandled_exception")
 
 
-class DatabaseUnavailableMiddleware:
-    """Turns the 500 of a request that failed because the database could not serve into a 503 with
-    Retry-After, in every mode (DEBUG's technical page included): clients should retry, not report."""
+class SiteErrorsMiddleware:
+    """The site's own answer to every failure, whatever DEBUG says (the demo runs with it on):
+
+    - a view's Http404, PermissionDenied or uncaught ApiError: the site's 404, 403 or refusal page
+      for a browser, JSON for an API client;
+    - a path no URL matches: DEBUG would list every URL pattern; the site's 404 instead;
+    - a browser opening a POST-only address: the site's page instead of an empty 405;
+    - an unhandled exception: 503 with Retry-After when the database could not serve (clients
+      should retry, not report), else the site's 500. Django has logged the traceback already.
+    """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if response.status_code >= 500 and getattr(request, "database_unavailable", False):
-            return database_unavailable(request)
+        failure = getattr(request, "unhandled_exception", None)
+        if failure is not None and response.status_code >= 500:
+            if isinstance(failure, _DATABASE_UNAVAILABLE):
+                return database_unavailable(request)
+            return server_error(request)
+        if response.status_code == 404 and request.resolver_match is None and settings.DEBUG:
+            return not_found(request)
+        if response.status_code == 405 and not response.content and prefers_html(request):
+            return _method_not_allowed(request, allowed=response.get("Allow", ""))
         return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if isinstance(exception, Http404):
+            return not_found(request, exception)
+        if isinstance(exception, PermissionDenied):
+            return permission_denied(request, exception)
+        if isinstance(exception, ApiError):
+            return refused(request, exception)
+        return None

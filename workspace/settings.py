@@ -66,8 +66,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "workspace.request_log.RequestLogMiddleware",
-    # Inside the request log (which then records the 503), outside everything that may query.
-    "workspace.errors.DatabaseUnavailableMiddleware",
+    # Inside the request log (which then records its answer), outside everything that may query:
+    # the site's own 404, 403, 500 and 503 in every mode, DEBUG included (workspace/errors.py).
+    "workspace.errors.SiteErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -82,6 +83,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "workspace.urls"
+# A form posted without a valid CSRF token gets the site's 403 page (JSON for API clients).
+CSRF_FAILURE_VIEW = "workspace.errors.csrf_failure"
 
 TEMPLATES = [
     {

@@ -67,8 +67,55 @@
       if (event.key === "Escape" && menu.classList.contains("open")) { setOpen(false); toggle.focus(); }
     });
   }
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", foldableMenu);
-  else foldableMenu();
+
+  /* A notification's link goes straight to its target, so middle-click, "copy link" and a new tab
+     behave as people expect. Following it (a click, Enter, a middle-click) marks it read with a
+     POST that outlives the page (keepalive), so a GET never writes. */
+  function markReadWhenFollowed() {
+    function follow(event) {
+      const link = event.target.closest && event.target.closest("a[data-mark-read-url]");
+      if (!link || (event.type === "auxclick" && event.button !== 1)) return;
+      fetch(link.dataset.markReadUrl, {
+        method: "POST",
+        keepalive: true,
+        credentials: "same-origin",
+        headers: {"Accept": "application/json", "X-CSRFToken": csrfToken()},
+      }).catch(() => { /* offline: it stays unread, and says so */ });
+      link.removeAttribute("data-mark-read-url");
+      const row = link.closest(".notification");
+      if (row) {
+        row.classList.remove("unread");
+        row.querySelectorAll(".visually-hidden, .notification-actions").forEach((node) => node.remove());
+      }
+      const count = document.querySelector("[data-testid=bell-count]");
+      if (count) {
+        const left = Math.max(0, (parseInt(count.textContent, 10) || 0) - 1);
+        count.textContent = left;
+        count.closest(".bell").classList.toggle("has-unread", left > 0);
+      }
+    }
+    document.addEventListener("click", follow);
+    document.addEventListener("auxclick", follow);
+  }
+
+  /* The header says which area the page belongs to: the link whose path starts the page's path
+     (Home only on itself). */
+  function markCurrentArea() {
+    const trimmed = (path) => path.replace(/\/+$/, "");
+    const here = trimmed(window.location.pathname);
+    const home = trimmed((document.body.dataset.rootPath || "") + "/");
+    let best = null;
+    document.querySelectorAll(".site-nav a").forEach((link) => {
+      const path = trimmed(link.pathname);
+      const matches = path === here || (path !== home && here.startsWith(path + "/"));
+      if (matches && (!best || path.length > trimmed(best.pathname).length)) best = link;
+    });
+    if (best) best.setAttribute("aria-current", "page");
+  }
+
+  function start() { foldableMenu(); markCurrentArea(); markReadWhenFollowed(); }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 
   window.Workspace = {csrfToken: csrfToken, sendJson: sendJson, refusal: refusal};
 })();

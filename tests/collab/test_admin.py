@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from django.test import Client
+from django.contrib.auth import get_user_model
+from django.test import Client, override_settings
 
+from collab import demo
 from collab.models import Notification
 from tests.factories import make_notification
 
@@ -80,3 +82,41 @@ def test_openapi_schema_documents_the_pages_shared_api_paths(client: Client) -> 
         "/notifications/read-all",
         "/notifications/{notification_id}/read",
     } <= set(paths)
+
+
+def test_the_demos_staff_person_signs_in_to_admin_with_the_demo_password(client: Client) -> None:
+    # Given the demo's accounts, alice being the mock directory's staff
+    demo.load(say=lambda line: None)
+
+    # When alice signs in at /admin/ with the demo password
+    response = client.post("/admin/login/?next=/admin/", {"username": "alice", "password": "demo"}, follow=True)
+
+    # Then she reaches the site administration, with the service's models on it
+    assert response.redirect_chain[-1][0] == "/admin/"
+    assert b"Site administration" in response.content
+    assert b"Notifications" in response.content
+
+
+def test_loading_the_demo_again_gives_an_existing_staff_account_its_rights(client: Client) -> None:
+    # Given alice's demo account from an earlier load, made before she was staff
+    demo.load(say=lambda line: None)
+    get_user_model().objects.filter(username="alice").update(is_staff=False, is_superuser=False)
+
+    # When the demo is loaded again
+    demo.load(say=lambda line: None)
+
+    # Then she is staff again, and bob, who is not staff in the directory, is not
+    assert get_user_model().objects.get(username="alice").is_staff
+    assert not get_user_model().objects.get(username="bob").is_staff
+
+
+@pytest.mark.urls("tests.collab.rooted_urls")
+@override_settings(WORKSPACE_ROOT_PATH="/ws", STATIC_URL="/ws/static/")
+def test_admins_view_site_link_stays_under_the_root_path(admin_client_logged_in: Client) -> None:
+    # Given the site under /ws
+    # When staff open admin
+    response = admin_client_logged_in.get("/ws/admin/")
+
+    # Then "View site" goes to the home page under /ws, not to the host's root
+    assert response.status_code == 200
+    assert b'<a href="/ws/">View site</a>' in response.content

@@ -63,16 +63,33 @@ def test_mark_read_form_marks_it_and_returns_to_the_page(client: Client) -> None
     assert notification.read is True
 
 
-def test_open_button_marks_read_and_follows_the_link(client: Client) -> None:
-    # Given alice's notification that links to a chat
-    notification = make_notification(link="/kb/chats/12")
+def test_a_notification_is_a_real_link_to_its_target_that_knows_how_to_mark_it_read(client: Client) -> None:
+    # Given alice's unread notification that links to a chat
+    notification = make_notification(link="/kb/chats/12", title="Chat shared with you")
 
-    # When she presses its open button
-    response = client.post(f"/notifications/{notification.id}/read", {"follow": "1"}, **HTML)
+    # When she opens her notifications
+    response = client.get("/notifications", **HTML)
 
-    # Then she is sent to the chat and it is marked read
-    assert response["Location"] == "/kb/chats/12"
-    assert Notification.objects.get(pk=notification.pk).read is True
+    # Then its title is a plain link to the chat (middle-click and copy work), carrying the
+    # POST endpoint that workspace.js calls when it is followed; opening the page marked nothing
+    link = (
+        f'<a class="notification-title" href="/kb/chats/12" data-testid="notification-link" '
+        f'data-mark-read-url="/notifications/{notification.id}/read">Chat shared with you</a>'
+    )
+    assert link.encode() in response.content
+    assert Notification.objects.get(pk=notification.pk).read is False
+
+
+def test_a_read_notification_links_without_marking_anything(client: Client) -> None:
+    # Given alice's read notification that links to a chat
+    make_notification(link="/kb/chats/12", title="Chat shared with you", read=True)
+
+    # When she opens her notifications
+    response = client.get("/notifications", **HTML)
+
+    # Then the link carries no mark-read endpoint
+    assert b'href="/kb/chats/12"' in response.content
+    assert b"data-mark-read-url" not in response.content
 
 
 def test_mark_all_read_form_clears_the_bell(client: Client) -> None:
@@ -144,3 +161,15 @@ def test_notification_times_read_as_words(client: Client, clock) -> None:
     # Then the older one reads "3 hours ago" and the newer "just now"
     assert b"3\xc2\xa0hours ago" in content
     assert b"just now" in content
+
+
+def test_a_notification_link_that_is_not_an_address_is_not_rendered_as_a_link(client: Client) -> None:
+    # Given a notification whose link, typed in admin, is a script
+    make_notification(link="javascript:alert(1)", title="Odd link")
+
+    # When alice opens her notifications
+    response = client.get("/notifications", **HTML)
+
+    # Then the title shows as text, and the script is nowhere in the page
+    assert b"Odd link" in response.content
+    assert b"javascript:alert" not in response.content

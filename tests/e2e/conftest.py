@@ -46,6 +46,14 @@ def browser() -> Iterator[object]:
         launched.close()
 
 
+@pytest.fixture(autouse=True)
+def private_workspaces(settings, tmp_path) -> None:
+    """Every browser test keeps its workspaces and sandbox limits in its own var dir."""
+    settings.WORKSPACE_VAR_DIR = tmp_path / "var"
+    settings.WORKSPACE_CGROUP_ROOT = str(tmp_path / "cgroup")
+    settings.WORKSPACE_CGROUP_DRIVER = "prlimit"
+
+
 @pytest.fixture(params=["desktop", "phone"])
 def viewport(request: pytest.FixtureRequest) -> dict[str, int]:
     """Runs a test at a desktop width and at 390 px (a phone); pass it to `page_as`."""

@@ -49,7 +49,7 @@ def test_the_page_shows_the_conversation_status_control_and_picker(alice_api, ma
     # When she opens its page
     page = alice_api.get(f"/investigations/{investigation.pk}", **HTML).content.decode()
     # Then it shows the status control, the mention picker, the mention, and both members
-    for expected in ('data-testid="status-select"', 'data-testid="mention-search"', "@carol", "ping", "bob, carol"):
+    for expected in ('data-testid="status-form"', 'data-testid="mention-search"', "@carol", "ping", "bob, carol"):
         assert expected in page
 
 
@@ -69,3 +69,66 @@ def test_the_item_page_carries_the_chat_panel(alice_api, make_item):
     # Then it carries the chat panel with the command's output
     assert 'data-testid="chat-panel"' in page
     assert "[exit 0]" in page
+
+
+def test_the_status_control_offers_only_real_moves(alice_api, make_investigation):
+    # Given alice's open investigation
+    investigation = make_investigation()
+
+    # When she opens its page
+    page = alice_api.get(f"/investigations/{investigation.pk}", **HTML).content.decode()
+
+    # Then it offers a move to each other status, and none to open, where it already is
+    for status in ("in_progress", "resolved", "closed"):
+        assert f'data-testid="status-move-{status}"' in page
+    assert 'data-testid="status-move-open"' not in page
+
+
+def test_the_status_control_follows_the_current_status(alice_api, make_investigation):
+    # Given alice's investigation moved to resolved
+    investigation = make_investigation()
+    alice_api.post(f"/investigations/{investigation.pk}/status", {"status": "resolved"}, format="json")
+
+    # When she opens its page
+    page = alice_api.get(f"/investigations/{investigation.pk}", **HTML).content.decode()
+
+    # Then it offers open again, and no move to resolved
+    assert 'data-testid="status-move-open"' in page
+    assert 'data-testid="status-move-resolved"' not in page
+
+
+def test_the_rca_items_list_sends_a_browser_to_the_one_list_of_investigations(alice_api):
+    # Given alice in a browser
+    # When she opens the investigations app's items list
+    response = alice_api.get("/a/rca/items", **HTML)
+
+    # Then she is sent to /investigations, the one list
+    assert response.status_code == 302
+    assert response["Location"] == "/investigations"
+
+
+def test_the_rca_items_api_still_lists_them(alice_api, make_investigation):
+    # Given alice's investigation
+    investigation = make_investigation(title="Disk alerts")
+
+    # When a program lists the rca app's items
+    response = alice_api.get("/a/rca/items")
+
+    # Then it gets them as JSON, as before
+    assert response.status_code == 200
+    assert [row["id"] for row in response.json()["results"]] == [investigation.pk]
+
+
+def test_a_mention_naming_nobody_says_so_plainly(alice_api, make_investigation):
+    # Given alice's investigation
+    investigation = make_investigation()
+
+    # When a mention names nobody
+    response = alice_api.post(
+        f"/investigations/{investigation.pk}/mentions", {"user_ids": [], "note": "hello"}, format="json"
+    )
+
+    # Then it is a 400 whose detail says what to do, and no message is stored
+    assert response.status_code == 400
+    assert response.json()["detail"] == "user_ids: Name at least one person to mention."
+    assert not investigation.item.messages.exists()

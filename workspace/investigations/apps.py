@@ -1,5 +1,5 @@
 """Investigations: `rca` items with members and a status. At start-up they tell the items who else
-may see an `rca` item and give the agent its mentions and status."""
+may see an `rca` item and which pages show them, and give the agent its mentions and status."""
 
 from __future__ import annotations
 
@@ -50,6 +50,9 @@ class InvestigationsConfig(AppConfig):
         from workspace.agent.rooms import register_room
         from workspace.investigations.access import INVESTIGATION_APP
         from workspace.items.access import register_shared_with
+        from workspace.items.links import register_app_pages
 
         register_shared_with(app_slug=INVESTIGATION_APP, lookup=members_among)
+        # One list of investigations: /a/rca/items sends a browser to /investigations.
+        register_app_pages(app_slug=INVESTIGATION_APP, list_url_name="investigations", item_url_name="investigation")
         register_room(app_slug=INVESTIGATION_APP, room=InvestigationRoom())

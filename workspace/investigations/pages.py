@@ -12,7 +12,6 @@ from collab.web import identity_required
 from workspace.agent.selectors import messages_of_item
 from workspace.investigations import selectors, services
 from workspace.investigations.access import investigation_for_member
-from workspace.investigations.models import Investigation
 
 
 @identity_required
@@ -41,6 +40,6 @@ def investigation_page(request: HttpRequest, investigation_id: int) -> HttpRespo
         "item": investigation.item,
         "members": investigation.member_ids,
         "conversation": conversation,
-        "statuses": Investigation.Status.choices,
+        "moves": services.status_moves(investigation.status),
     }
     return render(request, "investigations/investigation.html", context)

@@ -14,7 +14,11 @@ class InvestigationCreateInputSerializer(serializers.Serializer):
 
 
 class InvestigationMentionInputSerializer(serializers.Serializer):
-    user_ids = serializers.ListField(child=serializers.CharField(max_length=150), min_length=1)
+    user_ids = serializers.ListField(
+        child=serializers.CharField(max_length=150),
+        min_length=1,
+        error_messages={"min_length": "Name at least one person to mention."},
+    )
     note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
 
 

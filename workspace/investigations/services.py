@@ -114,6 +114,11 @@ def mention_create_by_agent(*, investigation_id: int, user_ids: Sequence[str], n
     return _mention(investigation, user_ids, note, None)
 
 
+def status_moves(current: str) -> list[Investigation.Status]:
+    """Where an investigation in `current` may move: any status but its own (spec "States" 3)."""
+    return [status for status in Investigation.Status if status != current]
+
+
 def _move(investigation: Investigation, status: str, actor: str | None) -> Investigation:
     if status not in Investigation.Status.values:
         raise ApiError(
@@ -121,7 +126,7 @@ def _move(investigation: Investigation, status: str, actor: str | None) -> Inves
             error="invalid_status",
             detail=f"status must be one of {', '.join(Investigation.Status.values)}.",
         )
-    if status == investigation.status:
+    if status not in status_moves(investigation.status):
         raise ApiError(status_code=400, error="status_unchanged", detail=f"The investigation is already {status}.")
     before = Investigation.Status(investigation.status).label
     investigation.status = status

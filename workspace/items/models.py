@@ -27,6 +27,8 @@ class Item(TrackedModel):
         indexes = [
             # An app's items of one creator, newest first: the list page.
             models.Index(fields=["app_slug", "created_by", "-id"], name="item_app_creator_idx"),
+            # One creator's items of every app, newest first: the home page.
+            models.Index(fields=["created_by", "-id"], name="item_creator_idx"),
             models.Index(fields=["owner"], name="item_owner_idx"),
             # The handovers waiting for one person (their My resources page); most items have none.
             models.Index(

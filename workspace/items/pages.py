@@ -19,6 +19,7 @@ from workspace.items import selectors, services
 from workspace.items.access import app_or_404, item_for_viewer
 from workspace.items.config import AppDescriptor
 from workspace.items.filestore import open_read, read_file, workspace_prepared
+from workspace.items.links import own_list_page
 from workspace.items.models import Item
 
 EDITABLE_BYTES = 512 * 1024
@@ -72,6 +73,8 @@ def _handover_note(item: Item) -> str:
 @identity_required
 def items_page(request: HttpRequest, slug: str) -> HttpResponse:
     app = app_or_404(slug)
+    if own_list := own_list_page(slug):
+        return HttpResponseRedirect(own_list)
     identity = request.identity
     if request.method == "POST":
         try:

@@ -51,6 +51,11 @@ def items_of_app(
     return ItemPage(results=results, next_before=results[-1].pk if len(results) == limit else None)
 
 
+def items_of_creator(*, user_id: str, limit: int) -> list[Item]:
+    """The caller's own items of every app, newest first (`item_creator_idx`)."""
+    return list(Item.objects.filter(created_by=user_id).order_by("-pk")[:limit])
+
+
 def item_detail(item: Item) -> ItemDetail:
     return ItemDetail(item=item, sandbox=ledger.live_row_of_item(item.pk), disk=ledger.disk_usage_of_item(item.pk))
 

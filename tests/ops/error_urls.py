@@ -1,0 +1,35 @@
+"""The site's URLs plus views that fail on purpose, to see what a person and a program get."""
+
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.urls import path
+
+from collab.errors import ApiError
+from workspace.urls import handler400, handler403, handler404, handler500  # noqa: F401 - this URLconf's handlers
+from workspace.urls import urlpatterns as site_urlpatterns
+
+
+def crashing_page(request: HttpRequest) -> HttpResponse:
+    raise RuntimeError("a bug in a page")
+
+
+def forbidden_page(request: HttpRequest) -> HttpResponse:
+    raise PermissionDenied("Only the investigation's owner can archive it.")
+
+
+def refusing_page(request: HttpRequest) -> HttpResponse:
+    raise ApiError(status_code=409, error="filename_taken", detail="'notes.md' already names a file here.")
+
+
+def quota_refusing_page(request: HttpRequest) -> HttpResponse:
+    detail = "Opening a sandbox would exceed alice's count limit."
+    raise ApiError(status_code=507, error="quota_exceeded", detail=detail)
+
+
+urlpatterns = [
+    path("test-errors/quota", quota_refusing_page),
+    path("test-errors/crash", crashing_page),
+    path("test-errors/forbidden", forbidden_page),
+    path("test-errors/refused", refusing_page),
+    *site_urlpatterns,
+]
