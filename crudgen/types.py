@@ -55,6 +55,22 @@ SORTABLE_FIELDS = ("resource_id", "created_time", "updated_time", "created_by", 
 MAX_PAGE_SIZE = 1000
 
 
+def _check_time_range(name: str, bounds: Any) -> None:
+    """A range is (start, end), each a timezone-aware datetime or None: a naive one has no single
+    meaning (local time? UTC?), so every storage refuses it the same way instead of guessing."""
+    if bounds is None:
+        return
+    if not isinstance(bounds, tuple | list) or len(bounds) != 2:
+        raise ValueError(f"{name} must be a (start, end) pair")
+    for label, bound in zip(("start", "end"), bounds, strict=True):
+        if bound is None:
+            continue
+        if not isinstance(bound, datetime):
+            raise ValueError(f"{name} {label} must be a datetime or None")
+        if bound.tzinfo is None or bound.utcoffset() is None:
+            raise ValueError(f"{name} {label} is a naive datetime; give it a timezone (e.g. tzinfo=UTC)")
+
+
 @dataclass(frozen=True)
 class ListQueryParams:
     """Filters, sort and page of a list; every filter runs in the storage (SQL for DjangoStorage)."""
@@ -76,6 +92,8 @@ class ListQueryParams:
             raise ValueError(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
         if self.sort_by is not None and self.sort_by not in SORTABLE_FIELDS:
             raise ValueError(f"sort_by must be one of {', '.join(SORTABLE_FIELDS)}")
+        for name in ("created_time_range", "updated_time_range"):
+            _check_time_range(name, getattr(self, name))
 
     @property
     def offset(self) -> int:
