@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 import msgspec
@@ -92,26 +93,41 @@ class SingleModelCRUD:
         data = self._upgrade(stored.data, stored.meta.schema_version)
         return Stored(stored.meta.evolve(schema_version=self.schema_version), data)
 
-    def _with_metadata_fields(self, data: Mapping[str, Any], meta: ResourceMeta) -> dict[str, Any]:
-        """Model fields named like metadata carry the server's values; a body cannot forge them."""
+    def _with_metadata_fields(
+        self, data: Mapping[str, Any], meta: ResourceMeta, current: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """Model fields named like metadata carry the server's values; a body cannot forge them.
+
+        With no user known, a user field keeps what the client gave, and a change keeps the
+        creator the resource already had (autocrud 0.2), so a model with `created_by: str` can be
+        created by a script; the metadata's `created_by` stays None, so no policy or filter on it
+        can be fooled.
+        """
         config = self.metadata_config
         values: dict[str | None, Any] = {config.id_field: meta.resource_id}
         if config.enable_timestamps:
             values[config.created_time_field] = meta.created_time
             values[config.updated_time_field] = meta.updated_time
         if config.enable_user_tracking:
-            values[config.created_by_field] = meta.created_by
-            values[config.updated_by_field] = meta.updated_by
+            for name, user in ((config.created_by_field, meta.created_by), (config.updated_by_field, meta.updated_by)):
+                if user is not None:
+                    values[name] = user
+                elif current is not None and name == config.created_by_field and name in current:
+                    values[name] = current[name]
+                elif name not in data:
+                    values[name] = None
         filled = dict(data)
         for name, value in values.items():
             if name and name in self.adapter.fields:
                 filled[name] = to_plain(value)
         return filled
 
-    def _prepare(self, data: Any, meta: ResourceMeta, *, full: bool) -> dict[str, Any]:
+    def _prepare(
+        self, data: Any, meta: ResourceMeta, *, full: bool, current: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         body = self.adapter.with_defaults(data) if full and isinstance(data, Mapping) else data
         if isinstance(body, Mapping):
-            body = self._with_metadata_fields(body, meta)
+            body = self._with_metadata_fields(body, meta, current)
         return self.adapter.validate(body)
 
     def _read(self, resource_id: str, caller: Caller | None = None, action: AccessAction = AccessAction.READ) -> Stored:
@@ -217,7 +233,9 @@ class SingleModelCRUD:
         body = to_plain(data)
 
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
-            return self._store_data(session, current, lambda meta: self._prepare(body, meta, full=True), actor, caller)
+            return self._store_data(
+                session, current, lambda meta: self._prepare(body, meta, full=True, current=current.data), actor, caller
+            )
 
         return self._locked_change(resource_id, if_match, change, action=AccessAction.UPDATE, caller=caller)
 
@@ -236,7 +254,11 @@ class SingleModelCRUD:
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
             patched = apply_json_patch(current.data, operations)
             return self._store_data(
-                session, current, lambda meta: self._prepare(patched, meta, full=False), actor, caller
+                session,
+                current,
+                lambda meta: self._prepare(patched, meta, full=False, current=current.data),
+                actor,
+                caller,
             )
 
         return self._locked_change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
@@ -256,7 +278,11 @@ class SingleModelCRUD:
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
             updated = apply_update_operations(current.data, updates)
             return self._store_data(
-                session, current, lambda meta: self._prepare(updated, meta, full=False), actor, caller
+                session,
+                current,
+                lambda meta: self._prepare(updated, meta, full=False, current=current.data),
+                actor,
+                caller,
             )
 
         return self._locked_change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
@@ -394,9 +420,16 @@ class SingleModelCRUD:
     def list_stored(
         self, params: ListQueryParams | None = None, *, is_deleted: bool | None = False, scope: ListScope | None = None
     ) -> tuple[list[Stored], int]:
-        params = params or ListQueryParams()
+        params = self._effective(params or ListQueryParams())
         page, total = self.storage.select(params, is_deleted, scope)
         return [self._migrated(stored) for stored in page], total
+
+    def _effective(self, params: ListQueryParams) -> ListQueryParams:
+        """User filters mean nothing without user tracking, so they are ignored (autocrud 0.2)
+        rather than matched against users the configuration does not show."""
+        if self.metadata_config.enable_user_tracking or not (params.created_by_filter or params.updated_by_filter):
+            return params
+        return replace(params, created_by_filter=None, updated_by_filter=None)
 
     def list_with_params(
         self,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
@@ -42,6 +42,23 @@ class UpdateOperation:
 
     action: UpdateAction
     value: Any = None
+
+    # Constructors named like autocrud 0.2's, so ported code reads the same.
+    @classmethod
+    def set_value(cls, value: Any) -> UpdateOperation:
+        return cls(UpdateAction.SET_VALUE, value)
+
+    @classmethod
+    def list_add(cls, items: Any) -> UpdateOperation:
+        return cls(UpdateAction.LIST_ADD, items)
+
+    @classmethod
+    def list_remove(cls, items: Any) -> UpdateOperation:
+        return cls(UpdateAction.LIST_REMOVE, items)
+
+    @classmethod
+    def dict_update(cls, values: Mapping[str, Any]) -> UpdateOperation:
+        return cls(UpdateAction.DICT_UPDATE, values)
 
 
 class BackgroundTaskMode(StrEnum):
