@@ -31,6 +31,7 @@ _EXPORTS = {
     "HTTPMethod": "crudgen.types",
     "UpdateOperation": "crudgen.types",
     "UpdateAction": "crudgen.types",
+    "DataFilter": "crudgen.types",
     "ResourceNameStyle": "crudgen.types",
     "Storage": "crudgen.storage.base",
     "MemoryStorage": "crudgen.storage.memory",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -12,10 +12,11 @@ import msgspec
 
 from crudgen.access import AccessAction, AccessPolicy, Caller, ListScope
 from crudgen.errors import NotFoundError, ResourceDeletedError, RevisionConflict
+from crudgen.filters import build_filterset, filterable_fields
 from crudgen.metadata import MetadataConfig, ResourceMeta, Revision, meta_view, revision_view
 from crudgen.schema import ModelAdapter, to_plain
 from crudgen.storage.base import Storage, Stored, WriteSession
-from crudgen.types import ListQueryParams, ListResult
+from crudgen.types import DataFilter, ListQueryParams, ListResult
 from crudgen.updates import apply_json_patch, apply_update_operations
 
 
@@ -57,6 +58,7 @@ class SingleModelCRUD:
         default_values: Mapping[str, Any] | None = None,
         migration: SchemaMigration | None = None,
         access_policy: AccessPolicy | None = None,
+        indexed_fields: Sequence[str] = (),
     ) -> None:
         self.model = model
         self.access_policy = access_policy or AccessPolicy()
@@ -66,7 +68,14 @@ class SingleModelCRUD:
         self.metadata_config = metadata_config or MetadataConfig()
         self.adapter = ModelAdapter(model, default_values)
         self.migration = migration
+        #: The model's scalar fields with their lookups, and the FilterSet the list routes parse with.
+        self.filterable_fields = filterable_fields(model)
+        self.filterset = build_filterset(resource_name, self.filterable_fields)
+        unfit = sorted(set(indexed_fields) - set(self.filterable_fields))
+        if unfit:
+            raise ValueError(f"indexed_fields name fields without filters: {', '.join(unfit)}")
         storage.attach(resource_name)
+        storage.describe_data(self.filterable_fields, tuple(indexed_fields))
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -425,11 +434,23 @@ class SingleModelCRUD:
         return [self._migrated(stored) for stored in page], total
 
     def _effective(self, params: ListQueryParams) -> ListQueryParams:
-        """User filters mean nothing without user tracking, so they are ignored (autocrud 0.2)
+        """The params a storage runs: data filters checked against the model (a ValueError names
+        what is wrong), and user filters dropped without user tracking, as autocrud 0.2 does,
         rather than matched against users the configuration does not show."""
-        if self.metadata_config.enable_user_tracking or not (params.created_by_filter or params.updated_by_filter):
-            return params
-        return replace(params, created_by_filter=None, updated_by_filter=None)
+        changes: dict[str, Any] = {"data_filters": self.checked_filters(params.data_filters)}
+        if not self.metadata_config.enable_user_tracking:
+            changes.update(created_by_filter=None, updated_by_filter=None)
+        return replace(params, **changes)
+
+    def checked_filters(self, data_filters: Sequence[DataFilter]) -> tuple[DataFilter, ...]:
+        checked = []
+        for data_filter in data_filters:
+            field = self.filterable_fields.get(data_filter.field)
+            if field is None:
+                offered = ", ".join(self.filterable_fields) or "none"
+                raise ValueError(f"{self.resource_name} has no filterable field {data_filter.field!r} ({offered})")
+            checked.append(field.checked(data_filter))
+        return tuple(checked)
 
     def list_with_params(
         self,
@@ -449,8 +470,14 @@ class SingleModelCRUD:
         }
         return ListResult.build([render[view](stored) for stored in page], total, params)
 
-    def count(self, is_deleted: bool | None = False, *, scope: ListScope | None = None) -> int:
-        return self.storage.count(is_deleted, scope)
+    def count(
+        self,
+        is_deleted: bool | None = False,
+        *,
+        scope: ListScope | None = None,
+        data_filters: Sequence[DataFilter] = (),
+    ) -> int:
+        return self.storage.count(is_deleted, scope, self.checked_filters(data_filters))
 
     def list_revisions(
         self, resource_id: str, page: int = 1, page_size: int = 20, *, caller: Caller | None = None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from crudgen.access import Caller
 from crudgen.errors import ValidationFailed
 from crudgen.metadata import meta_view
-from crudgen.params import LIST_QUERY_PARAMETERS, bool_param, parse_list_params
+from crudgen.params import LIST_QUERY_PARAMETERS, bool_param, parse_data_filters, parse_list_params
 from crudgen.types import HTTPMethod, PluginRouteConfig
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def handle_switch(ctx: RouteContext) -> dict[str, Any]:
 
 def _list_handler(view: str, deleted_param: bool = False) -> Callable[[RouteContext], dict[str, Any]]:
     def handle(ctx: RouteContext) -> dict[str, Any]:
-        params = parse_list_params(ctx.query)
+        params = parse_list_params(ctx.query, ctx.crud.filterset)
         is_deleted = bool_param(ctx.query, "is_deleted") if deleted_param else None
         result = ctx.crud.list_with_params(params, is_deleted=bool(is_deleted), view=view, scope=ctx.caller.scope())
         return result.to_dict()
@@ -112,7 +112,8 @@ def _list_handler(view: str, deleted_param: bool = False) -> Callable[[RouteCont
 
 def handle_count(ctx: RouteContext) -> dict[str, Any]:
     is_deleted = bool_param(ctx.query, "is_deleted")
-    return {"count": ctx.crud.count(is_deleted=bool(is_deleted), scope=ctx.caller.scope())}
+    data_filters = parse_data_filters(ctx.query, ctx.crud.filterset)
+    return {"count": ctx.crud.count(is_deleted=bool(is_deleted), scope=ctx.caller.scope(), data_filters=data_filters)}
 
 
 def handle_revision_list(ctx: RouteContext) -> dict[str, Any]:

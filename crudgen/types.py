@@ -61,6 +61,30 @@ class UpdateOperation:
         return cls(UpdateAction.DICT_UPDATE, values)
 
 
+DATA_FILTER_LOOKUPS = ("exact", "in", "range", "contains", "isnull")
+
+
+@dataclass(frozen=True)
+class DataFilter:
+    """One condition on a data field, as Django spells it: `field__lookup=value`.
+
+    `value` is a scalar for `exact` and `contains`, a list for `in`, a (low, high) pair for
+    `range` (None for an open side) and a bool for `isnull`.
+    """
+
+    field: str
+    lookup: str
+    value: Any
+
+    def __post_init__(self) -> None:
+        if self.lookup not in DATA_FILTER_LOOKUPS:
+            raise ValueError(f"data filter on {self.field!r}: lookup must be one of {', '.join(DATA_FILTER_LOOKUPS)}")
+
+    @property
+    def parameter(self) -> str:
+        return self.field if self.lookup == "exact" else f"{self.field}__{self.lookup}"
+
+
 class BackgroundTaskMode(StrEnum):
     DISABLED = "disabled"
     ENABLED = "enabled"
@@ -100,6 +124,8 @@ class ListQueryParams:
     updated_time_range: tuple[datetime | None, datetime | None] | None = None
     sort_by: str | None = None
     sort_order: SortOrder = SortOrder.DESC
+    #: Conditions on data fields (`crudgen.filters`); the CRUD checks them against its model.
+    data_filters: tuple[DataFilter, ...] = ()
 
     def __post_init__(self) -> None:
         # Refuse at construction so no storage ever sees an unbounded or negative page.
@@ -111,6 +137,8 @@ class ListQueryParams:
             raise ValueError(f"sort_by must be one of {', '.join(SORTABLE_FIELDS)}")
         for name in ("created_time_range", "updated_time_range"):
             _check_time_range(name, getattr(self, name))
+        if not all(isinstance(data_filter, DataFilter) for data_filter in self.data_filters):
+            raise ValueError("data_filters must be DataFilter values")
 
     @property
     def offset(self) -> int:
