@@ -140,6 +140,7 @@ class RoutePlugin:
     request_body: str | None = None
     response_body: str = "meta"
     query_parameters: tuple[str, ...] = ()
+    data_filters: bool = False
 
     def get_routes(self, crud: SingleModelCRUD) -> list[PluginRouteConfig]:
         return [
@@ -155,6 +156,7 @@ class RoutePlugin:
                 response_model=self.response_body,
                 request_model=self.request_body,
                 query_parameters=self.query_parameters,
+                data_filters=self.data_filters,
             )
         ]
 
@@ -188,6 +190,7 @@ def default_plugins() -> list[RoutePlugin]:
             summary="List data",
             response_body="list_data",
             query_parameters=_LIST,
+            data_filters=True,
         ),
         RoutePlugin(
             "list_meta",
@@ -199,6 +202,7 @@ def default_plugins() -> list[RoutePlugin]:
             summary="List metadata",
             response_body="list_meta",
             query_parameters=(*_LIST, "is_deleted"),
+            data_filters=True,
         ),
         RoutePlugin(
             "list_full",
@@ -210,6 +214,7 @@ def default_plugins() -> list[RoutePlugin]:
             summary="List data with metadata",
             response_body="list_full",
             query_parameters=_LIST,
+            data_filters=True,
         ),
         RoutePlugin(
             "count",
@@ -221,6 +226,7 @@ def default_plugins() -> list[RoutePlugin]:
             summary="Count",
             response_body="count",
             query_parameters=("is_deleted",),
+            data_filters=True,
         ),
         RoutePlugin(
             "list",
@@ -232,6 +238,7 @@ def default_plugins() -> list[RoutePlugin]:
             summary="List (earlier route set)",
             response_body="list_data",
             query_parameters=_LIST,
+            data_filters=True,
         ),
         RoutePlugin(
             "read_data", get, f"{_RID}/data", handle_read_data, 40, "get", summary="Read data", response_body="model"
@@ -245,7 +252,7 @@ def default_plugins() -> list[RoutePlugin]:
             40,
             "get",
             summary="Read data and metadata",
-            response_body="full",
+            response_body="full_any_shape",
             query_parameters=("shape",),
         ),
         RoutePlugin(

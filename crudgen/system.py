@@ -128,11 +128,11 @@ class CRUDSystem:
         prefix: str = "/api/v1",
         route_config: RouteConfig | None = None,
     ) -> list[URLPattern]:
-        """The router's patterns plus `<prefix>/openapi.json`, a schema of exactly these routes."""
-        from drf_spectacular.views import SpectacularAPIView
+        """The router's patterns plus `<prefix>/openapi.json`, a schema of exactly these routes, in JSON."""
+        from drf_spectacular.views import SpectacularJSONAPIView
 
         patterns = self.create_router(prefix, route_config)
-        schema_view = SpectacularAPIView.as_view(
+        schema_view = SpectacularJSONAPIView.as_view(
             patterns=list(patterns),
             custom_settings={"TITLE": title, "DESCRIPTION": description, "VERSION": version},
         )

@@ -263,3 +263,5 @@ class PluginRouteConfig:
     priority: int = 100
     request_model: Any = None
     query_parameters: Sequence[str] = ()
+    #: Whether the route takes the model's data-field filters (documented in the schema).
+    data_filters: bool = False
