@@ -128,8 +128,17 @@ class CRUDSystem:
         prefix: str = "/api/v1",
         route_config: RouteConfig | None = None,
     ) -> list[URLPattern]:
-        """The router's patterns plus `<prefix>/openapi.json`, a schema of exactly these routes, in JSON."""
-        from drf_spectacular.views import SpectacularJSONAPIView
+        """The router's patterns plus `<prefix>/openapi.json`, a schema of exactly these routes, in JSON.
+
+        The schema needs drf-spectacular (`pip install 'crudgen[openapi]'`); `create_router` does not.
+        """
+        try:
+            from drf_spectacular.views import SpectacularJSONAPIView
+        except ImportError as exc:
+            raise ImproperlyConfigured(
+                "create_app serves an OpenAPI schema and needs drf-spectacular: pip install 'crudgen[openapi]' "
+                "(or use create_router)"
+            ) from exc
 
         patterns = self.create_router(prefix, route_config)
         schema_view = SpectacularJSONAPIView.as_view(
