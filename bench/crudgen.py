@@ -3,7 +3,9 @@
 Run: .venv/bin/python bench/crudgen.py [--sizes 1000,10000,100000] [--requests 200]
 Uses a throwaway SQLite database unless --database-url names another (it must be disposable).
 Prints requests per second and queries per request for create, get, patch and a list page (page_size 20),
-plus get after 1 and after 500 revisions. It asserts nothing about time.
+plus get after 1 and after 500 revisions, and a page and a count filtered on a data field that 50 rows
+match at every size: indexed (`indexed_fields`, flat as the table grows) and not indexed (a scan).
+It asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -85,6 +87,13 @@ def _plain_urls() -> list[Any]:
     return router.urls
 
 
+RARE = 7  # the filtered value: 50 rows hold it whatever the size, the others 0..4
+
+
+def _rare_value(index: int, count: int) -> int:
+    return RARE if index % max(1, count // 50) == 0 else index % 5
+
+
 def _seed(namespace: str, count: int, revisions_each: int = 1) -> list[str]:
     from crudgen.models import StoredResource, StoredRevision
 
@@ -101,7 +110,7 @@ def _seed(namespace: str, count: int, revisions_each: int = 1) -> list[str]:
             created_by="alice",
             updated_by="alice",
             revision_count=revisions_each,
-            data={"name": f"w{i}", "steps": ["make"]},
+            data={"name": f"w{i}", "steps": ["make"], "priority": _rare_value(i, count), "rank": _rare_value(i, count)},
         )
         for i, rid in enumerate(ids)
     ]
@@ -114,7 +123,7 @@ def _seed(namespace: str, count: int, revisions_each: int = 1) -> list[str]:
                 revision_id=f"{rid}:{n}",
                 parent_revision_id=f"{rid}:{n - 1}" if n > 1 else None,
                 number=n,
-                data={"name": "w", "steps": ["make"]},
+                data={"name": "w", "steps": ["make"], "priority": 0, "rank": 0},
                 created_time=start,
                 created_by="alice",
             )
@@ -184,6 +193,19 @@ def _run_size(size: int, requests: int, client: Any) -> dict[str, tuple[Figure, 
         _measure(requests, lambda i: client.get(f"/c/workflow/data?page={middle_page}&page_size=20")),
         _measure(requests, lambda i: client.get(f"/p/plain?page={middle_page}")),
     )
+    # 50 rows match at every size: with an expression index the page and its count stay flat.
+    results["list filtered, indexed"] = (
+        _measure(requests, lambda i: client.get(f"/c/workflow/data?priority={RARE}&page_size=20")),
+        None,
+    )
+    results["count filtered, indexed"] = (
+        _measure(requests, lambda i: client.get(f"/c/workflow/count?priority={RARE}")),
+        None,
+    )
+    results["list filtered, no index"] = (
+        _measure(requests, lambda i: client.get(f"/c/workflow/data?rank={RARE}&page_size=20")),
+        None,
+    )
     return results
 
 
@@ -205,11 +227,14 @@ def main() -> None:
     class Workflow:
         name: str
         steps: list[str]
+        priority: int = 0
+        rank: int = 0
 
     crud_system = CRUDSystem(
         storage_factory=DjangoStorage, metadata_config=MetadataConfig.with_full_tracking(), use_plural=False
     )
-    crud_system.register_model(Workflow)
+    crud_system.register_model(Workflow, indexed_fields=("priority",))
+    crud_system.ensure_indexes()
     urls = types.ModuleType("crudgen_bench_urls")
     urls.urlpatterns = [path("c/", include(crud_system.create_router(""))), path("p/", include(_plain_urls()))]
     settings.ROOT_URLCONF = urls
