@@ -41,7 +41,7 @@ def test_counts_follow_create_delete_restore_and_load(clock: Clock) -> None:
     dumped = io.StringIO()
     system.dump(dumped)
     crud.restore(ids[0])
-    # When a restore and a load of the dump follow
+    # When the dump is loaded over them
     system.load(io.StringIO(dumped.getvalue()), on_duplicate="overwrite")
 
     live, deleted = _row_counts(crud.storage.namespace)
