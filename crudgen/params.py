@@ -110,7 +110,8 @@ def parse_list_params(query: Any, filterset: type[DataFilterSet] | None = None) 
 
 
 def _data_filters(query: Any, filterset: type[DataFilterSet] | None, errors: dict[str, str]) -> tuple[DataFilter, ...]:
-    if filterset is None:
+    # Most list requests filter on no data field: they skip building the FilterSet's form.
+    if filterset is None or not any(name.partition("__")[0] in filterset.fields_by_name for name in query):
         return ()
     try:
         return filterset(data=query).data_filters()
