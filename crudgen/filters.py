@@ -27,28 +27,12 @@ import django_filters
 from django import forms
 
 from crudgen.errors import ValidationFailed
-from crudgen.params import parse_bool
+from crudgen.params import LIST_QUERY_PARAMETERS, parse_bool
 from crudgen.schema import model_fields
 from crudgen.types import DataFilter
 
 #: Names the list routes already use; a field named like one of them gets no filter.
-RESERVED_PARAMETERS = frozenset(
-    {
-        "page",
-        "page_size",
-        "created_by",
-        "updated_by",
-        "created_time_start",
-        "created_time_end",
-        "updated_time_start",
-        "updated_time_end",
-        "sort_by",
-        "sort_order",
-        "is_deleted",
-        "shape",
-        "format",
-    }
-)
+RESERVED_PARAMETERS = frozenset({*LIST_QUERY_PARAMETERS, "is_deleted", "shape", "format"})
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 # SQLite binds integers as 64-bit; a bound past that range would be an OverflowError, not a 422.
 _INT_LIMITS = {"min_value": -(2**63), "max_value": 2**63 - 1}

@@ -89,22 +89,16 @@ class MetadataConfig:
 
         `created_by` is not among them: with no user known, the creator a client names is kept.
         """
-        excluded = {self.id_field}
-        if self.enable_timestamps:
-            excluded |= {name for name in (self.created_time_field, self.updated_time_field) if name}
-        if self.enable_user_tracking and self.updated_by_field:
-            excluded.add(self.updated_by_field)
-        return excluded
+        return self._server_filled(keeping=self.created_by_field)
 
     def get_update_excluded_fields(self) -> set[str]:
         """Fields a replace body leaves to the server: the id, both times and `created_by` (fixed at
         creation). `updated_by` is not among them: with no user known, the one a client names is kept."""
-        excluded = {self.id_field}
-        if self.enable_timestamps:
-            excluded |= {name for name in (self.created_time_field, self.updated_time_field) if name}
-        if self.enable_user_tracking and self.created_by_field:
-            excluded.add(self.created_by_field)
-        return excluded
+        return self._server_filled(keeping=self.updated_by_field)
+
+    def _server_filled(self, *, keeping: str | None) -> set[str]:
+        """The fields this configuration fills, but the user field a body may still give."""
+        return {name for name in self.get_metadata_fields() if name != keeping}
 
     def now(self) -> datetime:
         moment = self.get_current_time() if self.get_current_time else timezone.now()

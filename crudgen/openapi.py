@@ -39,13 +39,16 @@ _META_SCHEMA = {
     },
     "required": ["resource_id", "current_revision_id", "is_deleted"],
 }
+_REVISION_IDS = {
+    "resource_id": _TEXT,
+    "revision_id": _TEXT,
+    "parent_revision_id": nullable(_TEXT),
+    "schema_version": nullable(_TEXT),
+}
 _REVISION_SCHEMA = {
     "type": "object",
     "properties": {
-        "resource_id": _TEXT,
-        "revision_id": _TEXT,
-        "parent_revision_id": nullable(_TEXT),
-        "schema_version": nullable(_TEXT),
+        **_REVISION_IDS,
         "is_current": {"type": "boolean"},
         "created_time": _TIME,
         "created_by": nullable(_TEXT),
@@ -56,10 +59,7 @@ _REVISION_SCHEMA = {
 _CURRENT_REVISION_SCHEMA = {
     "type": "object",
     "properties": {
-        "resource_id": _TEXT,
-        "revision_id": _TEXT,
-        "parent_revision_id": nullable(_TEXT),
-        "schema_version": nullable(_TEXT),
+        **_REVISION_IDS,
         "created_time": _TIME,
         "updated_time": _TIME,
         "created_by": nullable(_TEXT),

@@ -3,7 +3,6 @@ indexes on DjangoStorage (docs/ARCHITECTURE.md §7)."""
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -17,13 +16,9 @@ from crudgen import CreatorOnly, CRUDSystem, DataFilter, DjangoStorage, ListQuer
 from crudgen.apps import create_data_indexes
 from crudgen.storage.base import Storage
 from tests.crudgen.conftest import Clock
+from tests.crudgen.example_app import Colour
 
 pytestmark = pytest.mark.django_db
-
-
-class Colour(enum.Enum):
-    RED = "red"
-    BLUE = "blue"
 
 
 @dataclass

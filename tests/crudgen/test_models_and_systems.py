@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal, TypedDict
@@ -20,16 +19,7 @@ from crudgen import (
     UpdateOperation,
     ValidationFailed,
 )
-
-
-class Colour(enum.Enum):
-    RED = "red"
-    BLUE = "blue"
-
-
-@dataclass
-class Address:
-    city: str
+from tests.crudgen.example_app import Address, Colour
 
 
 @dataclass
