@@ -117,6 +117,16 @@ def _link_farm(target: Path, distributions: set[str]) -> None:
                 link.symlink_to(site / top)
 
 
+def _offline_env() -> dict[str, str]:
+    """This environment with pip told of no index, wheelhouse or configuration: only what is installed counts."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("PIP_") and k not in {"PYTHONPATH", "DJANGO_SETTINGS_MODULE"}
+    }
+    return {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INDEX": "1"}
+
+
 def _wheel_requirements(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as archive:
         name = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
@@ -143,6 +153,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ],
         check=True,
         capture_output=True,
+        env=_offline_env(),
     )
     (built,) = out.glob("crudgen-*.whl")
     return built
@@ -186,7 +197,7 @@ def test_installed_alone_into_a_fresh_virtualenv_it_serves_a_model_over_http(whe
     )
     _link_farm(tmp_path / "deps", _closure([r for r in _wheel_requirements(wheel) if "extra ==" not in r]))
     (site / "crudgen-test-deps.pth").write_text(f"{tmp_path / 'deps'}\n")
-    env = {key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "DJANGO_SETTINGS_MODULE"}}
+    env = _offline_env()
     # When the wheel is installed there, resolving its dependencies without any index
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--no-index", "--no-cache-dir", "-q", wheel],
