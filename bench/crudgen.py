@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 class Figure:
     per_second: float
     queries: float
+    cpu_ms: float  # median CPU time of this process per request (SQLite's work included, a server's not)
 
 
 def _setup(database_url: str | None) -> None:
@@ -147,15 +148,16 @@ def _measure(requests: int, call: Callable[[int], Any]) -> Figure:
     from django.test.utils import CaptureQueriesContext
 
     call(0)  # warm caches and URL resolvers outside the timing
-    durations = []
+    durations, cpu = [], []
     with CaptureQueriesContext(connection) as captured:
         for index in range(requests):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.thread_time()
             response = call(index)
             durations.append(time.perf_counter() - started)
+            cpu.append(time.thread_time() - cpu_started)
             if response.status_code >= 400:
                 raise RuntimeError(f"benchmark request failed: {response.status_code} {response.content[:200]!r}")
-    return Figure(1 / statistics.median(durations), len(captured) / requests)
+    return Figure(1 / statistics.median(durations), len(captured) / requests, statistics.median(cpu) * 1000)
 
 
 Call = Callable[[int], Any]
@@ -252,13 +254,18 @@ def main() -> None:
 
     print(f"database: {settings.DATABASES['default']['ENGINE']}, {args.requests} requests per cell")
     print(f"{'N':>8}  {'operation':<26}{'crudgen/s':>11}{'q/req':>7}{'plain/s':>11}{'q/req':>7}{'ratio':>7}")
+    cpu_lines = []
     for size in [int(s) for s in args.sizes.split(",") if s]:
-        for operation, (crud, plain) in _run_size(
-            size, args.requests, client, [o for o in args.only.split(",") if o]
-        ).items():
+        only = [o for o in args.only.split(",") if o]
+        for operation, (crud, plain) in _run_size(size, args.requests, client, only).items():
             plain_cells = f"{plain.per_second:>11.0f}{plain.queries:>7.1f}" if plain else f"{'-':>11}{'-':>7}"
             ratio = f"{plain.per_second / crud.per_second:>7.2f}" if plain else f"{'-':>7}"
             print(f"{size:>8}  {operation:<26}{crud.per_second:>11.0f}{crud.queries:>7.1f}{plain_cells}{ratio}")
+            plain_cpu = f"{plain.cpu_ms:.2f}" if plain else "-"
+            cpu_lines.append(f"{size:>8}  {operation:<26}  cpu {crud.cpu_ms:.2f} ms (plain {plain_cpu})")
+    # CPU time does not wait for other processes, so it stays comparable on a busy machine.
+    print("\nmedian CPU time of this process per request (with SQLite: the database's work too)")
+    print("\n".join(cpu_lines))
 
 
 if __name__ == "__main__":
