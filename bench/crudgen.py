@@ -219,6 +219,26 @@ def _run_size(size: int, requests: int, client: Any, only: list[str]) -> dict[st
     }
 
 
+def _page_buffers(size: int, crud: Any) -> list[str]:
+    """PostgreSQL's own count of the pages a filtered first page touches (EXPLAIN ANALYZE BUFFERS):
+    what the database did, however busy the machine was."""
+    from django.db import connection
+
+    from crudgen import DataFilter, ListQueryParams
+
+    lines = []
+    for label, field in (("list filtered, indexed", "priority"), ("list filtered, no index", "rank")):
+        params = crud._effective(ListQueryParams(data_filters=(DataFilter(field, "exact", RARE),)))
+        page = crud.storage._filtered(params, False, None).order_by(*crud.storage._ordering(params))[:20]
+        sql, sql_params = page.query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}", sql_params)
+            plan = cursor.fetchone()[0][0]["Plan"]
+        touched = plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0)
+        lines.append(f"{size:>8}  {label:<26}  buffers {touched} (8 kB pages the page query touched)")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
@@ -229,6 +249,7 @@ def main() -> None:
     _setup(args.database_url)
 
     from django.conf import settings
+    from django.db import connection
     from django.urls import clear_url_caches, include, path
     from rest_framework.test import APIClient
 
@@ -256,13 +277,15 @@ def main() -> None:
     print(f"{'N':>8}  {'operation':<26}{'crudgen/s':>11}{'q/req':>7}{'plain/s':>11}{'q/req':>7}{'ratio':>7}")
     cpu_lines = []
     for size in [int(s) for s in args.sizes.split(",") if s]:
-        only = [o for o in args.only.split(",") if o]
-        for operation, (crud, plain) in _run_size(size, args.requests, client, only).items():
+        results = _run_size(size, args.requests, client, [o for o in args.only.split(",") if o])
+        for operation, (crud, plain) in results.items():
             plain_cells = f"{plain.per_second:>11.0f}{plain.queries:>7.1f}" if plain else f"{'-':>11}{'-':>7}"
             ratio = f"{plain.per_second / crud.per_second:>7.2f}" if plain else f"{'-':>7}"
             print(f"{size:>8}  {operation:<26}{crud.per_second:>11.0f}{crud.queries:>7.1f}{plain_cells}{ratio}")
             plain_cpu = f"{plain.cpu_ms:.2f}" if plain else "-"
             cpu_lines.append(f"{size:>8}  {operation:<26}  cpu {crud.cpu_ms:.2f} ms (plain {plain_cpu})")
+        if connection.vendor == "postgresql" and any(operation.startswith("list filtered") for operation in results):
+            cpu_lines += _page_buffers(size, crud_system.get_crud(Workflow))
     # CPU time does not wait for other processes, so it stays comparable on a busy machine.
     print("\nmedian CPU time of this process per request (with SQLite: the database's work too)")
     print("\n".join(cpu_lines))
