@@ -16,6 +16,7 @@ comparison, only `isnull=true`; a range is inclusive and an empty side of it is 
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import types
 import typing
@@ -25,6 +26,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 import django_filters
 from django import forms
+from django.http import QueryDict
 
 from crudgen.errors import ValidationFailed
 from crudgen.params import LIST_QUERY_PARAMETERS, parse_bool
@@ -200,19 +202,36 @@ def _filter_for(field: FilterableField, lookup: str) -> django_filters.Filter:
     return base(**kwargs)
 
 
-class _NoRows:
-    """django-filter wants a queryset to read a model from; these filters have no model, they only parse."""
-
-    model = None
+@functools.lru_cache(maxsize=512)
+def _form_class(filterset: type[DataFilterSet], names: tuple[str, ...]) -> type[forms.Form]:
+    """A form of only the filters a query names: Django deep-copies a form's fields per request."""
+    fields = {name: filterset.base_filters[name].field for name in names}
+    return type(f"{filterset.__name__}Form", (filterset._meta.form,), fields)
 
 
 class DataFilterSet(django_filters.FilterSet):
-    """Parses a query string into `DataFilter`s; subclasses are generated per registered model."""
+    """Parses a query string into `DataFilter`s; subclasses are generated per registered model.
+
+    These filters only parse (no queryset, no model), so they are shared by every request instead
+    of being deep-copied by django-filter's constructor, and each request's form holds only the
+    filters its query names.
+    """
 
     fields_by_name: typing.ClassVar[dict[str, FilterableField]] = {}
 
-    def __init__(self, data: Any = None, queryset: Any = None, **kwargs: Any) -> None:
-        super().__init__(data, queryset if queryset is not None else _NoRows(), **kwargs)
+    def __init__(self, data: Any = None, queryset: Any = None, *, request: Any = None, prefix: Any = None) -> None:
+        self.is_bound = data is not None
+        self.data = data if data is not None else QueryDict()
+        self.queryset = queryset
+        self.request = request
+        self.form_prefix = prefix
+
+    @property
+    def filters(self) -> dict[str, django_filters.Filter]:  # type: ignore[override]
+        return self.base_filters
+
+    def get_form_class(self) -> type[forms.Form]:
+        return _form_class(type(self), tuple(sorted(name for name in self.data if name in self.base_filters)))
 
     def data_filters(self) -> tuple[DataFilter, ...]:
         """The accepted filters, or ValidationFailed (422) naming each bad or unknown one."""
