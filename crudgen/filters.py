@@ -39,6 +39,8 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 # SQLite binds integers as 64-bit; a bound past that range would be an OverflowError, not a 422.
 _INT_LIMITS = {"min_value": -(2**63), "max_value": 2**63 - 1}
 Kind = Literal["str", "int", "float", "bool"]
+#: An `in` list longer than this is refused: each value is one SQL parameter, and SQLite allows 32766.
+MAX_IN_VALUES = 1000
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,8 @@ class FilterableField:
         if lookup == "in":
             if not isinstance(value, list | tuple | set | frozenset):
                 raise ValueError(f"{data_filter.parameter} takes a list of values")
+            if len(value) > MAX_IN_VALUES:
+                raise ValueError(f"{data_filter.parameter} takes at most {MAX_IN_VALUES} values")
             return DataFilter(self.name, lookup, [self._scalar(item, data_filter) for item in value])
         if lookup == "range":
             if not isinstance(value, list | tuple) or len(value) != 2:
@@ -250,7 +254,12 @@ class DataFilterSet(django_filters.FilterSet):
                 value = tuple(None if bound in (None, "") else bound for bound in value)
                 if value == (None, None):
                     continue
-            found.append(field.checked(DataFilter(spec.field_name, spec.lookup_expr, value)))
+            try:
+                found.append(field.checked(DataFilter(spec.field_name, spec.lookup_expr, value)))
+            except ValueError as exc:
+                errors[name] = str(exc)
+        if errors:
+            raise ValidationFailed(errors)
         return tuple(found)
 
     def _unknown(self) -> dict[str, str]:

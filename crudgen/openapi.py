@@ -14,6 +14,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ComponentRegistry, ResolvedComponent
 from drf_spectacular.settings import spectacular_settings
 
+from crudgen.filters import MAX_IN_VALUES
 from crudgen.jsonschema import REF_TEMPLATE, for_openapi, model_components, nullable, request_body_schema
 from crudgen.types import SORTABLE_FIELDS
 
@@ -167,7 +168,7 @@ def _filter_parameter(name: str, field: FilterableField, lookup: str) -> dict[st
     if lookup == "isnull":
         parameter["schema"] = {"type": "boolean"}
     elif lookup in ("in", "range"):
-        parameter["schema"] = {"type": "array", "items": value}
+        parameter["schema"] = {"type": "array", "items": value, "maxItems": MAX_IN_VALUES}
         if lookup == "range":
             parameter["schema"].update(minItems=2, maxItems=2)
         parameter.update(style="form", explode=False)
