@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from crudgen import CreatorOnly, CRUDSystem, DataFilter, DjangoStorage, ListQueryParams, MetadataConfig, RouteConfig
 from crudgen.apps import create_data_indexes
 from crudgen.storage.base import Storage
-from tests.crudgen.conftest import Clock
+from tests.crudgen.conftest import Clock, plan_of_first_page
 from tests.crudgen.example_app import Colour
 
 pytestmark = pytest.mark.django_db
@@ -258,16 +258,6 @@ def test_a_filtered_list_page_on_django_storage_is_two_queries(
     assert response.json()["total"] == 6
 
 
-def _plan(storage: DjangoStorage, params: ListQueryParams) -> str:
-    page = storage._filtered(params, is_deleted=False, scope=None).order_by(*storage._ordering(params))[:20]
-    sql, sql_params = page.query.sql_with_params()
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute(f"EXPLAIN {'QUERY PLAN ' if connection.vendor == 'sqlite' else ''}{sql}", sql_params)
-        return " ".join(str(row) for row in cursor.fetchall())
-
-
 @pytest.mark.parametrize(
     "data_filter", [DataFilter("priority", "exact", 3), DataFilter("title", "exact", "milk")], ids=["number", "string"]
 )
@@ -276,7 +266,7 @@ def test_a_list_filtered_on_an_indexed_field_walks_its_expression_index(clock: C
     crud = _system(DjangoStorage, clock).get_crud(Todo)
     index_name, _ = crud.storage.index_sql(crud.filterable_fields[data_filter.field], connection.vendor)
     # When the first page filtered on the field is planned
-    plan = _plan(crud.storage, crud._effective(ListQueryParams(data_filters=(data_filter,))))
+    plan = plan_of_first_page(crud.storage, crud._effective(ListQueryParams(data_filters=(data_filter,))))
     # Then the plan uses that field's expression index and sorts nothing
     assert index_name in plan
     assert "TEMP B-TREE" not in plan.upper()

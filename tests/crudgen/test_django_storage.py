@@ -9,9 +9,9 @@ import pytest
 from django.db import connection, connections
 from rest_framework.test import APIClient
 
-from crudgen import CRUDSystem, DjangoStorage, ListQueryParams, ListScope, MetadataConfig
+from crudgen import CRUDSystem, DjangoStorage, ListScope, MetadataConfig
 from crudgen.models import StoredResource, StoredRevision
-from tests.crudgen.conftest import Clock, Workflow
+from tests.crudgen.conftest import Clock, Workflow, plan_of_first_page
 
 pytestmark = pytest.mark.django_db
 
@@ -125,21 +125,12 @@ def test_every_list_filter_and_sort_has_an_index_ending_in_the_tie_break() -> No
     assert ("namespace", "is_deleted", "resource_id") in indexed
 
 
-def _plan_of_first_page(storage: DjangoStorage, *, scope: ListScope | None) -> str:
-    params = ListQueryParams()
-    page = storage._filtered(params, is_deleted=False, scope=scope).order_by(*storage._ordering(params))[:20]
-    sql, sql_params = page.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN {'QUERY PLAN ' if connection.vendor == 'sqlite' else ''}{sql}", sql_params)
-        return " ".join(str(row) for row in cursor.fetchall())
-
-
 @pytest.mark.django_db
 def test_a_list_page_is_an_index_walk_without_sorting_the_namespace() -> None:
     # Given an empty namespace on Django storage
     storage = DjangoStorage(namespace="plan")
     # When the first page is planned
-    plan = _plan_of_first_page(storage, scope=None)
+    plan = plan_of_first_page(storage)
 
     # Then the plan walks an index and sorts nothing
     assert "TEMP B-TREE" not in plan.upper()
@@ -151,7 +142,7 @@ def test_a_list_scoped_to_one_creator_is_an_index_walk_of_that_creator() -> None
     # Given a storage whose access policy lets the caller list only what bob created
     storage = DjangoStorage(namespace="plan")
     # When the first page is planned
-    plan = _plan_of_first_page(storage, scope=ListScope.created_by_one_of(["bob"]))
+    plan = plan_of_first_page(storage, scope=ListScope.created_by_one_of(["bob"]))
     # Then it walks the scope index rather than sorting bob's rows or scanning the namespace
     assert "TEMP B-TREE" not in plan.upper()
     assert "Sort " not in plan
