@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _EXPORTS = {
     "CRUDSystem": "crudgen.system",
@@ -31,6 +31,7 @@ _EXPORTS = {
     "HTTPMethod": "crudgen.types",
     "UpdateOperation": "crudgen.types",
     "UpdateAction": "crudgen.types",
+    "DataFilter": "crudgen.types",
     "ResourceNameStyle": "crudgen.types",
     "Storage": "crudgen.storage.base",
     "MemoryStorage": "crudgen.storage.memory",

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import io
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import msgspec
 
 from crudgen.access import AccessAction, AccessPolicy, Caller, ListScope
 from crudgen.errors import NotFoundError, ResourceDeletedError, RevisionConflict
+from crudgen.filters import build_filterset, filterable_fields
 from crudgen.metadata import MetadataConfig, ResourceMeta, Revision, meta_view, revision_view
 from crudgen.schema import ModelAdapter, to_plain
 from crudgen.storage.base import Storage, Stored, WriteSession
-from crudgen.types import ListQueryParams, ListResult
+from crudgen.types import DataFilter, ListQueryParams, ListResult
 from crudgen.updates import apply_json_patch, apply_update_operations
 
 
@@ -56,6 +58,7 @@ class SingleModelCRUD:
         default_values: Mapping[str, Any] | None = None,
         migration: SchemaMigration | None = None,
         access_policy: AccessPolicy | None = None,
+        indexed_fields: Sequence[str] = (),
     ) -> None:
         self.model = model
         self.access_policy = access_policy or AccessPolicy()
@@ -65,7 +68,14 @@ class SingleModelCRUD:
         self.metadata_config = metadata_config or MetadataConfig()
         self.adapter = ModelAdapter(model, default_values)
         self.migration = migration
+        #: The model's scalar fields with their lookups, and the FilterSet the list routes parse with.
+        self.filterable_fields = filterable_fields(model)
+        self.filterset = build_filterset(resource_name, self.filterable_fields)
+        unfit = sorted(set(indexed_fields) - set(self.filterable_fields))
+        if unfit:
+            raise ValueError(f"indexed_fields name fields without filters: {', '.join(unfit)}")
         storage.attach(resource_name)
+        storage.describe_data(self.filterable_fields, tuple(indexed_fields))
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -92,26 +102,41 @@ class SingleModelCRUD:
         data = self._upgrade(stored.data, stored.meta.schema_version)
         return Stored(stored.meta.evolve(schema_version=self.schema_version), data)
 
-    def _with_metadata_fields(self, data: Mapping[str, Any], meta: ResourceMeta) -> dict[str, Any]:
-        """Model fields named like metadata carry the server's values; a body cannot forge them."""
+    def _with_metadata_fields(
+        self, data: Mapping[str, Any], meta: ResourceMeta, current: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """Model fields named like metadata carry the server's values; a body cannot forge them.
+
+        With no user known, a user field keeps what the client gave, and a change keeps the
+        creator the resource already had (autocrud 0.2), so a model with `created_by: str` can be
+        created by a script; the metadata's `created_by` stays None, so no policy or filter on it
+        can be fooled.
+        """
         config = self.metadata_config
         values: dict[str | None, Any] = {config.id_field: meta.resource_id}
         if config.enable_timestamps:
             values[config.created_time_field] = meta.created_time
             values[config.updated_time_field] = meta.updated_time
         if config.enable_user_tracking:
-            values[config.created_by_field] = meta.created_by
-            values[config.updated_by_field] = meta.updated_by
+            for name, user in ((config.created_by_field, meta.created_by), (config.updated_by_field, meta.updated_by)):
+                if user is not None:
+                    values[name] = user
+                elif current is not None and name == config.created_by_field and name in current:
+                    values[name] = current[name]
+                elif name not in data:
+                    values[name] = None
         filled = dict(data)
         for name, value in values.items():
             if name and name in self.adapter.fields:
                 filled[name] = to_plain(value)
         return filled
 
-    def _prepare(self, data: Any, meta: ResourceMeta, *, full: bool) -> dict[str, Any]:
+    def _prepare(
+        self, data: Any, meta: ResourceMeta, *, full: bool, current: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         body = self.adapter.with_defaults(data) if full and isinstance(data, Mapping) else data
         if isinstance(body, Mapping):
-            body = self._with_metadata_fields(body, meta)
+            body = self._with_metadata_fields(body, meta, current)
         return self.adapter.validate(body)
 
     def _read(self, resource_id: str, caller: Caller | None = None, action: AccessAction = AccessAction.READ) -> Stored:
@@ -217,7 +242,9 @@ class SingleModelCRUD:
         body = to_plain(data)
 
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
-            return self._store_data(session, current, lambda meta: self._prepare(body, meta, full=True), actor, caller)
+            return self._store_data(
+                session, current, lambda meta: self._prepare(body, meta, full=True, current=current.data), actor, caller
+            )
 
         return self._locked_change(resource_id, if_match, change, action=AccessAction.UPDATE, caller=caller)
 
@@ -236,7 +263,11 @@ class SingleModelCRUD:
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
             patched = apply_json_patch(current.data, operations)
             return self._store_data(
-                session, current, lambda meta: self._prepare(patched, meta, full=False), actor, caller
+                session,
+                current,
+                lambda meta: self._prepare(patched, meta, full=False, current=current.data),
+                actor,
+                caller,
             )
 
         return self._locked_change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
@@ -256,7 +287,11 @@ class SingleModelCRUD:
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
             updated = apply_update_operations(current.data, updates)
             return self._store_data(
-                session, current, lambda meta: self._prepare(updated, meta, full=False), actor, caller
+                session,
+                current,
+                lambda meta: self._prepare(updated, meta, full=False, current=current.data),
+                actor,
+                caller,
             )
 
         return self._locked_change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
@@ -394,9 +429,28 @@ class SingleModelCRUD:
     def list_stored(
         self, params: ListQueryParams | None = None, *, is_deleted: bool | None = False, scope: ListScope | None = None
     ) -> tuple[list[Stored], int]:
-        params = params or ListQueryParams()
+        params = self._effective(params or ListQueryParams())
         page, total = self.storage.select(params, is_deleted, scope)
         return [self._migrated(stored) for stored in page], total
+
+    def _effective(self, params: ListQueryParams) -> ListQueryParams:
+        """The params a storage runs: data filters checked against the model (a ValueError names
+        what is wrong), and user filters dropped without user tracking, as autocrud 0.2 does,
+        rather than matched against users the configuration does not show."""
+        changes: dict[str, Any] = {"data_filters": self.checked_filters(params.data_filters)}
+        if not self.metadata_config.enable_user_tracking:
+            changes.update(created_by_filter=None, updated_by_filter=None)
+        return replace(params, **changes)
+
+    def checked_filters(self, data_filters: Sequence[DataFilter]) -> tuple[DataFilter, ...]:
+        checked = []
+        for data_filter in data_filters:
+            field = self.filterable_fields.get(data_filter.field)
+            if field is None:
+                offered = ", ".join(self.filterable_fields) or "none"
+                raise ValueError(f"{self.resource_name} has no filterable field {data_filter.field!r} ({offered})")
+            checked.append(field.checked(data_filter))
+        return tuple(checked)
 
     def list_with_params(
         self,
@@ -416,8 +470,14 @@ class SingleModelCRUD:
         }
         return ListResult.build([render[view](stored) for stored in page], total, params)
 
-    def count(self, is_deleted: bool | None = False, *, scope: ListScope | None = None) -> int:
-        return self.storage.count(is_deleted, scope)
+    def count(
+        self,
+        is_deleted: bool | None = False,
+        *,
+        scope: ListScope | None = None,
+        data_filters: Sequence[DataFilter] = (),
+    ) -> int:
+        return self.storage.count(is_deleted, scope, self.checked_filters(data_filters))
 
     def list_revisions(
         self, resource_id: str, page: int = 1, page_size: int = 20, *, caller: Caller | None = None

@@ -22,19 +22,46 @@ class MetadataConfig:
     get_current_time: Callable[[], datetime] | None = None
     get_current_user: Callable[[], str | None] | None = None
 
+    # The factories take autocrud 0.2's arguments, by keyword only: a positional call meant for
+    # either library's order fails loudly instead of naming a field after a function.
     @classmethod
-    def with_timestamps(cls, get_current_time: Callable[[], datetime] | None = None, **kwargs: Any) -> MetadataConfig:
-        return cls(enable_timestamps=True, get_current_time=get_current_time, **kwargs)
+    def with_timestamps(
+        cls,
+        *,
+        created_time_field: str | None = "created_time",
+        updated_time_field: str | None = "updated_time",
+        get_current_time: Callable[[], datetime] | None = None,
+        **kwargs: Any,
+    ) -> MetadataConfig:
+        return cls(
+            enable_timestamps=True,
+            created_time_field=created_time_field,
+            updated_time_field=updated_time_field,
+            get_current_time=get_current_time,
+            **kwargs,
+        )
 
     @classmethod
     def with_user_tracking(
-        cls, get_current_user: Callable[[], str | None] | None = None, **kwargs: Any
+        cls,
+        *,
+        created_by_field: str | None = "created_by",
+        updated_by_field: str | None = "updated_by",
+        get_current_user: Callable[[], str | None] | None = None,
+        **kwargs: Any,
     ) -> MetadataConfig:
-        return cls(enable_user_tracking=True, get_current_user=get_current_user, **kwargs)
+        return cls(
+            enable_user_tracking=True,
+            created_by_field=created_by_field,
+            updated_by_field=updated_by_field,
+            get_current_user=get_current_user,
+            **kwargs,
+        )
 
     @classmethod
     def with_full_tracking(
         cls,
+        *,
         get_current_user: Callable[[], str | None] | None = None,
         get_current_time: Callable[[], datetime] | None = None,
         **kwargs: Any,
@@ -48,28 +75,30 @@ class MetadataConfig:
         )
 
     def get_metadata_fields(self) -> dict[str, bool]:
-        """Every metadata field name mapped to whether this configuration fills it."""
-        result = {self.id_field: True}
-        for name in (self.created_time_field, self.updated_time_field):
-            if name:
-                result[name] = self.enable_timestamps
-        for name in (self.created_by_field, self.updated_by_field):
-            if name:
-                result[name] = self.enable_user_tracking
-        return result
+        """The metadata fields this configuration fills, each mapped to True (autocrud 0.2's shape):
+        the id always, the time fields with timestamps, the user fields with user tracking."""
+        names = [self.id_field]
+        if self.enable_timestamps:
+            names += [self.created_time_field, self.updated_time_field]
+        if self.enable_user_tracking:
+            names += [self.created_by_field, self.updated_by_field]
+        return {name: True for name in names if name}
 
     def get_create_excluded_fields(self) -> set[str]:
-        """Fields the server fills on create, so a create body may leave them out."""
-        return {name for name, enabled in self.get_metadata_fields().items() if enabled}
+        """Fields a create body leaves to the server: the id, both times and `updated_by`.
+
+        `created_by` is not among them: with no user known, the creator a client names is kept.
+        """
+        return self._server_filled(keeping=self.created_by_field)
 
     def get_update_excluded_fields(self) -> set[str]:
-        """Fields fixed at creation; `updated_*` are left to the body too but the server overwrites them."""
-        excluded = {self.id_field}
-        if self.enable_timestamps and self.created_time_field:
-            excluded.add(self.created_time_field)
-        if self.enable_user_tracking and self.created_by_field:
-            excluded.add(self.created_by_field)
-        return excluded
+        """Fields a replace body leaves to the server: the id, both times and `created_by` (fixed at
+        creation). `updated_by` is not among them: with no user known, the one a client names is kept."""
+        return self._server_filled(keeping=self.updated_by_field)
+
+    def _server_filled(self, *, keeping: str | None) -> set[str]:
+        """The fields this configuration fills, but the user field a body may still give."""
+        return {name for name in self.get_metadata_fields() if name != keeping}
 
     def now(self) -> datetime:
         moment = self.get_current_time() if self.get_current_time else timezone.now()

@@ -1,44 +1,74 @@
-"""drf-spectacular schema for generated routes: each operation is built from its route and model schema."""
+"""drf-spectacular schema for generated routes: each operation is built from its route and model schema.
+
+Schemas are written as JSON Schema 2020-12 (what msgspec emits and OpenAPI 3.1 uses) and put in
+the dialect of the document's `OAS_VERSION` by `crudgen.jsonschema.for_openapi`, so the document
+is valid OpenAPI 3.0.3 (drf-spectacular's default, with `nullable`) or 3.1.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ComponentRegistry, ResolvedComponent
+from drf_spectacular.settings import spectacular_settings
 
-from crudgen.schema import is_supported_model
+from crudgen.filters import MAX_IN_VALUES
+from crudgen.jsonschema import REF_TEMPLATE, for_openapi, model_components, nullable, request_body_schema
 from crudgen.types import SORTABLE_FIELDS
 
-_REF = "#/components/schemas/{name}"
+if TYPE_CHECKING:
+    from crudgen.crud import SingleModelCRUD
+    from crudgen.filters import FilterableField
+
+_REF = REF_TEMPLATE
+_TEXT = {"type": "string"}
+_TIME = {"type": "string", "format": "date-time"}
 
 _META_SCHEMA = {
     "type": "object",
     "properties": {
-        "resource_id": {"type": "string", "format": "uuid"},
-        "current_revision_id": {"type": "string"},
+        "resource_id": _TEXT,
+        "current_revision_id": _TEXT,
         "is_deleted": {"type": "boolean"},
-        "schema_version": {"type": "string", "nullable": True},
-        "created_time": {"type": "string", "format": "date-time"},
-        "updated_time": {"type": "string", "format": "date-time"},
-        "created_by": {"type": "string", "nullable": True},
-        "updated_by": {"type": "string", "nullable": True},
+        "schema_version": nullable(_TEXT),
+        "created_time": _TIME,
+        "updated_time": _TIME,
+        "created_by": nullable(_TEXT),
+        "updated_by": nullable(_TEXT),
     },
     "required": ["resource_id", "current_revision_id", "is_deleted"],
+}
+_REVISION_IDS = {
+    "resource_id": _TEXT,
+    "revision_id": _TEXT,
+    "parent_revision_id": nullable(_TEXT),
+    "schema_version": nullable(_TEXT),
 }
 _REVISION_SCHEMA = {
     "type": "object",
     "properties": {
-        "resource_id": {"type": "string"},
-        "revision_id": {"type": "string"},
-        "parent_revision_id": {"type": "string", "nullable": True},
-        "schema_version": {"type": "string", "nullable": True},
+        **_REVISION_IDS,
         "is_current": {"type": "boolean"},
-        "created_time": {"type": "string", "format": "date-time"},
-        "created_by": {"type": "string", "nullable": True},
+        "created_time": _TIME,
+        "created_by": nullable(_TEXT),
     },
     "required": ["resource_id", "revision_id"],
+}
+#: `revision_info` of `/full?shape=revision_info`: the current revision with the resource's times and users.
+_CURRENT_REVISION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        **_REVISION_IDS,
+        "created_time": _TIME,
+        "updated_time": _TIME,
+        "created_by": nullable(_TEXT),
+        "updated_by": nullable(_TEXT),
+        "is_deleted": {"type": "boolean"},
+    },
+    "required": ["resource_id", "revision_id", "parent_revision_id", "is_deleted"],
+    "additionalProperties": False,
 }
 _ERROR_SCHEMA = {
     "type": "object",
@@ -76,6 +106,19 @@ _QUERY_SCHEMAS: dict[str, dict[str, Any]] = {
     "is_deleted": {"type": "boolean"},
     "shape": {"type": "string", "enum": ["meta", "revision_info"], "default": "meta"},
 }
+_FILTER_VALUES: dict[str, dict[str, Any]] = {
+    "str": {"type": "string"},
+    "int": {"type": "integer", "format": "int64", "minimum": -(2**63), "maximum": 2**63 - 1},
+    "float": {"type": "number"},
+    "bool": {"type": "boolean"},
+}
+_FILTER_HELP = {
+    "exact": "equal to",
+    "in": "one of (comma-separated)",
+    "range": "between, inclusive (`low,high`; an empty side is open)",
+    "contains": "containing (case-sensitive)",
+    "isnull": "null (true) or not null (false)",
+}
 _ERRORS_BY_METHOD = {
     "GET": (404, 410, 422),
     "POST": (404, 410, 412, 422),
@@ -87,6 +130,11 @@ _ERRORS_BY_METHOD = {
 
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": _REF.format(name=name)}
+
+
+def _closed(properties: dict[str, Any]) -> dict[str, Any]:
+    """An object of exactly these properties, all present."""
+    return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 
 def _page_of(items: dict[str, Any]) -> dict[str, Any]:
@@ -103,32 +151,78 @@ def _page_of(items: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _component_name(resource_name: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", resource_name) if part)
+
+
+def _filter_parameter(name: str, field: FilterableField, lookup: str) -> dict[str, Any]:
+    value = dict(_FILTER_VALUES[field.kind])
+    if field.choices is not None:
+        value["enum"] = list(field.choices)
+    parameter: dict[str, Any] = {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": f"`{field.name}` {_FILTER_HELP[lookup]}",
+    }
+    if lookup == "isnull":
+        parameter["schema"] = {"type": "boolean"}
+    elif lookup in ("in", "range"):
+        parameter["schema"] = {"type": "array", "items": value, "maxItems": MAX_IN_VALUES}
+        if lookup == "range":
+            parameter["schema"].update(minItems=2, maxItems=2)
+        parameter.update(style="form", explode=False)
+    else:
+        parameter["schema"] = value
+    return parameter
+
+
+def data_filter_parameters(crud: SingleModelCRUD) -> list[dict[str, Any]]:
+    """One query parameter per filter of the model's generated FilterSet."""
+    return [
+        _filter_parameter(name, crud.filterable_fields[spec.field_name], spec.lookup_expr)
+        for name, spec in crud.filterset.base_filters.items()
+    ]
+
+
 class CrudAutoSchema(AutoSchema):
     """Describes a generated view from its bindings instead of serializers, which crudgen does not use."""
 
     def _register(self, registry: ComponentRegistry, name: str, schema: dict[str, Any]) -> None:
         registry.register_on_missing(
-            ResolvedComponent(name=name, type=ResolvedComponent.SCHEMA, schema=schema, object=name)
+            ResolvedComponent(
+                name=name,
+                type=ResolvedComponent.SCHEMA,
+                schema=for_openapi(schema, spectacular_settings.OAS_VERSION),
+                object=name,
+            )
         )
 
-    def _model_schema(self, registry: ComponentRegistry, model: Any) -> dict[str, Any]:
-        if not is_supported_model(model):
-            return {"type": "object"}
-        from msgspec.json import schema_components
-
-        (schema,), components = schema_components([model], ref_template=_REF)
+    def _model_schema(self, registry: ComponentRegistry, crud: SingleModelCRUD) -> tuple[dict[str, Any], str | None]:
+        """(the model's schema, the name of its create/replace body component, if it has one)."""
+        schema, components = model_components(crud.model)
         for name, component in components.items():
             self._register(registry, name, component)
-        return schema
+        model_name = schema.get("$ref", "").rpartition("/")[2]
+        if model_name not in components:
+            return schema, None
+        body_name = f"{_component_name(crud.resource_name)}Request"
+        optional = {*crud.metadata_config.get_metadata_fields(), *crud.adapter.default_values}
+        self._register(registry, body_name, request_body_schema(components[model_name], optional, body_name))
+        return schema, body_name
 
-    def _body(self, kind: Any, model_schema: dict[str, Any], registry: ComponentRegistry) -> dict[str, Any]:
+    def _body(self, kind: Any, model_schema: dict[str, Any], body_name: str | None) -> dict[str, Any]:
         meta, revision = _ref("CrudResourceMeta"), _ref("CrudRevisionInfo")
-        full = {"type": "object", "properties": {"data": model_schema, "meta": meta}, "required": ["data"]}
+        full = _closed({"data": model_schema, "meta": meta})
         kinds: dict[str, dict[str, Any]] = {
             "meta": meta,
             "model": model_schema,
+            "request": _ref(body_name) if body_name else model_schema,
             "json_patch": _ref("CrudJsonPatch"),
             "full": full,
+            "full_any_shape": {
+                "oneOf": [full, _closed({"data": model_schema, "revision_info": _ref("CrudCurrentRevision")})]
+            },
             "list_data": _page_of(model_schema),
             "list_meta": _page_of(meta),
             "list_full": _page_of(full),
@@ -137,7 +231,7 @@ class CrudAutoSchema(AutoSchema):
         }
         if isinstance(kind, str) and kind in kinds:
             return kinds[kind]
-        return self._model_schema(registry, kind)
+        return {"type": "object"}
 
     def get_operation(
         self, path: str, path_regex: str, path_prefix: str, method: str, registry: ComponentRegistry
@@ -148,12 +242,13 @@ class CrudAutoSchema(AutoSchema):
         for name, schema in (
             ("CrudResourceMeta", _META_SCHEMA),
             ("CrudRevisionInfo", _REVISION_SCHEMA),
+            ("CrudCurrentRevision", _CURRENT_REVISION_SCHEMA),
             ("CrudError", _ERROR_SCHEMA),
             ("CrudJsonPatch", _PATCH_SCHEMA),
         ):
             self._register(registry, name, schema)
         route, crud = binding.route.config, binding.crud
-        model_schema = self._model_schema(registry, crud.model)
+        model_schema, body_name = self._model_schema(registry, crud)
         parameters = [
             {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
             for name in re.findall(r"{(\w+)}", path)
@@ -162,14 +257,14 @@ class CrudAutoSchema(AutoSchema):
             {"name": name, "in": "query", "required": False, "schema": _QUERY_SCHEMAS.get(name, {"type": "string"})}
             for name in route.query_parameters
         ]
+        if route.data_filters:
+            parameters += data_filter_parameters(crud)
         if method.upper() in {"PUT", "PATCH", "POST", "DELETE"}:
             parameters.append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}})
-        success = {
-            "description": "OK",
-            "content": {
-                "application/json": {"schema": self._body(route.response_model or "meta", model_schema, registry)}
-            },
-        }
+        response_schema = for_openapi(
+            self._body(route.response_model or "meta", model_schema, body_name), spectacular_settings.OAS_VERSION
+        )
+        success = {"description": "OK", "content": {"application/json": {"schema": response_schema}}}
         if route.name in {"read_data", "read_meta", "read_full", "get"} or route.response_model == "meta":
             success["headers"] = {"ETag": {"schema": {"type": "string"}, "description": "current revision id"}}
         responses: dict[str, Any] = {str(binding.status_code): success}
@@ -193,6 +288,7 @@ class CrudAutoSchema(AutoSchema):
             operation["description"] = route.description
         if route.request_model is not None:
             media = "application/json-patch+json" if route.request_model == "json_patch" else "application/json"
-            body_schema = self._body(route.request_model, model_schema, registry)
+            kind = "request" if route.request_model == "model" else route.request_model
+            body_schema = self._body(kind, model_schema, body_name)
             operation["requestBody"] = {"required": True, "content": {media: {"schema": body_schema}}}
         return operation

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils.dateparse import parse_datetime
 
 from crudgen.errors import ValidationFailed
-from crudgen.types import MAX_PAGE_SIZE, SORTABLE_FIELDS, ListQueryParams, SortOrder
+from crudgen.types import MAX_PAGE_SIZE, SORTABLE_FIELDS, DataFilter, ListQueryParams, SortOrder
+
+if TYPE_CHECKING:
+    from crudgen.filters import DataFilterSet
 
 LIST_QUERY_PARAMETERS = (
     "page",
@@ -23,6 +26,16 @@ LIST_QUERY_PARAMETERS = (
     "sort_by",
     "sort_order",
 )
+
+
+def parse_bool(raw: str) -> bool:
+    """`true`/`1`/`yes` or `false`/`0`/`no`, any case; anything else is a ValueError."""
+    lowered = raw.strip().lower()
+    if lowered in {"true", "1", "yes"}:
+        return True
+    if lowered in {"false", "0", "no"}:
+        return False
+    raise ValueError("must be true or false")
 
 
 def _int_param(query: Mapping[str, Any], name: str, default: int, errors: dict[str, str], upper: int) -> int:
@@ -58,8 +71,11 @@ def _time_param(query: Mapping[str, Any], name: str, errors: dict[str, str]) -> 
         return None
 
 
-def parse_list_params(query: Any) -> ListQueryParams:
-    """ListQueryParams from a query string; every problem is reported per parameter (422)."""
+def parse_list_params(query: Any, filterset: type[DataFilterSet] | None = None) -> ListQueryParams:
+    """ListQueryParams from a query string; every problem is reported per parameter (422).
+
+    `filterset` (the model's generated FilterSet) parses the data-field filters.
+    """
     errors: dict[str, str] = {}
     page = _int_param(query, "page", 1, errors, upper=10**9)
     page_size = _int_param(query, "page_size", 20, errors, upper=MAX_PAGE_SIZE)
@@ -72,6 +88,7 @@ def parse_list_params(query: Any) -> ListQueryParams:
     sort_order_raw = (query.get("sort_order") or SortOrder.DESC.value).lower()
     if sort_order_raw not in {order.value for order in SortOrder}:
         errors["sort_order"] = "must be asc or desc"
+    data_filters = _data_filters(query, filterset, errors)
     if errors:
         raise ValidationFailed(errors)
 
@@ -88,16 +105,35 @@ def parse_list_params(query: Any) -> ListQueryParams:
         updated_time_range=time_range("updated_time"),
         sort_by=sort_by,
         sort_order=SortOrder(sort_order_raw),
+        data_filters=data_filters,
     )
+
+
+def _data_filters(query: Any, filterset: type[DataFilterSet] | None, errors: dict[str, str]) -> tuple[DataFilter, ...]:
+    # Most list requests filter on no data field: they skip building the FilterSet's form.
+    if filterset is None or not any(name.partition("__")[0] in filterset.fields_by_name for name in query):
+        return ()
+    try:
+        return filterset(data=query).data_filters()
+    except ValidationFailed as exc:
+        errors.update(exc.fields)
+        return ()
+
+
+def parse_data_filters(query: Any, filterset: type[DataFilterSet] | None) -> tuple[DataFilter, ...]:
+    """Only the data-field filters of a query string (the count route has no page or sort)."""
+    errors: dict[str, str] = {}
+    found = _data_filters(query, filterset, errors)
+    if errors:
+        raise ValidationFailed(errors)
+    return found
 
 
 def bool_param(query: Mapping[str, Any], name: str) -> bool | None:
     raw = query.get(name)
     if raw in (None, ""):
         return None
-    lowered = raw.lower()
-    if lowered in {"true", "1", "yes"}:
-        return True
-    if lowered in {"false", "0", "no"}:
-        return False
-    raise ValidationFailed({name: "must be true or false"})
+    try:
+        return parse_bool(raw)
+    except ValueError as exc:
+        raise ValidationFailed({name: str(exc)}) from exc

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from crudgen.access import Caller
 from crudgen.errors import ValidationFailed
 from crudgen.metadata import meta_view
-from crudgen.params import LIST_QUERY_PARAMETERS, bool_param, parse_list_params
+from crudgen.params import LIST_QUERY_PARAMETERS, bool_param, parse_data_filters, parse_list_params
 from crudgen.types import HTTPMethod, PluginRouteConfig
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def handle_switch(ctx: RouteContext) -> dict[str, Any]:
 
 def _list_handler(view: str, deleted_param: bool = False) -> Callable[[RouteContext], dict[str, Any]]:
     def handle(ctx: RouteContext) -> dict[str, Any]:
-        params = parse_list_params(ctx.query)
+        params = parse_list_params(ctx.query, ctx.crud.filterset)
         is_deleted = bool_param(ctx.query, "is_deleted") if deleted_param else None
         result = ctx.crud.list_with_params(params, is_deleted=bool(is_deleted), view=view, scope=ctx.caller.scope())
         return result.to_dict()
@@ -112,7 +112,8 @@ def _list_handler(view: str, deleted_param: bool = False) -> Callable[[RouteCont
 
 def handle_count(ctx: RouteContext) -> dict[str, Any]:
     is_deleted = bool_param(ctx.query, "is_deleted")
-    return {"count": ctx.crud.count(is_deleted=bool(is_deleted), scope=ctx.caller.scope())}
+    data_filters = parse_data_filters(ctx.query, ctx.crud.filterset)
+    return {"count": ctx.crud.count(is_deleted=bool(is_deleted), scope=ctx.caller.scope(), data_filters=data_filters)}
 
 
 def handle_revision_list(ctx: RouteContext) -> dict[str, Any]:
@@ -139,6 +140,7 @@ class RoutePlugin:
     request_body: str | None = None
     response_body: str = "meta"
     query_parameters: tuple[str, ...] = ()
+    data_filters: bool = False
 
     def get_routes(self, crud: SingleModelCRUD) -> list[PluginRouteConfig]:
         return [
@@ -154,6 +156,7 @@ class RoutePlugin:
                 response_model=self.response_body,
                 request_model=self.request_body,
                 query_parameters=self.query_parameters,
+                data_filters=self.data_filters,
             )
         ]
 
@@ -187,6 +190,7 @@ def default_plugins() -> list[RoutePlugin]:
             summary="List data",
             response_body="list_data",
             query_parameters=_LIST,
+            data_filters=True,
         ),
         RoutePlugin(
             "list_meta",
@@ -198,6 +202,7 @@ def default_plugins() -> list[RoutePlugin]:
             summary="List metadata",
             response_body="list_meta",
             query_parameters=(*_LIST, "is_deleted"),
+            data_filters=True,
         ),
         RoutePlugin(
             "list_full",
@@ -209,6 +214,7 @@ def default_plugins() -> list[RoutePlugin]:
             summary="List data with metadata",
             response_body="list_full",
             query_parameters=_LIST,
+            data_filters=True,
         ),
         RoutePlugin(
             "count",
@@ -220,6 +226,7 @@ def default_plugins() -> list[RoutePlugin]:
             summary="Count",
             response_body="count",
             query_parameters=("is_deleted",),
+            data_filters=True,
         ),
         RoutePlugin(
             "list",
@@ -231,6 +238,7 @@ def default_plugins() -> list[RoutePlugin]:
             summary="List (earlier route set)",
             response_body="list_data",
             query_parameters=_LIST,
+            data_filters=True,
         ),
         RoutePlugin(
             "read_data", get, f"{_RID}/data", handle_read_data, 40, "get", summary="Read data", response_body="model"
@@ -244,7 +252,7 @@ def default_plugins() -> list[RoutePlugin]:
             40,
             "get",
             summary="Read data and metadata",
-            response_body="full",
+            response_body="full_any_shape",
             query_parameters=("shape",),
         ),
         RoutePlugin(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pickle
 from typing import Any, Protocol
 
-import msgpack
 import msgspec
+from django.core.exceptions import ImproperlyConfigured
 
 
 class Serializer(Protocol):
@@ -43,14 +43,23 @@ class PickleSerializer:
 
 
 class MsgpackSerializer:
+    """Needs the `msgpack` extra (`pip install crudgen[msgpack]`); asking for it without is a clear error."""
+
     name = "msgpack"
     extension = "msgpack"
 
+    def __init__(self) -> None:
+        try:
+            import msgpack
+        except ImportError as exc:
+            raise ImproperlyConfigured("the msgpack serializer needs msgpack: pip install 'crudgen[msgpack]'") from exc
+        self._msgpack = msgpack
+
     def dumps(self, value: Any) -> bytes:
-        return msgpack.packb(value, use_bin_type=True)
+        return self._msgpack.packb(value, use_bin_type=True)
 
     def loads(self, raw: bytes) -> Any:
-        return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+        return self._msgpack.unpackb(raw, raw=False, strict_map_key=False)
 
 
 SERIALIZERS: dict[str, type[JsonSerializer] | type[PickleSerializer] | type[MsgpackSerializer]] = {

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import URLPattern, path
 
 from crudgen import backup
@@ -64,10 +66,13 @@ class CRUDSystem:
         default_values: Mapping[str, Any] | None = None,
         migration: SchemaMigration | None = None,
         access_policy: AccessPolicy | None = None,
+        indexed_fields: Sequence[str] = (),
     ) -> SingleModelCRUD:
         """Register `model`; the plural option only shapes a name derived from the class, never a given one.
 
         `access_policy` (else the system's, else open) decides who lists, reads and changes its resources.
+        `indexed_fields` names scalar fields whose filters DjangoStorage backs with an expression
+        index (created by `migrate` for systems in `CRUDGEN_SYSTEMS`, or by `ensure_indexes()`).
         """
         if resource_name is None:
             plural = self.use_plural if use_plural is None else use_plural
@@ -83,6 +88,7 @@ class CRUDSystem:
             default_values=default_values,
             migration=migration,
             access_policy=access_policy or self.access_policy,
+            indexed_fields=indexed_fields,
         )
         self.cruds[resource_name] = crud
         self._names_by_model.setdefault(model, []).append(resource_name)
@@ -122,15 +128,28 @@ class CRUDSystem:
         prefix: str = "/api/v1",
         route_config: RouteConfig | None = None,
     ) -> list[URLPattern]:
-        """The router's patterns plus `<prefix>/openapi.json`, a schema of exactly these routes."""
-        from drf_spectacular.views import SpectacularAPIView
+        """The router's patterns plus `<prefix>/openapi.json`, a schema of exactly these routes, in JSON.
+
+        The schema needs drf-spectacular (`pip install 'crudgen[openapi]'`); `create_router` does not.
+        """
+        try:
+            from drf_spectacular.views import SpectacularJSONAPIView
+        except ImportError as exc:
+            raise ImproperlyConfigured(
+                "create_app serves an OpenAPI schema and needs drf-spectacular: pip install 'crudgen[openapi]' "
+                "(or use create_router)"
+            ) from exc
 
         patterns = self.create_router(prefix, route_config)
-        schema_view = SpectacularAPIView.as_view(
+        schema_view = SpectacularJSONAPIView.as_view(
             patterns=list(patterns),
             custom_settings={"TITLE": title, "DESCRIPTION": description, "VERSION": version},
         )
         return [*patterns, path(f"{_normalise_prefix(prefix)}openapi.json", schema_view, name="crudgen-openapi")]
+
+    def ensure_indexes(self, using: str | None = None) -> list[str]:
+        """Create the expression indexes of every model's indexed fields where missing; their names."""
+        return [name for crud in self.cruds.values() for name in crud.storage.ensure_indexes(using)]
 
     def dump(self, stream: IO[Any]) -> int:
         return backup.dump(self.cruds, stream)
@@ -141,3 +160,15 @@ class CRUDSystem:
     def migrate_stored(self) -> dict[str, int]:
         """Rewrite stored data of every model with a migration to its current schema version."""
         return {name: crud.migrate_stored() for name, crud in self.cruds.items()}
+
+
+def load_system(dotted: str) -> CRUDSystem:
+    """`package.module.attribute` or `package.module:attribute`."""
+    module_path, _, attribute = dotted.replace(":", ".").rpartition(".")
+    try:
+        system = getattr(importlib.import_module(module_path), attribute)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ImproperlyConfigured(f"cannot import CRUD system {dotted!r}: {exc}") from exc
+    if not isinstance(system, CRUDSystem):
+        raise ImproperlyConfigured(f"{dotted!r} is not a CRUDSystem")
+    return system

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
@@ -43,6 +43,47 @@ class UpdateOperation:
     action: UpdateAction
     value: Any = None
 
+    # Constructors named like autocrud 0.2's, so ported code reads the same.
+    @classmethod
+    def set_value(cls, value: Any) -> UpdateOperation:
+        return cls(UpdateAction.SET_VALUE, value)
+
+    @classmethod
+    def list_add(cls, items: Any) -> UpdateOperation:
+        return cls(UpdateAction.LIST_ADD, items)
+
+    @classmethod
+    def list_remove(cls, items: Any) -> UpdateOperation:
+        return cls(UpdateAction.LIST_REMOVE, items)
+
+    @classmethod
+    def dict_update(cls, values: Mapping[str, Any]) -> UpdateOperation:
+        return cls(UpdateAction.DICT_UPDATE, values)
+
+
+DATA_FILTER_LOOKUPS = ("exact", "in", "range", "contains", "isnull")
+
+
+@dataclass(frozen=True)
+class DataFilter:
+    """One condition on a data field, as Django spells it: `field__lookup=value`.
+
+    `value` is a scalar for `exact` and `contains`, a list for `in`, a (low, high) pair for
+    `range` (None for an open side) and a bool for `isnull`.
+    """
+
+    field: str
+    lookup: str
+    value: Any
+
+    def __post_init__(self) -> None:
+        if self.lookup not in DATA_FILTER_LOOKUPS:
+            raise ValueError(f"data filter on {self.field!r}: lookup must be one of {', '.join(DATA_FILTER_LOOKUPS)}")
+
+    @property
+    def parameter(self) -> str:
+        return self.field if self.lookup == "exact" else f"{self.field}__{self.lookup}"
+
 
 class BackgroundTaskMode(StrEnum):
     DISABLED = "disabled"
@@ -53,6 +94,22 @@ class BackgroundTaskMode(StrEnum):
 SORTABLE_FIELDS = ("resource_id", "created_time", "updated_time", "created_by", "updated_by")
 
 MAX_PAGE_SIZE = 1000
+
+
+def _check_time_range(name: str, bounds: Any) -> None:
+    """A range is (start, end), each a timezone-aware datetime or None: a naive one has no single
+    meaning (local time? UTC?), so every storage refuses it the same way instead of guessing."""
+    if bounds is None:
+        return
+    if not isinstance(bounds, tuple | list) or len(bounds) != 2:
+        raise ValueError(f"{name} must be a (start, end) pair")
+    for label, bound in zip(("start", "end"), bounds, strict=True):
+        if bound is None:
+            continue
+        if not isinstance(bound, datetime):
+            raise ValueError(f"{name} {label} must be a datetime or None")
+        if bound.tzinfo is None or bound.utcoffset() is None:
+            raise ValueError(f"{name} {label} is a naive datetime; give it a timezone (e.g. tzinfo=UTC)")
 
 
 @dataclass(frozen=True)
@@ -67,6 +124,8 @@ class ListQueryParams:
     updated_time_range: tuple[datetime | None, datetime | None] | None = None
     sort_by: str | None = None
     sort_order: SortOrder = SortOrder.DESC
+    #: Conditions on data fields (`crudgen.filters`); the CRUD checks them against its model.
+    data_filters: tuple[DataFilter, ...] = ()
 
     def __post_init__(self) -> None:
         # Refuse at construction so no storage ever sees an unbounded or negative page.
@@ -76,6 +135,10 @@ class ListQueryParams:
             raise ValueError(f"page_size must be between 1 and {MAX_PAGE_SIZE}")
         if self.sort_by is not None and self.sort_by not in SORTABLE_FIELDS:
             raise ValueError(f"sort_by must be one of {', '.join(SORTABLE_FIELDS)}")
+        for name in ("created_time_range", "updated_time_range"):
+            _check_time_range(name, getattr(self, name))
+        if not all(isinstance(data_filter, DataFilter) for data_filter in self.data_filters):
+            raise ValueError("data_filters must be DataFilter values")
 
     @property
     def offset(self) -> int:
@@ -200,3 +263,5 @@ class PluginRouteConfig:
     priority: int = 100
     request_model: Any = None
     query_parameters: Sequence[str] = ()
+    #: Whether the route takes the model's data-field filters (documented in the schema).
+    data_filters: bool = False

@@ -33,16 +33,23 @@ def apply_json_patch(document: dict[str, Any], operations: Any) -> dict[str, Any
 
 
 def _apply_one(current: Any, operation: UpdateOperation, name: str) -> Any:
+    """One action on one field. A field that is None (or absent) starts empty for `list_add` and
+    `dict_update` and has nothing to remove for `list_remove`, as in autocrud 0.2; a field holding
+    another kind of value is refused rather than silently replaced."""
     action = UpdateAction(operation.action)
     if action is UpdateAction.SET_VALUE:
         return copy.deepcopy(operation.value)
     if action in (UpdateAction.LIST_ADD, UpdateAction.LIST_REMOVE):
+        if current is None and action is UpdateAction.LIST_REMOVE:
+            return None
+        current = [] if current is None else current
         if not isinstance(current, list):
             raise ValidationFailed({name: f"{action.value} needs a list field"})
         values = operation.value if isinstance(operation.value, list) else [operation.value]
         if action is UpdateAction.LIST_ADD:
             return [*current, *copy.deepcopy(values)]
         return [item for item in current if item not in values]
+    current = {} if current is None else current
     if not isinstance(current, dict) or not isinstance(operation.value, Mapping):
         raise ValidationFailed({name: "dict_update needs a dict field and a mapping value"})
     return {**current, **copy.deepcopy(dict(operation.value))}

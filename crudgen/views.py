@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -19,7 +20,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from crudgen.errors import CrudError
-from crudgen.openapi import CrudAutoSchema
 from crudgen.parsers import BoundedJSONParser, JsonPatchParser
 from crudgen.plugins import PluginManager, ResolvedRoute, RouteContext
 from crudgen.types import BackgroundTaskMode, Dependency, HTTPMethod, RouteConfig, RouteOptions
@@ -100,13 +100,23 @@ def error_response(exc: Exception) -> Response | None:
     return response
 
 
+def _schema() -> Any:
+    """crudgen's drf-spectacular schema where drf-spectacular is installed (the `openapi` extra);
+    without it the views have no schema and everything else works."""
+    if importlib.util.find_spec("drf_spectacular") is None:
+        return None
+    from crudgen.openapi import CrudAutoSchema
+
+    return CrudAutoSchema()
+
+
 class CrudView(APIView):
     """Base of every generated view; subclasses carry `bindings` (HTTP method to RouteBinding)."""
 
     bindings: dict[str, RouteBinding] = {}
     parser_classes = [BoundedJSONParser, JsonPatchParser]
     renderer_classes = [JSONRenderer]
-    schema = CrudAutoSchema()
+    schema = _schema()
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from crudgen.access import ListScope
+from crudgen.filters import passes
 from crudgen.metadata import ResourceMeta, Revision
-from crudgen.types import ListQueryParams, SortOrder
+from crudgen.types import DataFilter, ListQueryParams, SortOrder
+
+if TYPE_CHECKING:
+    from crudgen.filters import FilterableField
 
 
 @dataclass(frozen=True)
@@ -41,11 +45,21 @@ class Storage(ABC):
     """
 
     namespace: str | None = None
+    data_fields: dict[str, FilterableField] = {}
+    indexed_fields: tuple[str, ...] = ()
 
     def attach(self, namespace: str) -> None:
         """Called by the CRUD that owns this storage; a storage given an explicit namespace keeps it."""
         if self.namespace is None:
             self.namespace = namespace
+
+    def describe_data(self, fields: Mapping[str, FilterableField], indexed: Sequence[str]) -> None:
+        """Called by the CRUD: its model's filterable fields, and those its registration marks indexed.
+
+        A storage with a query engine uses them to compare values by kind and to build indexes.
+        """
+        self.data_fields = dict(fields)
+        self.indexed_fields = tuple(indexed)
 
     @abstractmethod
     def insert(self, meta: ResourceMeta, revision: Revision, data: dict[str, Any]) -> None: ...
@@ -66,7 +80,9 @@ class Storage(ABC):
         """One page of resources matching the params within the access scope, and the total count of matches."""
 
     @abstractmethod
-    def count(self, is_deleted: bool | None = False, scope: ListScope | None = None) -> int: ...
+    def count(
+        self, is_deleted: bool | None = False, scope: ListScope | None = None, data_filters: Sequence[DataFilter] = ()
+    ) -> int: ...
 
     @abstractmethod
     def revisions(self, resource_id: str, offset: int, limit: int) -> tuple[list[Revision], int]:
@@ -79,6 +95,10 @@ class Storage(ABC):
     @abstractmethod
     def replace(self, stored: Stored, revisions: list[Revision]) -> None:
         """Write a resource and its whole history as given, replacing any existing one (load, migrate)."""
+
+    def ensure_indexes(self, using: str | None = None) -> list[str]:
+        """Create what makes indexed data filters fast, where missing; a storage without indexes has none."""
+        return []
 
     def exists(self, resource_id: str) -> bool:
         return self.fetch(resource_id) is not None
@@ -114,6 +134,7 @@ def filter_sort_page(
         and (not params.updated_by_filter or item.meta.updated_by in params.updated_by_filter)
         and _in_range(item.meta.created_time, params.created_time_range)
         and _in_range(item.meta.updated_time, params.updated_time_range)
+        and passes(item.data, params.data_filters)
     ]
     key_field = params.sort_by or "created_time"
     reverse = params.sort_order == SortOrder.DESC
@@ -138,5 +159,7 @@ class ScannedStorage(Storage):
     ) -> tuple[list[Stored], int]:
         return filter_sort_page(self._all(), params, is_deleted, scope)
 
-    def count(self, is_deleted: bool | None = False, scope: ListScope | None = None) -> int:
-        return len(in_scope(self._all(), is_deleted, scope))
+    def count(
+        self, is_deleted: bool | None = False, scope: ListScope | None = None, data_filters: Sequence[DataFilter] = ()
+    ) -> int:
+        return sum(1 for item in in_scope(self._all(), is_deleted, scope) if passes(item.data, data_filters))

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import BooleanField, Count, F, OrderBy, Q, QuerySet, Sum, Value
+from django.db.models import BooleanField, Count, Expression, F, OrderBy, Q, QuerySet, Sum, Value
 
 from crudgen.access import ListScope
 from crudgen.errors import DuplicateResource
+from crudgen.filters import FilterableField
 from crudgen.metadata import ResourceMeta, Revision
 from crudgen.models import NamespaceTally, StoredResource, StoredRevision
 from crudgen.storage.base import Storage, Stored
-from crudgen.types import ListQueryParams, SortOrder
+from crudgen.types import DataFilter, ListQueryParams, SortOrder
 
 _META_COLUMNS = (
     "resource_id",
@@ -78,6 +80,59 @@ def _flag(value: bool) -> Value:
     """A boolean compared with `=`: Django writes `NOT is_deleted` for a plain False, and SQLite
     cannot use an index column behind NOT, so every list would sort the whole namespace."""
     return Value(value, output_field=BooleanField())
+
+
+def data_value_sql(field: FilterableField, vendor: str, column: str) -> str:
+    """The SQL of one data field, written out whole (no parameters): SQLite uses an expression
+    index only where the query repeats its expression word for word.
+
+    PostgreSQL: strings as text in the "C" collation (code point order, as in Python), other
+    kinds as jsonb, whose numbers compare numerically. SQLite: `json_extract`, which gives
+    numbers as numbers and strings as text compared byte by byte.
+    """
+    if vendor == "postgresql":
+        if field.kind == "str":
+            return f"(({column} ->> '{field.name}') COLLATE \"C\")"
+        return f"({column} -> '{field.name}')"
+    return f"json_extract({column}, '$.{field.name}')"
+
+
+class DataCondition(Expression):
+    """One checked data filter as a WHERE condition on a resource's current data."""
+
+    conditional = True
+    output_field = BooleanField()
+
+    def __init__(self, data_filter: DataFilter, field: FilterableField) -> None:
+        super().__init__(output_field=BooleanField())
+        self.data_filter = data_filter
+        self.data_field = field
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        q = connection.ops.quote_name
+        column = f"{q(StoredResource._meta.db_table)}.{q('data')}"
+        vendor, lookup, wanted = connection.vendor, self.data_filter.lookup, self.data_filter.value
+        value = data_value_sql(self.data_field, vendor, column)
+        if lookup == "isnull":
+            # `->>` reads JSON null as SQL NULL, whatever the field's kind.
+            nullable = f"({column} ->> '{self.data_field.name}')" if vendor == "postgresql" else value
+            return f"{nullable} IS {'' if wanted else 'NOT '}NULL", []
+        if lookup == "contains":
+            text = f"({column} ->> '{self.data_field.name}')" if vendor == "postgresql" else value
+            function = "strpos" if vendor == "postgresql" else "instr"
+            return f"{function}({text}, %s) > 0", [wanted]
+        placeholder, adapt = self._parameter(vendor)
+        if lookup == "exact":
+            return f"{value} = {placeholder}", [adapt(wanted)]
+        if lookup == "in":
+            return f"{value} IN ({', '.join([placeholder] * len(wanted))})", [adapt(item) for item in wanted]
+        bounds = [(op, bound) for op, bound in zip((">=", "<="), wanted, strict=True) if bound is not None]
+        return " AND ".join(f"{value} {op} {placeholder}" for op, _ in bounds), [adapt(b) for _, b in bounds]
+
+    def _parameter(self, vendor: str) -> tuple[str, Any]:
+        if vendor == "postgresql" and self.data_field.kind != "str":
+            return "%s::jsonb", json.dumps
+        return "%s", lambda value: value
 
 
 def _stored(row: StoredResource) -> Stored:
@@ -203,10 +258,17 @@ class DjangoStorage(Storage):
             rows = rows.filter(created_by=creators[0]) if len(creators) == 1 else rows.filter(created_by__in=creators)
         return rows
 
+    def _with_data_filters(
+        self, rows: QuerySet[StoredResource], data_filters: Sequence[DataFilter]
+    ) -> QuerySet[StoredResource]:
+        for data_filter in data_filters:
+            rows = rows.filter(DataCondition(data_filter, self.data_fields[data_filter.field]))
+        return rows
+
     def _filtered(
         self, params: ListQueryParams, is_deleted: bool | None, scope: ListScope | None
     ) -> QuerySet[StoredResource]:
-        rows = self._scoped(is_deleted, scope)
+        rows = self._with_data_filters(self._scoped(is_deleted, scope), params.data_filters)
         if params.created_by_filter:
             rows = rows.filter(created_by__in=params.created_by_filter)
         if params.updated_by_filter:
@@ -259,7 +321,7 @@ class DjangoStorage(Storage):
     ) -> tuple[list[Stored], int]:
         rows = self._filtered(params, is_deleted, scope)
         scoped = scope is not None and not scope.is_everything
-        filtered = scoped or params.created_by_filter or params.updated_by_filter
+        filtered = scoped or params.created_by_filter or params.updated_by_filter or params.data_filters
         ranged = params.created_time_range or params.updated_time_range
         total = rows.count() if filtered or ranged else self._tallied_total(is_deleted)
         if total <= params.offset:
@@ -267,11 +329,38 @@ class DjangoStorage(Storage):
         page = rows.order_by(*self._ordering(params))[params.offset : params.offset + params.page_size]
         return [_stored(row) for row in page], total
 
-    def count(self, is_deleted: bool | None = False, scope: ListScope | None = None) -> int:
-        if scope is None or scope.is_everything:
+    def count(
+        self, is_deleted: bool | None = False, scope: ListScope | None = None, data_filters: Sequence[DataFilter] = ()
+    ) -> int:
+        if (scope is None or scope.is_everything) and not data_filters:
             return self._tallied_total(is_deleted)
-        # One caller's part: an index range count on (namespace, is_deleted, created_by).
-        return self._scoped(is_deleted, scope).count()
+        # One caller's part (an index range count on (namespace, is_deleted, created_by)) or the
+        # rows passing data filters (an index range count where the field is indexed).
+        return self._with_data_filters(self._scoped(is_deleted, scope), data_filters).count()
+
+    def index_sql(self, field: FilterableField, vendor: str) -> tuple[str, str]:
+        """(name, CREATE INDEX statement) of one indexed data field: led by the namespace and the
+        deleted flag like every list query, ending in the default sort, so a filtered page is an
+        index walk and its count an index range count."""
+        q = connections[self.using].ops.quote_name
+        digest = hashlib.sha1(f"{self.namespace}:{field.name}".encode(), usedforsecurity=False).hexdigest()[:12]
+        name = f"crudgen_dx_{digest}"
+        value = data_value_sql(field, vendor, q("data"))
+        columns = f"{q('namespace')}, {q('is_deleted')}, {value}, {q('created_time')}, {q('resource_id')}"
+        return name, f"CREATE INDEX IF NOT EXISTS {q(name)} ON {q(StoredResource._meta.db_table)} ({columns})"
+
+    def ensure_indexes(self, using: str | None = None) -> list[str]:
+        """Create the indexes of this namespace's indexed data fields where missing (idempotent)."""
+        if using is not None and using != self.using:
+            return []
+        connection = connections[self.using]
+        names = []
+        with connection.cursor() as cursor:
+            for name in self.indexed_fields:
+                index_name, statement = self.index_sql(self.data_fields[name], connection.vendor)
+                cursor.execute(statement)
+                names.append(index_name)
+        return names
 
     def revisions(self, resource_id: str, offset: int, limit: int) -> tuple[list[Revision], int]:
         rows = StoredRevision.objects.using(self.using).filter(

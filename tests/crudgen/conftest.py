@@ -9,9 +9,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
-from crudgen import CRUDSystem, DiskStorage, DjangoStorage, MemoryStorage, MetadataConfig, RouteConfig
+from crudgen import (
+    CRUDSystem,
+    DiskStorage,
+    DjangoStorage,
+    ListQueryParams,
+    ListScope,
+    MemoryStorage,
+    MetadataConfig,
+    RouteConfig,
+)
 from crudgen.storage.base import Storage
 
 
@@ -34,6 +44,26 @@ class Workflow:
     description: str = ""
     every_seconds: int | None = None
     enabled: bool = True
+
+
+def plan_of_first_page(
+    storage: DjangoStorage, params: ListQueryParams | None = None, scope: ListScope | None = None
+) -> str:
+    """The database's plan for the first list page of `storage` under `params` and `scope`.
+
+    PostgreSQL is told to avoid sorts and sequential scans wherever an index allows: on the few
+    rows of a test table its planner may prefer either, depending on whether autovacuum has
+    analysed the table yet. A page with no suitable index still shows its Sort node.
+    """
+    params = params or ListQueryParams()
+    page = storage._filtered(params, is_deleted=False, scope=scope).order_by(*storage._ordering(params))[:20]
+    sql, sql_params = page.query.sql_with_params()
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL enable_sort = off")
+            cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"EXPLAIN {'QUERY PLAN ' if connection.vendor == 'sqlite' else ''}{sql}", sql_params)
+        return " ".join(str(row) for row in cursor.fetchall())
 
 
 @pytest.fixture

@@ -9,9 +9,9 @@ import pytest
 from django.db import connection, connections
 from rest_framework.test import APIClient
 
-from crudgen import CRUDSystem, DjangoStorage, ListQueryParams, ListScope, MetadataConfig
+from crudgen import CRUDSystem, DjangoStorage, ListScope, MetadataConfig
 from crudgen.models import StoredResource, StoredRevision
-from tests.crudgen.conftest import Clock, Workflow
+from tests.crudgen.conftest import Clock, Workflow, plan_of_first_page
 
 pytestmark = pytest.mark.django_db
 
@@ -36,47 +36,62 @@ def django_api(django_system: CRUDSystem, mount: Callable[..., None]) -> APIClie
 def test_list_page_costs_two_queries_whatever_the_collection_size(
     django_system: CRUDSystem, django_api: APIClient, django_assert_max_num_queries
 ) -> None:
+    # Given 60 workflows on Django storage
     crud = django_system.get_crud(Workflow)
     for index in range(60):
         crud.create({"name": f"w{index}", "steps": []}, user="alice")
+    # When the second page of 20 is read
     with django_assert_max_num_queries(2):
         response = django_api.get("/api/workflow/full?page=2&page_size=20")
+    # Then it costs at most two queries and holds 20 items
     assert len(response.json()["items"]) == 20
 
 
 def test_read_after_many_revisions_is_one_query(
     django_system: CRUDSystem, django_api: APIClient, django_assert_max_num_queries
 ) -> None:
+    # Given a workflow patched 30 times
     crud = django_system.get_crud(Workflow)
     rid = crud.create({"name": "w", "steps": []}, user="alice")["resource_id"]
     for index in range(30):
         crud.patch(rid, [{"op": "add", "path": "/steps/-", "value": str(index)}])
+    # When its data is read
     with django_assert_max_num_queries(1):
         response = django_api.get(f"/api/workflow/{rid}/data")
+    # Then it costs one query and holds every step
     assert len(response.json()["steps"]) == 30
 
 
 def test_patch_locks_reads_and_writes_in_a_bounded_number_of_queries(
     django_system: CRUDSystem, django_api: APIClient, django_assert_max_num_queries
 ) -> None:
+    # Given a workflow on Django storage
     rid = django_system.get_crud(Workflow).create({"name": "w", "steps": []}, user="alice")["resource_id"]
+    # When it is patched over HTTP
     with django_assert_max_num_queries(5):
         response = django_api.patch(
             f"/api/workflow/{rid}", [{"op": "replace", "path": "/name", "value": "x"}], format="json"
         )
+    # Then the patch is stored within five queries
     assert response.status_code == 200
 
 
 def test_count_runs_in_sql(django_system: CRUDSystem, django_assert_max_num_queries) -> None:
+    # Given five workflows
     crud = django_system.get_crud(Workflow)
     for index in range(5):
         crud.create({"name": f"w{index}", "steps": []})
+    # When they are counted
+    # Then one query answers five
     with django_assert_max_num_queries(1):
         assert crud.count() == 5
 
 
 def test_create_writes_one_resource_row_and_one_revision_row(django_system: CRUDSystem) -> None:
+    # Given Django storage
+    # When alice creates a workflow
     django_system.get_crud(Workflow).create({"name": "w", "steps": ["a"]}, user="alice")
+    # Then one resource row and one revision row hold its full data
     assert StoredResource.objects.filter(namespace="workflow").count() == 1
     assert StoredRevision.objects.get().data == {
         "name": "w",
@@ -88,9 +103,12 @@ def test_create_writes_one_resource_row_and_one_revision_row(django_system: CRUD
 
 
 def test_a_failed_write_rolls_back_the_whole_transaction(django_system: CRUDSystem) -> None:
+    # Given a stored workflow and its update time
     crud = django_system.get_crud(Workflow)
     rid = crud.create({"name": "w", "steps": []})["resource_id"]
     original = StoredResource.objects.get().updated_time
+    # When a patch fails validation inside the write transaction
+    # Then no revision is added and the row is untouched
     with pytest.raises(Exception, match="unknown field"):
         crud.patch(rid, [{"op": "add", "path": "/bogus", "value": 1}])
     assert StoredRevision.objects.count() == 1
@@ -98,26 +116,23 @@ def test_a_failed_write_rolls_back_the_whole_transaction(django_system: CRUDSyst
 
 
 def test_every_list_filter_and_sort_has_an_index_ending_in_the_tie_break() -> None:
+    # Given the resource table's indexes
+    # When their columns are read
     indexed = {tuple(index.fields) for index in StoredResource._meta.indexes}
     for column in ("created_time", "updated_time", "created_by", "updated_by"):
         assert ("namespace", "is_deleted", column, "resource_id") in indexed
+    # Then each filter and sort column has an index led by namespace and deleted flag and ending in resource_id
     assert ("namespace", "is_deleted", "resource_id") in indexed
-
-
-def _plan_of_first_page(storage: DjangoStorage, *, scope: ListScope | None) -> str:
-    params = ListQueryParams()
-    page = storage._filtered(params, is_deleted=False, scope=scope).order_by(*storage._ordering(params))[:20]
-    sql, sql_params = page.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN {'QUERY PLAN ' if connection.vendor == 'sqlite' else ''}{sql}", sql_params)
-        return " ".join(str(row) for row in cursor.fetchall())
 
 
 @pytest.mark.django_db
 def test_a_list_page_is_an_index_walk_without_sorting_the_namespace() -> None:
+    # Given an empty namespace on Django storage
     storage = DjangoStorage(namespace="plan")
-    plan = _plan_of_first_page(storage, scope=None)
+    # When the first page is planned
+    plan = plan_of_first_page(storage)
 
+    # Then the plan walks an index and sorts nothing
     assert "TEMP B-TREE" not in plan.upper()
     assert "Sort " not in plan
 
@@ -127,7 +142,7 @@ def test_a_list_scoped_to_one_creator_is_an_index_walk_of_that_creator() -> None
     # Given a storage whose access policy lets the caller list only what bob created
     storage = DjangoStorage(namespace="plan")
     # When the first page is planned
-    plan = _plan_of_first_page(storage, scope=ListScope.created_by_one_of(["bob"]))
+    plan = plan_of_first_page(storage, scope=ListScope.created_by_one_of(["bob"]))
     # Then it walks the scope index rather than sorting bob's rows or scanning the namespace
     assert "TEMP B-TREE" not in plan.upper()
     assert "Sort " not in plan
@@ -138,6 +153,7 @@ def test_a_list_scoped_to_one_creator_is_an_index_walk_of_that_creator() -> None
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_racing_patches_on_postgres_never_lose_an_update() -> None:
+    # Given a workflow and eight writers released together on PostgreSQL
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL row locks")
     crud_system = CRUDSystem(storage_factory=DjangoStorage, use_plural=False)
@@ -156,11 +172,13 @@ def test_racing_patches_on_postgres_never_lose_an_update() -> None:
             connections.close_all()
 
     threads = [threading.Thread(target=append, args=(index,)) for index in range(writers)]
+    # When each appends a step at the same moment
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     steps = crud.get_data(rid)["steps"]
+    # Then every step is there, each in its own revision
     assert outcomes == ["ok"] * writers
     assert sorted(steps) == sorted(f"s{index}" for index in range(writers))
     assert crud.list_revisions(rid).total == writers + 1
@@ -169,6 +187,7 @@ def test_racing_patches_on_postgres_never_lose_an_update() -> None:
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_racing_patches_with_the_same_if_match_on_postgres_let_exactly_one_win() -> None:
+    # Given a workflow and two writers naming the same revision in If-Match
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL row locks")
     crud = CRUDSystem(storage_factory=DjangoStorage, use_plural=False).register_model(Workflow)
@@ -191,8 +210,10 @@ def test_racing_patches_with_the_same_if_match_on_postgres_let_exactly_one_win()
             connections.close_all()
 
     threads = [threading.Thread(target=write, args=(value,)) for value in ("a", "b")]
+    # When they patch at the same moment
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    # Then one wins and the other gets a revision conflict
     assert sorted(results) == ["RevisionConflict", "ok"]

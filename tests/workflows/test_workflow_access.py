@@ -81,6 +81,28 @@ def test_lists_and_counts_never_show_someone_elses_workflows(
     assert count == 1
 
 
+def test_filtering_on_an_item_lists_only_the_callers_workflows_of_that_item(
+    bob_api: APIClient,
+    api_client_for: Callable[[str], APIClient],
+    make_item: Callable[..., Item],
+    django_assert_max_num_queries,
+) -> None:
+    # Given two workflows of bob on his item, one on another item, and one of carol naming no item
+    item, other = make_item(created_by="bob"), make_item(created_by="bob")
+    for name, item_id in (("b1", item.pk), ("b2", item.pk), ("b3", other.pk)):
+        bob_api.post("/api/v1/workflow", {**BODY, "name": name, "item_id": str(item_id)}, format="json")
+    carol = api_client_for("carol")
+    carol.post("/api/v1/workflow", {**BODY, "name": "c"}, format="json")
+    # When bob and carol filter on bob's item (an indexed field), in a bounded number of queries
+    with django_assert_max_num_queries(2):
+        mine = bob_api.get(f"/api/v1/workflow/data?item_id={item.pk}").json()
+    hers = carol.get(f"/api/v1/workflow/data?item_id={item.pk}").json()
+    counted = carol.get(f"/api/v1/workflow/count?item_id={item.pk}").json()["count"]
+    # Then bob gets his two, and carol learns nothing about bob's
+    assert sorted(i["name"] for i in mine["items"]) == ["b1", "b2"]
+    assert (hers["total"], hers["items"], counted) == (0, [], 0)
+
+
 def test_staff_list_and_change_everyones_workflows(settings, alice_api: APIClient, bob_api: APIClient) -> None:
     # Given bob's workflow, and alice staff
     settings.WORKSPACE_MOCK_STAFF = ["alice"]

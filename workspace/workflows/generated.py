@@ -27,7 +27,8 @@ system = CRUDSystem(
     use_plural=False,
     resource_name_style=ResourceNameStyle.DASH,
 )
-# Private to their creator and staff; `item_id` must name an item the caller may use.
-workflows = system.register_model(Workflow, access_policy=WorkflowAccess())
+# Private to their creator and staff; `item_id` must name an item the caller may use. An item's
+# workflows (`?item_id=`) are an index walk (the index is created by `migrate`).
+workflows = system.register_model(Workflow, access_policy=WorkflowAccess(), indexed_fields=("item_id",))
 
 urlpatterns = system.create_router(prefix="")
