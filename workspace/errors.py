@@ -10,13 +10,13 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.signals import got_request_exception
-from django.db.utils import InterfaceError, OperationalError
+from django.db.utils import DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template import loader
 from django.views.debug import ExceptionReporter
 
-from collab.errors import ApiError
+from collab.errors import ApiError, unstorable_value
 from collab.web import prefers_html
 
 
@@ -128,7 +128,8 @@ class SiteErrorsMiddleware:
     """The site's own answer to every failure, whatever DEBUG says (the demo runs with it on):
 
     - a view's Http404, PermissionDenied or uncaught ApiError: the site's 404, 403 or refusal page
-      for a browser, JSON for an API client;
+      for a browser, JSON for an API client; a value the database refused (a NUL character on
+      PostgreSQL) is the API's 400 `invalid_value` there too;
     - a path no URL matches: DEBUG would list every URL pattern; the site's 404 instead;
     - a browser opening a POST-only address: the site's page instead of an empty 405;
     - an unhandled exception: 503 with Retry-After when the database could not serve (clients
@@ -163,4 +164,6 @@ class SiteErrorsMiddleware:
             return permission_denied(request, exception)
         if isinstance(exception, ApiError):
             return refused(request, exception)
+        if isinstance(exception, DataError):
+            return refused(request, unstorable_value())
         return None

@@ -255,3 +255,24 @@ def test_a_body_larger_than_the_site_reads_is_the_sites_413_page(any_mode, clien
     assert response.status_code == 413
     assert _is_site_page(response)
     assert b"Traceback" not in response.content
+
+
+def test_a_value_the_database_cannot_store_is_the_sites_400_page(any_mode, client: Client) -> None:
+    # Given a page whose write the database refuses (PostgreSQL and a NUL character), in either mode
+    # When a browser posts to it
+    response = client.get("/test-errors/unstorable", **HTML)
+
+    # Then it gets the site's 400 page saying so, not a 500
+    assert response.status_code == 400
+    assert _is_site_page(response)
+    assert b"cannot be stored" in response.content
+
+
+def test_a_value_the_database_cannot_store_answers_a_program_in_json(any_mode, client: Client) -> None:
+    # Given a page whose write the database refuses
+    # When a program calls it
+    response = client.get("/test-errors/unstorable", **JSON)
+
+    # Then the answer is the API's own 400 for it
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_value"
