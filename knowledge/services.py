@@ -258,6 +258,11 @@ def collection_writer_remove(*, collection_id: str, user_id: str, writer_id: str
     CollectionWriter.objects.filter(collection=collection, user_id=writer_id).delete()
 
 
+def _chat_title(typed: str, *, default: str) -> str:
+    """The typed title, checked as a rename checks it, or `default` when nothing was typed."""
+    return _checked_text(typed, what="A chat's title", limit=NAME_MAX, required=False) or default
+
+
 @transaction.atomic
 def chat_create(*, user_id: str, title: str, collection_ids: Sequence[str]) -> KbChat:
     wanted = list(dict.fromkeys(collection_ids))
@@ -272,7 +277,7 @@ def chat_create(*, user_id: str, title: str, collection_ids: Sequence[str]) -> K
             detail=f"No such collection: {', '.join(missing)}.",
             collection_ids=missing,
         )
-    chat = KbChat(title=title.strip() or "New chat")
+    chat = KbChat(title=_chat_title(title, default="New chat"))
     chat.stamp_created(user_id)
     chat.save()
     chat.collections.set(wanted)
@@ -305,7 +310,7 @@ def chat_copy(*, chat_id: str, user_id: str, title: str = "") -> KbChat:
     """
     original = chat_for_reader(chat_id, user_id)
     default_title = f"Copy of {original.title}"[:NAME_MAX]
-    copy = KbChat(title=_checked_text(title, what="A chat's title", limit=NAME_MAX, required=False) or default_title)
+    copy = KbChat(title=_chat_title(title, default=default_title))
     copy.stamp_created(user_id)
     copy.save()
     copy.collections.set(original.collections.all())
