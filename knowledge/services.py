@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max
-from django.http import Http404
+from django.db.models import Max, QuerySet
 
 from collab import clock
 from collab.background import enqueue
@@ -21,6 +20,7 @@ from knowledge.access import (
     collection_for_creator,
     collection_for_writer,
     document_for_writer,
+    document_held,
 )
 from knowledge.answers import Citation, answer_question
 from knowledge.formats import SUPPORTED_DESCRIPTION, document_format
@@ -138,7 +138,8 @@ def _check_upload(*, filename: str, content_type: str, data: bytes) -> None:
 def document_upload(*, collection_id: str, user_id: str, filename: str, content_type: str, data: bytes) -> Document:
     """Stores the bytes as a pending document and enqueues its ingest with it; the same filename in
     a collection replaces that document's content and keeps its id (spec "Events" 3)."""
-    collection = collection_for_writer(collection_id, user_id, action="upload documents")
+    # Held until commit, as renames hold it: an upload and a rename naming one file go in turn.
+    collection = collection_for_writer(collection_id, user_id, action="upload documents", lock=True)
     filename = _clean_filename(filename)
     _check_upload(filename=filename, content_type=content_type, data=data)
     document = (
@@ -178,10 +179,7 @@ def document_rename(*, document_id: str, user_id: str, filename: str) -> Documen
 @transaction.atomic
 def document_rename_by_staff(*, document_id: str, user_id: str, filename: str) -> Document:
     """Staff (admin) rename any document, under the rules a writer's rename keeps."""
-    document = Document.objects.select_for_update().defer("content").filter(pk=document_id).first()
-    if document is None:
-        raise Http404("No such document.")
-    return _rename(document, filename=filename, user_id=user_id)
+    return _rename(document_held(document_id), filename=filename, user_id=user_id)
 
 
 def _rename(document: Document, *, filename: str, user_id: str) -> Document:
@@ -268,7 +266,7 @@ def chat_create(*, user_id: str, title: str, collection_ids: Sequence[str]) -> K
     wanted = list(dict.fromkeys(collection_ids))
     if not wanted:
         raise ApiError(status_code=400, error="validation_error", detail="Choose at least one collection.")
-    found = set(Collection.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+    found = set(_collections_held(Collection.objects.filter(pk__in=wanted)))
     missing = [collection_id for collection_id in wanted if collection_id not in found]
     if missing:
         raise ApiError(
@@ -282,6 +280,14 @@ def chat_create(*, user_id: str, title: str, collection_ids: Sequence[str]) -> K
     chat.save()
     chat.collections.set(wanted)
     return chat
+
+
+def _collections_held(collections: QuerySet[Collection]) -> list[str]:
+    """The ids of `collections` that exist, their rows held until commit (in id order, so two
+    holders never deadlock): a delete of one waits, so a chat never links a collection deleted
+    meanwhile, and one deleted first is simply not found."""
+    held = collections.select_for_update(of=("self",), no_key=True).order_by("pk")
+    return list(held.values_list("pk", flat=True))
 
 
 @transaction.atomic
@@ -313,7 +319,7 @@ def chat_copy(*, chat_id: str, user_id: str, title: str = "") -> KbChat:
     copy = KbChat(title=_chat_title(title, default=default_title))
     copy.stamp_created(user_id)
     copy.save()
-    copy.collections.set(original.collections.all())
+    copy.collections.set(_collections_held(original.collections.all()))
     KbChatMessage.objects.bulk_create(
         KbChatMessage(
             chat=copy,
