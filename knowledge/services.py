@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -112,11 +113,9 @@ def _purge_collection(collection: Collection) -> None:
     collection.delete()
 
 
-def _check_upload(*, filename: str, content_type: str, data: bytes) -> None:
-    if not data:
-        raise ApiError(
-            status_code=400, error="empty_file", detail=f"{filename!r} is empty; there is nothing to ingest."
-        )
+def _upload_content(*, filename: str, content_type: str, data: bytes | BinaryIO) -> bytes:
+    """The upload's bytes once its type is one ingest reads, never reading past the limit: a file
+    of gigabytes is refused (413) having read one byte more than the limit, not loaded whole."""
     if document_format(filename, content_type) is None:
         raise ApiError(
             status_code=415,
@@ -125,23 +124,35 @@ def _check_upload(*, filename: str, content_type: str, data: bytes) -> None:
             f"upload {SUPPORTED_DESCRIPTION}.",
         )
     limit = settings.KNOWLEDGE_MAX_UPLOAD_BYTES
-    if len(data) > limit:
+    content = data if isinstance(data, bytes) else data.read(limit + 1)
+    if len(content) > limit:
+        # An uploaded file knows its size; a stream only that it holds more than the limit.
+        size = len(content) if isinstance(data, bytes) else getattr(data, "size", None)
+        held = f"{size} bytes" if size else f"more than {limit} bytes"
         raise ApiError(
             status_code=413,
             error="file_too_large",
-            detail=f"{filename!r} has {len(data)} bytes; the limit is {limit}.",
+            detail=f"{filename!r} has {held}; the limit is {limit}.",
             limit=limit,
         )
+    if not content:
+        raise ApiError(
+            status_code=400, error="empty_file", detail=f"{filename!r} is empty; there is nothing to ingest."
+        )
+    return content
 
 
 @transaction.atomic
-def document_upload(*, collection_id: str, user_id: str, filename: str, content_type: str, data: bytes) -> Document:
-    """Stores the bytes as a pending document and enqueues its ingest with it; the same filename in
-    a collection replaces that document's content and keeps its id (spec "Events" 3)."""
+def document_upload(
+    *, collection_id: str, user_id: str, filename: str, content_type: str, data: bytes | BinaryIO
+) -> Document:
+    """Stores the bytes (given, or read from an uploaded file once the caller may write) as a
+    pending document and enqueues its ingest with it; the same filename in a collection replaces
+    that document's content and keeps its id (spec "Events" 3)."""
     # Held until commit, as renames hold it: an upload and a rename naming one file go in turn.
     collection = collection_for_writer(collection_id, user_id, action="upload documents", lock=True)
     filename = _clean_filename(filename)
-    _check_upload(filename=filename, content_type=content_type, data=data)
+    data = _upload_content(filename=filename, content_type=content_type, data=data)
     document = (
         Document.objects.select_for_update().defer("content").filter(collection=collection, filename=filename).first()
     )
