@@ -123,15 +123,26 @@ def test_a_refused_permission_answers_an_api_client_in_json(any_mode, client: Cl
     }
 
 
-def test_a_service_refusal_a_page_let_through_keeps_its_status_and_detail(any_mode, client: Client) -> None:
-    # Given a page that lets a service's 409 through
+@pytest.mark.parametrize(
+    ("path", "status", "detail"),
+    [
+        ("/test-errors/refused", 409, b"already names a file here."),
+        # The database refused a value (PostgreSQL and a NUL character): the API's 400 invalid_value.
+        ("/test-errors/unstorable", 400, b"cannot be stored"),
+    ],
+    ids=["service", "database"],
+)
+def test_a_refusal_a_page_let_through_keeps_its_status_and_detail(
+    any_mode, client: Client, path: str, status: int, detail: bytes
+) -> None:
+    # Given a page that lets a service's refusal (or the database's) through
     # When a browser opens it
-    response = client.get("/test-errors/refused", **HTML)
+    response = client.get(path, **HTML)
 
     # Then it gets the site's refusal page with that status and detail, not a 500
-    assert response.status_code == 409
+    assert response.status_code == status
     assert _is_site_page(response)
-    assert b"already names a file here." in response.content
+    assert detail in response.content
 
 
 def test_a_quota_refusal_a_page_let_through_links_to_my_resources(any_mode, client: Client) -> None:
@@ -255,17 +266,6 @@ def test_a_body_larger_than_the_site_reads_is_the_sites_413_page(any_mode, clien
     assert response.status_code == 413
     assert _is_site_page(response)
     assert b"Traceback" not in response.content
-
-
-def test_a_value_the_database_cannot_store_is_the_sites_400_page(any_mode, client: Client) -> None:
-    # Given a page whose write the database refuses (PostgreSQL and a NUL character), in either mode
-    # When a browser posts to it
-    response = client.get("/test-errors/unstorable", **HTML)
-
-    # Then it gets the site's 400 page saying so, not a 500
-    assert response.status_code == 400
-    assert _is_site_page(response)
-    assert b"cannot be stored" in response.content
 
 
 def test_a_value_the_database_cannot_store_answers_a_program_in_json(any_mode, client: Client) -> None:
