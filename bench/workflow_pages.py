@@ -8,6 +8,9 @@ each workflow's newest run; `last run of 25: GROUP BY` is the plain aggregate th
 use (it reads every run of the page's workflows) beside `last run of 25: index probes`, the
 page's one query of one `workflow_run_idx` probe per workflow. Neither page may grow with runs
 it does not show.
+
+`revision page (size = steps)` compares a revision with the current one when both have that many
+steps (one in seven dropped since): the comparison must not cost the square of the steps.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import measure, parse_args, print_table, setup_django
 
 BATCH = 20_000
+STEP_SIZES = (100, 1000, 5000)
 WORKFLOWS = 25
 REVISIONS = 40
 VIEWER = "bob"
@@ -66,6 +70,17 @@ def fill(workflow_ids: list[str], total: int, already: int) -> None:
     WorkflowRun.objects.bulk_create(runs, batch_size=BATCH)
 
 
+def long_workflow(steps: int) -> tuple[str, str]:
+    """A workflow of `steps` steps edited once to drop every seventh: its id and its first revision."""
+    from workspace.workflows.generated import workflows
+
+    every = [f"echo {number}" for number in range(steps)]
+    created = workflows.create({"name": f"{steps} steps", "steps": every}, user=VIEWER)
+    kept = [step for number, step in enumerate(every) if number % 7]
+    workflows.update(created["resource_id"], {"name": f"{steps} steps", "steps": kept}, user=VIEWER)
+    return created["resource_id"], created["current_revision_id"]
+
+
 def last_runs_grouped(workflow_ids: list[str]) -> dict[str, int]:
     from django.db.models import Max
 
@@ -97,6 +112,11 @@ def main() -> None:
         figures.append(measure("workflow page", size, args.repeat, lambda: client.get(f"/workflows/{workflow_ids[0]}")))
         figures.append(measure("last run of 25: index probes", size, args.repeat, lambda: last_runs(workflow_ids)))
         figures.append(measure("last run of 25: GROUP BY", size, args.repeat, lambda: last_runs_grouped(workflow_ids)))
+    for steps in STEP_SIZES:
+        workflow_id, revision_id = long_workflow(steps)
+        page = f"/workflows/{workflow_id}/revisions/{revision_id}"
+        repeat = max(1, args.repeat // 20)
+        figures.append(measure("revision page (size = steps)", steps, repeat, lambda page=page: client.get(page)))
     print_table(vendor, figures)
 
 

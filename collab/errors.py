@@ -44,12 +44,15 @@ def flattened_detail(detail: Any) -> str:
     return str(detail)
 
 
+def unstorable_value() -> ApiError:
+    """The answer to a DataError: the database refused a value Python accepted (PostgreSQL: a NUL
+    character), so nothing was stored; the caller sent it, so it is a 400, not a 500."""
+    return ApiError(status_code=400, error="invalid_value", detail="A value cannot be stored (e.g. a NUL character).")
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DataError):
-        # The database refused a value Python accepted (PostgreSQL: a NUL character); nothing was stored.
-        exc = ApiError(
-            status_code=400, error="invalid_value", detail="A value cannot be stored (e.g. a NUL character)."
-        )
+        exc = unstorable_value()
     if isinstance(exc, Http404):
         exc = exceptions.NotFound("Not found.")
     elif isinstance(exc, DjangoPermissionDenied):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
+from django.utils.http import url_has_allowed_host_and_scheme
 
 from collab.identity import get_user_directory
 from collab.models import Notification
@@ -88,9 +89,10 @@ def inbox(
 
 def _followable(link: str) -> str:
     """A spec path under the root path, or an http(s) address; anything else (a `javascript:`
-    link typed in admin) is not rendered as a link at all."""
-    if link.startswith("/") and not link.startswith("//"):
-        return rooted(link)
+    link typed in admin, a path a browser reads as another site such as `/\\host`) is not
+    rendered as a link at all."""
+    if link.startswith("/"):
+        return rooted(link) if url_has_allowed_host_and_scheme(link, allowed_hosts=None) else ""
     return link if link.startswith(("https://", "http://")) else ""
 
 

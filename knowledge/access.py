@@ -63,9 +63,35 @@ def document_or_404(document_id: str) -> Document:
     return document
 
 
+def document_held(document_id: str) -> Document:
+    """The document, locked until commit after its collection's row.
+
+    Every write of a collection's documents (upload, rename, delete, the collection's delete)
+    holds the collection first, so two writes naming one file are judged one after the other
+    (the second sees what the first left) and they never take the two locks in opposite orders.
+    """
+    collection_id = Document.objects.filter(pk=document_id).values_list("collection_id", flat=True).first()
+    if collection_id is None:
+        raise Http404("No such document.")
+    collection_or_404(collection_id, lock=True)
+    document = (
+        Document.objects.select_for_update(of=("self",))
+        .defer("content")
+        .select_related("collection")
+        .filter(pk=document_id)
+        .first()
+    )
+    if document is None:
+        raise Http404("No such document.")
+    return document
+
+
 def document_for_writer(document_id: str, user_id: str, *, action: str, lock: bool = False) -> Document:
-    documents = Document.objects.select_for_update(of=("self",)) if lock else Document.objects.all()
-    document = documents.defer("content").select_related("collection").filter(pk=document_id).first()
+    """With `lock`, the document is held as `document_held` holds it."""
+    if lock:
+        document = document_held(document_id)
+    else:
+        document = Document.objects.defer("content").select_related("collection").filter(pk=document_id).first()
     if document is None:
         raise Http404("No such document.")
     _writer_checked(document.collection, user_id, action=action)

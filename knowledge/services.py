@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max
-from django.http import Http404
+from django.db.models import Max, QuerySet
 
 from collab import clock
 from collab.background import enqueue
@@ -21,6 +21,7 @@ from knowledge.access import (
     collection_for_creator,
     collection_for_writer,
     document_for_writer,
+    document_held,
 )
 from knowledge.answers import Citation, answer_question
 from knowledge.formats import SUPPORTED_DESCRIPTION, document_format
@@ -112,11 +113,9 @@ def _purge_collection(collection: Collection) -> None:
     collection.delete()
 
 
-def _check_upload(*, filename: str, content_type: str, data: bytes) -> None:
-    if not data:
-        raise ApiError(
-            status_code=400, error="empty_file", detail=f"{filename!r} is empty; there is nothing to ingest."
-        )
+def _upload_content(*, filename: str, content_type: str, data: bytes | BinaryIO) -> bytes:
+    """The upload's bytes once its type is one ingest reads, never reading past the limit: a file
+    of gigabytes is refused (413) having read one byte more than the limit, not loaded whole."""
     if document_format(filename, content_type) is None:
         raise ApiError(
             status_code=415,
@@ -125,22 +124,35 @@ def _check_upload(*, filename: str, content_type: str, data: bytes) -> None:
             f"upload {SUPPORTED_DESCRIPTION}.",
         )
     limit = settings.KNOWLEDGE_MAX_UPLOAD_BYTES
-    if len(data) > limit:
+    content = data if isinstance(data, bytes) else data.read(limit + 1)
+    if len(content) > limit:
+        # An uploaded file knows its size; a stream only that it holds more than the limit.
+        size = len(content) if isinstance(data, bytes) else getattr(data, "size", None)
+        held = f"{size} bytes" if size else f"more than {limit} bytes"
         raise ApiError(
             status_code=413,
             error="file_too_large",
-            detail=f"{filename!r} has {len(data)} bytes; the limit is {limit}.",
+            detail=f"{filename!r} has {held}; the limit is {limit}.",
             limit=limit,
         )
+    if not content:
+        raise ApiError(
+            status_code=400, error="empty_file", detail=f"{filename!r} is empty; there is nothing to ingest."
+        )
+    return content
 
 
 @transaction.atomic
-def document_upload(*, collection_id: str, user_id: str, filename: str, content_type: str, data: bytes) -> Document:
-    """Stores the bytes as a pending document and enqueues its ingest with it; the same filename in
-    a collection replaces that document's content and keeps its id (spec "Events" 3)."""
-    collection = collection_for_writer(collection_id, user_id, action="upload documents")
+def document_upload(
+    *, collection_id: str, user_id: str, filename: str, content_type: str, data: bytes | BinaryIO
+) -> Document:
+    """Stores the bytes (given, or read from an uploaded file once the caller may write) as a
+    pending document and enqueues its ingest with it; the same filename in a collection replaces
+    that document's content and keeps its id (spec "Events" 3)."""
+    # Held until commit, as renames hold it: an upload and a rename naming one file go in turn.
+    collection = collection_for_writer(collection_id, user_id, action="upload documents", lock=True)
     filename = _clean_filename(filename)
-    _check_upload(filename=filename, content_type=content_type, data=data)
+    data = _upload_content(filename=filename, content_type=content_type, data=data)
     document = (
         Document.objects.select_for_update().defer("content").filter(collection=collection, filename=filename).first()
     )
@@ -178,10 +190,7 @@ def document_rename(*, document_id: str, user_id: str, filename: str) -> Documen
 @transaction.atomic
 def document_rename_by_staff(*, document_id: str, user_id: str, filename: str) -> Document:
     """Staff (admin) rename any document, under the rules a writer's rename keeps."""
-    document = Document.objects.select_for_update().defer("content").filter(pk=document_id).first()
-    if document is None:
-        raise Http404("No such document.")
-    return _rename(document, filename=filename, user_id=user_id)
+    return _rename(document_held(document_id), filename=filename, user_id=user_id)
 
 
 def _rename(document: Document, *, filename: str, user_id: str) -> Document:
@@ -258,12 +267,17 @@ def collection_writer_remove(*, collection_id: str, user_id: str, writer_id: str
     CollectionWriter.objects.filter(collection=collection, user_id=writer_id).delete()
 
 
+def _chat_title(typed: str, *, default: str) -> str:
+    """The typed title, checked as a rename checks it, or `default` when nothing was typed."""
+    return _checked_text(typed, what="A chat's title", limit=NAME_MAX, required=False) or default
+
+
 @transaction.atomic
 def chat_create(*, user_id: str, title: str, collection_ids: Sequence[str]) -> KbChat:
     wanted = list(dict.fromkeys(collection_ids))
     if not wanted:
         raise ApiError(status_code=400, error="validation_error", detail="Choose at least one collection.")
-    found = set(Collection.objects.filter(pk__in=wanted).values_list("pk", flat=True))
+    found = set(_collections_held(Collection.objects.filter(pk__in=wanted)))
     missing = [collection_id for collection_id in wanted if collection_id not in found]
     if missing:
         raise ApiError(
@@ -272,11 +286,19 @@ def chat_create(*, user_id: str, title: str, collection_ids: Sequence[str]) -> K
             detail=f"No such collection: {', '.join(missing)}.",
             collection_ids=missing,
         )
-    chat = KbChat(title=title.strip() or "New chat")
+    chat = KbChat(title=_chat_title(title, default="New chat"))
     chat.stamp_created(user_id)
     chat.save()
     chat.collections.set(wanted)
     return chat
+
+
+def _collections_held(collections: QuerySet[Collection]) -> list[str]:
+    """The ids of `collections` that exist, their rows held until commit (in id order, so two
+    holders never deadlock): a delete of one waits, so a chat never links a collection deleted
+    meanwhile, and one deleted first is simply not found."""
+    held = collections.select_for_update(of=("self",), no_key=True).order_by("pk")
+    return list(held.values_list("pk", flat=True))
 
 
 @transaction.atomic
@@ -305,10 +327,10 @@ def chat_copy(*, chat_id: str, user_id: str, title: str = "") -> KbChat:
     """
     original = chat_for_reader(chat_id, user_id)
     default_title = f"Copy of {original.title}"[:NAME_MAX]
-    copy = KbChat(title=_checked_text(title, what="A chat's title", limit=NAME_MAX, required=False) or default_title)
+    copy = KbChat(title=_chat_title(title, default=default_title))
     copy.stamp_created(user_id)
     copy.save()
-    copy.collections.set(original.collections.all())
+    copy.collections.set(_collections_held(original.collections.all()))
     KbChatMessage.objects.bulk_create(
         KbChatMessage(
             chat=copy,

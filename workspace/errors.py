@@ -10,12 +10,13 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.signals import got_request_exception
-from django.db.utils import InterfaceError, OperationalError
+from django.db.utils import DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template import loader
+from django.views.debug import ExceptionReporter
 
-from collab.errors import ApiError
+from collab.errors import ApiError, unstorable_value
 from collab.web import prefers_html
 
 
@@ -106,27 +107,50 @@ def _note_unhandled_exception(sender: Any, request: HttpRequest | None = None, *
 got_request_exception.connect(_note_unhandled_exception, dispatch_uid="workspace.errors.unhandled_exception")
 
 
+class _NoTechnicalPage(ExceptionReporter):
+    """What DEBUG's technical page is built with for this request (Django asks the request first).
+
+    Django builds that page, settings and the server's environment included, for a request it
+    refuses around a view (a Host it does not serve, more fields or body than it reads), a case
+    got_request_exception never hears of. This reporter notes the exception for
+    SiteErrorsMiddleware, which answers with the site's page, and has nothing to show itself.
+    """
+
+    def get_traceback_html(self) -> str:
+        self.request.unhandled_exception = self.exc_value  # type: ignore[union-attr]
+        return ""
+
+    def get_traceback_text(self) -> str:
+        return self.get_traceback_html()
+
+
 class SiteErrorsMiddleware:
     """The site's own answer to every failure, whatever DEBUG says (the demo runs with it on):
 
     - a view's Http404, PermissionDenied or uncaught ApiError: the site's 404, 403 or refusal page
-      for a browser, JSON for an API client;
+      for a browser, JSON for an API client; a value the database refused (a NUL character on
+      PostgreSQL) is the API's 400 `invalid_value` there too;
     - a path no URL matches: DEBUG would list every URL pattern; the site's 404 instead;
     - a browser opening a POST-only address: the site's page instead of an empty 405;
     - an unhandled exception: 503 with Retry-After when the database could not serve (clients
-      should retry, not report), else the site's 500. Django has logged the traceback already.
+      should retry, not report), else the site's 500. Django has logged the traceback already;
+    - a request Django refuses as bad (a Host it does not serve, too many fields, too large a
+      body): the site's 400 or 413, where DEBUG would show its technical page.
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        request.exception_reporter_class = _NoTechnicalPage  # type: ignore[attr-defined]
         response = self.get_response(request)
         failure = getattr(request, "unhandled_exception", None)
         if failure is not None and response.status_code >= 500:
             if isinstance(failure, _DATABASE_UNAVAILABLE):
                 return database_unavailable(request)
             return server_error(request)
+        if failure is not None and response.status_code == 400:
+            return bad_request(request, failure)
         if response.status_code == 404 and request.resolver_match is None and settings.DEBUG:
             return not_found(request)
         if response.status_code == 405 and not response.content and prefers_html(request):
@@ -140,4 +164,6 @@ class SiteErrorsMiddleware:
             return permission_denied(request, exception)
         if isinstance(exception, ApiError):
             return refused(request, exception)
+        if isinstance(exception, DataError):
+            return refused(request, unstorable_value())
         return None

@@ -122,7 +122,7 @@ class KbCollectionDocumentsApi(ServiceApiView):
             user_id=request.user.id,
             filename=upload.name or "",
             content_type=upload.content_type or "",
-            data=upload.read(),
+            data=upload,
         )
         return Response(KbDocumentAcceptedOutputSerializer(document).data, status=202)
 

@@ -173,7 +173,7 @@ def _upload_from_form(request: HttpRequest, collection_id: str) -> None:
             user_id=user_id,
             filename=upload.name or "",
             content_type=upload.content_type or "",
-            data=upload.read(),
+            data=upload,
         ),
     )
     if document is not None:

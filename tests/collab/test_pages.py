@@ -173,3 +173,17 @@ def test_a_notification_link_that_is_not_an_address_is_not_rendered_as_a_link(cl
     # Then the title shows as text, and the script is nowhere in the page
     assert b"Odd link" in response.content
     assert b"javascript:alert" not in response.content
+
+
+@pytest.mark.parametrize("link", ["/\\evil.example/login", "/\t/evil.example/login", "//evil.example/login"])
+def test_a_notification_link_that_a_browser_reads_as_another_site_is_not_a_link(client: Client, link: str) -> None:
+    # Given a notification whose link, typed in admin, starts like a site path but a browser reads
+    # as another site ("/\" and "/<tab>/" become "//")
+    make_notification(link=link, title="Odd link")
+
+    # When alice opens her notifications
+    response = client.get("/notifications", **HTML)
+
+    # Then the title shows as text, and the other site is linked nowhere in the page
+    assert b"Odd link" in response.content
+    assert b"evil.example" not in response.content

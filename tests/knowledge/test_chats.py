@@ -68,6 +68,21 @@ def test_chat_with_collection_ids_not_a_list_is_refused(handbook, alice_api):
     assert not KbChat.objects.exists()
 
 
+def test_a_chat_title_too_long_from_the_page_form_is_refused_and_nothing_is_stored(handbook, browser_for):
+    # Found attacking the pages: the form skipped the API's length check (PostgreSQL answered 500,
+    # SQLite stored the title whole).
+    # Given alice on the chats page
+    # When she starts a chat whose title has 201 characters
+    response = browser_for("alice").post(
+        "/kb/chats", {"title": "x" * 201, "collection_ids": [handbook.id]}, follow=True
+    )
+
+    # Then she is back on the chats page, told the limit, and no chat was made
+    assert response.redirect_chain == [("/kb/chats", 303)]
+    assert "at most 200" in response.content.decode()
+    assert not KbChat.objects.exists()
+
+
 def test_chat_list_shows_own_and_shared_chats_only(handbook, make_chat, alice_api, bob_api):
     # Given alice's chat, carol's chat shared with alice, and carol's private chat
     mine = make_chat(handbook, owner="alice", title="Mine")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from datetime import datetime
 
 import pytest
@@ -10,6 +11,7 @@ from django.core.management import call_command
 from django.db import transaction
 from django_tasks_db.models import DBTaskResult
 
+from collab.errors import ApiError
 from knowledge import services
 from knowledge.answers import Citation
 from knowledge.ingest import ingest_document
@@ -209,6 +211,42 @@ def test_upload_larger_than_the_limit_is_refused_with_413(make_collection, uploa
     assert response.status_code == 413
     assert response.json()["error"] == "file_too_large"
     assert not Document.objects.exists()
+
+
+def test_an_upload_past_the_limit_is_refused_having_read_one_byte_past_it(make_collection, settings):
+    # Found attacking the upload: the whole file was read into memory before any check, so a file
+    # of gigabytes could take the server's memory whoever sent it.
+    # Given an upload limit of 10 bytes, alice's collection, and a file of a thousand
+    settings.KNOWLEDGE_MAX_UPLOAD_BYTES = 10
+    collection = make_collection()
+    file = io.BytesIO(b"x" * 1000)
+
+    # When she uploads it
+    with pytest.raises(ApiError) as refused:
+        services.document_upload(
+            collection_id=collection.id, user_id="alice", filename="big.txt", content_type="text/plain", data=file
+        )
+
+    # Then it is 413, at most 11 bytes were read, and nothing is stored
+    assert (refused.value.status_code, refused.value.error) == (413, "file_too_large")
+    assert file.tell() <= 11
+    assert not Document.objects.exists()
+
+
+def test_an_upload_by_someone_who_may_not_write_is_refused_before_a_byte_is_read(make_collection):
+    # Given alice's collection, of which bob is no writer, and bob's file
+    collection = make_collection()
+    file = io.BytesIO(b"x" * 1000)
+
+    # When bob uploads it
+    with pytest.raises(ApiError) as refused:
+        services.document_upload(
+            collection_id=collection.id, user_id="bob", filename="notes.txt", content_type="text/plain", data=file
+        )
+
+    # Then he is refused and the file was not read at all
+    assert refused.value.error == "not_a_writer"
+    assert file.tell() == 0
 
 
 def test_upload_into_an_unknown_collection_is_404(upload, db):

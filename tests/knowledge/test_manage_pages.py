@@ -265,3 +265,39 @@ def test_a_browser_opening_a_collection_is_sent_to_its_documents(handbook, brows
     # Then the first goes to its documents page, and the second is the not-found page
     assert (found.status_code, found["Location"]) == (302, f"/kb/collections/{handbook.id}/documents")
     assert missing.status_code == 404
+
+
+@pytest.mark.postgres
+def test_a_nul_character_typed_into_a_rename_form_is_a_400_page_and_changes_nothing(handbook, make_chat, browser_for):
+    # Found attacking the pages on PostgreSQL, which cannot store a NUL character: it was a 500.
+    from django.db import connection
+
+    # Given PostgreSQL, and alice's chat
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite stores NUL characters")
+    chat = make_chat(handbook, title="Questions")
+
+    # When she renames it to a title holding a NUL character
+    response = browser_for("alice").post(f"/kb/chats/{chat.id}", {"intent": "rename", "title": "a\x00b"})
+
+    # Then the page says the value cannot be stored, and the title stays
+    assert response.status_code == 400
+    assert "cannot be stored" in response.content.decode()
+    assert KbChat.objects.get(pk=chat.id).title == "Questions"
+
+
+@pytest.mark.postgres
+def test_a_nul_character_in_a_page_address_is_a_400_page(browser_for):
+    # Found attacking the pages on PostgreSQL: a NUL in an id reached the database and answered 500.
+    from django.db import connection
+
+    # Given PostgreSQL
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite stores NUL characters")
+
+    # When alice's browser opens a chat whose id holds a NUL character
+    response = browser_for("alice").get("/kb/chats/a%00b")
+
+    # Then it is the site's 400 page, not a server error
+    assert response.status_code == 400
+    assert "cannot be stored" in response.content.decode()

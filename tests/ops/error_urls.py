@@ -1,6 +1,7 @@
 """The site's URLs plus views that fail on purpose, to see what a person and a program get."""
 
 from django.core.exceptions import PermissionDenied
+from django.db import DataError
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
@@ -26,7 +27,12 @@ def quota_refusing_page(request: HttpRequest) -> HttpResponse:
     raise ApiError(status_code=507, error="quota_exceeded", detail=detail)
 
 
+def unstorable_value_page(request: HttpRequest) -> HttpResponse:
+    raise DataError("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+
+
 urlpatterns = [
+    path("test-errors/unstorable", unstorable_value_page),
     path("test-errors/quota", quota_refusing_page),
     path("test-errors/crash", crashing_page),
     path("test-errors/forbidden", forbidden_page),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from knowledge.models import Collection
 from tests.fixtures.items import item_url
 
 pytestmark = [pytest.mark.django_db, pytest.mark.urls("tests.ops.error_urls")]
@@ -122,15 +123,26 @@ def test_a_refused_permission_answers_an_api_client_in_json(any_mode, client: Cl
     }
 
 
-def test_a_service_refusal_a_page_let_through_keeps_its_status_and_detail(any_mode, client: Client) -> None:
-    # Given a page that lets a service's 409 through
+@pytest.mark.parametrize(
+    ("path", "status", "detail"),
+    [
+        ("/test-errors/refused", 409, b"already names a file here."),
+        # The database refused a value (PostgreSQL and a NUL character): the API's 400 invalid_value.
+        ("/test-errors/unstorable", 400, b"cannot be stored"),
+    ],
+    ids=["service", "database"],
+)
+def test_a_refusal_a_page_let_through_keeps_its_status_and_detail(
+    any_mode, client: Client, path: str, status: int, detail: bytes
+) -> None:
+    # Given a page that lets a service's refusal (or the database's) through
     # When a browser opens it
-    response = client.get("/test-errors/refused", **HTML)
+    response = client.get(path, **HTML)
 
     # Then it gets the site's refusal page with that status and detail, not a 500
-    assert response.status_code == 409
+    assert response.status_code == status
     assert _is_site_page(response)
-    assert b"already names a file here." in response.content
+    assert detail in response.content
 
 
 def test_a_quota_refusal_a_page_let_through_links_to_my_resources(any_mode, client: Client) -> None:
@@ -199,3 +211,68 @@ def test_the_conventional_favicon_path_leads_to_the_icon(client: Client) -> None
     # Then it is sent on to the icon
     assert response.status_code == 301
     assert response["Location"] == "/static/favicon.svg"
+
+
+# Django builds its DEBUG technical page, settings and the server's environment included, for a
+# request it refuses before or around a view (a Host it does not serve, more form fields or body
+# than it reads): in the demo that page went to whoever sent the request.
+
+
+def test_a_request_for_a_host_the_site_does_not_serve_is_the_sites_400_page(any_mode, client: Client) -> None:
+    # Given a browser that names a host the site does not serve, in either mode
+    # When it opens the home page
+    response = client.get("/", HTTP_HOST="evil.example", **HTML)
+
+    # Then it gets the site's 400 page: no traceback, no settings, no environment
+    assert response.status_code == 400
+    assert _is_site_page(response)
+    assert b"Traceback" not in response.content
+    assert b"DATABASES" not in response.content
+
+
+def test_an_api_client_naming_a_host_the_site_does_not_serve_gets_json(any_mode, client: Client) -> None:
+    # Given a program that names a host the site does not serve, in either mode
+    # When it calls the API
+    response = client.get("/me", HTTP_HOST="evil.example", **JSON)
+
+    # Then the answer is the JSON 400, not Django's technical page in plain text
+    assert response.status_code == 400
+    assert response.json() == {"error": "bad_request", "detail": "The request could not be read."}
+
+
+def test_a_form_with_more_fields_than_the_site_reads_is_the_sites_400_page(any_mode, client: Client, settings) -> None:
+    # Given a site that reads at most ten form fields, in either mode
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 10
+    fields = {f"field{n}": "x" for n in range(11)}
+
+    # When a browser posts eleven to a page
+    response = client.post("/kb/collections", {"name": "Runbooks", **fields}, **HTML)
+
+    # Then it gets the site's 400 page, and nothing was created
+    assert response.status_code == 400
+    assert _is_site_page(response)
+    assert b"Traceback" not in response.content
+    assert not Collection.objects.filter(name="Runbooks").exists()
+
+
+def test_a_body_larger_than_the_site_reads_is_the_sites_413_page(any_mode, client: Client, settings) -> None:
+    # Given a 1 MiB request limit, in either mode
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+
+    # When a browser posts two to a page
+    response = client.post("/kb/collections", {"name": "x" * (2 * 1024 * 1024)}, **HTML)
+
+    # Then it gets the site's page saying the body is too large, with no traceback
+    assert response.status_code == 413
+    assert _is_site_page(response)
+    assert b"Traceback" not in response.content
+
+
+def test_a_value_the_database_cannot_store_answers_a_program_in_json(any_mode, client: Client) -> None:
+    # Given a page whose write the database refuses
+    # When a program calls it
+    response = client.get("/test-errors/unstorable", **JSON)
+
+    # Then the answer is the API's own 400 for it
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_value"

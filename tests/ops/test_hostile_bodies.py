@@ -8,8 +8,9 @@ from rest_framework.test import APIClient
 
 from collab.models import ApiToken
 from crudgen.models import StoredResource
-from crudgen.parsers import MAX_JSON_DEPTH, json_depth_exceeds, loads_bounded
+from crudgen.parsers import MAX_JSON_DEPTH, json_problem, loads_bounded
 from knowledge.models import Collection
+from quotas.models import SandboxActivity
 from workspace.items.models import Item
 
 pytestmark = pytest.mark.django_db
@@ -85,6 +86,35 @@ def test_a_browser_sending_too_much_gets_the_sites_page(client, settings):
     assert "That request could not be taken" in response.content.decode()
 
 
+@pytest.mark.parametrize("path", [path for path, _ in ENDPOINTS])
+def test_a_body_holding_a_lone_surrogate_is_400_and_stores_nothing(alice_api: APIClient, path):
+    # Found attacking the API: a lone surrogate (valid JSON, not text) cannot be stored or answered
+    # in UTF-8, and crudgen's validation, exec and the agent's messages answered 500.
+    # Given a body whose strings hold half of a surrogate pair
+    before = _stored()
+    body = '{"name": "\\ud800", "title": "\\ud800", "steps": ["echo \\ud800"], "owner": "alice"}'
+
+    # When a client sends it
+    response = alice_api.generic("POST", path, body, content_type="application/json")
+
+    # Then it is 400 malformed_request, and nothing is stored
+    assert (response.status_code, response.json()["error"]) == (400, "malformed_request")
+    assert _stored() == before
+
+
+def test_a_command_holding_a_lone_surrogate_is_400_and_runs_nothing(alice_api: APIClient, make_item):
+    # Given alice's notebook
+    item = make_item(created_by="alice")
+
+    # When she sends a command holding half of a surrogate pair
+    body = '{"command": "echo \\udfff"}'
+    response = alice_api.generic("POST", f"/a/notebook/items/{item.pk}/exec", body, content_type="application/json")
+
+    # Then it is 400 malformed_request, and no sandbox was opened for it
+    assert (response.status_code, response.json()["error"]) == (400, "malformed_request")
+    assert not SandboxActivity.objects.exists()
+
+
 def test_bodies_within_the_depth_limit_are_read_as_before():
     # Given a body exactly at the limit and one past it
     at_limit, past = _nested(MAX_JSON_DEPTH), _nested(MAX_JSON_DEPTH + 1)
@@ -93,5 +123,5 @@ def test_bodies_within_the_depth_limit_are_read_as_before():
     assert isinstance(loads_bounded(at_limit), list)
     with pytest.raises(ValueError, match="nested"):
         loads_bounded(past)
-    assert json_depth_exceeds({"a": [{"b": [1, 2, {"c": 3}]}]}, limit=5) is False
-    assert json_depth_exceeds({"a": [{"b": [1, 2, {"c": [3]}]}]}, limit=5) is True
+    assert json_problem({"a": [{"b": [1, 2, {"c": 3}]}]}, limit=5) is None
+    assert json_problem({"a": [{"b": [1, 2, {"c": [3]}]}]}, limit=5) == "is nested deeper than 5 levels"

@@ -9,7 +9,7 @@ from workspace.workflows.definitions import workflow_definition
 from workspace.workflows.forms import FormProblem, WorkflowForm
 from workspace.workflows.models import WorkflowRun
 from workspace.workflows.rules import schedule_in_units, schedule_text
-from workspace.workflows.selectors import last_runs, step_lines
+from workspace.workflows.selectors import STEP_DIFF_LIMIT, last_runs, step_lines
 
 
 @pytest.mark.parametrize(
@@ -60,6 +60,23 @@ def test_the_step_comparison_marks_what_each_side_alone_holds():
     lines = [(line.mark, line.text) for line in step_lines(current, earlier)]
     # Then shared steps are unmarked, the current's own marked -, the earlier's own +
     assert lines == [(" ", "fetch"), ("-", "transform"), ("-", "publish"), ("+", "report")]
+
+
+def test_step_lists_longer_than_the_comparison_diffs_are_lined_up_step_by_step():
+    # Found attacking the revision page: a line diff costs the square of the steps (difflib), so a
+    # workflow of a few thousand steps held a worker for seconds on every view (bench/workflow_pages.py).
+    # Given a current revision one step longer than the comparison diffs, and an earlier one without its first step
+    current = [f"echo {number}" for number in range(STEP_DIFF_LIMIT + 1)]
+    earlier = current[1:]
+
+    # When they are compared
+    lines = [(line.mark, line.text) for line in step_lines(current, earlier)]
+
+    # Then each step is compared with the one at its place: every place differs, the current's
+    # step then the earlier's, and the current's last step stands alone
+    assert lines[:4] == [("-", "echo 0"), ("+", "echo 1"), ("-", "echo 1"), ("+", "echo 2")]
+    assert lines[-1] == ("-", f"echo {STEP_DIFF_LIMIT}")
+    assert len(lines) == 2 * len(earlier) + 1
 
 
 @pytest.mark.django_db

@@ -208,8 +208,11 @@ def relative(root: Path, path: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
-def list_files(root: Path) -> list[FileEntry]:
-    """Files and folders under the workspace, sorted by path; symlinks are listed, never followed."""
+def list_files(root: Path, *, limit: int = MAX_LISTED) -> list[FileEntry]:
+    """Files and folders under the workspace, sorted by path; symlinks are listed, never followed.
+
+    At most `limit` entries, the walk stopping there (a folder's own entries before those below it).
+    """
     if not root.is_dir():
         return []
     entries: list[FileEntry] = []
@@ -226,7 +229,7 @@ def list_files(root: Path) -> list[FileEntry]:
             is_dir = name in dirs and not full.is_symlink()
             modified = datetime.fromtimestamp(info.st_mtime, tz=UTC)
             entries.append(FileEntry(relative(root, full), 0 if is_dir else info.st_size, is_dir, modified))
-            if len(entries) >= MAX_LISTED:
+            if len(entries) >= limit:
                 return sorted(entries, key=lambda entry: entry.path)
     return sorted(entries, key=lambda entry: entry.path)
 

@@ -23,6 +23,9 @@ from workspace.items.links import own_list_page
 from workspace.items.models import Item
 
 EDITABLE_BYTES = 512 * 1024
+# Rows of the page's file list, each with its forms; the terminal re-reads the page after every
+# command, so a workspace of many thousand files must not make it megabytes long.
+ITEM_PAGE_FILES = 500
 # The item page's forms, so a refusal can be shown by the one that was refused.
 ItemForm = Literal["details", "sandbox", "rename", "delete", "folder", "upload", "open"]
 
@@ -104,12 +107,14 @@ def _render_item(
     typed: dict[str, str] | None = None,
 ) -> HttpResponse:
     detail = selectors.item_detail(item)
+    files = selectors.item_files(item, limit=ITEM_PAGE_FILES + 1)
     context = {
         "app": app,
         "item": item,
         "sandbox": detail.sandbox,
         "disk": detail.disk,
-        "files": selectors.item_files(item),
+        "files": files[:ITEM_PAGE_FILES],
+        "files_more": len(files) > ITEM_PAGE_FILES,
         "sizes": {
             "cpu": app.resources.sandbox.cpu_cores,
             "memory": format_size(app.resources.sandbox.memory_bytes),

@@ -8,7 +8,7 @@ from typing import Any
 from quotas import ledger
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.filestore import FileEntry, list_files, relative, resolve, workspace_prepared
+from workspace.items.filestore import MAX_LISTED, FileEntry, list_files, relative, resolve, workspace_prepared
 from workspace.items.models import Item
 
 ITEMS_DEFAULT_LIMIT = 50
@@ -60,8 +60,8 @@ def item_detail(item: Item) -> ItemDetail:
     return ItemDetail(item=item, sandbox=ledger.live_row_of_item(item.pk), disk=ledger.disk_usage_of_item(item.pk))
 
 
-def item_files(item: Item) -> list[FileEntry]:
-    return list_files(workspace_prepared(item.pk, item.app_slug))
+def item_files(item: Item, *, limit: int = MAX_LISTED) -> list[FileEntry]:
+    return list_files(workspace_prepared(item.pk, item.app_slug), limit=limit)
 
 
 def item_file_path(item: Item, path: str) -> str:

@@ -19,6 +19,8 @@ from workspace.workflows.rules import item_pk, schedule_text
 
 RUNS_LIMIT = 50
 ITEM_CHOICES_LIMIT = 200
+# Steps per side up to which a comparison is a line diff; past it, steps are compared by place.
+STEP_DIFF_LIMIT = 500
 
 
 def runs_of_workflow(*, workflow_id: str, item_id: int | None = None, limit: int = RUNS_LIMIT) -> list[WorkflowRun]:
@@ -149,7 +151,14 @@ def _shown_fields(data: dict[str, Any], items: dict[str, Item]) -> dict[str, str
 
 
 def step_lines(current: Sequence[str], other: Sequence[str]) -> list[StepLine]:
-    """Every step of both, in order, marked by where it is (a line diff of the two step lists)."""
+    """Every step of both, in order, marked by where it is: a line diff of the two step lists.
+
+    A line diff costs about the square of the steps (a few thousand steps held a worker for
+    seconds, bench/workflow_pages.py), so past STEP_DIFF_LIMIT steps on a side each step is
+    compared with the one at its place instead.
+    """
+    if max(len(current), len(other)) > STEP_DIFF_LIMIT:
+        return _steps_by_place(current, other)
     lines: list[StepLine] = []
     matcher = difflib.SequenceMatcher(a=list(current), b=list(other), autojunk=False)
     for tag, a_start, a_end, b_start, b_end in matcher.get_opcodes():
@@ -158,6 +167,19 @@ def step_lines(current: Sequence[str], other: Sequence[str]) -> list[StepLine]:
             continue
         lines += [StepLine("-", step) for step in current[a_start:a_end]]
         lines += [StepLine("+", step) for step in other[b_start:b_end]]
+    return lines
+
+
+def _steps_by_place(current: Sequence[str], other: Sequence[str]) -> list[StepLine]:
+    lines: list[StepLine] = []
+    for place in range(max(len(current), len(other))):
+        mine = current[place] if place < len(current) else None
+        theirs = other[place] if place < len(other) else None
+        if mine == theirs:
+            lines.append(StepLine(" ", str(mine)))
+            continue
+        lines += [StepLine("-", mine)] if mine is not None else []
+        lines += [StepLine("+", theirs)] if theirs is not None else []
     return lines
 
 
