@@ -153,9 +153,11 @@ def test_a_host_that_is_down_gives_a_clear_503_and_nothing_live(alice_api, make_
     item = make_item()
     # When she runs a command
     response = alice_api.post(item_url(item, "/exec"), {"command": "ls"}, format="json")
-    # Then it is 503 sandbox_host_unavailable, nothing is live and the attempt is recorded as failed
+    # Then it is 503 sandbox_host_unavailable without the host's address, nothing is live and the
+    # attempt is recorded as failed
     assert response.status_code == 503
     assert response.json()["error"] == "sandbox_host_unavailable"
+    assert "127.0.0.1" not in response.json()["detail"]
     assert ledger.live_rows_of_owner("alice").count() == 0
     assert SandboxActivity.objects.get().close_reason == "failed"
 

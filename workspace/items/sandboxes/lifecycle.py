@@ -64,10 +64,13 @@ class SweepCounts:
 
 
 def _unavailable(exc: Exception) -> ApiError:
+    # The reason names internal hosts and ports: it goes to the log and to staff on /healthz,
+    # not to whoever ran the command.
+    logger.warning("sandbox backend unavailable: %s", exc)
     return ApiError(
         status_code=503,
         error="sandbox_host_unavailable",
-        detail=f"The sandbox backend cannot be reached, so nothing ran: {exc}",
+        detail="The sandbox backend cannot be reached right now, so nothing ran. Try again in a moment.",
     )
 
 
