@@ -173,6 +173,10 @@ class CitationEvent(models.Model):
     Not a TrackedModel: an event is never updated, so `updated_*` would be noise; `cited_by` and
     `created_at` are its tracking. Ids are plain strings without foreign keys because documents
     and chunks come and go (a re-upload drops chunks) while their history must stay.
+
+    An event is identified by its origin, its answer and its marker: recording the same answer
+    again (a retried task, a replayed callback, two racing writers) finds the key taken and adds
+    nothing, while two markers of one answer, or two answers, always count (spec "Events" 3).
     """
 
     class OriginKind(models.TextChoices):
@@ -185,22 +189,27 @@ class CitationEvent(models.Model):
     origin_id = models.CharField(max_length=64)
     cited_by = models.CharField(max_length=150)
     marker = models.PositiveIntegerField()
-    message_id = models.CharField(max_length=64)
+    message_id = models.CharField(
+        max_length=64,
+        help_text="The answer the marker belongs to, unique within its origin: a KB chat's answer message, "
+        "or an investigation's question message and the number of the agent's question in that turn.",
+    )
     created_at = models.DateTimeField(default=clock.now, editable=False)
 
     objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
         constraints = [
-            # A replayed write of the same answer cannot count twice.
-            models.UniqueConstraint(fields=["message_id", "marker"], name="kb_event_unique_marker"),
+            # Origin first: it also serves the lookups of one chat's or investigation's events.
+            models.UniqueConstraint(
+                fields=["origin_kind", "origin_id", "message_id", "marker"], name="kb_event_once_per_answer"
+            ),
         ]
         indexes = [
             # The live (open-slice) part of collection and document `cited`: an index-only range
             # count of the events after the closed slices' last id (see CitationRollup).
             models.Index(fields=["collection_id", "id"], name="kb_event_collection_live_idx"),
             models.Index(fields=["document_id", "id"], name="kb_event_document_live_idx"),
-            models.Index(fields=["origin_kind", "origin_id"], name="kb_event_origin_idx"),
         ]
 
     def save(self, *args: Any, **kwargs: Any) -> None:

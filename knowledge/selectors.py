@@ -235,10 +235,6 @@ def chat_detail(*, chat: KbChat) -> ChatRow:
     return replace(row, messages=messages)
 
 
-def events_for_message(*, message_id: str) -> list[CitationEvent]:
-    return list(CitationEvent.objects.filter(message_id=message_id).prefetch_related("chunk_refs").order_by("marker"))
-
-
 @dataclass(frozen=True)
 class CitedSource:
     """One marker of an answer as the chat page shows it: the chunks it cites, or the saved quote

@@ -309,11 +309,13 @@ def record_citations(
     cited_by: str,
     message_id: str,
 ) -> int:
-    """Appends one event per marker (with its chunk rows); returns how many were new.
+    """Appends one event per marker of the answer `message_id` (with its chunk rows); returns how
+    many were new.
 
-    One insert per table: the events' insert skips markers already recorded for `message_id`
-    (unique key, conflicts ignored) and returns the new rows, whose chunk refs are the second insert.
-    Replaying an answer, even concurrently, therefore never counts twice.
+    One insert per table: the events' insert skips the markers this origin already recorded for
+    this answer (its unique key, conflicts ignored) and returns the new rows, whose chunk rows are
+    the second insert. Recording an answer again, even concurrently, therefore never counts twice;
+    the first recording of a marker stands.
     """
     if origin_kind not in CitationEvent.OriginKind.values:
         raise ValueError(f"origin_kind must be one of {CitationEvent.OriginKind.values}, not {origin_kind!r}.")
@@ -357,7 +359,7 @@ def _insert_events(
     sql = (
         f"INSERT INTO {CitationEvent._meta.db_table} "
         "(collection_id, document_id, origin_kind, origin_id, cited_by, marker, message_id, created_at) "
-        f"VALUES {values} ON CONFLICT (message_id, marker) DO NOTHING RETURNING id, marker"
+        f"VALUES {values} ON CONFLICT (origin_kind, origin_id, message_id, marker) DO NOTHING RETURNING id, marker"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [value for row in rows for value in row])

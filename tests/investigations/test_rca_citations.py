@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from knowledge.models import CitationEvent
+from workspace.agent.models import ItemMessage
+from workspace.agent.turns import agent_turn_run
+from workspace.items.config import get_config
 
 pytestmark = pytest.mark.django_db
 QUESTION = "How do I free sandbox quota capacity?"
@@ -41,3 +44,20 @@ def test_an_answer_that_found_nothing_writes_no_event(alice_api, make_investigat
     alice_api.post(f"/a/rca/items/{investigation.pk}/messages", {"content": "zxqv wvut?"}, format="json")
     # Then no event is written
     assert not CitationEvent.objects.exists()
+
+
+def test_an_agent_turn_run_again_for_the_same_question_does_not_count_twice(
+    alice_api, make_investigation, handbook
+):
+    # Given an investigation whose question the agent answered with citations
+    investigation = make_investigation()
+    alice_api.post(f"/a/rca/items/{investigation.pk}/messages", {"content": QUESTION}, format="json")
+    question = ItemMessage.objects.get(item_id=investigation.pk, role=ItemMessage.Role.USER)
+    recorded = CitationEvent.objects.count()
+    # When the turn runs again for that same question message, as a retry after a crash would
+    replies = agent_turn_run(item=question.item, app=get_config().app("rca"), user_id="alice", message=question)
+    # Then the answer is the same (the question message and the question's number in the turn), so
+    # the citations it shows again are not counted again
+    assert recorded > 0
+    assert replies[0].citations
+    assert CitationEvent.objects.count() == recorded

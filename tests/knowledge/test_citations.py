@@ -21,14 +21,16 @@ def cited_document(make_collection, upload):
     return collection, document_id, chunk_ids
 
 
-def _record(collection_id, document_id, chunk_groups, *, message_id="msg_1", origin_kind="kb_chat"):
+def _record(
+    collection_id, document_id, chunk_groups, *, message_id="msg_1", origin_kind="kb_chat", origin_id="origin_1"
+):
     return record_citations(
         citations=[
             Citation(marker, collection_id, document_id, "disk.txt", tuple(chunks))
             for marker, chunks in enumerate(chunk_groups, start=1)
         ],
         origin_kind=origin_kind,
-        origin_id="origin_1",
+        origin_id=origin_id,
         cited_by="alice",
         message_id=message_id,
     )
@@ -101,6 +103,34 @@ def test_a_partial_replay_adds_only_the_missing_markers(cited_document):
     # Then only marker 2 is new
     assert added == 1
     assert sorted(CitationEvent.objects.values_list("marker", flat=True)) == [1, 2]
+
+
+def test_a_replay_citing_other_chunks_keeps_the_first_recording(cited_document, alice_api):
+    # Given marker 1 of an answer, recorded citing the first chunk
+    collection, document_id, chunk_ids = cited_document
+    _record(collection.id, document_id, [[chunk_ids[0]]])
+
+    # When the same origin, answer and marker are recorded again citing the second chunk
+    added = _record(collection.id, document_id, [[chunk_ids[1]]])
+
+    # Then the first recording stands: no event is added and the second chunk stays uncited
+    counts = [chunk["cited"] for chunk in alice_api.get(f"/kb/documents/{document_id}/chunks").json()]
+    assert added == 0
+    assert counts == [1, 0, 0, 0]
+    assert alice_api.get(f"/kb/documents/{document_id}").json()["cited"] == 1
+
+
+def test_one_answer_id_under_two_origins_is_two_answers(cited_document, alice_api):
+    # Given marker 1 of answer "msg_1" recorded by a chat
+    collection, document_id, chunk_ids = cited_document
+    _record(collection.id, document_id, [[chunk_ids[0]]], origin_id="chat_1")
+
+    # When an investigation records marker 1 of an answer it also calls "msg_1"
+    added = _record(collection.id, document_id, [[chunk_ids[0]]], origin_kind="rca", origin_id="inv_1")
+
+    # Then an event's identity is origin, answer and marker: both count
+    assert added == 1
+    assert alice_api.get(f"/kb/documents/{document_id}").json()["cited"] == 2
 
 
 def test_investigation_citations_are_recorded_with_the_rca_origin(cited_document, alice_api):
