@@ -239,12 +239,21 @@ class CitationRollup(models.Model):
     """The one row that splits the citation log into closed slices and the open slice.
 
     Events with `id <= closed_through` belong to closed slices: their aggregates are in
-    CitationTotal and never change again. Later events are the open slice, counted live. Closing
-    holds this row `FOR UPDATE` while writers of events hold it `FOR SHARE` (PostgreSQL; SQLite
-    writes are serialised anyway), so no uncommitted event can get an id at or below the boundary.
+    CitationTotal and never change again. Later events are the open slice, counted live.
+
+    No event may ever get an id at or below the boundary, or it would be counted by neither part.
+    Ids only grow (an identity column on PostgreSQL, AUTOINCREMENT on SQLite), so the danger is an
+    event whose id was drawn before a close and that commits after it. On PostgreSQL each writer of
+    events holds WRITERS_LOCK shared until it commits, and the close takes it exclusively before it
+    reads the last id: it waits for the writers in flight and holds new ones back until it commits.
+    A transaction-level advisory lock rather than a lock on this row: a row lock is written into the
+    row (a WAL record per answer, a multixact for concurrent writers), an advisory lock only lives
+    in the lock table. SQLite needs nothing: its write transactions start IMMEDIATE and run one
+    at a time. Closers and rebuilds serialise on this row (`FOR UPDATE`); readers take no lock.
     """
 
     ROW = 1
+    WRITERS_LOCK = 0x6B625F736C696365  # "kb_slice": the advisory lock key of event writers vs. the close
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=ROW, editable=False)
     closed_through = models.BigIntegerField(default=0, help_text="Last event id of the closed slices.")

@@ -323,7 +323,7 @@ def record_citations(
     if not by_marker:
         return 0
     with transaction.atomic():
-        _hold_open_slice()
+        _slice_lock(exclusive=False)
         fresh = _insert_events(by_marker, origin_kind, origin_id, cited_by, message_id)
         CitationEventChunk.objects.bulk_create(
             CitationEventChunk(event_id=event_id, chunk_id=chunk_id)
@@ -333,16 +333,16 @@ def record_citations(
     return len(fresh)
 
 
-def _hold_open_slice() -> None:
-    """Shares the rollup row until commit, so a slice cannot close over this uncommitted event.
+def _slice_lock(*, exclusive: bool) -> None:
+    """Event writers share CitationRollup.WRITERS_LOCK until they commit; the close holds it alone,
+    so no event drawn before a close commits after it (why an advisory lock: see CitationRollup).
 
     SQLite needs nothing: its write transactions start IMMEDIATE and so run one at a time.
     """
     if connection.vendor == "postgresql":
+        function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT 1 FROM {CitationRollup._meta.db_table} WHERE id = %s FOR SHARE", [CitationRollup.ROW]
-            )
+            cursor.execute(f"SELECT {function}(%s)", [CitationRollup.WRITERS_LOCK])
 
 
 def _insert_events(
@@ -374,7 +374,7 @@ class SliceClose:
 
 
 def _rollup_locked() -> CitationRollup:
-    """The rollup row, held FOR UPDATE: no event writer is in flight while it is held."""
+    """The rollup row, held FOR UPDATE: one close or rebuild at a time; event writers do not wait."""
     rollup, _ = CitationRollup.objects.select_for_update().get_or_create(pk=CitationRollup.ROW)
     return rollup
 
@@ -411,12 +411,14 @@ def citation_slices_close() -> SliceClose:
     every pass): its aggregates join the totals and the boundary moves to the last event id.
 
     Cheap when there is nothing to do (one locked read). Closing an empty slice only moves the time.
+    Event writers wait while a slice closes: the time of an hour's aggregates (bench/citations.py).
     """
     rollup = _rollup_locked()
     moment = clock.now()
     hour = moment.replace(minute=0, second=0, microsecond=0)
     if rollup.closed_at is not None and rollup.closed_at >= hour:
         return SliceClose(closed=False, events=0, closed_through=rollup.closed_through)
+    _slice_lock(exclusive=True)
     last = CitationEvent.objects.aggregate(last=Max("id"))["last"] or 0
     through = max(last, rollup.closed_through)
     _add_closed_slice(after=rollup.closed_through, through=through)
