@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from io import StringIO
+
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from knowledge import services
 from knowledge.answers import Citation
 from knowledge.models import Chunk, CitationEvent, CitationEventChunk, CitationRollup, CitationTotal
 from knowledge.selectors import citation_counts_check
@@ -200,3 +203,133 @@ def test_recording_an_answer_is_one_insert_per_table(cited_document, django_asse
     inserts = [query["sql"] for query in captured.captured_queries if query["sql"].startswith("INSERT")]
     assert len(inserts) == 2
     assert (CitationEvent.objects.count(), CitationEventChunk.objects.count()) == (3, 4)
+
+
+def _check_command() -> str:
+    out = StringIO()
+    call_command("citations_check", stdout=out)
+    return out.getvalue().strip()
+
+
+def test_the_check_command_agrees_with_the_log_right_after_events_are_written(cited_document, clock):
+    # Given a slice closed over one answer
+    collection, document_id, chunk_ids = cited_document
+    _record(collection.id, document_id, [chunk_ids[:2]], message_id="msg_a")
+    clock.advance(hours=1)
+    citation_slices_close()
+
+    # When another answer is written and the check command runs at once
+    _record(collection.id, document_id, [[chunk_ids[0]], chunk_ids[2:]], message_id="msg_b")
+    report = _check_command()
+
+    # Then totals plus the live slice equal the log, and it says how much is still open
+    first = CitationEvent.objects.get(message_id="msg_a").id
+    assert report == f"ok: 3 events, closed slices through id {first}, 2 in the open slice"
+
+
+def test_the_check_command_agrees_with_the_log_right_after_a_slice_closes(cited_document, clock):
+    # Given answers in the open slice
+    collection, document_id, chunk_ids = cited_document
+    _record(collection.id, document_id, [chunk_ids[:2], [chunk_ids[3]]], message_id="msg_a")
+
+    # When the hour ends, the slice closes and the check command runs at once
+    clock.advance(hours=1)
+    closed = citation_slices_close()
+    report = _check_command()
+
+    # Then everything is in closed slices and still equals the log
+    assert report == f"ok: 2 events, closed slices through id {closed.closed_through}, 0 in the open slice"
+
+
+def test_an_event_that_lands_below_the_boundary_is_caught_by_the_check(cited_document, clock):
+    # Given a closed slice whose last event has id 5, leaving ids 2 to 4 unused
+    collection, document_id, chunk_ids = cited_document
+    _record(collection.id, document_id, [[chunk_ids[0]]], message_id="msg_a")
+    late = CitationEvent.objects.get()
+    CitationEvent.objects.create(
+        id=late.id + 4, collection_id=collection.id, document_id=document_id, origin_kind="kb_chat",
+        origin_id="chat_1", cited_by="alice", marker=1, message_id="msg_b",
+    )  # fmt: skip
+    clock.advance(hours=1)
+    citation_slices_close()
+
+    # When an event commits with an id inside the closed slice (what the writers' lock prevents)
+    CitationEvent.objects.create(
+        id=late.id + 2, collection_id=collection.id, document_id=document_id, origin_kind="kb_chat",
+        origin_id="chat_1", cited_by="alice", marker=1, message_id="msg_c",
+    )  # fmt: skip
+
+    # Then the check names the counts it would miss
+    check = citation_counts_check()
+    assert check.mismatches == [
+        f"collection {collection.id}: closed 2 + live 0 != log 3",
+        f"document {document_id}: closed 2 + live 0 != log 3",
+    ]
+
+
+def test_a_slice_close_that_dies_halfway_changes_nothing(cited_document, alice_api, clock, monkeypatch):
+    # Given answers in the open slice, and a close that dies after adding their aggregates
+    collection, document_id, chunk_ids = cited_document
+    _record(collection.id, document_id, [chunk_ids[:2]], message_id="msg_a")
+    before = _counts(alice_api, collection.id, document_id)
+    add_closed_slice = services._add_closed_slice
+
+    def dies_after_adding(**bounds):
+        add_closed_slice(**bounds)
+        raise RuntimeError("killed halfway")
+
+    monkeypatch.setattr(services, "_add_closed_slice", dies_after_adding)
+
+    # When the worker closes the slice
+    clock.advance(hours=1)
+    with pytest.raises(RuntimeError):
+        citation_slices_close()
+
+    # Then neither totals nor the boundary moved, and every count is as before
+    assert not CitationTotal.objects.exists()
+    assert CitationRollup.objects.get().closed_through == 0
+    assert _counts(alice_api, collection.id, document_id) == before
+    assert citation_counts_check().ok
+
+
+def test_a_rebuild_that_dies_halfway_keeps_the_totals(cited_document, alice_api, clock, monkeypatch):
+    # Given a closed slice, and a rebuild that dies after deleting the totals
+    collection, document_id, chunk_ids = cited_document
+    _record(collection.id, document_id, [chunk_ids[:2]], message_id="msg_a")
+    clock.advance(hours=1)
+    citation_slices_close()
+    totals = sorted(CitationTotal.objects.values_list("scope", "key", "cited"))
+
+    def dies(**bounds):
+        raise RuntimeError("killed halfway")
+
+    monkeypatch.setattr(services, "_add_closed_slice", dies)
+
+    # When the rebuild command runs
+    with pytest.raises(RuntimeError):
+        call_command("citations_rebuild")
+
+    # Then the totals are those of before, and they still equal the log
+    assert sorted(CitationTotal.objects.values_list("scope", "key", "cited")) == totals
+    assert _counts(alice_api, collection.id, document_id) == (1, 1, [1, 1, 0, 0])
+    assert citation_counts_check().ok
+
+
+def test_an_answer_whose_chunk_rows_fail_leaves_no_event(cited_document, monkeypatch):
+    # Given chunk rows that cannot be written
+    collection, document_id, chunk_ids = cited_document
+
+    def fails(rows, **options):
+        raise RuntimeError("killed between the two inserts")
+
+    monkeypatch.setattr(CitationEventChunk.objects, "bulk_create", fails)
+
+    # When an answer's citations are recorded
+    with pytest.raises(RuntimeError):
+        _record(collection.id, document_id, [[chunk_ids[0]]], message_id="msg_a")
+
+    # Then its events went with them, and a retry later records it whole
+    assert not CitationEvent.objects.exists()
+    monkeypatch.undo()
+    assert _record(collection.id, document_id, [[chunk_ids[0]]], message_id="msg_a") == 1
+    assert CitationEventChunk.objects.count() == 1
