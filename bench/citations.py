@@ -8,18 +8,19 @@ appends citation events with set-based SQL up to each size (generate_series on P
 recursive CTE on SQLite; collections and documents skewed towards rank 0; 2-4 adjacent chunks per
 event, about 3 chunk rows each). At each size every event but the last --live ones sits in closed
 slices (closed by the same `citation_slices_close` the worker runs) and those --live ones are the
-open slice, counted live, as in a busy hour after a close. Then, at that size:
+open slice, counted live, as in a busy hour after a close. Then, at that size (median, fastest and
+slowest of RUNS runs, DEBUG off as in production):
 
-- the three lists through the selectors the API uses (median and slowest of RUNS reads on the open
-  connection; on SQLite also the median when each read opens its connection, as a request does
-  there with CONN_MAX_AGE=0), and for reference the collection list counted over the whole log,
-  as it was before the summaries;
+- the three lists through the selectors the API uses, on an open connection;
+- the same three lists as API requests through Django's test client (middleware, DRF, JSON; on
+  SQLite each request opens its connection, as CONN_MAX_AGE=0 makes it do there);
+- for reference, the collection list counted over the whole log, as it was before the summaries;
 - the write path: recording one answer of 3 markers through `record_citations`;
-- the hourly close of the open slice (how long event writers wait on it);
+- the hourly close of the open slice (event writers wait that long);
 - the database size.
 
 At the end the full check (summaries + live slice == the whole log) runs once. Asserts nothing
-about time. Mind the disk: 10^7 events take about 5 GB on SQLite and 7 GB on PostgreSQL.
+about time. Mind the disk: 10^7 events take about 5 GB on SQLite (and their load some 15 minutes).
 """
 
 from __future__ import annotations
@@ -35,12 +36,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 COLLECTIONS, DOCUMENTS, CHUNKS = 20, 50, 20
-RUNS = 21
+RUNS = 31
 BATCH = 500_000
 # SQLite's page cache while loading only: the default 2 MB spills the hot index pages of a large
 # insert again and again, and each spill appends the page to the write-ahead log once more.
@@ -81,9 +83,14 @@ def _database(database_url: str) -> Iterator[str]:
 
 
 def _setup_django(url: str) -> None:
+    """Production settings but the mock identity, so the test client names its user by header."""
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workspace.settings")
     os.environ.setdefault("WORKSPACE_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("WORKSPACE_REQUEST_LOG_LEVEL", "WARNING")  # a line per request on stdout otherwise
+    os.environ["DJANGO_DEBUG"] = "0"
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-citations-not-a-secret")
+    os.environ["WORKSPACE_ALLOW_MOCK_IDENTITY"] = "1"
     import django
 
     django.setup()
@@ -197,31 +204,18 @@ def _vacuum() -> None:
 @dataclass(frozen=True)
 class Timing:
     median_ms: float
+    fastest_ms: float
     slowest_ms: float
-    fresh_ms: float | None
     statements: int
     inserts: int
     rows: int
 
 
-def _runs(action: Callable[[int], object], runs: int, *, fresh: bool) -> list[float]:
-    from django.db import connection
-
-    timings = []
-    for run in range(runs):
-        if fresh:
-            connection.close()
-        started = time.perf_counter()
-        action(run)
-        timings.append((time.perf_counter() - started) * 1000)
-    return timings
-
-
 def _timed(action: Callable[[int], object], runs: int = RUNS) -> Timing:
-    """Median and slowest milliseconds of `action(run)` over `runs` on the open connection, after one
-    run that counts the statements (`runs=0`: that one run is the timing). On SQLite also the median
-    with a connection opened per run, as each request opens one there (CONN_MAX_AGE=0). Timed from
-    outside: SQLite evaluates the correlated counts while rows are fetched, after `execute` returns."""
+    """Median, fastest and slowest milliseconds of `action(run)` over `runs`, after one run that
+    counts the statements (`runs=0`: that one run is the timing). On a shared machine the median
+    carries the others' load and the fastest run comes closest to the cost of the work alone. Timed
+    from outside: SQLite evaluates the correlated counts while rows are fetched, after `execute`."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -230,14 +224,25 @@ def _timed(action: Callable[[int], object], runs: int = RUNS) -> Timing:
         result = action(-1)
         timings = [(time.perf_counter() - started) * 1000]
     sqls = [query["sql"].lstrip().upper() for query in captured.captured_queries]
-    fresh = None
     if runs:
-        timings = _runs(action, runs, fresh=False)
-        if connection.vendor == "sqlite":
-            fresh = statistics.median(_runs(lambda run: action(runs + run), runs, fresh=True))
+        timings = []
+    for run in range(runs):
+        started = time.perf_counter()
+        action(run)
+        timings.append((time.perf_counter() - started) * 1000)
     rows = len(result) if isinstance(result, list) else 0
     inserts = sum(sql.startswith("INSERT") for sql in sqls)
-    return Timing(statistics.median(timings), max(timings), fresh, len(sqls), inserts, rows)
+    return Timing(statistics.median(timings), min(timings), max(timings), len(sqls), inserts, rows)
+
+
+def _requested(client: Any, path: str) -> Callable[[int], list]:
+    def get(_run: int) -> list:
+        response = client.get(path)
+        if response.status_code != 200:
+            raise RuntimeError(f"GET {path} answered {response.status_code}: {response.content[:200]!r}")
+        return response.json()
+
+    return get
 
 
 def _whole_log_collections() -> list:
@@ -287,14 +292,13 @@ class BenchClock:
         return self.current
 
 
-HEADER = f"{'events':>11}  {'figure':<40} {'queries':>7} {'median ms':>10} {'slowest ms':>10} {'new conn.':>10}  note"
+HEADER = f"{'events':>11}  {'figure':<44} {'queries':>7} {'median ms':>10} {'fastest ms':>10} {'slowest ms':>10}  note"
 
 
 def _line(size: int, figure: str, timing: Timing, note: str) -> None:
-    fresh = "-" if timing.fresh_ms is None else f"{timing.fresh_ms:.2f}"
     print(
-        f"{size:>11,}  {figure:<40} {timing.statements:>7} {timing.median_ms:>10.2f} {timing.slowest_ms:>10.2f} "
-        f"{fresh:>10}  {note}",
+        f"{size:>11,}  {figure:<44} {timing.statements:>7} {timing.median_ms:>10.2f} "
+        f"{timing.fastest_ms:>10.2f} {timing.slowest_ms:>10.2f}  {note}",
         flush=True,
     )
 
@@ -309,9 +313,41 @@ def _events_counted(library: Library) -> dict[str, int]:
     }
 
 
+def _reads(library: Library, client: Any) -> Iterator[tuple[str, Timing, str]]:
+    """Each list through its selector and as an API request, then the whole-log reference."""
+    from knowledge import selectors
+
+    counted = _events_counted(library)
+    collection, document = library.busiest_collection, library.busiest_document
+    reads = [
+        ("collections", selectors.collections_with_counts, "/kb/collections", f"{counted['collections']:,} events"),
+        (
+            "documents (busiest coll.)",
+            lambda: selectors.documents_with_counts(collection_id=collection),
+            f"/kb/collections/{collection}/documents",
+            f"{counted['collection']:,} events in the collection",
+        ),
+        (
+            "chunks (busiest doc.)",
+            lambda: selectors.chunks_with_counts(document_id=document),
+            f"/kb/documents/{document}/chunks",
+            f"{counted['document']:,} events of the document",
+        ),
+    ]
+    for name, select, _path, note in reads:
+        timing = _timed(lambda _run, select=select: select())
+        yield f"{name} with cited", timing, f"{timing.rows} rows; {note}"
+    for name, _select, path, _note in reads:
+        timing = _timed(_requested(client, path))
+        yield f"GET {name}", timing, f"{timing.rows} rows; {path}"
+    timing = _timed(lambda _run: _whole_log_collections())
+    yield "reference: collections over the whole log", timing, "counted as before the summaries"
+
+
 def run(sizes: list[int], live: int) -> None:
     from django.db import connection
     from django.db.models import Max
+    from django.test import Client
 
     from collab import clock as clock_module
     from knowledge import selectors
@@ -321,6 +357,7 @@ def run(sizes: list[int], live: int) -> None:
     bench_clock = BenchClock()
     clock_module.set_source(bench_clock.now)
     library = _load_library()
+    client = Client(HTTP_X_USER_ID="alice")
     print(f"backend: {connection.vendor}; {COLLECTIONS} collections x {DOCUMENTS} documents x {CHUNKS} chunks")
     print(f"at each size the last {live:,} events are the open slice (counted live), the rest in closed slices")
     print(HEADER, flush=True)
@@ -340,22 +377,8 @@ def run(sizes: list[int], live: int) -> None:
             f"closing {bulk.events:,} of them as one slice took {bulk_seconds:.1f} s)",
             flush=True,
         )
-        counted = _events_counted(library)
-        reads = {
-            "collections with cited": (selectors.collections_with_counts, f"{counted['collections']:,} events"),
-            "documents (busiest coll.) with cited": (
-                lambda: selectors.documents_with_counts(collection_id=library.busiest_collection),
-                f"{counted['collection']:,} events in the collection",
-            ),
-            "chunks (busiest doc.) with cited": (
-                lambda: selectors.chunks_with_counts(document_id=library.busiest_document),
-                f"{counted['document']:,} events of the document",
-            ),
-            "reference: collections over whole log": (_whole_log_collections, "counted as before the summaries"),
-        }
-        for figure, (read, note) in reads.items():
-            timing = _timed(lambda _run, read=read: read())
-            _line(size, figure, timing, f"{timing.rows} rows; {note}")
+        for figure, timing, note in _reads(library, client):
+            _line(size, figure, timing, note)
         write = _timed(lambda run, size=size: _record_answer(library, f"bench_{size}_{run}"))
         _line(size, "write: one answer, 3 markers", write, f"{write.inserts} inserts")
         bench_clock.current += timedelta(hours=1)
