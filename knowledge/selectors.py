@@ -7,8 +7,9 @@ list costs one statement whose work depends on the open slice, not on the size o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
+from typing import TypeVar
 
 from django.db import connection, transaction
 from django.db.models import Count, Q, QuerySet
@@ -26,6 +27,8 @@ from knowledge.models import (
     KbChatMessage,
     KbChatShare,
 )
+
+Row = TypeVar("Row")  # one of the row dataclasses below
 
 # The three lists with `cited` are fixed SQL: the same statement on SQLite and PostgreSQL, built
 # once. Through the ORM, building and compiling their nested subqueries cost several times the
@@ -123,6 +126,18 @@ class ChatRow:
     messages: list[KbChatMessage] = field(default_factory=list)
 
 
+def _row(row_type: type[Row], source: object, *, renamed: dict[str, str], **given: object) -> Row:
+    """A `row_type` from the same-named attributes of `source`, but `renamed` (field: attribute) and
+    the `given` values."""
+    values = {
+        column.name: given[column.name]
+        if column.name in given
+        else getattr(source, renamed.get(column.name, column.name))
+        for column in fields(row_type)  # type: ignore[arg-type]
+    }
+    return row_type(**values)
+
+
 def _collections(where: str = "", params: tuple[str, ...] = ()) -> list[CollectionRow]:
     collections = list(Collection.objects.raw(f"{_COLLECTIONS_SQL} {where} ORDER BY c.name, c.id", params))
     # Writers of the listed collections in one query: the creator first, then those added.
@@ -132,15 +147,10 @@ def _collections(where: str = "", params: tuple[str, ...] = ()) -> list[Collecti
     ).values_list("collection_id", "user_id"):
         added.setdefault(collection_id, []).append(user_id)
     return [
-        CollectionRow(
-            id=collection.id,
-            name=collection.name,
-            description=collection.description,
-            owner=collection.created_by,
-            documents=collection.document_count,
-            cited=collection.cited,
-            created_at=collection.created_at,
-            updated_at=collection.updated_at,
+        _row(
+            CollectionRow,
+            collection,
+            renamed={"owner": "created_by", "documents": "document_count"},
             writers=[collection.created_by, *added.get(collection.id, [])],
         )
         for collection in collections
@@ -156,25 +166,9 @@ def collection_with_counts(*, collection_id: str) -> CollectionRow | None:
 
 
 def _documents(where: str, params: tuple[str, ...]) -> list[DocumentRow]:
-    return [
-        DocumentRow(
-            id=document.id,
-            collection_id=document.collection_id,
-            filename=document.filename,
-            content_type=document.content_type,
-            status=document.status,
-            reason=document.reason,
-            owner=document.created_by,
-            size=document.size,
-            chunks=document.chunk_count,
-            cited=document.cited,
-            created_at=document.created_at,
-            updated_at=document.updated_at,
-            replaced_by=document.replaced_by,
-            replaced_at=document.replaced_at,
-        )
-        for document in Document.objects.raw(f"{_DOCUMENTS_SQL} {where} ORDER BY d.filename, d.id", params)
-    ]
+    documents = Document.objects.raw(f"{_DOCUMENTS_SQL} {where} ORDER BY d.filename, d.id", params)
+    renamed = {"owner": "created_by", "chunks": "chunk_count"}
+    return [_row(DocumentRow, document, renamed=renamed) for document in documents]
 
 
 def documents_with_counts(*, collection_id: str) -> list[DocumentRow]:

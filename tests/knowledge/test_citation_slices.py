@@ -40,6 +40,13 @@ def _record(collection_id, document_id, chunk_groups, *, message_id):
     )
 
 
+def _record_and_close(collection_id, document_id, chunk_groups, *, clock):
+    """Answer "msg_a" cites the chunk groups; then the hour ends and the worker closes its slice."""
+    _record(collection_id, document_id, chunk_groups, message_id="msg_a")
+    clock.advance(hours=1)
+    return citation_slices_close()
+
+
 def _counts(api, collection_id, document_id):
     collection = next(row for row in api.get("/kb/collections").json() if row["id"] == collection_id)
     document = api.get(f"/kb/documents/{document_id}").json()
@@ -82,9 +89,7 @@ def test_closing_a_slice_moves_its_counts_into_totals_and_changes_no_count(cited
 def test_events_after_a_close_are_counted_live_on_top_of_the_totals(cited_document, alice_api, clock):
     # Given a closed slice
     collection, document_id, chunk_ids = cited_document
-    _record(collection.id, document_id, [[chunk_ids[0]]], message_id="msg_a")
-    clock.advance(hours=1)
-    citation_slices_close()
+    _record_and_close(collection.id, document_id, [[chunk_ids[0]]], clock=clock)
 
     # When another answer cites the same chunk in the open slice
     clock.advance(minutes=10)
@@ -115,9 +120,7 @@ def test_a_slice_closes_at_most_once_per_clock_hour(cited_document, clock):
 def test_replaying_an_answer_after_its_slice_closed_does_not_count_twice(cited_document, alice_api, clock):
     # Given an answer whose events are in a closed slice
     collection, document_id, chunk_ids = cited_document
-    _record(collection.id, document_id, [[chunk_ids[0]], [chunk_ids[1]]], message_id="msg_a")
-    clock.advance(hours=1)
-    citation_slices_close()
+    _record_and_close(collection.id, document_id, [[chunk_ids[0]], [chunk_ids[1]]], clock=clock)
 
     # When the same answer is recorded again
     replayed = _record(collection.id, document_id, [[chunk_ids[0]], [chunk_ids[1]]], message_id="msg_a")
@@ -132,9 +135,7 @@ def test_replaying_an_answer_after_its_slice_closed_does_not_count_twice(cited_d
 def test_a_re_uploaded_document_keeps_its_closed_history(cited_document, upload, alice_api, clock):
     # Given citations in a closed slice
     collection, document_id, chunk_ids = cited_document
-    _record(collection.id, document_id, [chunk_ids[:2]], message_id="msg_a")
-    clock.advance(hours=1)
-    citation_slices_close()
+    _record_and_close(collection.id, document_id, [chunk_ids[:2]], clock=clock)
 
     # When the document is re-uploaded (new chunks with new ids)
     upload(collection.id, "disk.txt", TEXT + "\n\nA new part.")
@@ -149,9 +150,7 @@ def test_a_re_uploaded_document_keeps_its_closed_history(cited_document, upload,
 def test_the_check_finds_tampered_totals_and_the_rebuild_repairs_them(cited_document, clock):
     # Given a closed slice whose total someone changed by hand
     collection, document_id, chunk_ids = cited_document
-    _record(collection.id, document_id, [[chunk_ids[0]]], message_id="msg_a")
-    clock.advance(hours=1)
-    citation_slices_close()
+    _record_and_close(collection.id, document_id, [[chunk_ids[0]]], clock=clock)
     CitationTotal.objects.filter(scope="document").update(cited=40)
 
     # When the check command runs, then it fails naming the drift
@@ -172,9 +171,7 @@ def test_lists_stay_one_statement_with_closed_and_live_events(
     collection, document_id, chunk_ids = cited_document
     for number in range(5):
         make_collection(f"Other {number}")
-    _record(collection.id, document_id, [[chunk_ids[0]]], message_id="msg_a")
-    clock.advance(hours=1)
-    citation_slices_close()
+    _record_and_close(collection.id, document_id, [[chunk_ids[0]]], clock=clock)
     _record(collection.id, document_id, [[chunk_ids[0]]], message_id="msg_b")
 
     # When each list is read, then each is at most two statements (the list and its writers, or
@@ -214,9 +211,7 @@ def _check_command() -> str:
 def test_the_check_command_agrees_with_the_log_right_after_events_are_written(cited_document, clock):
     # Given a slice closed over one answer
     collection, document_id, chunk_ids = cited_document
-    _record(collection.id, document_id, [chunk_ids[:2]], message_id="msg_a")
-    clock.advance(hours=1)
-    citation_slices_close()
+    _record_and_close(collection.id, document_id, [chunk_ids[:2]], clock=clock)
 
     # When another answer is written and the check command runs at once
     _record(collection.id, document_id, [[chunk_ids[0]], chunk_ids[2:]], message_id="msg_b")
@@ -295,9 +290,7 @@ def test_a_slice_close_that_dies_halfway_changes_nothing(cited_document, alice_a
 def test_a_rebuild_that_dies_halfway_keeps_the_totals(cited_document, alice_api, clock, monkeypatch):
     # Given a closed slice, and a rebuild that dies after deleting the totals
     collection, document_id, chunk_ids = cited_document
-    _record(collection.id, document_id, [chunk_ids[:2]], message_id="msg_a")
-    clock.advance(hours=1)
-    citation_slices_close()
+    _record_and_close(collection.id, document_id, [chunk_ids[:2]], clock=clock)
     totals = sorted(CitationTotal.objects.values_list("scope", "key", "cited"))
 
     def dies(**bounds):
