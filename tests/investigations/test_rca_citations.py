@@ -46,9 +46,7 @@ def test_an_answer_that_found_nothing_writes_no_event(alice_api, make_investigat
     assert not CitationEvent.objects.exists()
 
 
-def test_an_agent_turn_run_again_for_the_same_question_does_not_count_twice(
-    alice_api, make_investigation, handbook
-):
+def test_an_agent_turn_run_again_for_the_same_question_does_not_count_twice(alice_api, make_investigation, handbook):
     # Given an investigation whose question the agent answered with citations
     investigation = make_investigation()
     alice_api.post(f"/a/rca/items/{investigation.pk}/messages", {"content": QUESTION}, format="json")
