@@ -282,7 +282,7 @@ def test_a_slice_close_that_dies_halfway_changes_nothing(cited_document, alice_a
 
     # Then neither totals nor the boundary moved, and every count is as before
     assert not CitationTotal.objects.exists()
-    assert CitationRollup.objects.get().closed_through == 0
+    assert not CitationRollup.objects.filter(closed_through__gt=0).exists()  # the row may not exist at all
     assert _counts(alice_api, collection.id, document_id) == before
     assert citation_counts_check().ok
 
