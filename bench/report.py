@@ -4,7 +4,7 @@ Run: .venv/bin/python bench/report.py [--quick | --big] [--database-url postgres
      (or `make bench`, `make bench QUICK=1`, `make bench BIG=1`)
 Each script runs in its own process at its documented sizes (--quick: small sizes, for a fast
 check; --big: the largest sizes too, where a script has them: citations at 10^7 events, which
-adds about 15 minutes and 5 GB of disk on SQLite and more on PostgreSQL), once on a throwaway
+adds some 15 minutes and needs 5 GB of disk on SQLite, 8 GB on PostgreSQL), once on a throwaway
 SQLite file and once on a throwaway PostgreSQL database; its output is kept in
 bench/results/<script>-<backend>.txt (git-ignored) and its figures are parsed into one Markdown
 table: figure, size, SQLite, PostgreSQL, each figure's sizes together so its curve reads down the
