@@ -1,11 +1,14 @@
 """One report: every bench/ script on SQLite and on PostgreSQL, gathered into bench/REPORT.md.
 
-Run: .venv/bin/python bench/report.py [--quick] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
-     (or `make bench`, `make bench QUICK=1`)
+Run: .venv/bin/python bench/report.py [--quick | --big] [--database-url postgres://postgres@127.0.0.1:5432/postgres]
+     (or `make bench`, `make bench QUICK=1`, `make bench BIG=1`)
 Each script runs in its own process at its documented sizes (--quick: small sizes, for a fast
-check), once on a throwaway SQLite file and once on a throwaway PostgreSQL database; its output is
-kept in bench/results/<script>-<backend>.txt (git-ignored) and its figures are parsed into one
-Markdown table: figure, size, SQLite, PostgreSQL. It asserts nothing about time.
+check; --big: the largest sizes too, where a script has them: citations at 10^7 events, which
+adds some 15 minutes and needs 5 GB of disk on SQLite, 8 GB on PostgreSQL), once on a throwaway
+SQLite file and once on a throwaway PostgreSQL database; its output is kept in
+bench/results/<script>-<backend>.txt (git-ignored) and its figures are parsed into one Markdown
+table: figure, size, SQLite, PostgreSQL, each figure's sizes together so its curve reads down the
+table. It asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class Script:
     parse: Callable[[str], list[Row]]
     own_database: bool = False  # takes --database-url as the database to fill (it must be disposable)
     setup_name: str = ""  # bench.common.setup_django's `bench_<name>` database, dropped afterwards
+    big: list[str] | None = None  # the arguments of --big, when they differ from `full`
 
 
 def _table_rows(prefix: str, unit: str = "ms") -> Callable[[str], list[Row]]:
@@ -58,10 +62,22 @@ def _table_rows(prefix: str, unit: str = "ms") -> Callable[[str], list[Row]]:
 
 
 def _citations(text: str) -> list[Row]:
+    """bench/citations.py: | events | figure | queries | median ms | fastest ms | slowest ms | note |,
+    the database size after each size, and the final check."""
     rows = []
-    for match in re.finditer(r"^\s*(\d+)  (.+?)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)$", text, re.M):
-        size, name, queries, _rows, ms, _counted = match.groups()
-        rows.append((f"citations: {name} with cited", f"{int(size):,} events", f"{float(ms):.2f} ms, {queries} q"))
+    size = ""
+    for line in text.splitlines():
+        figure = re.match(r"^\s*([\d,]+)  (.+?)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)  (.*)$", line)
+        database = re.match(r"^\s+\(database: ([\d,]+ MB)\)$", line)
+        check = re.match(r"^check: (.+)$", line)
+        if figure:
+            size, name, queries, median, fastest, slowest, _note = figure.groups()
+            value = f"{float(median):.2f} ms (fastest {float(fastest):.2f}, slowest {float(slowest):.1f}), {queries} q"
+            rows.append((f"citations: {name}", f"{size} events", value))
+        elif database and size:
+            rows.append(("citations: database size", f"{size} events", database.group(1)))
+        elif check and size:
+            rows.append(("citations: check over the whole log", f"{size} events", check.group(1)))
     return rows
 
 
@@ -103,7 +119,13 @@ SCRIPTS = [
         _table_rows("notifications"),
         setup_name="notifications",
     ),
-    Script("citations", ["--sizes", "10000", "100000"], ["--sizes", "10000"], _citations),
+    Script(
+        "citations",
+        ["--sizes", "100000,1000000"],
+        ["--sizes", "10000,100000"],
+        _citations,
+        big=["--sizes", "100000,1000000,10000000"],
+    ),
     Script(
         "crudgen",
         ["--sizes", "1000,10000,100000"],
@@ -183,7 +205,9 @@ def _postgres_run(script: Script, args: list[str], server_url: str) -> tuple[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, for a fast check")
+    size_choice = parser.add_mutually_exclusive_group()
+    size_choice.add_argument("--quick", action="store_true", help="small sizes, for a fast check")
+    size_choice.add_argument("--big", action="store_true", help="the largest sizes too (citations at 10^7 events)")
     parser.add_argument("--database-url", default=DEFAULT_SERVER_URL, help="a PostgreSQL server (any database on it)")
     parser.add_argument("--only", default="", help="comma-separated script names (default: all)")
     args = parser.parse_args()
@@ -197,13 +221,16 @@ def main() -> None:
     durations: list[str] = []
     began = time.perf_counter()
     for script in wanted:
-        script_args = script.quick if args.quick else script.full
+        script_args = script.quick if args.quick else (script.big or script.full) if args.big else script.full
         print(f"{script.name}:", flush=True)
         runs = {"sqlite": _run(script, script_args, "", "sqlite")}
         if have_postgres:
             runs["postgresql"] = _postgres_run(script, script_args, args.database_url)
         durations.append(
-            f"{script.name} " + ", ".join(f"{backend} {seconds:.0f} s" for backend, (_, seconds) in runs.items())
+            f"{script.name} "
+            + ", ".join(f"{backend} {seconds:.0f} s" for backend, (_, seconds) in runs.items())
+            # The machine may be shared: the load says how much of it the figures had.
+            + f" (load average {os.getloadavg()[0]:.1f} after)"
         )
         for backend, (output, _) in runs.items():
             for figure, size, value in script.parse(output):
@@ -216,9 +243,11 @@ def main() -> None:
     lines = [
         "# Benchmark report",
         "",
-        f"Written by `make bench{' QUICK=1' if args.quick else ''}` (`bench/report.py`) on "
+        f"Written by `make bench{' QUICK=1' if args.quick else ' BIG=1' if args.big else ''}` (`bench/report.py`) on "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC: {platform.python_implementation()} {platform.python_version()}, "
-        f"{os.cpu_count()} cores, {'quick sizes' if args.quick else 'the documented sizes'}. Each script ran in its "
+        f"{os.cpu_count()} cores, "
+        f"{'quick sizes' if args.quick else 'the largest sizes' if args.big else 'the documented sizes'}. "
+        "Each script ran in its "
         "own process on a throwaway SQLite file and a throwaway PostgreSQL database; the raw outputs are in "
         "`bench/results/` (not committed). `q` is SQL statements per operation. Figures are wall-clock "
         "times of one machine and only comparable within this table; the scripts assert nothing about time.",
@@ -226,7 +255,8 @@ def main() -> None:
         "| figure | size | SQLite | PostgreSQL |",
         "|---|---|---|---|",
     ]
-    for figure, size in order:
+    figures = list(dict.fromkeys(figure for figure, _size in order))
+    for figure, size in sorted(order, key=lambda key: figures.index(key[0])):
         cells = table[(figure, size)]
         lines.append(f"| {figure} | {size} | {cells.get('sqlite', '-')} | {cells.get('postgresql', '-')} |")
     lines += ["", f"Run time {total / 60:.1f} min: " + "; ".join(durations) + ".", ""]

@@ -173,6 +173,10 @@ class CitationEvent(models.Model):
     Not a TrackedModel: an event is never updated, so `updated_*` would be noise; `cited_by` and
     `created_at` are its tracking. Ids are plain strings without foreign keys because documents
     and chunks come and go (a re-upload drops chunks) while their history must stay.
+
+    An event is identified by its origin, its answer and its marker: recording the same answer
+    again (a retried task, a replayed callback, two racing writers) finds the key taken and adds
+    nothing, while two markers of one answer, or two answers, always count (spec "Events" 3).
     """
 
     class OriginKind(models.TextChoices):
@@ -185,22 +189,27 @@ class CitationEvent(models.Model):
     origin_id = models.CharField(max_length=64)
     cited_by = models.CharField(max_length=150)
     marker = models.PositiveIntegerField()
-    message_id = models.CharField(max_length=64)
+    message_id = models.CharField(
+        max_length=64,
+        help_text="The answer the marker belongs to, unique within its origin: a KB chat's answer message, "
+        "or an investigation's question message and the number of the agent's question in that turn.",
+    )
     created_at = models.DateTimeField(default=clock.now, editable=False)
 
     objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
         constraints = [
-            # A replayed write of the same answer cannot count twice.
-            models.UniqueConstraint(fields=["message_id", "marker"], name="kb_event_unique_marker"),
+            # Origin first: it also serves the lookups of one chat's or investigation's events.
+            models.UniqueConstraint(
+                fields=["origin_kind", "origin_id", "message_id", "marker"], name="kb_event_once_per_answer"
+            ),
         ]
         indexes = [
             # The live (open-slice) part of collection and document `cited`: an index-only range
             # count of the events after the closed slices' last id (see CitationRollup).
             models.Index(fields=["collection_id", "id"], name="kb_event_collection_live_idx"),
             models.Index(fields=["document_id", "id"], name="kb_event_document_live_idx"),
-            models.Index(fields=["origin_kind", "origin_id"], name="kb_event_origin_idx"),
         ]
 
     def save(self, *args: Any, **kwargs: Any) -> None:
@@ -230,12 +239,21 @@ class CitationRollup(models.Model):
     """The one row that splits the citation log into closed slices and the open slice.
 
     Events with `id <= closed_through` belong to closed slices: their aggregates are in
-    CitationTotal and never change again. Later events are the open slice, counted live. Closing
-    holds this row `FOR UPDATE` while writers of events hold it `FOR SHARE` (PostgreSQL; SQLite
-    writes are serialised anyway), so no uncommitted event can get an id at or below the boundary.
+    CitationTotal and never change again. Later events are the open slice, counted live.
+
+    No event may ever get an id at or below the boundary, or it would be counted by neither part.
+    Ids only grow (an identity column on PostgreSQL, AUTOINCREMENT on SQLite), so the danger is an
+    event whose id was drawn before a close and that commits after it. On PostgreSQL each writer of
+    events holds WRITERS_LOCK shared until it commits, and the close takes it exclusively before it
+    reads the last id: it waits for the writers in flight and holds new ones back until it commits.
+    A transaction-level advisory lock rather than a lock on this row: a row lock is written into the
+    row (a WAL record per answer, a multixact for concurrent writers), an advisory lock only lives
+    in the lock table. SQLite needs nothing: its write transactions start IMMEDIATE and run one
+    at a time. Closers and rebuilds serialise on this row (`FOR UPDATE`); readers take no lock.
     """
 
     ROW = 1
+    WRITERS_LOCK = 0x6B625F736C696365  # "kb_slice": the advisory lock key of event writers vs. the close
 
     id = models.PositiveSmallIntegerField(primary_key=True, default=ROW, editable=False)
     closed_through = models.BigIntegerField(default=0, help_text="Last event id of the closed slices.")

@@ -1,19 +1,18 @@
 """Reads of the knowledge base; every `cited` comes from the event log in SQL at read time.
 
-`cited` = the closed slices' aggregate (CitationTotal, one indexed lookup) + the open slice
+`cited` = the closed slices' aggregate (CitationTotal, one unique-key lookup) + the open slice
 counted live (an index range count of the events after `CitationRollup.closed_through`), so a
 list costs one statement whose work depends on the open slice, not on the size of the log.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
-from typing import Any
+from typing import TypeVar
 
 from django.db import connection, transaction
-from django.db.models import Count, Func, IntegerField, OuterRef, Q, QuerySet, Subquery, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Q, QuerySet
 
 from knowledge.models import (
     Chunk,
@@ -29,39 +28,50 @@ from knowledge.models import (
     KbChatShare,
 )
 
+Row = TypeVar("Row")  # one of the row dataclasses below
 
-def _count(rows: QuerySet, key: str) -> Subquery:
-    """A correlated `SELECT COUNT(*) ... WHERE key = outer.id`: with an index on `key` each is an
-    index-only range count, so a list costs one statement whatever its length. The COUNT is a plain
-    function rather than Django's aggregate so no GROUP BY is added; the group step doubled the time."""
-    counted = rows.filter(**{key: OuterRef("pk")}).order_by().annotate(n=Func(Value(1), function="COUNT")).values("n")
-    return Subquery(counted, output_field=IntegerField())
-
-
-def _closed_through() -> Coalesce:
-    """The last event id of the closed slices, as an uncorrelated scalar subquery (run once)."""
-    boundary = CitationRollup.objects.filter(pk=CitationRollup.ROW).values("closed_through")[:1]
-    return Coalesce(Subquery(boundary), Value(0))
-
-
-def _cited(scope: str, live: QuerySet, key: str) -> Coalesce:
-    """Closed-slice total of the row plus its live count in the open slice."""
-    total = CitationTotal.objects.filter(scope=scope, key=OuterRef("pk")).values("cited")[:1]
-    live_key = "event_id" if live.model is CitationEventChunk else "id"
-    open_slice = live.filter(**{f"{live_key}__gt": _closed_through()})
-    return Coalesce(Subquery(total), Value(0)) + _count(open_slice, key)
+# The three lists with `cited` are fixed SQL: the same statement on SQLite and PostgreSQL, built
+# once. Through the ORM, building and compiling their nested subqueries cost several times the
+# database's own work on every read (bench/citations.py).
+_BOUNDARY = (
+    f"COALESCE((SELECT r.closed_through FROM {CitationRollup._meta.db_table} r WHERE r.id = {CitationRollup.ROW}), 0)"
+)
+_LOGS = {
+    CitationTotal.Scope.COLLECTION: (CitationEvent._meta.db_table, "collection_id", "id"),
+    CitationTotal.Scope.DOCUMENT: (CitationEvent._meta.db_table, "document_id", "id"),
+    CitationTotal.Scope.CHUNK: (CitationEventChunk._meta.db_table, "chunk_id", "event_id"),
+}
 
 
-def _collection_cited() -> Coalesce:
-    return _cited(CitationTotal.Scope.COLLECTION, CitationEvent.objects.all(), "collection_id")
+def _cited(scope: CitationTotal.Scope, *, of: str) -> str:
+    """SQL for `cited` of the row whose id is the column `of`: its closed-slice total plus its count
+    in the open slice. The boundary is an uncorrelated subquery, evaluated once per statement;
+    each count is an index-only range scan of (key, id) past it."""
+    log, key, event_id = _LOGS[scope]
+    return (
+        f"COALESCE((SELECT t.cited FROM {CitationTotal._meta.db_table} t "
+        f"WHERE t.scope = '{scope.value}' AND t.key = {of}), 0) "
+        f"+ (SELECT COUNT(*) FROM {log} l WHERE l.{key} = {of} AND l.{event_id} > {_BOUNDARY})"
+    )
 
 
-def _document_cited() -> Coalesce:
-    return _cited(CitationTotal.Scope.DOCUMENT, CitationEvent.objects.all(), "document_id")
-
-
-def _chunk_cited() -> Coalesce:
-    return _cited(CitationTotal.Scope.CHUNK, CitationEventChunk.objects.all(), "chunk_id")
+_COLLECTIONS_SQL = (
+    "SELECT c.id, c.name, c.description, c.created_by, c.created_at, c.updated_at, "
+    f"(SELECT COUNT(*) FROM {Document._meta.db_table} d WHERE d.collection_id = c.id) AS document_count, "
+    f"{_cited(CitationTotal.Scope.COLLECTION, of='c.id')} AS cited "
+    f"FROM {Collection._meta.db_table} c"
+)
+_DOCUMENTS_SQL = (
+    "SELECT d.id, d.collection_id, d.filename, d.content_type, d.status, d.reason, d.created_by, d.size, "
+    "d.created_at, d.updated_at, d.replaced_by, d.replaced_at, "
+    f"(SELECT COUNT(*) FROM {Chunk._meta.db_table} k WHERE k.document_id = d.id) AS chunk_count, "
+    f"{_cited(CitationTotal.Scope.DOCUMENT, of='d.id')} AS cited "
+    f"FROM {Document._meta.db_table} d"
+)
+_CHUNKS_SQL = (
+    f"SELECT k.id, k.document_id, k.ordinal, k.text, {_cited(CitationTotal.Scope.CHUNK, of='k.id')} AS cited "
+    f"FROM {Chunk._meta.db_table} k"
+)
 
 
 @dataclass(frozen=True)
@@ -116,30 +126,34 @@ class ChatRow:
     messages: list[KbChatMessage] = field(default_factory=list)
 
 
-def _collections(**filters: Any) -> list[CollectionRow]:
-    rows = (
-        Collection.objects.filter(**filters)
-        .annotate(
-            document_count=_count(Document.objects.all(), "collection_id"),
-            cited=_collection_cited(),
-        )
-        .values("id", "name", "description", "created_by", "document_count", "cited", "created_at", "updated_at")
-    )
-    rows = list(rows)
+def _row(row_type: type[Row], source: object, *, renamed: dict[str, str], **given: object) -> Row:
+    """A `row_type` from the same-named attributes of `source`, but `renamed` (field: attribute) and
+    the `given` values."""
+    values = {
+        column.name: given[column.name]
+        if column.name in given
+        else getattr(source, renamed.get(column.name, column.name))
+        for column in fields(row_type)  # type: ignore[arg-type]
+    }
+    return row_type(**values)
+
+
+def _collections(where: str = "", params: tuple[str, ...] = ()) -> list[CollectionRow]:
+    collections = list(Collection.objects.raw(f"{_COLLECTIONS_SQL} {where} ORDER BY c.name, c.id", params))
     # Writers of the listed collections in one query: the creator first, then those added.
     added: dict[str, list[str]] = {}
     for collection_id, user_id in CollectionWriter.objects.filter(
-        collection_id__in=[row["id"] for row in rows]
+        collection_id__in=[collection.id for collection in collections]
     ).values_list("collection_id", "user_id"):
         added.setdefault(collection_id, []).append(user_id)
     return [
-        CollectionRow(
-            owner=row["created_by"],
-            documents=row["document_count"],
-            writers=[row["created_by"], *added.get(row["id"], [])],
-            **{key: value for key, value in row.items() if key not in {"created_by", "document_count"}},
+        _row(
+            CollectionRow,
+            collection,
+            renamed={"owner": "created_by", "documents": "document_count"},
+            writers=[collection.created_by, *added.get(collection.id, [])],
         )
-        for row in rows
+        for collection in collections
     ]
 
 
@@ -148,7 +162,7 @@ def collections_with_counts() -> list[CollectionRow]:
 
 
 def collection_with_counts(*, collection_id: str) -> CollectionRow | None:
-    return next(iter(_collections(pk=collection_id)), None)
+    return next(iter(_collections("WHERE c.id = %s", (collection_id,))), None)
 
 
 def collection_names(*, collection_ids: list[str]) -> dict[str, str]:
@@ -156,59 +170,37 @@ def collection_names(*, collection_ids: list[str]) -> dict[str, str]:
     return dict(Collection.objects.filter(pk__in=collection_ids).values_list("id", "name"))
 
 
-_DOCUMENT_FIELDS = (
-    "id",
-    "collection_id",
-    "filename",
-    "content_type",
-    "status",
-    "reason",
-    "created_by",
-    "size",
-    "chunks",
-    "cited",
-    "created_at",
-    "updated_at",
-    "replaced_by",
-    "replaced_at",
-)
-
-
-def _documents(**filters: Any) -> list[DocumentRow]:
-    rows = (
-        Document.objects.filter(**filters)
-        .annotate(chunks=_count(Chunk.objects.all(), "document_id"), cited=_document_cited())
-        .values(*_DOCUMENT_FIELDS)
-    )
-    return [DocumentRow(owner=row.pop("created_by"), **row) for row in rows]
+def _documents(where: str, params: tuple[str, ...]) -> list[DocumentRow]:
+    documents = Document.objects.raw(f"{_DOCUMENTS_SQL} {where} ORDER BY d.filename, d.id", params)
+    renamed = {"owner": "created_by", "chunks": "chunk_count"}
+    return [_row(DocumentRow, document, renamed=renamed) for document in documents]
 
 
 def documents_with_counts(*, collection_id: str) -> list[DocumentRow]:
-    return _documents(collection_id=collection_id)
+    return _documents("WHERE d.collection_id = %s", (collection_id,))
 
 
 def document_with_counts(*, document_id: str) -> DocumentRow | None:
-    return next(iter(_documents(pk=document_id)), None)
+    return next(iter(_documents("WHERE d.id = %s", (document_id,))), None)
+
+
+def _chunks(where: str, params: list[str]) -> list[ChunkRow]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"{_CHUNKS_SQL} {where} ORDER BY k.document_id, k.ordinal", params)
+        return [ChunkRow(*row) for row in cursor.fetchall()]
 
 
 def chunks_with_counts(*, document_id: str) -> list[ChunkRow]:
-    rows = (
-        Chunk.objects.filter(document_id=document_id)
-        .annotate(cited=_chunk_cited())
-        .order_by("ordinal")
-        .values("id", "document_id", "ordinal", "text", "cited")
-    )
-    return [ChunkRow(**row) for row in rows]
+    return _chunks("WHERE k.document_id = %s", [document_id])
 
 
 def chunk_texts(*, chunk_ids: list[str]) -> dict[str, ChunkRow]:
     """Current chunks among `chunk_ids` (a re-upload may have removed some), with their counts."""
-    rows = (
-        Chunk.objects.filter(pk__in=chunk_ids)
-        .annotate(cited=_chunk_cited())
-        .values("id", "document_id", "ordinal", "text", "cited")
-    )
-    return {row["id"]: ChunkRow(**row) for row in rows}
+    wanted = list(dict.fromkeys(chunk_ids))
+    if not wanted:
+        return {}
+    rows = _chunks(f"WHERE k.id IN ({', '.join(['%s'] * len(wanted))})", wanted)
+    return {row.id: row for row in rows}
 
 
 def _chat_rows(chats: QuerySet) -> list[ChatRow]:
@@ -297,10 +289,12 @@ def chat_transcript(*, messages: list[KbChatMessage]) -> list[TranscriptEntry]:
 
 @dataclass(frozen=True)
 class CitationCheck:
-    """Closed-slice totals plus the live slice, compared with the full aggregate of the log."""
+    """`cited` as the lists compute it (closed-slice totals plus the live slice) compared, for every
+    collection, document and chunk, with the full aggregate of the log."""
 
     closed_through: int
     events: int
+    open_events: int
     mismatches: list[str]
 
     @property
@@ -310,6 +304,18 @@ class CitationCheck:
 
 def _full_counts(rows: QuerySet, key: str) -> dict[str, int]:
     return dict(rows.order_by().values_list(key).annotate(n=Count("*")).values_list(key, "n"))
+
+
+def _served_counts(scope: CitationTotal.Scope) -> dict[str, int]:
+    """`cited` of every key the log or the totals name, by the very SQL the lists use."""
+    log, key, _event_id = _LOGS[scope]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT k.key, {_cited(scope, of='k.key')} FROM (SELECT {key} AS key FROM {log} "
+            f"UNION SELECT key FROM {CitationTotal._meta.db_table} WHERE scope = %s) k",
+            [scope.value],
+        )
+        return dict(cursor.fetchall())
 
 
 def citation_counts_check() -> CitationCheck:
@@ -329,21 +335,25 @@ def _check_snapshot() -> CitationCheck:
     rollup = CitationRollup.objects.filter(pk=CitationRollup.ROW).first()
     boundary = rollup.closed_through if rollup else 0
     events, refs = CitationEvent.objects.all(), CitationEventChunk.objects.all()
-    scopes = {
-        CitationTotal.Scope.COLLECTION: (events, "collection_id", {"id__gt": boundary}),
-        CitationTotal.Scope.DOCUMENT: (events, "document_id", {"id__gt": boundary}),
-        CitationTotal.Scope.CHUNK: (refs, "chunk_id", {"event_id__gt": boundary}),
+    logs = {
+        CitationTotal.Scope.COLLECTION: (events, "collection_id"),
+        CitationTotal.Scope.DOCUMENT: (events, "document_id"),
+        CitationTotal.Scope.CHUNK: (refs, "chunk_id"),
     }
     mismatches = []
-    for scope, (rows, key, open_slice) in scopes.items():
+    for scope, (rows, key) in logs.items():
         full = _full_counts(rows, key)
-        live = _full_counts(rows.filter(**open_slice), key)
+        served = _served_counts(scope)
         closed = dict(CitationTotal.objects.filter(scope=scope).values_list("key", "cited"))
-        for name in sorted(full.keys() | live.keys() | closed.keys()):
-            summed = closed.get(name, 0) + live.get(name, 0)
-            if summed != full.get(name, 0):
+        for name in sorted(full.keys() | served.keys()):
+            if served.get(name, 0) != full.get(name, 0):
+                total = closed.get(name, 0)
                 mismatches.append(
-                    f"{scope} {name}: closed {closed.get(name, 0)} + live {live.get(name, 0)} "
-                    f"!= log {full.get(name, 0)}"
+                    f"{scope} {name}: closed {total} + live {served.get(name, 0) - total} != log {full.get(name, 0)}"
                 )
-    return CitationCheck(closed_through=boundary, events=events.count(), mismatches=mismatches)
+    return CitationCheck(
+        closed_through=boundary,
+        events=events.count(),
+        open_events=events.filter(id__gt=boundary).count(),
+        mismatches=mismatches,
+    )

@@ -459,11 +459,13 @@ def record_citations(
     cited_by: str,
     message_id: str,
 ) -> int:
-    """Appends one event per marker (with its chunk rows); returns how many were new.
+    """Appends one event per marker of the answer `message_id` (with its chunk rows); returns how
+    many were new.
 
-    One insert per table: the events' insert skips markers already recorded for `message_id`
-    (unique key, conflicts ignored) and returns the new rows, whose chunk refs are the second insert.
-    Replaying an answer, even concurrently, therefore never counts twice.
+    One insert per table: the events' insert skips the markers this origin already recorded for
+    this answer (its unique key, conflicts ignored) and returns the new rows, whose chunk rows are
+    the second insert. Recording an answer again, even concurrently, therefore never counts twice;
+    the first recording of a marker stands.
     """
     if origin_kind not in CitationEvent.OriginKind.values:
         raise ValueError(f"origin_kind must be one of {CitationEvent.OriginKind.values}, not {origin_kind!r}.")
@@ -471,7 +473,7 @@ def record_citations(
     if not by_marker:
         return 0
     with transaction.atomic():
-        _hold_open_slice()
+        _slice_lock(exclusive=False)
         fresh = _insert_events(by_marker, origin_kind, origin_id, cited_by, message_id)
         CitationEventChunk.objects.bulk_create(
             CitationEventChunk(event_id=event_id, chunk_id=chunk_id)
@@ -481,16 +483,16 @@ def record_citations(
     return len(fresh)
 
 
-def _hold_open_slice() -> None:
-    """Shares the rollup row until commit, so a slice cannot close over this uncommitted event.
+def _slice_lock(*, exclusive: bool) -> None:
+    """Event writers share CitationRollup.WRITERS_LOCK until they commit; the close holds it alone,
+    so no event drawn before a close commits after it (why an advisory lock: see CitationRollup).
 
     SQLite needs nothing: its write transactions start IMMEDIATE and so run one at a time.
     """
     if connection.vendor == "postgresql":
+        function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT 1 FROM {CitationRollup._meta.db_table} WHERE id = %s FOR SHARE", [CitationRollup.ROW]
-            )
+            cursor.execute(f"SELECT {function}(%s)", [CitationRollup.WRITERS_LOCK])
 
 
 def _insert_events(
@@ -507,7 +509,7 @@ def _insert_events(
     sql = (
         f"INSERT INTO {CitationEvent._meta.db_table} "
         "(collection_id, document_id, origin_kind, origin_id, cited_by, marker, message_id, created_at) "
-        f"VALUES {values} ON CONFLICT (message_id, marker) DO NOTHING RETURNING id, marker"
+        f"VALUES {values} ON CONFLICT (origin_kind, origin_id, message_id, marker) DO NOTHING RETURNING id, marker"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [value for row in rows for value in row])
@@ -522,7 +524,7 @@ class SliceClose:
 
 
 def _rollup_locked() -> CitationRollup:
-    """The rollup row, held FOR UPDATE: no event writer is in flight while it is held."""
+    """The rollup row, held FOR UPDATE: one close or rebuild at a time; event writers do not wait."""
     rollup, _ = CitationRollup.objects.select_for_update().get_or_create(pk=CitationRollup.ROW)
     return rollup
 
@@ -559,12 +561,14 @@ def citation_slices_close() -> SliceClose:
     every pass): its aggregates join the totals and the boundary moves to the last event id.
 
     Cheap when there is nothing to do (one locked read). Closing an empty slice only moves the time.
+    Event writers wait while a slice closes: the time of an hour's aggregates (bench/citations.py).
     """
     rollup = _rollup_locked()
     moment = clock.now()
     hour = moment.replace(minute=0, second=0, microsecond=0)
     if rollup.closed_at is not None and rollup.closed_at >= hour:
         return SliceClose(closed=False, events=0, closed_through=rollup.closed_through)
+    _slice_lock(exclusive=True)
     last = CitationEvent.objects.aggregate(last=Max("id"))["last"] or 0
     through = max(last, rollup.closed_through)
     _add_closed_slice(after=rollup.closed_through, through=through)

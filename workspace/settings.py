@@ -130,6 +130,11 @@ else:
     DATABASES["default"].setdefault("OPTIONS", {})["connect_timeout"] = int(
         os.environ.get("WORKSPACE_DATABASE_CONNECT_TIMEOUT_SECONDS", "5")
     )
+    # JIT compilation off unless asked for: the planner cannot see the citation boundary of the `cited`
+    # counts (a subquery), estimates a third of the log per row, and past some 10^6 events compiles
+    # every collection list for ~8 ms while the query itself needs ~2 (bench/citations.py --explain).
+    if not _env_flag("WORKSPACE_DATABASE_JIT", False):
+        DATABASES["default"]["OPTIONS"]["options"] = "-c jit=off"
 
 # A request that finds the database down answers 503 with this Retry-After (seconds).
 WORKSPACE_DATABASE_RETRY_AFTER_SECONDS = int(os.environ.get("WORKSPACE_DATABASE_RETRY_AFTER_SECONDS", "5"))

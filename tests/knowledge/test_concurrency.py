@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 
 import pytest
-from django.db import OperationalError, connections
+from django.db import OperationalError, connection, connections, transaction
 
-from knowledge import services
+from knowledge import selectors, services
 from knowledge.answers import Citation
 from knowledge.ingest import ingest_document
-from knowledge.models import Chunk, CitationEvent, KbChatMessage
+from knowledge.models import Chunk, CitationEvent, CitationTotal, KbChatMessage
 from tests.fixtures.knowledge import HANDBOOK
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WORKERS = 4
+ANSWERS = 30
 
 
 def _in_thread(work):
@@ -31,18 +33,23 @@ def _in_thread(work):
     def run(*args):
         try:
             barrier.wait()
-            for _ in range(2000):
-                try:
-                    return work(*args)
-                except OperationalError as exc:
-                    if "table is locked" not in str(exc):
-                        raise
-                    threading.Event().wait(0.002)
-            raise AssertionError("the shared-cache test database stayed locked")
+            return _retrying(lambda: work(*args))
         finally:
             connections.close_all()
 
     return run
+
+
+def _retrying(step):
+    """`step()`, again while the shared-cache SQLite test database answers "table is locked"."""
+    for _ in range(2000):
+        try:
+            return step()
+        except OperationalError as exc:
+            if "table is locked" not in str(exc):
+                raise
+            threading.Event().wait(0.002)
+    raise AssertionError("the shared-cache test database stayed locked")
 
 
 @pytest.fixture
@@ -114,3 +121,100 @@ def test_concurrent_replays_of_one_answer_count_once(library):
     # Then one of them records it and the others add nothing
     assert sorted(added) == [0] * (WORKERS - 1) + [1]
     assert CitationEvent.objects.count() == 1
+
+
+def test_counts_equal_the_log_at_every_check_while_answers_are_written_and_slices_close(library, clock):
+    # Given three writers, each recording answers of two markers, and a worker that closes a slice
+    # and checks the counts for as long as they write
+    chunks = list(Chunk.objects.order_by("document_id", "ordinal"))
+    writers_left = [WORKERS - 1]
+    counter = threading.Lock()
+
+    def record(worker: int, number: int) -> None:
+        first, second = chunks[number % len(chunks)], chunks[(number + worker) % len(chunks)]
+        services.record_citations(
+            citations=[
+                Citation(1, library.id, first.document_id, "x", (first.id,)),
+                Citation(2, library.id, second.document_id, "x", (second.id, first.id)),
+            ],
+            origin_kind="kb_chat",
+            origin_id=f"chat_{worker}",
+            cited_by="alice",
+            message_id=f"msg_{number}",
+        )
+
+    def close_and_check() -> list[selectors.CitationCheck]:
+        checks = []
+        while writers_left[0] > 0 or len(checks) < 2:
+            clock.advance(hours=1)
+            _retrying(services.citation_slices_close)
+            checks.append(_retrying(selectors.citation_counts_check))
+        return checks
+
+    def work(role: int) -> list[selectors.CitationCheck]:
+        if role == 0:
+            return close_and_check()
+        for number in range(ANSWERS):
+            _retrying(lambda number=number: record(role, number))
+        with counter:
+            writers_left[0] -= 1
+        return []
+
+    # When they run at once
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        checks, *_writers = pool.map(_in_thread(work), range(WORKERS))
+
+    # Then every check, taken between writes and closes, found totals plus the live slice equal to
+    # the log, and at the end every answer counts exactly once
+    written = 2 * ANSWERS * (WORKERS - 1)
+    assert [check.mismatches for check in checks] == [[]] * len(checks)
+    assert CitationTotal.objects.filter(scope="collection").exists()
+    final = selectors.citation_counts_check()
+    assert final.ok
+    assert final.events == CitationEvent.objects.count() == written
+    assert selectors.collection_with_counts(collection_id=library.id).cited == written
+
+
+@pytest.mark.postgres
+def test_a_slice_close_waits_for_an_answer_in_flight_then_closes_over_it(library, clock):
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: SQLite runs one writer at a time, so no answer is in flight")
+    # Given an answer whose events are inserted but not yet committed
+    chunk = Chunk.objects.first()
+    inserted, commit = threading.Event(), threading.Event()
+
+    def write_slowly() -> None:
+        try:
+            with transaction.atomic():
+                services.record_citations(
+                    citations=[Citation(1, library.id, chunk.document_id, "x", (chunk.id,))],
+                    origin_kind="kb_chat", origin_id="chat_1", cited_by="alice", message_id="msg_slow",
+                )  # fmt: skip
+                inserted.set()
+                commit.wait(30)
+        finally:
+            connections.close_all()
+
+    def close() -> services.SliceClose:
+        try:
+            return services.citation_slices_close()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        writer = pool.submit(write_slowly)
+        assert inserted.wait(30)
+        # When the hour ends and the worker closes the slice meanwhile
+        clock.advance(hours=1)
+        closing = pool.submit(close)
+        with pytest.raises(FutureTimeout):
+            closing.result(timeout=0.5)
+        commit.set()
+        writer.result(timeout=30)
+        closed = closing.result(timeout=30)
+
+    # Then the close waited for the answer and its event is inside the closed slice, counted once
+    event = CitationEvent.objects.get(message_id="msg_slow")
+    assert closed.closed_through >= event.id
+    assert CitationTotal.objects.get(scope="document", key=chunk.document_id).cited == 1
+    assert selectors.citation_counts_check().ok

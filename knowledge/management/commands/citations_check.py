@@ -18,4 +18,7 @@ class Command(BaseCommand):
             self.stderr.write(mismatch)
         if not check.ok:
             raise CommandError(f"{len(check.mismatches)} counts differ; run `manage.py citations_rebuild`.")
-        self.stdout.write(f"ok: {check.events} events, closed slices through id {check.closed_through}")
+        self.stdout.write(
+            f"ok: {check.events} events, closed slices through id {check.closed_through}, "
+            f"{check.open_events} in the open slice"
+        )
