@@ -12,7 +12,9 @@ end. The model is `Task {title, done, tags, priority}`, registered as the servic
 At each size the table holds that many of one user's tasks, seeded in SQL with two revisions each
 (the last --requests of them deleted), and a fresh server is started. One client, logged in through
 the login form, sends --requests rounds of one request per operation on one keep-alive connection
-(rounds, so that a load spike on a shared machine hits every operation alike):
+(rounds, so that a load spike on a shared machine hits every operation alike), pausing --pause-ms
+between requests so that no request is timed while the server still finishes the one before (on
+SQLite Django closes the connection after answering, and the close checkpoints the WAL):
 
     create; get (`/data` of a seeded task); list (first page of 20, `/data`);
     patch, put, delete, restore, switch (to revision 1): on the tasks the create step made, so the
@@ -125,23 +127,41 @@ def _request(operation: str, resource_id: str, n: int) -> tuple[str, str, Any]:
     return "POST", f"{BASE}/{resource_id}/switch/{resource_id}:1", None
 
 
-def _timed(client: Client, timing: Timing, calls: list[tuple[str, str, Any]], answers: list[Any] | None = None) -> None:
-    """Sends `calls` one after the other into `timing`; `answers` (if given) collects their JSON bodies."""
-    for method, path, body in calls:
-        began = time.perf_counter()
-        response: Response = client.request(method, path, body)
-        elapsed = time.perf_counter() - began
-        if response.status >= 400:
-            raise RuntimeError(f"{timing.operation} {path}: {response.status} {response.body[:300]!r}")
-        timing.milliseconds.append(elapsed * 1000)
-        timing.statements.append(int(response.headers.get("x-bench-statements", "-1")))
-        timing.crudgen_statements.append(int(response.headers.get("x-bench-crudgen-statements", "-1")))
-        timing.sample_sql = response.headers.get("x-bench-sql", "")
-        if answers is not None:
-            answers.append(response.json())
+@dataclass
+class Driver:
+    """One logged-in keep-alive client that times requests, idle `pause` seconds before each."""
+
+    client: Client
+    pause: float
+
+    def timed(self, timing: Timing, calls: list[tuple[str, str, Any]], answers: list[Any] | None = None) -> None:
+        """Sends `calls` one after the other into `timing`; `answers` (if given) collects their JSON bodies."""
+        for method, path, body in calls:
+            time.sleep(self.pause)
+            began = time.perf_counter()
+            response: Response = self.client.request(method, path, body)
+            elapsed = time.perf_counter() - began
+            if response.status >= 400:
+                raise RuntimeError(f"{timing.operation} {path}: {response.status} {response.body[:300]!r}")
+            timing.milliseconds.append(elapsed * 1000)
+            timing.statements.append(int(response.headers.get("x-bench-statements", "-1")))
+            timing.crudgen_statements.append(int(response.headers.get("x-bench-crudgen-statements", "-1")))
+            timing.sample_sql = response.headers.get("x-bench-sql", "")
+            if answers is not None:
+                answers.append(response.json())
+
+    def warm_up(self) -> None:
+        """A few of each request first, so URL resolution and imports are not timed."""
+        ignored = Timing("warm-up", [], [], [], "")
+        answers: list[Any] = []
+        self.timed(ignored, [("POST", BASE, _body(n)) for n in range(3)], answers)
+        ids = [answer["resource_id"] for answer in answers]
+        self.timed(ignored, [("GET", f"{BASE}/{ids[0]}/data", None), ("GET", f"{BASE}/data", None)])
+        for operation in WRITES:
+            self.timed(ignored, [_request(operation, rid, n) for n, rid in enumerate(ids)])
 
 
-def _run_size(env: dict[str, str], size: int, requests: int, log: Path) -> list[Timing]:
+def _run_size(env: dict[str, str], size: int, requests: int, pause: float, log: Path) -> list[Timing]:
     seeded = json.loads(run_django(SEED, env, USER, PASSWORD, str(size), str(requests)).splitlines()[-1])
     live: list[str] = seeded["live"]
     if len(live) < 5 * requests:
@@ -153,33 +173,22 @@ def _run_size(env: dict[str, str], size: int, requests: int, log: Path) -> list[
     names = ["create", "get", "list", *WRITES, *(f"{op}, cold" for op in WRITES)]
     timings = {name: Timing(name, [], [], [], "") for name in names}
     with gunicorn(env, log, workers=1) as server:
-        client = server.client()
-        client.login(USER, PASSWORD)
-        _warm_up(client)
+        driver = Driver(server.client(), pause)
+        driver.client.login(USER, PASSWORD)
+        driver.warm_up()
         # Rounds of one request of each operation, so a load spike of the machine hits them alike.
         for n in range(requests):
             answers: list[Any] = []
-            _timed(client, timings["create"], [("POST", BASE, _body(n))], answers)
+            driver.timed(timings["create"], [("POST", BASE, _body(n))], answers)
             mine = answers[0]["resource_id"]
-            _timed(client, timings["get"], [("GET", f"{BASE}/{cold['get'][n]}/data", None)])
-            _timed(client, timings["list"], [("GET", f"{BASE}/data?page=1&page_size=20", None)])
+            driver.timed(timings["get"], [("GET", f"{BASE}/{cold['get'][n]}/data", None)])
+            driver.timed(timings["list"], [("GET", f"{BASE}/data?page=1&page_size=20", None)])
             for operation in WRITES:
-                _timed(client, timings[operation], [_request(operation, mine, n)])
+                driver.timed(timings[operation], [_request(operation, mine, n)])
             for operation in WRITES:
-                _timed(client, timings[f"{operation}, cold"], [_request(operation, cold[operation][n], n)])
-        client.close()
+                driver.timed(timings[f"{operation}, cold"], [_request(operation, cold[operation][n], n)])
+        driver.client.close()
     return list(timings.values())
-
-
-def _warm_up(client: Client) -> None:
-    """A few of each request first, so URL resolution and imports are not timed."""
-    ignored = Timing("warm-up", [], [], [], "")
-    answers: list[Any] = []
-    _timed(client, ignored, [("POST", BASE, _body(n)) for n in range(3)], answers)
-    ids = [answer["resource_id"] for answer in answers]
-    _timed(client, ignored, [("GET", f"{BASE}/{ids[0]}/data", None), ("GET", f"{BASE}/data", None)])
-    for operation in WRITES:
-        _timed(client, ignored, [_request(operation, rid, n) for n, rid in enumerate(ids)])
 
 
 @contextmanager
@@ -228,6 +237,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--requests", type=int, default=150, help="requests per operation and size")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", ""))
+    parser.add_argument("--pause-ms", type=float, default=20, help="idle time before each request")
     args = parser.parse_args()
     var_dir = Path(tempfile.mkdtemp(prefix="bench-crudgen-http-var-"))
     with _database(args.database_url) as url:
@@ -241,11 +251,12 @@ def main() -> None:
         migrate(env)
         vendor = "PostgreSQL" if url.startswith("postgres") else "SQLite"
         print(
-            f"{vendor}: gunicorn, 1 worker, keep-alive client, {args.requests} requests per operation; "
-            f"{os.cpu_count()} cores, loopback"
+            f"{vendor}: gunicorn, 1 worker, keep-alive client, {args.requests} requests per operation, "
+            f"{args.pause_ms:g} ms apart; {os.cpu_count()} cores, loopback"
         )
         for size in [int(s) for s in args.sizes.split(",") if s]:
-            _print(vendor, size, _run_size(env, size, args.requests, var_dir / f"gunicorn-{size}.log"))
+            log = var_dir / f"gunicorn-{size}.log"
+            _print(vendor, size, _run_size(env, size, args.requests, args.pause_ms / 1000, log))
 
 
 if __name__ == "__main__":
