@@ -56,7 +56,7 @@ def test_read_after_many_revisions_is_one_query(
     assert len(response.json()["steps"]) == 30
 
 
-def test_patch_locks_reads_and_writes_in_a_bounded_number_of_queries(
+def test_patch_reads_and_writes_in_a_bounded_number_of_queries(
     django_system: CRUDSystem, django_api: APIClient, django_assert_max_num_queries
 ) -> None:
     rid = django_system.get_crud(Workflow).create({"name": "w", "steps": []}, user="alice")["resource_id"]
