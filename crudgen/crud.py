@@ -13,7 +13,7 @@ from crudgen.access import AccessAction, AccessPolicy, Caller, ListScope
 from crudgen.errors import NotFoundError, ResourceDeletedError, RevisionConflict
 from crudgen.metadata import MetadataConfig, ResourceMeta, Revision, meta_view, revision_view
 from crudgen.schema import ModelAdapter, to_plain
-from crudgen.storage.base import Storage, Stored, WriteSession
+from crudgen.storage.base import Storage, Stored, WriteSession, save_switched
 from crudgen.types import ListQueryParams, ListResult
 from crudgen.updates import apply_json_patch, apply_update_operations
 
@@ -323,7 +323,7 @@ class SingleModelCRUD:
             if self.migration is None and (caller is None or not caller.checks_data):
                 # Nothing here looks at the revision's data: the storage copies it as stored (on
                 # PostgreSQL inside the write's one statement).
-                if not session.save_switched(meta):
+                if not save_switched(session, meta):
                     raise NotFoundError(missing)
                 return meta
             target = session.revision(revision_id)

@@ -30,7 +30,10 @@ class StaleState(Exception):
 
 
 class WriteSession(Protocol):
-    """What a write sees: the current state, and the ways to save a new one built on it."""
+    """What a write sees: the current state, and the ways to save a new one built on it.
+
+    A session may also offer `save_switched(meta) -> bool`, see `save_switched`.
+    """
 
     current: Stored
 
@@ -38,14 +41,14 @@ class WriteSession(Protocol):
 
     def save(self, meta: ResourceMeta, data: dict[str, Any], new_revision: Revision | None = None) -> None: ...
 
-    def save_switched(self, meta: ResourceMeta) -> bool:
-        """Saves `meta` with the data of its `current_revision_id`, read by the storage itself;
-        False (nothing saved) when the resource has no such revision."""
-        ...
 
-
-def save_switched_by_reading(session: WriteSession, meta: ResourceMeta) -> bool:
-    """`save_switched` for sessions that hold a lock: read the revision, then save its data."""
+def save_switched(session: WriteSession, meta: ResourceMeta) -> bool:
+    """Saves `meta` with the stored data of its `current_revision_id`; False (nothing saved) when the
+    resource has no such revision. A session with a `save_switched` of its own does it (DjangoStorage
+    on PostgreSQL, within its one statement); any other reads the revision, then saves its data."""
+    own = getattr(session, "save_switched", None)
+    if own is not None:
+        return bool(own(meta))
     target = session.revision(meta.current_revision_id)
     if target is None:
         return False

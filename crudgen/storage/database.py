@@ -18,7 +18,7 @@ from crudgen.access import ListScope
 from crudgen.errors import DuplicateResource
 from crudgen.metadata import ResourceMeta, Revision
 from crudgen.models import NamespaceTally, StoredResource, StoredRevision
-from crudgen.storage.base import StaleState, Storage, Stored, T, WriteSession, save_switched_by_reading
+from crudgen.storage.base import StaleState, Storage, Stored, T, WriteSession
 from crudgen.types import ListQueryParams, SortOrder
 
 _META_COLUMNS = (
@@ -209,9 +209,6 @@ class _RowSession:
 
     def revision(self, revision_id: str) -> Revision | None:
         return _revision_of(self.row._state.db or "default", self.row.pk, self.row.resource_id, revision_id)
-
-    def save_switched(self, meta: ResourceMeta) -> bool:
-        return save_switched_by_reading(self, meta)
 
     def save(self, meta: ResourceMeta, data: dict[str, Any], new_revision: Revision | None = None) -> None:
         _tally_of_flip(

@@ -16,7 +16,7 @@ from urllib.parse import quote
 from crudgen.errors import DuplicateResource
 from crudgen.metadata import ResourceMeta, Revision
 from crudgen.serializers import Serializer, get_serializer
-from crudgen.storage.base import ScannedStorage, Stored, save_switched_by_reading
+from crudgen.storage.base import ScannedStorage, Stored
 
 
 @dataclass
@@ -26,9 +26,6 @@ class _DiskSession:
 
     def revision(self, revision_id: str) -> Revision | None:
         return self.storage.fetch_revision(self.current.meta.resource_id, revision_id)
-
-    def save_switched(self, meta: ResourceMeta) -> bool:
-        return save_switched_by_reading(self, meta)
 
     def save(self, meta: ResourceMeta, data: dict[str, Any], new_revision: Revision | None = None) -> None:
         # The revision lands first: a crash between the two writes leaves an orphan revision, never a

@@ -11,7 +11,7 @@ from typing import Any
 from crudgen.errors import DuplicateResource
 from crudgen.metadata import ResourceMeta, Revision
 from crudgen.serializers import Serializer, get_serializer
-from crudgen.storage.base import ScannedStorage, Stored, save_switched_by_reading
+from crudgen.storage.base import ScannedStorage, Stored
 
 
 @dataclass
@@ -21,9 +21,6 @@ class _MemorySession:
 
     def revision(self, revision_id: str) -> Revision | None:
         return self.storage.fetch_revision(self.current.meta.resource_id, revision_id)
-
-    def save_switched(self, meta: ResourceMeta) -> bool:
-        return save_switched_by_reading(self, meta)
 
     def save(self, meta: ResourceMeta, data: dict[str, Any], new_revision: Revision | None = None) -> None:
         self.storage._write(meta, data, new_revision)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from unittest import mock
 
 import pytest
@@ -242,6 +243,33 @@ def test_a_value_postgresql_refuses_stores_nothing(clock: Clock) -> None:
     # Then nothing was stored
     assert crud.get_data(rid)["name"] == "w"
     assert crud.list_revisions(rid).total == 1
+
+
+def test_changing_data_after_reading_it_does_not_change_what_a_write_builds_on(clock: Clock) -> None:
+    # Given a resource this process read, and the caller changing the data it got
+    crud = _process(clock)
+    rid = crud.create({"name": "w", "steps": ["a"]})["resource_id"]
+    crud.get_data(rid)["steps"].append("changed in memory")
+    # When it is patched
+    crud.patch(rid, [{"op": "replace", "path": "/name", "value": "v2"}])
+    # Then the patch built on the stored data
+    assert crud.get_data(rid)["steps"] == ["a"]
+
+
+def test_a_remembered_version_must_match_the_row_as_well_as_its_transaction_id(clock: Clock) -> None:
+    # Given a deleted resource this process remembers as live under the transaction id its row has
+    # today, as if that id had been reused after a wraparound
+    crud = _process(clock)
+    rid = crud.create({"name": "w", "steps": []})["resource_id"]
+    crud.delete(rid)
+    today = crud.storage._remembered.get(rid)
+    crud.storage._remembered.put(replace(today, meta=today.meta.evolve(is_deleted=False)))
+    # When it is deleted again
+    clock.advance(seconds=1)
+    crud.delete(rid)
+    # Then the delete was decided again on the stored row: a no-op, counted once
+    assert (crud.count(is_deleted=False), crud.count(is_deleted=True)) == (0, 1)
+    assert crud.get_meta(rid)["updated_time"] == today.meta.updated_time.isoformat()
 
 
 def test_a_process_remembers_a_bounded_number_of_states(clock: Clock) -> None:
