@@ -98,8 +98,10 @@ def _revision_insert_sql(connection: Any, source: str) -> str:
     )
 
 
-def _revision_params(revision: Revision) -> list[Any]:
-    return [json.dumps(revision.data) if c == "data" else getattr(revision, c) for c in _REVISION_COLUMNS]
+def _revision_params(revision: Revision, data: dict[str, Any] | None, data_json: str | None) -> list[Any]:
+    """The revision's columns; its data is serialized once only when it is the resource's `data`."""
+    text = data_json if data_json is not None and revision.data is data else json.dumps(revision.data)
+    return [text if c == "data" else getattr(revision, c) for c in _REVISION_COLUMNS]
 
 
 def _json_text(value: Any) -> str:
@@ -302,7 +304,7 @@ class DjangoStorage(Storage):
         )
         data_json = json.dumps(data)
         params: list[Any] = [self.namespace, *(getattr(meta, name) for name in _META_COLUMNS), data_json]
-        params += _revision_params(revision)
+        params += _revision_params(revision, data, data_json)
         params += [self.namespace, random.randrange(TALLY_SLOTS), int(not meta.is_deleted), int(meta.is_deleted)]
         try:
             pk, xmin = self._execute_one(sql, params)
@@ -362,7 +364,7 @@ class DjangoStorage(Storage):
         params += [version.pk, version.xmin, *(getattr(version.meta, c) for c in _VERSION_CHECKED_COLUMNS)]
         if new_revision is not None:
             ctes.append(f"new_revision AS ({_revision_insert_sql(connection, 'changed')})")
-            params += _revision_params(new_revision)
+            params += _revision_params(new_revision, data, data_json)
         live, deleted = _tally_delta(was_deleted=version.meta.is_deleted, is_deleted=meta.is_deleted)
         if live or deleted:
             ctes.append(f"tally AS ({_tally_upsert_sql(connection, rows='SELECT %s, %s, %s, %s FROM changed')})")
