@@ -1,13 +1,17 @@
-"""Fixtures for crudgen: a movable clock, a storage per backend, and URL mounting for HTTP tests."""
+"""Fixtures for crudgen: a movable clock, a storage per backend, URL mounting for HTTP tests, and the
+test model with a second schema version of it."""
 
 from __future__ import annotations
 
+import io
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 from rest_framework.test import APIClient
 
@@ -34,6 +38,26 @@ class Workflow:
     description: str = ""
     every_seconds: int | None = None
     enabled: bool = True
+
+
+@dataclass
+class WorkflowV2:
+    name: str
+    commands: list[str]
+    description: str = ""
+    every_seconds: int | None = None
+    enabled: bool = True
+
+
+class StepsRenamed:
+    """v2 renamed `steps` to `commands`."""
+
+    schema_version = "2"
+
+    def migrate(self, data_stream: io.BytesIO, old_schema_version: str | None) -> dict[str, Any]:
+        data = msgspec.json.decode(data_stream.read())
+        data["commands"] = data.pop("steps")
+        return data
 
 
 @pytest.fixture

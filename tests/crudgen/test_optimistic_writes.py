@@ -8,15 +8,12 @@ where states are remembered, as in a request.
 
 from __future__ import annotations
 
-import io
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 from unittest import mock
 
-import msgspec
 import pytest
 from django.db import DataError, connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
@@ -33,7 +30,7 @@ from crudgen import (
     SingleModelCRUD,
 )
 from crudgen.models import StoredResource, StoredRevision
-from tests.crudgen.conftest import Clock, Workflow
+from tests.crudgen.conftest import Clock, StepsRenamed, Workflow, WorkflowV2
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -275,30 +272,12 @@ def test_a_remembered_version_must_match_the_row_as_well_as_its_transaction_id(c
     assert crud.get_meta(rid)["updated_time"] == today.meta.updated_time.isoformat()
 
 
-@dataclass
-class TitledWorkflow:
-    title: str
-    steps: list[str]
-    description: str = ""
-    every_seconds: int | None = None
-    enabled: bool = True
-
-
-class NameBecameTitle:
-    schema_version = "2"
-
-    def migrate(self, data_stream: io.BytesIO, old_schema_version: str | None) -> dict[str, Any]:
-        data = msgspec.json.decode(data_stream.read())
-        data["title"] = data.pop("name")
-        return data
-
-
 def _old_and_new_schema() -> tuple[SingleModelCRUD, SingleModelCRUD, DjangoStorage]:
     """The same resources under the first schema and under the second, in one process."""
     storage = DjangoStorage("workflow")
     old = CRUDSystem(use_plural=False).register_model(Workflow, storage=storage)
     new = CRUDSystem(use_plural=False).register_model(
-        TitledWorkflow, resource_name="workflow", storage=storage, migration=NameBecameTitle()
+        WorkflowV2, resource_name="workflow", storage=storage, migration=StepsRenamed()
     )
     return old, new, storage
 
@@ -309,24 +288,24 @@ def test_a_write_on_a_remembered_old_schema_state_stores_it_migrated() -> None:
     rid = old.create({"name": "w", "steps": ["a"]})["resource_id"]
     # When it is patched under the second schema
     with _statements() as statements:
-        new.patch(rid, [{"op": "add", "path": "/steps/-", "value": "b"}])
+        new.patch(rid, [{"op": "add", "path": "/commands/-", "value": "b"}])
     # Then the one statement stored the migrated data under the new schema version
     assert len(statements) == 1
     stored = storage.fetch(rid)
-    assert (stored.meta.schema_version, stored.data["title"], stored.data["steps"]) == ("2", "w", ["a", "b"])
+    assert (stored.meta.schema_version, stored.data["commands"]) == ("2", ["a", "b"])
 
 
 def test_a_switch_to_an_old_schema_revision_stores_it_migrated() -> None:
     # Given a resource with two revisions stored under the first schema
     old, new, storage = _old_and_new_schema()
-    rid = old.create({"name": "first", "steps": []})["resource_id"]
-    old.update(rid, {"name": "second", "steps": []})
+    rid = old.create({"name": "w", "steps": ["first"]})["resource_id"]
+    old.update(rid, {"name": "w", "steps": ["second"]})
     # When it is switched back to revision 1 under the second schema
     new.switch(rid, f"{rid}:1")
     # Then revision 1's data is stored in the new shape
     stored = storage.fetch(rid)
-    assert (stored.meta.schema_version, stored.data["title"]) == ("2", "first")
-    assert "name" not in stored.data
+    assert (stored.meta.schema_version, stored.data["commands"]) == ("2", ["first"])
+    assert "steps" not in stored.data
 
 
 def test_a_process_remembers_a_bounded_number_of_states(clock: Clock) -> None:
