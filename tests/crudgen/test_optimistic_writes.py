@@ -28,6 +28,7 @@ from crudgen import (
     RevisionConflict,
     RouteConfig,
     SingleModelCRUD,
+    ValidationFailed,
 )
 from crudgen.models import StoredResource, StoredRevision
 from tests.crudgen.conftest import Clock, StepsRenamed, Workflow, WorkflowV2
@@ -231,6 +232,19 @@ def test_a_write_committed_in_a_transaction_is_built_on_afterwards(clock: Clock)
     crud.patch(rid, [{"op": "add", "path": "/steps/-", "value": "after"}])
     # Then the patch built on the committed one
     assert crud.get_data(rid)["steps"] == ["in a transaction", "after"]
+
+
+def test_an_invalid_patch_on_a_remembered_resource_is_refused_on_the_stored_state(clock: Clock) -> None:
+    # Given a resource this process created
+    crud = _process(clock)
+    rid = crud.create({"name": "w", "steps": []})["resource_id"]
+    # When a patch adds a field the model does not have
+    with _statements() as statements, pytest.raises(ValidationFailed):
+        crud.patch(rid, [{"op": "add", "path": "/colour", "value": "red"}])
+    # Then the refusal was confirmed on a read of the row, and nothing was written
+    assert len(statements) == 1
+    assert statements[0].lstrip().startswith("SELECT")
+    assert crud.list_revisions(rid).total == 1
 
 
 def test_a_value_postgresql_refuses_stores_nothing(clock: Clock) -> None:
