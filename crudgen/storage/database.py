@@ -53,12 +53,14 @@ OPTIMISTIC_ATTEMPTS = 3
 REMEMBERED_STATES = 1024
 
 
-def _tally_upsert_sql(connection: Any, rows: str = "VALUES (%s, %s, %s, %s)") -> str:
+Quote = Callable[[str], str]
+
+
+def _tally_upsert_sql(q: Quote, rows: str = "VALUES (%s, %s, %s, %s)") -> str:
     """Adds to a slot, creating it on first use, in one statement (PostgreSQL and SQLite >= 3.24).
 
     `rows` yields (namespace, slot, live, deleted): a VALUES list or a SELECT.
     """
-    q = connection.ops.quote_name
     table = q(NamespaceTally._meta.db_table)
     return (
         f"INSERT INTO {table} ({q('namespace')}, {q('slot')}, {q('live')}, {q('deleted')}) {rows} "
@@ -74,7 +76,8 @@ def _tally(using: str, namespace: str, *, live: int = 0, deleted: int = 0) -> No
         return
     connection = connections[using]
     with connection.cursor() as cursor:
-        cursor.execute(_tally_upsert_sql(connection), [namespace, random.randrange(TALLY_SLOTS), live, deleted])
+        sql = _tally_upsert_sql(connection.ops.quote_name)
+        cursor.execute(sql, [namespace, random.randrange(TALLY_SLOTS), live, deleted])
 
 
 def _tally_delta(*, was_deleted: bool | None, is_deleted: bool | None) -> tuple[int, int]:
@@ -88,14 +91,72 @@ def _tally_of_flip(using: str, namespace: str, *, was_deleted: bool | None, is_d
     _tally(using, namespace, live=live, deleted=deleted)
 
 
-def _revision_insert_sql(connection: Any, source: str) -> str:
+def _revision_insert_sql(q: Quote, source: str) -> str:
     """Inserts one revision of the resource whose `id` the CTE `source` returns (none if it returns none)."""
-    q = connection.ops.quote_name
     columns = ", ".join(q(c) for c in ("resource_id", *_REVISION_COLUMNS))
     return (
         f"INSERT INTO {q(StoredRevision._meta.db_table)} ({columns}) "
         f"SELECT {q('id')}, %s, %s, %s, %s::jsonb, %s, %s, %s FROM {source}"
     )
+
+
+def _insert_sql(q: Quote) -> str:
+    resource_columns = ["namespace", *_META_COLUMNS, "data"]
+    return (
+        f"WITH new_resource AS (INSERT INTO {q(StoredResource._meta.db_table)} "
+        f"({', '.join(q(c) for c in resource_columns)}) "
+        f"VALUES ({', '.join(['%s'] * (len(resource_columns) - 1))}, %s::jsonb) RETURNING {q('id')}, xmin), "
+        f"new_revision AS ({_revision_insert_sql(q, 'new_resource')}), "
+        f"tally AS ({_tally_upsert_sql(q, rows='SELECT %s, %s, %s, %s FROM new_resource')}) "
+        f"SELECT {q('id')}, xmin::text FROM new_resource"
+    )
+
+
+def _read_version_sql(q: Quote) -> str:
+    return (
+        f"SELECT {q('id')}, xmin::text, {', '.join(q(c) for c in _META_COLUMNS)}, {q('data')} "
+        f"FROM {q(StoredResource._meta.db_table)} WHERE {q('namespace')} = %s AND {q('resource_id')} = %s"
+    )
+
+
+def _save_over_sql(q: Quote, switched: bool, with_revision: bool, with_tally: bool) -> str:
+    """The conditional write of `DjangoStorage._save_over`; its parameters come in this order:
+    [pk, revision id if switched], the new metadata, [data unless switched], pk, xmin and the
+    checked columns of the version, [the revision's columns], [the tally's four values]."""
+    ctes = []
+    if switched:
+        ctes.append(
+            f"target AS (SELECT {q('data')} FROM {q(StoredRevision._meta.db_table)} "
+            f"WHERE {q('resource_id')} = %s AND {q('revision_id')} = %s)"
+        )
+    assignments = ", ".join(f"{q(c)} = %s" for c in _META_COLUMNS[1:])
+    ctes.append(
+        f"changed AS (UPDATE {q(StoredResource._meta.db_table)} AS r SET {assignments}, "
+        + (f"{q('data')} = target.{q('data')} FROM target " if switched else f"{q('data')} = %s::jsonb ")
+        + f"WHERE r.{q('id')} = %s AND r.xmin = %s::xid "
+        + "".join(f"AND r.{q(c)} = %s " for c in _VERSION_CHECKED_COLUMNS)
+        + f"RETURNING r.{q('id')}, r.xmin"
+        + (f", r.{q('data')})" if switched else ")")
+    )
+    if with_revision:
+        ctes.append(f"new_revision AS ({_revision_insert_sql(q, 'changed')})")
+    if with_tally:
+        ctes.append(f"tally AS ({_tally_upsert_sql(q, rows='SELECT %s, %s, %s, %s FROM changed')})")
+    outcome = f"(SELECT {q('data')} FROM changed), EXISTS (SELECT 1 FROM target)" if switched else "NULL, TRUE"
+    return f"WITH {', '.join(ctes)} SELECT (SELECT xmin::text FROM changed), {outcome}"
+
+
+_STATEMENTS: dict[tuple[Any, ...], str] = {}
+
+
+def _statement(connection: Any, build: Callable[..., str], *shape: bool) -> str:
+    """`build(quote_name, *shape)`, built once per database vendor: quoting the names anew on every
+    write would cost more than PostgreSQL spends running the statement."""
+    key = (connection.vendor, build.__name__, *shape)
+    sql = _STATEMENTS.get(key)
+    if sql is None:
+        sql = _STATEMENTS[key] = build(connection.ops.quote_name, *shape)
+    return sql
 
 
 def _revision_params(revision: Revision, data: dict[str, Any] | None, data_json: str | None) -> list[Any]:
@@ -291,17 +352,7 @@ class DjangoStorage(Storage):
     def _insert_in_one_statement(self, meta: ResourceMeta, revision: Revision, data: dict[str, Any]) -> None:
         """Resource, first revision and tally in one round trip: one statement is atomic by itself,
         so a create costs what a plain model's INSERT costs, not BEGIN, three writes and COMMIT."""
-        connection = connections[self.using]
-        q = connection.ops.quote_name
-        resource_columns = ["namespace", *_META_COLUMNS, "data"]
-        sql = (
-            f"WITH new_resource AS (INSERT INTO {q(StoredResource._meta.db_table)} "
-            f"({', '.join(q(c) for c in resource_columns)}) "
-            f"VALUES ({', '.join(['%s'] * (len(resource_columns) - 1))}, %s::jsonb) RETURNING {q('id')}, xmin), "
-            f"new_revision AS ({_revision_insert_sql(connection, 'new_resource')}), "
-            f"tally AS ({_tally_upsert_sql(connection, rows='SELECT %s, %s, %s, %s FROM new_resource')}) "
-            f"SELECT {q('id')}, xmin::text FROM new_resource"
-        )
+        sql = _statement(connections[self.using], _insert_sql)
         data_json = json.dumps(data)
         params: list[Any] = [self.namespace, *(getattr(meta, name) for name in _META_COLUMNS), data_json]
         params += _revision_params(revision, data, data_json)
@@ -315,13 +366,8 @@ class DjangoStorage(Storage):
     def _read_version(self, resource_id: str) -> _Version | None:
         """The row's current version (remembered for later writes): one indexed lookup."""
         connection = connections[self.using]
-        q = connection.ops.quote_name
-        sql = (
-            f"SELECT {q('id')}, xmin::text, {', '.join(q(c) for c in _META_COLUMNS)}, {q('data')} "
-            f"FROM {q(StoredResource._meta.db_table)} WHERE {q('namespace')} = %s AND {q('resource_id')} = %s"
-        )
         with connection.cursor() as cursor:
-            cursor.execute(sql, [self._checked_namespace(), resource_id])
+            cursor.execute(_statement(connection, _read_version_sql), [self._checked_namespace(), resource_id])
             row = cursor.fetchone()
         if row is None:
             return None
@@ -338,39 +384,19 @@ class DjangoStorage(Storage):
 
         Raises StaleState (nothing stored) if the row has changed; False if the revision is missing.
         """
-        connection = connections[self.using]
-        q = connection.ops.quote_name
         switched = data is None
-        ctes: list[str] = []
-        params: list[Any] = []
-        if switched:
-            ctes.append(
-                f"target AS (SELECT {q('data')} FROM {q(StoredRevision._meta.db_table)} "
-                f"WHERE {q('resource_id')} = %s AND {q('revision_id')} = %s)"
-            )
-            params += [version.pk, meta.current_revision_id]
-        assignments = ", ".join(f"{q(c)} = %s" for c in _META_COLUMNS[1:])
-        returned_data = f", r.{q('data')}" if switched else ""
-        ctes.append(
-            f"changed AS (UPDATE {q(StoredResource._meta.db_table)} AS r SET {assignments}, "
-            + (f"{q('data')} = target.{q('data')} FROM target " if switched else f"{q('data')} = %s::jsonb ")
-            + f"WHERE r.{q('id')} = %s AND r.xmin = %s::xid "
-            + "".join(f"AND r.{q(c)} = %s " for c in _VERSION_CHECKED_COLUMNS)
-            + f"RETURNING r.{q('id')}, r.xmin{returned_data})"
-        )
         data_json = None if switched else json.dumps(data)
+        params: list[Any] = [version.pk, meta.current_revision_id] if switched else []
         params += [getattr(meta, c) for c in _META_COLUMNS[1:]]
         params += [] if switched else [data_json]
         params += [version.pk, version.xmin, *(getattr(version.meta, c) for c in _VERSION_CHECKED_COLUMNS)]
         if new_revision is not None:
-            ctes.append(f"new_revision AS ({_revision_insert_sql(connection, 'changed')})")
             params += _revision_params(new_revision, data, data_json)
         live, deleted = _tally_delta(was_deleted=version.meta.is_deleted, is_deleted=meta.is_deleted)
         if live or deleted:
-            ctes.append(f"tally AS ({_tally_upsert_sql(connection, rows='SELECT %s, %s, %s, %s FROM changed')})")
             params += [self.namespace, random.randrange(TALLY_SLOTS), live, deleted]
-        outcome = f"(SELECT {q('data')} FROM changed), EXISTS (SELECT 1 FROM target)" if switched else "NULL, TRUE"
-        sql = f"WITH {', '.join(ctes)} SELECT (SELECT xmin::text FROM changed), {outcome}"
+        shape = (switched, new_revision is not None, bool(live or deleted))
+        sql = _statement(connections[self.using], _save_over_sql, *shape)
         xmin, switched_data, revision_exists = self._execute_one(sql, params)
         if xmin is None:
             if not revision_exists:
