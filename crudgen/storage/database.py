@@ -9,6 +9,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
@@ -112,9 +113,10 @@ def _insert_sql(q: Quote) -> str:
     )
 
 
-def _read_version_sql(q: Quote) -> str:
+def _read_version_sql(q: Quote, versioned: bool) -> str:
     return (
-        f"SELECT {q('id')}, xmin::text, {', '.join(q(c) for c in _META_COLUMNS)}, {q('data')} "
+        f"SELECT {q('id')}, {'xmin::text' if versioned else 'NULL'}, {', '.join(q(c) for c in _META_COLUMNS)}, "
+        f"{q('data')} "
         f"FROM {q(StoredResource._meta.db_table)} WHERE {q('namespace')} = %s AND {q('resource_id')} = %s"
     )
 
@@ -146,6 +148,20 @@ def _save_over_sql(q: Quote, switched: bool, with_revision: bool, with_tally: bo
     return f"WITH {', '.join(ctes)} SELECT (SELECT xmin::text FROM changed), {outcome}"
 
 
+def _update_sql(q: Quote) -> str:
+    """A write under the database's write lock (SQLite): the row as `_save_over_sql` sets it."""
+    assignments = ", ".join(f"{q(c)} = %s" for c in (*_META_COLUMNS[1:], "data"))
+    return f"UPDATE {q(StoredResource._meta.db_table)} SET {assignments} WHERE {q('id')} = %s"
+
+
+def _revision_values_sql(q: Quote) -> str:
+    columns = ("resource_id", *_REVISION_COLUMNS)
+    return (
+        f"INSERT INTO {q(StoredRevision._meta.db_table)} ({', '.join(q(c) for c in columns)}) "
+        f"VALUES ({', '.join(['%s'] * len(columns))})"
+    )
+
+
 _STATEMENTS: dict[tuple[Any, ...], str] = {}
 
 
@@ -159,10 +175,17 @@ def _statement(connection: Any, build: Callable[..., str], *shape: bool) -> str:
     return sql
 
 
-def _revision_params(revision: Revision, data: dict[str, Any] | None, data_json: str | None) -> list[Any]:
+def _params(ops: Any, record: ResourceMeta | Revision, columns: tuple[str, ...]) -> list[Any]:
+    """The values of `columns` as the database takes them (SQLite: times as naive UTC text, as Django writes them)."""
+    values = [getattr(record, c) for c in columns]
+    return [ops.adapt_datetimefield_value(v) if isinstance(v, datetime) else v for v in values]
+
+
+def _revision_params(ops: Any, revision: Revision, data: dict[str, Any] | None, data_json: str | None) -> list[Any]:
     """The revision's columns; its data is serialized once only when it is the resource's `data`."""
     text = data_json if data_json is not None and revision.data is data else json.dumps(revision.data)
-    return [text if c == "data" else getattr(revision, c) for c in _REVISION_COLUMNS]
+    values = _params(ops, revision, _REVISION_COLUMNS)
+    return [text if c == "data" else value for c, value in zip(_REVISION_COLUMNS, values, strict=True)]
 
 
 def _json_text(value: Any) -> str:
@@ -316,6 +339,11 @@ class DjangoStorage(Storage):
         """Rows carry a version a statement can check (PostgreSQL's `xmin`), so writes go optimistic."""
         return connections[self.using].vendor == "postgresql"
 
+    @property
+    def _raw_sql(self) -> bool:
+        """Reads and writes one row in SQL of their own (PostgreSQL and SQLite), not through the ORM."""
+        return connections[self.using].vendor in ("postgresql", "sqlite")
+
     def _execute_one(self, sql: str, params: list[Any]) -> tuple[Any, ...]:
         """One statement, atomic by itself; inside a caller's transaction it runs in a savepoint, so
         that its failure (a duplicate, a value PostgreSQL refuses) does not abort that transaction."""
@@ -328,7 +356,7 @@ class DjangoStorage(Storage):
     def _remember(self, version: _Version) -> None:
         # Not from inside a transaction: it may roll back, and until it ends every row it writes
         # carries the same xmin, so a version would not tell two of its writes apart.
-        if not connections[self.using].in_atomic_block:
+        if version.xmin is not None and not connections[self.using].in_atomic_block:
             self._remembered.put(version)
 
     def _remembered_version(self, resource_id: str) -> _Version | None:
@@ -352,26 +380,30 @@ class DjangoStorage(Storage):
     def _insert_in_one_statement(self, meta: ResourceMeta, revision: Revision, data: dict[str, Any]) -> None:
         """Resource, first revision and tally in one round trip: one statement is atomic by itself,
         so a create costs what a plain model's INSERT costs, not BEGIN, three writes and COMMIT."""
-        sql = _statement(connections[self.using], _insert_sql)
+        connection = connections[self.using]
         data_json = json.dumps(data)
-        params: list[Any] = [self.namespace, *(getattr(meta, name) for name in _META_COLUMNS), data_json]
-        params += _revision_params(revision, data, data_json)
+        params: list[Any] = [self.namespace, *_params(connection.ops, meta, _META_COLUMNS), data_json]
+        params += _revision_params(connection.ops, revision, data, data_json)
         params += [self.namespace, random.randrange(TALLY_SLOTS), int(not meta.is_deleted), int(meta.is_deleted)]
         try:
-            pk, xmin = self._execute_one(sql, params)
+            pk, xmin = self._execute_one(_statement(connection, _insert_sql), params)
         except IntegrityError as exc:
             raise DuplicateResource(f"resource {meta.resource_id} already exists") from exc
         self._remember(_Version(pk, xmin, meta.evolve(), data_json))
 
     def _read_version(self, resource_id: str) -> _Version | None:
-        """The row's current version (remembered for later writes): one indexed lookup."""
+        """The row as it is now (on PostgreSQL with its version, remembered for later writes): one
+        indexed lookup."""
         connection = connections[self.using]
+        sql = _statement(connection, _read_version_sql, self._versioned)
         with connection.cursor() as cursor:
-            cursor.execute(_statement(connection, _read_version_sql), [self._checked_namespace(), resource_id])
+            cursor.execute(sql, [self._checked_namespace(), resource_id])
             row = cursor.fetchone()
         if row is None:
             return None
-        meta = ResourceMeta(**dict(zip(_META_COLUMNS, row[2:-1], strict=True)))
+        # SQLite hands times back naive; Django stores them in UTC.
+        values = [v.replace(tzinfo=UTC) if isinstance(v, datetime) and v.tzinfo is None else v for v in row[2:-1]]
+        meta = ResourceMeta(**dict(zip(_META_COLUMNS, values, strict=True)))
         version = _Version(row[0], row[1], meta, _json_text(row[-1]))
         self._remember(version)
         return version
@@ -384,14 +416,17 @@ class DjangoStorage(Storage):
 
         Raises StaleState (nothing stored) if the row has changed; False if the revision is missing.
         """
+        if not self._versioned:
+            return self._save_under_write_lock(version, meta, data, new_revision)
+        ops = connections[self.using].ops
         switched = data is None
         data_json = None if switched else json.dumps(data)
         params: list[Any] = [version.pk, meta.current_revision_id] if switched else []
-        params += [getattr(meta, c) for c in _META_COLUMNS[1:]]
+        params += _params(ops, meta, _META_COLUMNS[1:])
         params += [] if switched else [data_json]
-        params += [version.pk, version.xmin, *(getattr(version.meta, c) for c in _VERSION_CHECKED_COLUMNS)]
+        params += [version.pk, version.xmin, *_params(ops, version.meta, _VERSION_CHECKED_COLUMNS)]
         if new_revision is not None:
-            params += _revision_params(new_revision, data, data_json)
+            params += _revision_params(ops, new_revision, data, data_json)
         live, deleted = _tally_delta(was_deleted=version.meta.is_deleted, is_deleted=meta.is_deleted)
         if live or deleted:
             params += [self.namespace, random.randrange(TALLY_SLOTS), live, deleted]
@@ -405,8 +440,29 @@ class DjangoStorage(Storage):
         self._remember(_Version(version.pk, xmin, meta.evolve(), data_json or _json_text(switched_data)))
         return True
 
+    def _save_under_write_lock(
+        self, version: _Version, meta: ResourceMeta, data: dict[str, Any] | None, new_revision: Revision | None
+    ) -> bool:
+        """`_save_over` on SQLite: the write's transaction holds the database's write lock since its
+        read (BEGIN IMMEDIATE), so the row is still at `version` and plain statements do."""
+        if data is None:
+            target = _revision_of(self.using, version.pk, meta.resource_id, meta.current_revision_id)
+            if target is None:
+                return False
+            data = target.data
+        connection = connections[self.using]
+        data_json = json.dumps(data)
+        with connection.cursor() as cursor:
+            params = [*_params(connection.ops, meta, _META_COLUMNS[1:]), data_json, version.pk]
+            cursor.execute(_statement(connection, _update_sql), params)
+            if new_revision is not None:
+                params = [version.pk, *_revision_params(connection.ops, new_revision, data, data_json)]
+                cursor.execute(_statement(connection, _revision_values_sql), params)
+        _tally_of_flip(self.using, self.namespace, was_deleted=version.meta.is_deleted, is_deleted=meta.is_deleted)
+        return True
+
     def fetch(self, resource_id: str) -> Stored | None:
-        if self._versioned:
+        if self._raw_sql:
             version = self._read_version(resource_id)
             return version.stored() if version else None
         row = self._resources().filter(resource_id=resource_id).first()
@@ -432,10 +488,17 @@ class DjangoStorage(Storage):
         resource is one round trip, like a create; on another, two. If the row has changed in
         between, nothing is stored and `decide` runs again on a fresh read; so does a refusal or a
         no-op decided on a remembered state. A write that keeps being overtaken by others queues on
-        the row lock after OPTIMISTIC_ATTEMPTS. Elsewhere (SQLite): under the row lock.
+        the row lock after OPTIMISTIC_ATTEMPTS.
+
+        On SQLite the read and the write run in one transaction, whose BEGIN IMMEDIATE takes the
+        database's write lock first; elsewhere under the row lock (`locked`).
         """
-        if not self._versioned:
+        if not self._raw_sql:
             return super().write(resource_id, decide)
+        if not self._versioned:
+            with transaction.atomic(using=self.using):
+                version = self._read_version(resource_id)
+                return decide(_VersionSession(self, version) if version else None)
         remembered = self._remembered_version(resource_id)
         for _ in range(OPTIMISTIC_ATTEMPTS):
             version = remembered or self._read_version(resource_id)
