@@ -93,6 +93,23 @@ def _crudgen(text: str) -> list[Row]:
     return rows
 
 
+def _crudgen_http(text: str) -> list[Row]:
+    """bench/crudgen_http.py: | operation | size | p50 ms | p90 ms | /create | statements | crudgen |"""
+    rows = []
+    number = r"\s+([\d.]+) \|"
+    pattern = rf"^\| (\w[\w ,]*?)\s+\|\s+([\d,]+) \|{number * 5}$"
+    for match in re.finditer(pattern, text, re.M):
+        operation, size, p50, p90, _ratio, statements, crudgen = match.groups()
+        rows.append(
+            (
+                f"crudgen over HTTP: {operation}",
+                f"{size} rows",
+                f"{float(p50):.2f} ms (p90 {float(p90):.2f}), {float(statements):g} q ({float(crudgen):g} crudgen)",
+            )
+        )
+    return rows
+
+
 def _files(text: str) -> list[Row]:
     rows = []
     for match in re.finditer(r"^(HTTP PUT|file store)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)$", text, re.M):
@@ -131,6 +148,13 @@ SCRIPTS = [
         ["--sizes", "1000,10000,100000"],
         ["--sizes", "1000", "--requests", "50"],
         _crudgen,
+        own_database=True,
+    ),
+    Script(
+        "crudgen_http",
+        ["--sizes", "1000,10000"],
+        ["--sizes", "1000", "--requests", "50"],
+        _crudgen_http,
         own_database=True,
     ),
     Script("files", [], ["--writes", "50", "--sizes", "1024,65536"], _files, setup_name="files"),

@@ -115,5 +115,10 @@ class Caller:
     def check_data(self, data: dict[str, Any]) -> None:
         self.policy.check_data(self.ctx, data)
 
+    @property
+    def checks_data(self) -> bool:
+        """False when the policy keeps the open `check_data`, so a write need not read data only to show it."""
+        return type(self.policy).check_data is not AccessPolicy.check_data
+
     def scope(self) -> ListScope:
         return self.policy.list_scope(self.ctx)

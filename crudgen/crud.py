@@ -15,7 +15,7 @@ from crudgen.errors import NotFoundError, ResourceDeletedError, RevisionConflict
 from crudgen.filters import build_filterset, filterable_fields
 from crudgen.metadata import MetadataConfig, ResourceMeta, Revision, meta_view, revision_view
 from crudgen.schema import ModelAdapter, to_plain
-from crudgen.storage.base import Storage, Stored, WriteSession
+from crudgen.storage.base import Storage, Stored, WriteSession, save_switched
 from crudgen.types import DataFilter, ListQueryParams, ListResult
 from crudgen.updates import apply_json_patch, apply_update_operations
 
@@ -44,8 +44,9 @@ def if_match_allows(header: str | None, current_revision_id: str) -> bool:
 class SingleModelCRUD:
     """Create, read, change and list one model's resources, keeping every data change as a revision.
 
-    Each write reads the current state inside `storage.locked`, so checks (If-Match, deleted,
-    identical data) and the write see the same revision; every error is raised before `save`.
+    Each write is decided by a function of the current state that `storage.write` runs, so checks
+    (access, If-Match, deleted, identical data) and the write see the same revision; every error is
+    raised before `save`, and a storage may run the function again on a fresher state.
     """
 
     def __init__(
@@ -166,7 +167,7 @@ class SingleModelCRUD:
         self.storage.insert(meta, revision, plain)
         return meta
 
-    def _locked_change(
+    def _change(
         self,
         resource_id: str,
         if_match: str | None,
@@ -176,7 +177,7 @@ class SingleModelCRUD:
         caller: Caller | None,
         allow_deleted: bool = False,
     ) -> ResourceMeta:
-        with self.storage.locked(resource_id) as session:
+        def decide(session: WriteSession | None) -> ResourceMeta:
             if session is None:
                 raise NotFoundError(f"{self.resource_name} {resource_id} not found")
             # Access first: a refused caller learns neither the current revision nor a deletion.
@@ -191,6 +192,16 @@ class SingleModelCRUD:
             if current.meta.is_deleted and not allow_deleted:
                 raise ResourceDeletedError(f"{self.resource_name} {resource_id} is deleted")
             return change(session, current)
+
+        return self.storage.write(resource_id, decide)
+
+    def _data_shows_update_fields(self) -> bool:
+        """Whether the model has fields the server fills with `updated_time`/`updated_by`; if not,
+        data built for the new metadata equals data built for the current one (validated once)."""
+        config = self.metadata_config
+        names = [config.updated_time_field if config.enable_timestamps else None]
+        names.append(config.updated_by_field if config.enable_user_tracking else None)
+        return any(name is not None and name in self.adapter.fields for name in names)
 
     def _store_data(
         self,
@@ -212,7 +223,7 @@ class SingleModelCRUD:
             revision_count=number,
             schema_version=self.schema_version,
         )
-        data = build(meta)
+        data = build(meta) if self._data_shows_update_fields() else unchanged
         if caller is not None:
             caller.check_data(data)
         revision = Revision(
@@ -246,7 +257,7 @@ class SingleModelCRUD:
                 session, current, lambda meta: self._prepare(body, meta, full=True, current=current.data), actor, caller
             )
 
-        return self._locked_change(resource_id, if_match, change, action=AccessAction.UPDATE, caller=caller)
+        return self._change(resource_id, if_match, change, action=AccessAction.UPDATE, caller=caller)
 
     def patch_meta(
         self,
@@ -270,7 +281,7 @@ class SingleModelCRUD:
                 caller,
             )
 
-        return self._locked_change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
+        return self._change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
 
     def modify_meta(
         self,
@@ -294,7 +305,7 @@ class SingleModelCRUD:
                 caller,
             )
 
-        return self._locked_change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
+        return self._change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
 
     def _flag_deleted(
         self, resource_id: str, deleted: bool, user: str | None, if_match: str | None, caller: Caller | None
@@ -309,7 +320,7 @@ class SingleModelCRUD:
             return meta
 
         action = AccessAction.DELETE if deleted else AccessAction.RESTORE
-        return self._locked_change(resource_id, if_match, change, action=action, caller=caller, allow_deleted=True)
+        return self._change(resource_id, if_match, change, action=action, caller=caller, allow_deleted=True)
 
     def delete_meta(
         self, resource_id: str, *, user: str | None = None, if_match: str | None = None, caller: Caller | None = None
@@ -335,24 +346,31 @@ class SingleModelCRUD:
         actor = self._user(user)
 
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
-            target = session.revision(revision_id)
-            if target is None:
-                raise NotFoundError(f"revision {revision_id} of {self.resource_name} {resource_id} not found")
-            if target.revision_id == current.meta.current_revision_id:
+            if revision_id == current.meta.current_revision_id:
                 return current.meta
-            data = self._upgrade(target.data, target.schema_version)
-            if caller is not None:
-                caller.check_data(data)
+            missing = f"revision {revision_id} of {self.resource_name} {resource_id} not found"
             meta = current.meta.evolve(
-                current_revision_id=target.revision_id,
+                current_revision_id=revision_id,
                 updated_time=self.metadata_config.now(),
                 updated_by=actor,
                 schema_version=self.schema_version,
             )
+            if self.migration is None and (caller is None or not caller.checks_data):
+                # Nothing here looks at the revision's data: the storage copies it as stored (on
+                # PostgreSQL inside the write's one statement).
+                if not save_switched(session, meta):
+                    raise NotFoundError(missing)
+                return meta
+            target = session.revision(revision_id)
+            if target is None:
+                raise NotFoundError(missing)
+            data = self._upgrade(target.data, target.schema_version)
+            if caller is not None:
+                caller.check_data(data)
             session.save(meta, data)
             return meta
 
-        return self._locked_change(resource_id, if_match, change, action=AccessAction.SWITCH, caller=caller)
+        return self._change(resource_id, if_match, change, action=AccessAction.SWITCH, caller=caller)
 
     def update(self, resource_id: str, data: Any, **kwargs: Any) -> dict[str, Any]:
         return meta_view(self.update_meta(resource_id, data, **kwargs), self.metadata_config)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from crudgen.access import ListScope
 from crudgen.filters import passes
@@ -26,8 +26,18 @@ class Stored:
     data: dict[str, Any]
 
 
+T = TypeVar("T")
+
+
+class StaleState(Exception):
+    """Another writer changed the resource after the state a write was decided on; nothing was stored."""
+
+
 class WriteSession(Protocol):
-    """What a locked write sees: the current state, read under the lock, and one way to save."""
+    """What a write sees: the current state, and the ways to save a new one built on it.
+
+    A session may also offer `save_switched(meta) -> bool`, see `save_switched`.
+    """
 
     current: Stored
 
@@ -36,12 +46,27 @@ class WriteSession(Protocol):
     def save(self, meta: ResourceMeta, data: dict[str, Any], new_revision: Revision | None = None) -> None: ...
 
 
+def save_switched(session: WriteSession, meta: ResourceMeta) -> bool:
+    """Saves `meta` with the stored data of its `current_revision_id`; False (nothing saved) when the
+    resource has no such revision. A session with a `save_switched` of its own does it (DjangoStorage
+    on PostgreSQL, within its one statement); any other reads the revision, then saves its data."""
+    own = getattr(session, "save_switched", None)
+    if own is not None:
+        return bool(own(meta))
+    target = session.revision(meta.current_revision_id)
+    if target is None:
+        return False
+    session.save(meta, target.data)
+    return True
+
+
 class Storage(ABC):
     """A place for one model's resources and revisions.
 
-    `locked(resource_id)` is the only way to change an existing resource: the read of the current
-    state and the write happen under one lock (a row lock in DjangoStorage), so two writers can
-    never both build on the same revision.
+    `write(resource_id, decide)` is the only way to change an existing resource: what `decide`
+    saves is stored only if the state it was given is still the current one, so two writers can
+    never both build on the same revision. By default the state is read under a lock
+    (`locked`); DjangoStorage on PostgreSQL writes optimistically instead (see there).
     """
 
     namespace: str | None = None
@@ -71,7 +96,18 @@ class Storage(ABC):
     def fetch_revision(self, resource_id: str, revision_id: str) -> Revision | None: ...
 
     @abstractmethod
-    def locked(self, resource_id: str) -> AbstractContextManager[WriteSession | None]: ...
+    def locked(self, resource_id: str) -> AbstractContextManager[WriteSession | None]:
+        """The current state read under a lock held until the block ends (None: no such resource)."""
+
+    def write(self, resource_id: str, decide: Callable[[WriteSession | None], T]) -> T:
+        """Runs `decide` on the resource's current state (None: no such resource) and keeps what it
+        saves, as one atomic step; returns what `decide` returns.
+
+        `decide` raises before it saves and depends on nothing but the state it is given: a storage
+        may run it again on a fresher state (and keep only the last run's outcome).
+        """
+        with self.locked(resource_id) as session:
+            return decide(session)
 
     @abstractmethod
     def select(

@@ -1,13 +1,17 @@
-"""Fixtures for crudgen: a movable clock, a storage per backend, and URL mounting for HTTP tests."""
+"""Fixtures for crudgen: a movable clock, a storage per backend, URL mounting for HTTP tests, and the
+test model with a second schema version of it."""
 
 from __future__ import annotations
 
+import io
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 from django.db import connection
 from rest_framework.test import APIClient
@@ -64,6 +68,26 @@ def plan_of_first_page(
             cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute(f"EXPLAIN {'QUERY PLAN ' if connection.vendor == 'sqlite' else ''}{sql}", sql_params)
         return " ".join(str(row) for row in cursor.fetchall())
+
+
+@dataclass
+class WorkflowV2:
+    name: str
+    commands: list[str]
+    description: str = ""
+    every_seconds: int | None = None
+    enabled: bool = True
+
+
+class StepsRenamed:
+    """v2 renamed `steps` to `commands`."""
+
+    schema_version = "2"
+
+    def migrate(self, data_stream: io.BytesIO, old_schema_version: str | None) -> dict[str, Any]:
+        data = msgspec.json.decode(data_stream.read())
+        data["commands"] = data.pop("steps")
+        return data
 
 
 @pytest.fixture

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
 from crudgen import CRUDSystem, DiskStorage, DjangoStorage, DuplicateResource, MemoryStorage, MetadataConfig
-from tests.crudgen.conftest import Clock, Workflow
+from tests.crudgen.conftest import Clock, StepsRenamed, Workflow, WorkflowV2
 
 pytestmark = pytest.mark.django_db
 
@@ -179,26 +177,6 @@ def test_commands_need_a_system() -> None:
     # Then it fails saying what to set
     with pytest.raises(CommandError, match="CRUDGEN_SYSTEMS"):
         call_command("crudgen_migrate")
-
-
-@dataclass
-class WorkflowV2:
-    name: str
-    commands: list[str]
-    description: str = ""
-    every_seconds: int | None = None
-    enabled: bool = True
-
-
-class StepsRenamed:
-    """v2 renamed `steps` to `commands`."""
-
-    schema_version = "2"
-
-    def migrate(self, data_stream: io.BytesIO, old_schema_version: str | None) -> dict[str, Any]:
-        data = msgspec.json.decode(data_stream.read())
-        data["commands"] = data.pop("steps")
-        return data
 
 
 def _migrated_system(storage: Any) -> CRUDSystem:

@@ -9,7 +9,7 @@ import pytest
 from django.db import connection, connections
 from rest_framework.test import APIClient
 
-from crudgen import CRUDSystem, DjangoStorage, ListScope, MetadataConfig
+from crudgen import CRUDSystem, DjangoStorage, ListQueryParams, ListScope, MetadataConfig
 from crudgen.models import StoredResource, StoredRevision
 from tests.crudgen.conftest import Clock, Workflow, plan_of_first_page
 
@@ -62,7 +62,7 @@ def test_read_after_many_revisions_is_one_query(
     assert len(response.json()["steps"]) == 30
 
 
-def test_patch_locks_reads_and_writes_in_a_bounded_number_of_queries(
+def test_patch_reads_and_writes_in_a_bounded_number_of_queries(
     django_system: CRUDSystem, django_api: APIClient, django_assert_max_num_queries
 ) -> None:
     # Given a workflow on Django storage
@@ -217,3 +217,23 @@ def test_racing_patches_with_the_same_if_match_on_postgres_let_exactly_one_win()
         thread.join()
     # Then one wins and the other gets a revision conflict
     assert sorted(results) == ["RevisionConflict", "ok"]
+
+
+@pytest.mark.parametrize("microsecond", [0, 123456])
+def test_times_a_write_stores_are_the_times_the_orm_reads_and_lists_filter_on(clock: Clock, microsecond: int) -> None:
+    # Given a resource patched at a moment with or without microseconds
+    crud = CRUDSystem(
+        storage_factory=DjangoStorage,
+        metadata_config=MetadataConfig.with_full_tracking(get_current_time=clock.now),
+        use_plural=False,
+    ).register_model(Workflow)
+    rid = crud.create({"name": "w", "steps": []})["resource_id"]
+    moment = clock.advance(hours=1).replace(microsecond=microsecond)
+    clock.current = moment
+    # When it is patched
+    crud.patch(rid, [{"op": "replace", "path": "/name", "value": "x"}])
+    # Then the ORM, the storage and a list filtered on that moment all see the same time
+    assert StoredResource.objects.get().updated_time == moment
+    assert StoredRevision.objects.get(number=2).created_time == moment
+    assert crud.storage.fetch(rid).meta.updated_time == moment
+    assert crud.list_with_params(ListQueryParams(updated_time_range=(moment, moment))).total == 1

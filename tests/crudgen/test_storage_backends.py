@@ -1,12 +1,15 @@
-"""Serializers and the file layout of DiskStorage."""
+"""Serializers, the file layout of DiskStorage, and what every backend stores on a write."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from crudgen import DiskStorage, MemoryStorage, SingleModelCRUD, get_serializer
+from crudgen import CRUDSystem, DiskStorage, MemoryStorage, MetadataConfig, SingleModelCRUD, get_serializer
+from crudgen.storage.base import Storage
 from tests.crudgen.conftest import Workflow
 
 
@@ -59,3 +62,24 @@ def test_memory_storage_returns_copies_not_references(name: str) -> None:
     crud.get_data(rid)["steps"].append("mutated")
     # Then the stored data is unchanged
     assert crud.get_data(rid)["steps"] == []
+
+
+@dataclass
+class SignedNote:
+    text: str
+    updated_by: str | None = None
+
+
+def test_a_field_named_updated_by_holds_the_writer_of_the_current_revision(
+    storage_factory: Callable[[str], Storage],
+) -> None:
+    # Given a model with an `updated_by` field under user tracking, created by alice
+    crud_system = CRUDSystem(storage_factory=storage_factory, metadata_config=MetadataConfig.with_user_tracking())
+    crud = crud_system.register_model(SignedNote)
+    rid = crud.create({"text": "draft"}, user="alice")["resource_id"]
+    # When bob changes the text, then carol writes the same text again
+    crud.patch(rid, [{"op": "replace", "path": "/text", "value": "final"}], user="bob")
+    crud.update(rid, {"text": "final"}, user="carol")
+    # Then the data names bob, and carol's identical text made no new revision
+    assert crud.get_data(rid) == {"text": "final", "updated_by": "bob"}
+    assert crud.list_revisions(rid).total == 2
