@@ -194,6 +194,22 @@ def test_patch_with_a_failing_operation_applies_none_of_them(api: APIClient, cre
     assert api.get(f"/api/workflow/{rid}/data").json()["steps"] == ["make"]
 
 
+def test_a_patch_whose_copies_would_double_the_document_again_and_again_is_refused(
+    api: APIClient, created: dict
+) -> None:
+    # Given a workflow with one step
+    rid = created["resource_id"]
+    # When a patch of 2 KB copies the steps into themselves 21 times (2^21 values: a few more
+    # operations and the worker runs out of memory)
+    operations = [{"op": "copy", "from": "/steps", "path": "/steps/-"}] * 21
+    response = api.patch(f"/api/workflow/{rid}", operations, format="json")
+    # Then it is refused as invalid_patch before the copies are made, and nothing is stored
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid_patch"
+    assert "copies" in response.json()["detail"]
+    assert api.get(f"/api/workflow/{rid}/data").json()["steps"] == ["make"]
+
+
 def test_patch_body_that_is_not_an_array_is_invalid_patch(api: APIClient, created: dict) -> None:
     # Given a workflow
     # When a patch body is an object, not an array
