@@ -10,6 +10,7 @@ import jsonpatch
 import jsonpointer
 
 from crudgen.errors import InvalidPatch, ValidationFailed
+from crudgen.parsers import json_problem
 from crudgen.types import UpdateAction, UpdateOperation
 
 _ALLOWED_OPS = {"add", "remove", "replace", "move", "copy", "test"}
@@ -46,7 +47,10 @@ def _copied_size(document: Any, operation: Mapping[str, Any], limit: int) -> int
 def apply_json_patch(document: dict[str, Any], operations: Any) -> dict[str, Any]:
     """The patched copy of `document`; the original is untouched whatever fails, so nothing half-applies.
 
-    Operations apply one at a time, so a copy's size is known before it is made.
+    Operations apply one at a time, so a copy's size is known before it is made. The result is
+    held to what a body may be (`crudgen.parsers.json_problem`): each operation's value is, but
+    adding at the deepest point again and again nests the document past any limit, and every
+    later step that walks it (validation, storage, rendering) would fail with RecursionError.
     """
     if not isinstance(operations, list):
         raise InvalidPatch("a JSON Patch body is an array of operations")
@@ -66,11 +70,16 @@ def apply_json_patch(document: dict[str, Any], operations: Any) -> dict[str, Any
                     "characters of data"
                 )
             patched = jsonpatch.JsonPatch([operation]).apply(patched, in_place=True)
-        return patched
     except jsonpatch.JsonPatchTestFailed as exc:
         raise InvalidPatch(f"test operation failed: {exc}") from exc
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, ValueError) as exc:
         raise InvalidPatch(str(exc)) from exc
+    except RecursionError as exc:
+        # A copy or a test of a value nested deeper than the interpreter recurses.
+        raise InvalidPatch("the patched document is nested too deeply") from exc
+    if problem := json_problem(patched):
+        raise InvalidPatch(f"the patched document {problem}")
+    return patched
 
 
 def _apply_one(current: Any, operation: UpdateOperation, name: str) -> Any:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
 import pytest
 from rest_framework.test import APIClient
 
+from crudgen import CRUDSystem, RouteConfig
+from crudgen.storage.base import Storage
 from tests.crudgen.conftest import Clock
 
 pytestmark = pytest.mark.django_db
@@ -208,6 +214,36 @@ def test_a_patch_whose_copies_would_double_the_document_again_and_again_is_refus
     assert response.json()["error"] == "invalid_patch"
     assert "copies" in response.json()["detail"]
     assert api.get(f"/api/workflow/{rid}/data").json()["steps"] == ["make"]
+
+
+@dataclass
+class Note:
+    title: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def test_a_patch_that_nests_data_deeper_than_a_body_may_is_refused(
+    storage_factory: Callable[[str], Storage], mount: Callable[..., None]
+) -> None:
+    # Given a model with a free-form field, served over HTTP
+    crud_system = CRUDSystem(storage_factory=storage_factory, use_plural=False)
+    crud_system.register_model(Note)
+    mount(crud_system.create_router("/api", RouteConfig()))
+    api = APIClient()
+    rid = api.post("/api/note", {"title": "t"}, format="json").json()["resource_id"]
+    # When a patch of some 20 KB adds 50 levels at the deepest point 20 times over (each body
+    # stays within the parser's 64 levels; the document reaches 1,000)
+    level = {}
+    for _ in range(50):
+        level = {"a": level}
+    operations = [{"op": "add", "path": "/extra/a", "value": level}]
+    operations += [{"op": "add", "path": "/extra" + "/a" * (50 * n + 1), "value": level} for n in range(1, 20)]
+    response = api.patch(f"/api/note/{rid}", operations, format="json")
+    # Then it is refused as invalid_patch, like a body nested that deep, and nothing is stored
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid_patch"
+    assert "nested deeper" in response.json()["detail"]
+    assert api.get(f"/api/note/{rid}/data").json()["extra"] == {}
 
 
 def test_patch_body_that_is_not_an_array_is_invalid_patch(api: APIClient, created: dict) -> None:
