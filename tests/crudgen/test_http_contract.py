@@ -94,6 +94,26 @@ def test_unknown_id_is_404_not_found(api: APIClient) -> None:
     assert response.json()["error"] == "not_found"
 
 
+@pytest.mark.parametrize("route", ["data", "meta", "full", "revision-list"])
+def test_an_id_too_long_to_be_a_file_name_is_404_not_found(api: APIClient, route: str) -> None:
+    # Given no workflow with an id of 300 characters (longer than a file name may be on disk)
+    long_id = "é" * 300
+    # When it is read
+    response = api.get(f"/api/workflow/{long_id}/{route}")
+    # Then the answer is 404 not_found, as for any other missing id
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+
+
+def test_a_switch_to_a_revision_id_too_long_to_be_a_file_name_is_404(api: APIClient, created: dict) -> None:
+    # Given a workflow
+    # When it is switched to a revision whose id is 300 characters long
+    response = api.post(f"/api/workflow/{created['resource_id']}/switch/{'r' * 300}")
+    # Then the answer is 404 not_found and the workflow stays at its revision
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+
+
 def test_put_replaces_data_in_a_new_revision(api: APIClient, created: dict, clock: Clock) -> None:
     # Given a workflow, five minutes later
     rid = created["resource_id"]
