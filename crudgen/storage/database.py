@@ -473,8 +473,11 @@ class DjangoStorage(Storage):
         """
         if not self._versioned:
             return self._save_under_write_lock(version, meta, data, new_revision)
-        ops = connections[self.using].ops
         switched = data is None
+        if switched and len(meta.current_revision_id) > StoredRevision._meta.get_field("revision_id").max_length:
+            # No revision has such an id; the statement would fail storing it (a DataError, 422), not say so.
+            return False
+        ops = connections[self.using].ops
         data_json = None if switched else json.dumps(data)
         params: list[Any] = [version.pk, meta.current_revision_id] if switched else []
         params += _params(ops, meta, _META_COLUMNS[1:])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import tempfile
@@ -89,8 +90,24 @@ class DiskStorage(ScannedStorage):
         self._atomic_write(self._revision_path(revision.resource_id, revision.revision_id), payload)
 
     def _read_stored(self, path: Path) -> Stored:
-        record = self.serializer.loads(path.read_bytes())
+        return self._stored(path.read_bytes())
+
+    def _stored(self, raw: bytes) -> Stored:
+        record = self.serializer.loads(raw)
         return Stored(ResourceMeta.from_record(record["meta"]), record["data"])
+
+    @staticmethod
+    def _bytes_if_there(path: Path) -> bytes | None:
+        """The file's bytes, or None when there is none: no such file, or an id (from a URL, say)
+        whose quoted name is longer than the filesystem allows, which no resource can have."""
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                return None
+            raise
 
     def insert(self, meta: ResourceMeta, revision: Revision, data: dict[str, Any]) -> None:
         with self._exclusive():
@@ -100,18 +117,12 @@ class DiskStorage(ScannedStorage):
             self._write_resource(meta, data)
 
     def fetch(self, resource_id: str) -> Stored | None:
-        path = self._resource_path(resource_id)
-        try:
-            return self._read_stored(path)
-        except FileNotFoundError:
-            return None
+        raw = self._bytes_if_there(self._resource_path(resource_id))
+        return None if raw is None else self._stored(raw)
 
     def fetch_revision(self, resource_id: str, revision_id: str) -> Revision | None:
-        try:
-            raw = self._revision_path(resource_id, revision_id).read_bytes()
-        except FileNotFoundError:
-            return None
-        return Revision.from_record(self.serializer.loads(raw))
+        raw = self._bytes_if_there(self._revision_path(resource_id, revision_id))
+        return None if raw is None else Revision.from_record(self.serializer.loads(raw))
 
     @contextmanager
     def locked(self, resource_id: str) -> Iterator[_DiskSession | None]:

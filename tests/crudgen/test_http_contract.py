@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
 import pytest
 from rest_framework.test import APIClient
 
+from crudgen import CRUDSystem, RouteConfig
+from crudgen.storage.base import Storage
 from tests.crudgen.conftest import Clock
 
 pytestmark = pytest.mark.django_db
@@ -84,6 +90,26 @@ def test_unknown_id_is_404_not_found(api: APIClient) -> None:
     # When its data is read
     response = api.get("/api/workflow/nope/data")
     # Then the answer is 404 not_found
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+
+
+@pytest.mark.parametrize("route", ["data", "meta", "full", "revision-list"])
+def test_an_id_too_long_to_be_a_file_name_is_404_not_found(api: APIClient, route: str) -> None:
+    # Given no workflow with an id of 300 characters (longer than a file name may be on disk)
+    long_id = "é" * 300
+    # When it is read
+    response = api.get(f"/api/workflow/{long_id}/{route}")
+    # Then the answer is 404 not_found, as for any other missing id
+    assert response.status_code == 404
+    assert response.json()["error"] == "not_found"
+
+
+def test_a_switch_to_a_revision_id_too_long_to_be_a_file_name_is_404(api: APIClient, created: dict) -> None:
+    # Given a workflow
+    # When it is switched to a revision whose id is 300 characters long
+    response = api.post(f"/api/workflow/{created['resource_id']}/switch/{'r' * 300}")
+    # Then the answer is 404 not_found and the workflow stays at its revision
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
 
@@ -192,6 +218,52 @@ def test_patch_with_a_failing_operation_applies_none_of_them(api: APIClient, cre
     assert response.status_code == 422
     assert response.json()["error"] == "invalid_patch"
     assert api.get(f"/api/workflow/{rid}/data").json()["steps"] == ["make"]
+
+
+def test_a_patch_whose_copies_would_double_the_document_again_and_again_is_refused(
+    api: APIClient, created: dict
+) -> None:
+    # Given a workflow with one step
+    rid = created["resource_id"]
+    # When a patch of 2 KB copies the steps into themselves 21 times (2^21 values: a few more
+    # operations and the worker runs out of memory)
+    operations = [{"op": "copy", "from": "/steps", "path": "/steps/-"}] * 21
+    response = api.patch(f"/api/workflow/{rid}", operations, format="json")
+    # Then it is refused as invalid_patch before the copies are made, and nothing is stored
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid_patch"
+    assert "copies" in response.json()["detail"]
+    assert api.get(f"/api/workflow/{rid}/data").json()["steps"] == ["make"]
+
+
+@dataclass
+class Note:
+    title: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def test_a_patch_that_nests_data_deeper_than_a_body_may_is_refused(
+    storage_factory: Callable[[str], Storage], mount: Callable[..., None]
+) -> None:
+    # Given a model with a free-form field, served over HTTP
+    crud_system = CRUDSystem(storage_factory=storage_factory, use_plural=False)
+    crud_system.register_model(Note)
+    mount(crud_system.create_router("/api", RouteConfig()))
+    api = APIClient()
+    rid = api.post("/api/note", {"title": "t"}, format="json").json()["resource_id"]
+    # When a patch of some 20 KB adds 50 levels at the deepest point 20 times over (each body
+    # stays within the parser's 64 levels; the document reaches 1,000)
+    level = {}
+    for _ in range(50):
+        level = {"a": level}
+    operations = [{"op": "add", "path": "/extra/a", "value": level}]
+    operations += [{"op": "add", "path": "/extra" + "/a" * (50 * n + 1), "value": level} for n in range(1, 20)]
+    response = api.patch(f"/api/note/{rid}", operations, format="json")
+    # Then it is refused as invalid_patch, like a body nested that deep, and nothing is stored
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid_patch"
+    assert "nested deeper" in response.json()["detail"]
+    assert api.get(f"/api/note/{rid}/data").json()["extra"] == {}
 
 
 def test_patch_body_that_is_not_an_array_is_invalid_patch(api: APIClient, created: dict) -> None:
