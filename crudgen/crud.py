@@ -511,24 +511,40 @@ class SingleModelCRUD:
         if self.migration is None:
             return 0
         changed = 0
-        for stored, revisions in list(self.storage.export()):
-            stale = [r for r in revisions if r.schema_version != self.schema_version]
-            if not stale and stored.meta.schema_version == self.schema_version:
-                continue
-            upgraded = [
-                Revision(
-                    r.resource_id,
-                    r.revision_id,
-                    r.parent_revision_id,
-                    r.number,
-                    self._upgrade(r.data, r.schema_version),
-                    r.created_time,
-                    r.created_by,
-                    self.schema_version,
-                )
-                for r in revisions
-            ]
-            current = self._migrated(stored)
-            self.storage.replace(current, upgraded)
-            changed += 1
+        for snapshot in list(self.storage.export()):
+            found: tuple[Stored, list[Revision]] | None = snapshot
+            # A write that lands between the read and the rewrite would be undone by it: the rewrite
+            # is kept only if the resource is still as read, else it is read again and redone.
+            while found is not None:
+                stored, revisions = found
+                if stored.meta.schema_version == self.schema_version and all(
+                    r.schema_version == self.schema_version for r in revisions
+                ):
+                    break
+                upgraded = [
+                    Revision(
+                        r.resource_id,
+                        r.revision_id,
+                        r.parent_revision_id,
+                        r.number,
+                        self._upgrade(r.data, r.schema_version),
+                        r.created_time,
+                        r.created_by,
+                        self.schema_version,
+                    )
+                    for r in revisions
+                ]
+                if self.storage.replace_if_unchanged(self._migrated(stored), upgraded, seen=stored.meta):
+                    changed += 1
+                    break
+                found = self._with_history(stored.meta.resource_id)
         return changed
+
+    def _with_history(self, resource_id: str) -> tuple[Stored, list[Revision]] | None:
+        """The resource as stored now and all its revisions, oldest first (None: it is gone)."""
+        stored = self.storage.fetch(resource_id)
+        if stored is None:
+            return None
+        _, total = self.storage.revisions(resource_id, 0, 0)
+        newest_first, _ = self.storage.revisions(resource_id, 0, total)
+        return stored, newest_first[::-1]

@@ -132,6 +132,11 @@ class Storage(ABC):
     def replace(self, stored: Stored, revisions: list[Revision]) -> None:
         """Write a resource and its whole history as given, replacing any existing one (load, migrate)."""
 
+    @abstractmethod
+    def replace_if_unchanged(self, stored: Stored, revisions: list[Revision], *, seen: ResourceMeta) -> bool:
+        """`replace`, as one atomic step with checking that the resource is still as `seen` (no write
+        since it was read); False, and nothing written, when it is not or is gone (migrate)."""
+
     def ensure_indexes(self, using: str | None = None) -> list[str]:
         """Create what makes indexed data filters fast, where missing; a storage without indexes has none."""
         return []
@@ -189,6 +194,26 @@ class ScannedStorage(Storage):
 
     @abstractmethod
     def _all(self) -> list[Stored]: ...
+
+    @abstractmethod
+    def _exclusive(self) -> AbstractContextManager[object]:
+        """Holds off every other write to this storage while the block runs."""
+
+    @abstractmethod
+    def _replace_held(self, stored: Stored, revisions: list[Revision]) -> None:
+        """What `replace` writes, run under `_exclusive`."""
+
+    def replace(self, stored: Stored, revisions: list[Revision]) -> None:
+        with self._exclusive():
+            self._replace_held(stored, revisions)
+
+    def replace_if_unchanged(self, stored: Stored, revisions: list[Revision], *, seen: ResourceMeta) -> bool:
+        with self._exclusive():
+            current = self.fetch(stored.meta.resource_id)
+            if current is None or current.meta != seen:
+                return False
+            self._replace_held(stored, revisions)
+            return True
 
     def select(
         self, params: ListQueryParams, is_deleted: bool | None, scope: ListScope | None = None

@@ -718,9 +718,20 @@ class DjangoStorage(Storage):
             yield _stored(row), [_revision(revision, row.resource_id) for revision in history]
 
     def replace(self, stored: Stored, revisions: list[Revision]) -> None:
+        self._replace(stored, revisions, seen=None)
+
+    def replace_if_unchanged(self, stored: Stored, revisions: list[Revision], *, seen: ResourceMeta) -> bool:
+        return self._replace(stored, revisions, seen=seen)
+
+    def _replace(self, stored: Stored, revisions: list[Revision], *, seen: ResourceMeta | None) -> bool:
+        """Replaces the resource, when `seen` is None or still its state (read under the row lock)."""
         self._remembered.forget(stored.meta.resource_id)
         with transaction.atomic(using=self.using):
             previous = self._resources().select_for_update().filter(resource_id=stored.meta.resource_id)
+            if seen is not None:
+                current = previous.first()
+                if current is None or _stored(current).meta != seen:
+                    return False
             was_deleted = previous.values_list("is_deleted", flat=True).first()
             _tally_of_flip(self.using, self.namespace, was_deleted=was_deleted, is_deleted=stored.meta.is_deleted)
             previous.delete()
@@ -729,3 +740,4 @@ class DjangoStorage(Storage):
             )
             row.save(force_insert=True, using=self.using)
             StoredRevision.objects.using(self.using).bulk_create([_revision_row(r, row) for r in revisions])
+        return True

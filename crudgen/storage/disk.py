@@ -151,14 +151,13 @@ class DiskStorage(ScannedStorage):
         for stored in sorted(self._all(), key=lambda s: (s.meta.created_time, s.meta.resource_id)):
             yield stored, self._history(stored.meta.resource_id)
 
-    def replace(self, stored: Stored, revisions: list[Revision]) -> None:
-        with self._exclusive():
-            directory = self._revision_dir(stored.meta.resource_id)
-            keep = {self._revision_path(r.resource_id, r.revision_id) for r in revisions}
-            if directory.exists():
-                for stale in directory.iterdir():
-                    if stale not in keep:
-                        stale.unlink()
-            for revision in revisions:
-                self._write_revision(revision)
-            self._write_resource(stored.meta, stored.data)
+    def _replace_held(self, stored: Stored, revisions: list[Revision]) -> None:
+        directory = self._revision_dir(stored.meta.resource_id)
+        keep = {self._revision_path(r.resource_id, r.revision_id) for r in revisions}
+        if directory.exists():
+            for stale in directory.iterdir():
+                if stale not in keep:
+                    stale.unlink()
+        for revision in revisions:
+            self._write_revision(revision)
+        self._write_resource(stored.meta, stored.data)

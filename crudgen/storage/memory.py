@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,9 +86,11 @@ class MemoryStorage(ScannedStorage):
         for stored in sorted(self._all(), key=lambda s: (s.meta.created_time, s.meta.resource_id)):
             yield stored, self._history(stored.meta.resource_id)
 
-    def replace(self, stored: Stored, revisions: list[Revision]) -> None:
-        with self._lock:
-            self._resources[stored.meta.resource_id] = self._encode_stored(stored.meta, stored.data)
-            self._revisions[stored.meta.resource_id] = {
-                revision.revision_id: self.serializer.dumps(revision.to_record()) for revision in revisions
-            }
+    def _exclusive(self) -> AbstractContextManager[bool]:
+        return self._lock
+
+    def _replace_held(self, stored: Stored, revisions: list[Revision]) -> None:
+        self._resources[stored.meta.resource_id] = self._encode_stored(stored.meta, stored.data)
+        self._revisions[stored.meta.resource_id] = {
+            revision.revision_id: self.serializer.dumps(revision.to_record()) for revision in revisions
+        }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 from crudgen import CRUDSystem, DiskStorage, DjangoStorage, DuplicateResource, MemoryStorage, MetadataConfig
+from crudgen.metadata import Revision
+from crudgen.storage.base import Storage, Stored
 from tests.crudgen.conftest import Clock, StepsRenamed, Workflow, WorkflowV2
 
 pytestmark = pytest.mark.django_db
@@ -232,3 +235,32 @@ def test_migrate_command_rewrites_every_stored_revision() -> None:
     assert stored.data["commands"] == ["a", "b"]
     assert [revision.data["commands"] for revision in revisions] == [["a"], ["a", "b"]]
     assert {revision.schema_version for revision in revisions} == {"2"}
+
+
+def test_a_write_made_while_the_migration_runs_is_kept_and_migrated(
+    storage_factory: Callable[[str], Storage], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a workflow stored under the old schema, on each backend
+    storage = storage_factory("workflow")
+    old = CRUDSystem(use_plural=False)
+    old.register_model(Workflow, resource_name="workflow", storage=storage)
+    rid = old.get_crud(Workflow).create({"name": "w", "steps": ["a"]})["resource_id"]
+    crud = _migrated_system(storage).get_crud(WorkflowV2)
+    read_everything = storage.export
+
+    def export_then_a_client_patches() -> Iterator[tuple[Stored, list[Revision]]]:
+        snapshot = list(read_everything())
+        old.get_crud(Workflow).patch(rid, [{"op": "add", "path": "/steps/-", "value": "b"}])
+        return iter(snapshot)
+
+    monkeypatch.setattr(storage, "export", export_then_a_client_patches)
+    # When the migration rewrites it after a client's patch landed behind its read
+    migrated = crud.migrate_stored()
+    # Then the patch and its revision are kept, in the new shape, and every revision is migrated
+    stored = storage.fetch(rid)
+    newest_first, _ = storage.revisions(rid, 0, 10)
+    assert migrated == 1
+    assert stored.data["commands"] == ["a", "b"]
+    assert stored.meta.revision_count == 2
+    assert [revision.data["commands"] for revision in newest_first] == [["a", "b"], ["a"]]
+    assert {revision.schema_version for revision in newest_first} == {"2"}
