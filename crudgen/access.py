@@ -117,8 +117,10 @@ class Caller:
 
     @property
     def checks_data(self) -> bool:
-        """False when the policy keeps the open `check_data`, so a write need not read data only to show it."""
-        return type(self.policy).check_data is not AccessPolicy.check_data
+        """False when the policy keeps the open `check_data`, so a write need not read data only to show it.
+
+        Asked of the policy's own attribute, so a check set on the instance counts as one, too."""
+        return getattr(self.policy.check_data, "__func__", None) is not AccessPolicy.check_data
 
     def scope(self) -> ListScope:
         return self.policy.list_scope(self.ctx)

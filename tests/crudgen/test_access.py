@@ -233,6 +233,24 @@ def test_switching_back_to_data_the_policy_now_refuses_is_refused(
     assert api.get(f"/api/workflow/{rid}/data").json()["name"] == "safe"
 
 
+def test_a_data_check_set_on_the_policy_instance_also_guards_a_switch(
+    storage_factory: Callable[[str], Storage], clock: Clock, mount: Callable[..., None]
+) -> None:
+    # Given an open policy whose data check is set on the instance (not in a subclass), at first letting all through
+    policy = AccessPolicy()
+    policy.check_data = lambda ctx, data: None  # type: ignore[method-assign]
+    api = _private_api(storage_factory, clock, mount, policy)
+    rid = _create(api, "bob", "deploy")
+    api.put(f"/api/workflow/{rid}", {"name": "safe", "steps": []}, format="json")
+    policy.check_data = NoDeploys().check_data  # type: ignore[method-assign]
+    # When someone switches back to the revision the check now refuses
+    response = api.post(f"/api/workflow/{rid}/switch/{rid}:1")
+    # Then the switch is refused and the current revision stays
+    assert response.status_code == 400
+    assert response.json()["error"] == "deploys_forbidden"
+    assert api.get(f"/api/workflow/{rid}/data").json()["name"] == "safe"
+
+
 def test_a_policy_sees_the_action_of_each_route(
     storage_factory: Callable[[str], Storage], clock: Clock, mount: Callable[..., None]
 ) -> None:
