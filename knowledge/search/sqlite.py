@@ -9,29 +9,43 @@ from django.db import connection
 from knowledge.search.base import SearchHit, search_terms
 
 FTS_TABLE = "knowledge_chunk_fts"
-# The table itself is created by migration 0002 (only on SQLite).
+# Which FTS5 rowids hold a document's and a collection's chunks, indexed: the FTS5 table's own
+# document_id and collection_id columns are UNINDEXED, and deleting by them scans the whole index.
+KEY_TABLE = "knowledge_chunk_fts_key"
+# Both tables are created by migrations 0002 and 0006 (only on SQLite).
 
 
 class Fts5ChunkIndex:
     """Rows are written by this class rather than triggers: a chunk's string primary key leaves
-    SQLite's rowid unstable across VACUUM, so the virtual table keys on `chunk_id` instead."""
+    SQLite's rowid unstable across VACUUM, so the virtual table keys on `chunk_id` instead, and each
+    FTS5 row takes its rowid from the key table, where its document and collection are indexed."""
 
     def index_chunks(self, *, rows: Sequence[tuple[str, str, str, str]]) -> None:
-        if not rows:
-            return
         with connection.cursor() as cursor:
-            cursor.executemany(
-                f"INSERT INTO {FTS_TABLE} (chunk_id, document_id, collection_id, text) VALUES (%s, %s, %s, %s)",
-                list(rows),
-            )
+            for chunk_id, document_id, collection_id, text in rows:
+                cursor.execute(
+                    f"INSERT INTO {KEY_TABLE} (document_id, collection_id) VALUES (%s, %s)",
+                    [document_id, collection_id],
+                )
+                cursor.execute(
+                    f"INSERT INTO {FTS_TABLE} (rowid, chunk_id, document_id, collection_id, text) "
+                    "VALUES (%s, %s, %s, %s, %s)",
+                    [cursor.lastrowid, chunk_id, document_id, collection_id, text],
+                )
 
     def forget_document(self, *, document_id: str) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {FTS_TABLE} WHERE document_id = %s", [document_id])
+        self._forget("document_id", document_id)
 
     def forget_collection(self, *, collection_id: str) -> None:
+        self._forget("collection_id", collection_id)
+
+    def _forget(self, column: str, value: str) -> None:
         with connection.cursor() as cursor:
-            cursor.execute(f"DELETE FROM {FTS_TABLE} WHERE collection_id = %s", [collection_id])
+            cursor.execute(
+                f"DELETE FROM {FTS_TABLE} WHERE rowid IN (SELECT fts_rowid FROM {KEY_TABLE} WHERE {column} = %s)",
+                [value],
+            )
+            cursor.execute(f"DELETE FROM {KEY_TABLE} WHERE {column} = %s", [value])
 
     def search(self, *, question: str, collection_ids: Sequence[str], limit: int) -> list[SearchHit]:
         terms = search_terms(question)
