@@ -269,19 +269,9 @@ class SingleModelCRUD:
         caller: Caller | None = None,
     ) -> ResourceMeta:
         """Apply RFC 6902 operations; the result is validated against the model before anything is stored."""
-        actor = self._user(user)
-
-        def change(session: WriteSession, current: Stored) -> ResourceMeta:
-            patched = apply_json_patch(current.data, operations)
-            return self._store_data(
-                session,
-                current,
-                lambda meta: self._prepare(patched, meta, full=False, current=current.data),
-                actor,
-                caller,
-            )
-
-        return self._change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
+        return self._update_from_current(
+            resource_id, lambda data: apply_json_patch(data, operations), user, if_match, caller
+        )
 
     def modify_meta(
         self,
@@ -293,14 +283,27 @@ class SingleModelCRUD:
         caller: Caller | None = None,
     ) -> ResourceMeta:
         """The advanced updater: `{field: UpdateOperation}` (set_value, list_add, list_remove, dict_update)."""
+        return self._update_from_current(
+            resource_id, lambda data: apply_update_operations(data, updates), user, if_match, caller
+        )
+
+    def _update_from_current(
+        self,
+        resource_id: str,
+        updated: Callable[[dict[str, Any]], dict[str, Any]],
+        user: str | None,
+        if_match: str | None,
+        caller: Caller | None,
+    ) -> ResourceMeta:
+        """A partial update (a patch): the new data is computed from the current data under the lock."""
         actor = self._user(user)
 
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
-            updated = apply_update_operations(current.data, updates)
+            data = updated(current.data)
             return self._store_data(
                 session,
                 current,
-                lambda meta: self._prepare(updated, meta, full=False, current=current.data),
+                lambda meta: self._prepare(data, meta, full=False, current=current.data),
                 actor,
                 caller,
             )
