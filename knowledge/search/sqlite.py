@@ -21,17 +21,23 @@ class Fts5ChunkIndex:
     FTS5 row takes its rowid from the key table, where its document and collection are indexed."""
 
     def index_chunks(self, *, rows: Sequence[tuple[str, str, str, str]]) -> None:
+        if not rows:
+            return
         with connection.cursor() as cursor:
-            for chunk_id, document_id, collection_id, text in rows:
-                cursor.execute(
-                    f"INSERT INTO {KEY_TABLE} (document_id, collection_id) VALUES (%s, %s)",
-                    [document_id, collection_id],
-                )
-                cursor.execute(
-                    f"INSERT INTO {FTS_TABLE} (rowid, chunk_id, document_id, collection_id, text) "
-                    "VALUES (%s, %s, %s, %s, %s)",
-                    [cursor.lastrowid, chunk_id, document_id, collection_id, text],
-                )
+            # Rowids follow the highest key: the caller's transaction holds SQLite's one write lock
+            # (BEGIN IMMEDIATE), so no other writer takes them meanwhile; a clash would fail on the key.
+            cursor.execute(f"SELECT coalesce(max(fts_rowid), 0) FROM {KEY_TABLE}")
+            first = cursor.fetchone()[0] + 1
+            keyed = [(first + offset, *row) for offset, row in enumerate(rows)]
+            cursor.executemany(
+                f"INSERT INTO {KEY_TABLE} (fts_rowid, document_id, collection_id) VALUES (%s, %s, %s)",
+                [(rowid, document_id, collection_id) for rowid, _, document_id, collection_id, _ in keyed],
+            )
+            cursor.executemany(
+                f"INSERT INTO {FTS_TABLE} (rowid, chunk_id, document_id, collection_id, text) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                keyed,
+            )
 
     def forget_document(self, *, document_id: str) -> None:
         self._forget("document_id", document_id)

@@ -109,3 +109,34 @@ def test_the_migration_gives_rows_indexed_before_it_their_keys(handbook: Collect
     get_chunk_index().forget_document(document_id=document.id)
     assert document.id not in {document_id for _, document_id, _ in _fts_rows()}
     assert _key_rows() == _fts_rows()
+
+
+def test_a_reader_deleting_someone_elses_document_leaves_its_rows_and_keys(
+    handbook: Collection, api_client_for: Any
+) -> None:
+    # Given alice's indexed handbook
+    document = Document.objects.filter(collection=handbook).first()
+    rows, keys = _fts_rows(), _key_rows()
+    # When bob, who only reads it, deletes one of its documents
+    response = api_client_for("bob").delete(f"/kb/documents/{document.id}")
+    # Then he is refused and the search index and its keys are as they were
+    assert response.status_code == 403
+    assert (_fts_rows(), _key_rows()) == (rows, keys)
+
+
+def test_a_document_delete_that_dies_halfway_leaves_its_rows_and_keys(
+    handbook: Collection, alice_api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given alice's indexed handbook
+    document = Document.objects.filter(collection=handbook).first()
+    rows, keys = _fts_rows(), _key_rows()
+
+    # When her delete dies after the search rows and keys went but before the document did
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("killed halfway")
+
+    monkeypatch.setattr(Document, "delete", crash)
+    with pytest.raises(RuntimeError):
+        alice_api.delete(f"/kb/documents/{document.id}")
+    # Then the transaction took it all back: every row and key is still there, in step
+    assert (_fts_rows(), _key_rows()) == (rows, keys)
