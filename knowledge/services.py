@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -177,7 +178,16 @@ def document_upload(
 
 
 def _clean_filename(filename: str) -> str:
-    return filename.strip().replace("\\", "/").rsplit("/", 1)[-1]
+    """The name's last path part, checked: 1 to 255 characters and no control characters (a NUL or a
+    newline would be stored on SQLite, refused by PostgreSQL, and break every header that names it)."""
+    name = filename.strip().replace("\\", "/").rsplit("/", 1)[-1]
+    if not name or len(name) > 255 or any(unicodedata.category(character) == "Cc" for character in name):
+        raise ApiError(
+            status_code=400,
+            error="invalid_filename",
+            detail="A file name needs 1 to 255 characters, none of them control characters.",
+        )
+    return name
 
 
 @transaction.atomic
@@ -195,8 +205,6 @@ def document_rename_by_staff(*, document_id: str, user_id: str, filename: str) -
 
 def _rename(document: Document, *, filename: str, user_id: str) -> Document:
     new_name = _clean_filename(filename)
-    if not new_name or len(new_name) > 255:
-        raise ApiError(status_code=400, error="invalid_filename", detail="A file name needs 1 to 255 characters.")
     if new_name == document.filename:
         return document
     if Document.objects.filter(collection_id=document.collection_id, filename=new_name).exists():

@@ -8,6 +8,8 @@ from django.contrib.admin.utils import quote
 from django.urls import reverse
 from rest_framework.fields import DateTimeField
 
+from collab.errors import ApiError
+from knowledge import services
 from knowledge.models import Chunk, CitationEvent, CollectionWriter, Document
 
 pytestmark = pytest.mark.django_db
@@ -133,7 +135,10 @@ def test_writers_rename_a_document_and_readers_cannot(handbook, api_client_for):
     assert Document.objects.get(pk=document.id).filename == "limits.md"
 
 
-@pytest.mark.parametrize(("filename", "status"), [("sharing.md", 409), ("", 400), ("x" * 300, 400), ("   ", 400)])
+@pytest.mark.parametrize(
+    ("filename", "status"),
+    [("sharing.md", 409), ("", 400), ("x" * 300, 400), ("   ", 400), ("a\x00b.md", 400), ("a\nb.md", 400)],
+)
 def test_renaming_to_a_taken_or_invalid_name_is_refused(handbook, alice_api, filename, status):
     # Given alice's handbook; When she renames quotas.md to a name that is taken or invalid
     document = Document.objects.get(filename="quotas.md")
@@ -233,3 +238,18 @@ def test_a_delete_that_fails_halfway_leaves_the_document_its_chunks_and_its_sear
     assert Document.objects.filter(pk=document.id).exists()
     assert Chunk.objects.filter(document_id=document.id).count() == chunks_before
     assert get_chunk_index().search(question="quota", collection_ids=[handbook.id], limit=10) == hits_before
+
+
+@pytest.mark.parametrize("filename", ["a\x00b.md", "notes\r\nSet-Cookie: x.md", "tab\there.md"])
+def test_an_upload_named_with_control_characters_is_refused_and_nothing_stored(handbook, filename):
+    # Given alice's handbook and its documents (HTTP uploads arrive with names Django has cleaned;
+    # the service holds the rule for every other caller)
+    documents = Document.objects.count()
+    # When a file whose name holds a control character is uploaded to it
+    with pytest.raises(ApiError) as refused:
+        services.document_upload(
+            collection_id=handbook.id, user_id="alice", filename=filename, content_type="text/plain", data=b"Some text."
+        )
+    # Then it is 400 invalid_filename and no document is stored
+    assert (refused.value.status_code, refused.value.error) == (400, "invalid_filename")
+    assert Document.objects.count() == documents
