@@ -41,6 +41,22 @@ class MovableClock:
         return self.current
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing() -> Iterator[None]:
+    """No test here tests the hash itself, and PBKDF2 costs a noticeable part of a second per
+    account (the demo makes five); servers in subprocesses keep the real hashers, and
+    PBKDF2 stays listed so that what they stored still verifies in this process."""
+    from django.test.utils import override_settings
+
+    with override_settings(
+        PASSWORD_HASHERS=[
+            "django.contrib.auth.hashers.MD5PasswordHasher",
+            "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        ]
+    ):
+        yield
+
+
 @pytest.fixture(scope="session")
 def traversable_tmp() -> Iterator[Path]:
     """A temp root that sandbox uids may pass through (0711): bubblewrap reaches workspaces by path,
