@@ -359,6 +359,54 @@ def test_restore_makes_data_readable_again(api: APIClient, created: dict) -> Non
     assert api.get(f"/api/workflow/{rid}/data").status_code == 200
 
 
+def test_a_patch_that_changes_nothing_creates_no_revision(api: APIClient, created: dict) -> None:
+    # Given a workflow named build
+    rid = created["resource_id"]
+    # When a patch replaces the name with the name it already has
+    response = api.patch(f"/api/workflow/{rid}", [{"op": "replace", "path": "/name", "value": "build"}], format="json")
+    # Then the answer names the current revision and no revision is added
+    assert response.status_code == 200
+    assert response.json()["current_revision_id"] == created["current_revision_id"]
+    assert api.get(f"/api/workflow/{rid}/revision-list").json()["total"] == 1
+
+
+def test_restore_of_a_live_resource_without_is_deleted_changes_nothing(api: APIClient, created: dict) -> None:
+    # Given a live workflow
+    rid = created["resource_id"]
+    # When it is restored without stating that it is deleted
+    response = api.post(f"/api/workflow/{rid}/restore")
+    # Then it answers its unchanged metadata
+    assert response.status_code == 200
+    assert response.json()["is_deleted"] is False
+    assert response.json()["updated_time"] == created["updated_time"]
+
+
+def test_restore_stating_is_deleted_of_a_live_resource_is_409_and_changes_nothing(
+    api: APIClient, created: dict
+) -> None:
+    # Given a live workflow
+    rid = created["resource_id"]
+    # When a restore states that it is deleted
+    response = api.post(f"/api/workflow/{rid}/restore?is_deleted=true")
+    # Then it is 409 not_deleted, and the resource is as it was
+    assert response.status_code == 409
+    assert response.json()["error"] == "not_deleted"
+    assert api.get(f"/api/workflow/{rid}/meta").json()["updated_time"] == created["updated_time"]
+
+
+@pytest.mark.parametrize("value", ["false", "maybe"])
+def test_restore_with_an_is_deleted_that_is_not_true_is_422(api: APIClient, created: dict, value: str) -> None:
+    # Given a deleted workflow
+    rid = created["resource_id"]
+    api.delete(f"/api/workflow/{rid}")
+    # When a restore passes is_deleted other than true
+    response = api.post(f"/api/workflow/{rid}/restore?is_deleted={value}")
+    # Then it is 422 naming is_deleted, and the workflow stays deleted
+    assert response.status_code == 422
+    assert "is_deleted" in response.json()["fields"]
+    assert api.get(f"/api/workflow/{rid}/meta").json()["is_deleted"] is True
+
+
 def test_switch_makes_an_older_revision_current(api: APIClient, created: dict) -> None:
     # Given a workflow renamed v2
     rid = created["resource_id"]
