@@ -60,8 +60,13 @@ def fast_password_hashing() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def traversable_tmp() -> Iterator[Path]:
     """A temp root that sandbox uids may pass through (0711): bubblewrap reaches workspaces by path,
-    and pytest's own temp root is private to root (0700)."""
-    base = Path(tempfile.mkdtemp(prefix="ws-tests-"))
+    and pytest's own temp root is private to root (0700). Wherever the clone lives; under /tmp
+    when TMPDIR is a private directory."""
+    from workspace.items.sandboxes.reach import closed_dir
+
+    candidates = [Path(tempfile.gettempdir()), Path("/tmp")]
+    parent = next((path for path in candidates if closed_dir(path) is None), candidates[0])
+    base = Path(tempfile.mkdtemp(prefix="ws-tests-", dir=parent))
     base.chmod(0o711)
     yield base
     from workspace.items.volumes import unmount_under

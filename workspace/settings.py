@@ -9,6 +9,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from workspace.items.sandboxes.reach import default_var_dir
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -249,8 +251,11 @@ WORKSPACE_WORKER_INTERVAL_SECONDS = float(os.environ.get("WORKSPACE_WORKER_INTER
 WORKSPACE_CONFIG = os.environ.get("WORKSPACE_CONFIG", "")
 WORKSPACE_APPS_DIR = os.environ.get("WORKSPACE_APPS_DIR", "")
 
-# Where per-deployment files (workspaces, cgroup roots in tests) live.
-WORKSPACE_VAR_DIR = Path(os.environ.get("WORKSPACE_VAR_DIR", str(BASE_DIR / "var")))
+# Where per-deployment files (workspaces, sandbox state, cgroup roots in tests) live. Unset: var/
+# in the clone, unless the server is root and the clone lies under a directory sandbox uids may
+# not pass through (root's home is 0700): then /var/lib/workspace-<hash of the clone's path>,
+# created 0711 (README "A clone under a private directory").
+WORKSPACE_VAR_DIR = Path(os.environ.get("WORKSPACE_VAR_DIR") or default_var_dir(BASE_DIR, as_root=os.geteuid() == 0))
 # The largest file the file API stores in one write.
 WORKSPACE_MAX_FILE_BYTES = int(os.environ.get("WORKSPACE_MAX_FILE_BYTES", str(256 * 1024 * 1024)))
 # The agent that answers item chat messages (a dotted class path).

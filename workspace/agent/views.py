@@ -24,7 +24,13 @@ class ItemMessagesApi(ServiceApiView):
 
     @extend_schema(
         request=ChatSendInputSerializer,
-        responses={201: ChatTurnOutputSerializer, 503: ErrorOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
+        responses={
+            201: ChatTurnOutputSerializer,
+            500: ErrorOutputSerializer,
+            503: ErrorOutputSerializer,
+            507: ErrorOutputSerializer,
+            **_ERRORS,
+        },
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response:
         app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)

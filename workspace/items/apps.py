@@ -111,6 +111,7 @@ class ItemsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from workspace.items import checks  # noqa: F401 (registers the system checks)
         from workspace.items.config import get_config
         from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
         from workspace.items.sandboxes.isolation import configured_driver, warn_about_enforcement

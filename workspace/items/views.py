@@ -163,6 +163,7 @@ class ItemExecApi(ServiceApiView):
         responses={
             (200, "application/json"): ExecOutputSerializer,
             (200, "text/event-stream"): _EXEC_EVENT_SCHEMA,
+            500: ErrorOutputSerializer,
             503: ErrorOutputSerializer,
             507: ErrorOutputSerializer,
             **_ERRORS,

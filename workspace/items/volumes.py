@@ -24,6 +24,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from workspace.items.sandboxes.reach import passable_dirs
+
 logger = logging.getLogger(__name__)
 
 IMAGE = "image"
@@ -84,6 +86,7 @@ def workspace_prepare(directory: Path, *, limit_bytes: int | None, uid: int | No
     sandbox open may call it. A workspace whose image could not be made stays a plain directory
     (measured after each exec) and is not retried by this process.
     """
+    passable_dirs(directory.parent)
     if not limit_bytes or disk_enforcement() != IMAGE or str(directory) in _unbounded:
         directory.mkdir(parents=True, exist_ok=True)
         _adopt(directory, uid)

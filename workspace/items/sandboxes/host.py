@@ -24,10 +24,17 @@ from django.core.exceptions import ImproperlyConfigured
 from crudgen.parsers import loads_bounded
 from quotas.sizes import SizeError, parse_optional_size
 from quotas.values import SandboxSize
-from workspace.items.sandboxes.base import CommandInvalid, SandboxGone, validate_command
+from workspace.items.sandboxes.base import (
+    MISCONFIGURED,
+    CommandInvalid,
+    SandboxGone,
+    SandboxMisconfigured,
+    validate_command,
+)
 from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
 from workspace.items.sandboxes.isolation import configured_driver, warn_about_enforcement
 from workspace.items.sandboxes.local import LocalBackend
+from workspace.items.sandboxes.reach import unreachable_reason
 from workspace.items.volumes import enforcement_warnings
 
 logger = logging.getLogger(__name__)
@@ -200,6 +207,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(*self._dispatch(method))
         except BadRequest as exc:
             self._reply(400, {"error": "bad_request", "detail": str(exc)})
+        except SandboxMisconfigured as exc:
+            logger.error("sandbox host misconfigured: %s", exc)
+            self._reply(500, {"error": MISCONFIGURED, "detail": str(exc)})
         except Exception:
             logger.exception("sandbox host failed on %s %s", method, self.path)
             self._reply(500, {"error": "server_error", "detail": "The sandbox host failed."})
@@ -244,6 +254,9 @@ def build_server(address: str, port: int, host_settings: HostSettings | None = N
     driver = configured_driver()
     warn_about_enforcement(driver)
     boundary = configured_boundary()
+    unreachable = unreachable_reason(chosen.workspace_root, boundary.uid_for("0"), setting="SANDBOX_HOST_WORKSPACES")
+    if unreachable:
+        raise ImproperlyConfigured(unreachable)
     for warning in boundary_warnings(boundary) + enforcement_warnings():
         logger.warning(warning)
     backend = LocalBackend(

@@ -24,7 +24,14 @@ from workspace.items.config import AppDescriptor, get_config
 from workspace.items.filestore import workspace_bytes, workspace_dir, workspace_prepared
 from workspace.items.models import Item
 from workspace.items.sandboxes.admission import before_sandbox_open
-from workspace.items.sandboxes.base import Command, ExecResult, SandboxGone, SandboxUnavailable
+from workspace.items.sandboxes.base import (
+    MISCONFIGURED,
+    Command,
+    ExecResult,
+    SandboxGone,
+    SandboxMisconfigured,
+    SandboxUnavailable,
+)
 from workspace.items.sandboxes.registry import backend_named, default_backend
 
 logger = logging.getLogger(__name__)
@@ -64,8 +71,18 @@ class SweepCounts:
 
 
 def _unavailable(exc: Exception) -> ApiError:
-    # The reason names internal hosts and ports: it goes to the log and to staff on /healthz,
-    # not to whoever ran the command.
+    # The reason names internal hosts, ports and paths: it goes to the log and to staff on
+    # /healthz, not to whoever ran the command.
+    if isinstance(exc, SandboxMisconfigured):
+        logger.error("sandbox backend misconfigured: %s", exc)
+        return ApiError(
+            status_code=500,
+            error=MISCONFIGURED,
+            detail=(
+                "Sandboxes cannot start on this server because of how it is configured, so nothing ran; "
+                "waiting will not help. Please tell its administrator (the server log and /healthz say what to fix)."
+            ),
+        )
     logger.warning("sandbox backend unavailable: %s", exc)
     return ApiError(
         status_code=503,

@@ -26,6 +26,7 @@ from workspace.items.sandboxes.base import (
     ExecResult,
     OpenedSandbox,
     SandboxGone,
+    SandboxMisconfigured,
     SandboxUnavailable,
     command_argv,
     final_result,
@@ -119,7 +120,7 @@ class LocalBackend:
         """Starts the bubblewrap init inside the sandbox's cgroups and waits until it is set up."""
         blocked = untraversable_parent(directory, uid)
         if blocked is not None:
-            raise SandboxUnavailable(
+            raise SandboxMisconfigured(
                 f"the sandbox uid cannot reach its workspace: {blocked} needs the x bit for others (chmod o+x)"
             )
         info_read, info_write = os.pipe()
