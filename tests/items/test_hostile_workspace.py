@@ -16,11 +16,12 @@ from collab.errors import ApiError
 from quotas import ledger
 from tests.fixtures.items import item_url
 from workspace.items import filestore
-from workspace.items.filestore import workspace_bytes, workspace_dir
+from workspace.items.filestore import workspace_bytes, workspace_dir, workspace_prepared
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html", "HTTP_X_USER_ID": "alice"}
 GIB = 1024**3
+NOBODY = 65534
 
 
 def _put(api, item, path: str, data: bytes):
@@ -279,3 +280,53 @@ def test_a_batch_over_1500_nested_folders_answers(alice_api, deep_item):
     response = _batch(alice_api, deep_item, {"op": "replace", "search": "old", "replace": "new"})
     # Then the batch answers instead of failing halfway through its walk
     assert response.status_code == 200, response.content
+
+
+# --- Who may read a workspace on the host ---------------------------------------------------
+
+
+def test_workspaces_are_private_to_their_owner_on_the_host(alice_api, make_item):
+    # Given a file and a folder written through the file API
+    item = make_item()
+    assert _put(alice_api, item, "notes/a.txt", b"secret").status_code == 200
+    root = workspace_prepared(item.pk, item.app_slug)
+    # When their modes are read
+    modes = {
+        "workspaces": root.parent.stat().st_mode & 0o777,
+        "workspace": root.stat().st_mode & 0o777,
+        "folder": (root / "notes").stat().st_mode & 0o777,
+        "file": (root / "notes" / "a.txt").stat().st_mode & 0o777,
+    }
+    # Then others may only pass through the workspaces folder, and nothing else
+    assert modes == {"workspaces": 0o711, "workspace": 0o700, "folder": 0o700, "file": 0o600}
+
+
+def test_a_workspace_sandbox_code_opened_up_is_private_again_at_its_next_use(alice_api, make_item):
+    # Given sandbox code made alice's workspace readable by everyone (it owns it)
+    item = make_item()
+    root = workspace_prepared(item.pk, item.app_slug)
+    root.chmod(0o755)
+    # When the workspace is next used / Then it is the owner's alone again
+    assert alice_api.get(item_url(item, "/files")).status_code == 200
+    assert root.stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another local user needs root")
+def test_another_local_user_can_neither_list_nor_read_a_workspace(alice_api, make_item):
+    # Given a file written through the file API, in a workspace the sandbox made world-readable inside
+    item = make_item()
+    assert _put(alice_api, item, "a.txt", b"secret").status_code == 200
+    root = workspace_prepared(item.pk, item.app_slug)
+    (root / "a.txt").chmod(0o644)
+    # When another local user lists the workspace and reads the file
+    attempts = [
+        subprocess.run(
+            ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--", *argv],
+            capture_output=True,
+            check=False,
+        )
+        for argv in (["ls", str(root)], ["cat", str(root / "a.txt")], ["ls", str(root.parent)])
+    ]
+    # Then every attempt is refused
+    assert [attempt.returncode for attempt in attempts] == [2, 1, 2]
+    assert all(b"Permission denied" in attempt.stderr for attempt in attempts)
