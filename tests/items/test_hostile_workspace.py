@@ -17,6 +17,7 @@ from quotas import ledger
 from tests.fixtures.items import item_url
 from workspace.items import filestore
 from workspace.items.filestore import workspace_bytes, workspace_dir, workspace_prepared
+from workspace.items.services import items_delete, workspaces_sweep
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html", "HTTP_X_USER_ID": "alice"}
@@ -182,8 +183,6 @@ def test_a_sparse_file_does_not_lock_its_owner_out_of_writes(per_user, alice_api
     per_user(workspace_quota="1G", disk="2G")
     item = make_item()
     _sparse(workspace_dir(item.pk) / "holes.bin", 10 * GIB)
-    from workspace.items.services import workspaces_sweep
-
     workspaces_sweep()
     # When she writes a small file into another notebook and into this one
     other = _put(alice_api, make_item(), "a.txt", b"hello")
@@ -280,6 +279,15 @@ def test_a_batch_over_1500_nested_folders_answers(alice_api, deep_item):
     response = _batch(alice_api, deep_item, {"op": "replace", "search": "old", "replace": "new"})
     # Then the batch answers instead of failing halfway through its walk
     assert response.status_code == 200, response.content
+
+
+def test_an_item_whose_workspace_nests_1500_folders_is_deleted_with_it(deep_item, django_capture_on_commit_callbacks):
+    # Given 1500 nested folders in alice's notebook
+    # When staff delete the item
+    with django_capture_on_commit_callbacks(execute=True):
+        assert items_delete(item_ids=[deep_item.pk]) == 1
+    # Then its workspace is gone with it
+    assert not workspace_dir(deep_item.pk).exists()
 
 
 # --- Who may read a workspace on the host ---------------------------------------------------

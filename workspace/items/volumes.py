@@ -128,7 +128,9 @@ def workspace_remove(directory: Path) -> None:
     with _volume_lock(directory):
         if is_bounded(directory):
             _run(["umount", "-l", str(directory)])
-        shutil.rmtree(directory, ignore_errors=True)
+        # Not shutil.rmtree: it recurses, and sandbox code may nest folders thousands deep.
+        # rm walks any depth, never follows a symlink and stays on this filesystem.
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(directory)], check=False, capture_output=True)
         image = _image_path(directory)
         image.unlink(missing_ok=True)
         image.with_suffix(".lock").unlink(missing_ok=True)
