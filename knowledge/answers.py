@@ -129,7 +129,10 @@ def best_sentences(text: str, terms: list[str], *, limit: int = MAX_QUOTED_SENTE
 
 
 def default_answerer() -> Answerer:
-    return import_string(settings.KNOWLEDGE_ANSWERER)()
+    """KNOWLEDGE_ANSWERER when set, else the extractive answerer."""
+    if settings.KNOWLEDGE_ANSWERER:
+        return import_string(settings.KNOWLEDGE_ANSWERER)()
+    return ExtractiveAnswerer()
 
 
 def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: int = SEARCH_LIMIT) -> list[Passage]:
