@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from itertools import groupby
 from typing import Any, Protocol
@@ -84,9 +84,22 @@ class Answer:
 
 
 class Answerer(Protocol):
-    """Turns retrieved passages into an answer; an LLM answerer plugs in here."""
+    """Turns retrieved passages into an answer; the model answerer (knowledge/model_answers.py)
+    plugs in here. One that can also `stream(question=, passages=)` yields `AnswerEvent`s."""
 
     def answer(self, *, question: str, passages: Sequence[Passage]) -> Answer: ...
+
+
+@dataclass(frozen=True)
+class Restart:
+    """The text streamed so far is withdrawn and the answer starts again: the model failed
+    midway (`reason`, one sentence) and the fallback answer follows."""
+
+    reason: str
+
+
+# What an answer stream yields: pieces of text as they are written, perhaps a Restart, then the Answer.
+AnswerEvent = str | Restart | Answer
 
 
 class ExtractiveAnswerer:
@@ -154,9 +167,12 @@ def best_sentences(text: str, terms: list[str], *, limit: int = MAX_QUOTED_SENTE
 
 
 def default_answerer() -> Answerer:
-    """KNOWLEDGE_ANSWERER when set, else the extractive answerer."""
+    """KNOWLEDGE_ANSWERER when set, else the model answerer where a provider is configured, else
+    the extractive answerer."""
     if settings.KNOWLEDGE_ANSWERER:
         return import_string(settings.KNOWLEDGE_ANSWERER)()
+    if settings.WORKSPACE_LLM_BASE_URL:
+        return import_string("knowledge.model_answers.ModelAnswerer")()
     return ExtractiveAnswerer()
 
 
@@ -199,6 +215,32 @@ def _merged_runs(rows: list[dict[str, Any]], score_of: dict[str, float]) -> list
     ]
 
 
+def answer_events(
+    *, question: str, collection_ids: Sequence[str], answerer: Answerer | None = None
+) -> Iterator[AnswerEvent]:
+    """Retrieves, then answers as the answerer writes: text pieces (a whole answer at once from an
+    answerer that does not stream), perhaps a `Restart`, and last the `Answer`."""
+    passages = retrieve_passages(question=question, collection_ids=collection_ids)
+    chosen = answerer or default_answerer()
+    stream = getattr(chosen, "stream", None)
+    if stream is not None:
+        yield from stream(question=question, passages=passages)
+        return
+    answer = chosen.answer(question=question, passages=passages)
+    yield answer.text
+    yield answer
+
+
+def final_answer(events: Iterable[AnswerEvent]) -> Answer:
+    """The `Answer` that ends a stream of answer events."""
+    answer = None
+    for event in events:
+        answer = event
+    if not isinstance(answer, Answer):
+        raise TypeError(f"an answer stream must end with an Answer, not {answer!r}")
+    return answer
+
+
 def answer_question(
     *,
     question: str,
@@ -208,8 +250,7 @@ def answer_question(
 ) -> Answer:
     """Retrieves, answers, then hands the markers that count to `on_citations` (the KB chat and
     the investigation layer record events there, each with its own origin)."""
-    passages = retrieve_passages(question=question, collection_ids=collection_ids)
-    answer = (answerer or default_answerer()).answer(question=question, passages=passages)
+    answer = final_answer(answer_events(question=question, collection_ids=collection_ids, answerer=answerer))
     if on_citations is not None:
         on_citations(answer.persisted_citations())
     return answer
