@@ -271,7 +271,7 @@ class KbChatCopyApi(ServiceApiView):
         return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data, status=201)
 
 
-def _answer_frames(events: Iterator[str | Restart | services.ChatExchange]) -> Iterator[bytes]:
+def answer_event_frames(events: Iterator[str | Restart | services.ChatExchange]) -> Iterator[bytes]:
     """`delta` events ({text}) as the answer is written, `restart` ({detail}) when the model failed
     midway and the fallback follows, then `answer` (the stored exchange, as the JSON answer has it)
     or `error` ({error, detail}).
@@ -288,7 +288,7 @@ def _answer_frames(events: Iterator[str | Restart | services.ChatExchange]) -> I
             else:
                 yield event_frame("answer", KbChatExchangeOutputSerializer(event).data)
     except GeneratorExit:
-        with contextlib.suppress(ApiError):
+        with contextlib.suppress(ApiError, Http404, DataError):
             for _event in events:
                 pass
         raise
@@ -336,7 +336,7 @@ class KbChatMessagesApi(ServiceApiView):
         content = _valid(KbChatMessageInputSerializer, request.data)["content"]
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
             question = services.chat_question_check(chat_id=chat_id, user_id=request.user.id, content=content)
-            return event_stream(_answer_frames(services.chat_answer_events(question)))
+            return event_stream(answer_event_frames(services.chat_answer_events(question)))
         exchange = services.chat_message_send(chat_id=chat_id, user_id=request.user.id, content=content)
         return Response(KbChatExchangeOutputSerializer(exchange).data, status=201)
 
