@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from collab.api import ServiceApiView
 from collab.errors import ApiError, unstorable_value
-from collab.events import EventStreamRenderer, event_frame, event_stream
+from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
 from crudgen.parsers import BoundedJSONParser
 from knowledge import selectors, services
@@ -301,17 +301,6 @@ def answer_event_frames(events: Iterator[str | Restart | services.ChatExchange])
 _NOT_FOUND = ApiError(status_code=404, error="not_found", detail="Not found.")
 
 
-# One server-sent event of a streamed answer (said in words: OpenAPI 3.0 has no `contentMediaType`).
-_ANSWER_EVENT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["event", "data"],
-    "properties": {
-        "event": {"type": "string", "enum": ["delta", "restart", "answer", "error"]},
-        "data": {"type": "string", "description": "a JSON document"},
-    },
-}
-
-
 class KbChatMessagesApi(ServiceApiView):
     parser_classes = [BoundedJSONParser]
     renderer_classes = [JSONRenderer, EventStreamRenderer]
@@ -320,7 +309,7 @@ class KbChatMessagesApi(ServiceApiView):
         request=KbChatMessageInputSerializer,
         responses={
             (201, "application/json"): KbChatExchangeOutputSerializer,
-            (200, "text/event-stream"): _ANSWER_EVENT_SCHEMA,
+            (200, "text/event-stream"): event_schema("delta", "restart", "answer", "error"),
             403: ErrorOutputSerializer,
             **_ERRORS,
         },
