@@ -25,6 +25,7 @@ from tests.fixtures.items import item_url
 from workspace.items import volumes
 from workspace.items.filestore import workspace_bytes, workspace_dir
 from workspace.items.models import Item
+from workspace.items.sandboxes import lifecycle
 from workspace.items.sandboxes.registry import backend_named
 
 pytestmark = pytest.mark.django_db
@@ -630,3 +631,56 @@ def test_after_release_sandboxes_a_changed_limit_resizes_the_image(settings, api
     # Then the next use mounts it at the new size, files intact
     assert body["stdout"] == "kept\n"
     assert _capacity(workspace_dir(item.pk)) > before + 2 * MIB
+
+
+def _sandbox_init(item: Item) -> dict:
+    backend = backend_named("local")
+    (sandbox_id,) = [s for s in backend.sandboxes() if backend._state(s)["item_id"] == str(item.pk)]
+    return backend._state(sandbox_id)["init"]
+
+
+def test_killing_the_namespace_holder_from_inside_closes_the_sandbox_and_says_so(api_client_for, make_item):
+    # Given carol's sandbox with a background process that keeps its init waiting
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    _exec(carol_api, item, "sleep 300 >/dev/null 2>&1 &")
+    pidns = _sandbox_pidns(item)
+    assert _eventually(lambda: len(_sleepers(pidns)) == 1)
+    # When her command kills pid 2, the process every exec enters through, and sees it gone
+    body = _exec(carol_api, item, "kill -9 2; while kill -0 2 2>/dev/null; do :; done; echo killed")
+    # Then the reply says the sandbox was closed, nothing of it runs, and the ledger no longer counts it
+    assert body["sandbox_closed"] is True
+    assert "stopped working" in body["stderr"]
+    assert _eventually(lambda: not _host_pids_in(pidns))
+    assert SandboxActivity.objects.get(backend_sandbox_id=body["sandbox_id"]).close_reason == "gone"
+    assert not SandboxActivity.current.filter(item_id=str(item.pk)).exists()
+
+
+def test_after_the_holder_was_killed_the_next_command_runs_in_a_new_sandbox(api_client_for, make_item):
+    # Given carol's sandbox whose holder died between two commands (killed from the host), a sleeper left inside
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    first = _exec(carol_api, item, "sleep 300 >/dev/null 2>&1 &")
+    pidns = _sandbox_pidns(item)
+    assert _eventually(lambda: len(_sleepers(pidns)) == 1)
+    os.kill(_sandbox_init(item)["holder"], 9)
+    # When she runs a command
+    body = _exec(carol_api, item, "echo hello")
+    # Then it runs in a new sandbox, the reply says why, and the old one's processes are gone
+    assert body["stdout"] == "hello\n"
+    assert body["sandbox_id"] != first["sandbox_id"]
+    assert "had stopped working" in body["stderr"]
+    assert _eventually(lambda: not _host_pids_in(pidns))
+
+
+def test_a_probe_closes_a_sandbox_whose_holder_was_killed(api_client_for, make_item):
+    # Given carol's sandbox whose holder died, a sleeper keeping its init alive
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    _exec(carol_api, item, "sleep 300 >/dev/null 2>&1 &")
+    pidns = _sandbox_pidns(item)
+    assert _eventually(lambda: len(_sleepers(pidns)) == 1)
+    os.kill(_sandbox_init(item)["holder"], 9)
+    # When the worker probes the sandboxes
+    closed = lifecycle.sandboxes_probe().closed
+    # Then it is closed, not counted, and nothing of it runs
+    assert closed == 1
+    assert not SandboxActivity.current.filter(item_id=str(item.pk)).exists()
+    assert _eventually(lambda: not _host_pids_in(pidns))

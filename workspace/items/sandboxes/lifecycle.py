@@ -43,6 +43,14 @@ RECONCILE_GRACE = timedelta(minutes=2)
 _DISK_STOP_NOTE = (
     "\n[The workspace is over its app's disk limit, so its sandbox was stopped. Delete or shrink files to go on.]\n"
 )
+_BROKEN_NOTE = (
+    "\n[The sandbox stopped working during this command (the process holding it open was killed), so it was "
+    "closed. The next command opens a new one.]\n"
+)
+_REPLACED_NOTE = (
+    "[The item's sandbox had stopped working (the process holding it open was gone), so it was closed and this "
+    "command runs in a new one: background processes and /tmp of the old one are gone.]\n"
+)
 
 
 @dataclass(frozen=True)
@@ -91,8 +99,9 @@ def _unavailable(exc: Exception) -> ApiError:
     )
 
 
-def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool) -> None:
-    """Stops the processes, then forgets the row; `strict` refuses to forget what it could not stop."""
+def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool) -> bool:
+    """Stops the processes, then forgets the row (False if it was forgotten already); `strict`
+    refuses to forget what it could not stop."""
     if activity.backend_sandbox_id:
         try:
             backend_named(activity.backend).close(activity.backend_sandbox_id)
@@ -100,7 +109,7 @@ def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool) -> None:
             if strict:
                 raise _unavailable(exc) from exc
             logger.warning("could not reach the backend to close %s: %s", activity, exc)
-    ledger.activity_close(activity_id=activity.pk, reason=reason)
+    return ledger.activity_close(activity_id=activity.pk, reason=reason)
 
 
 def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
@@ -187,6 +196,7 @@ def sandbox_exec_streaming(
     # The lease covers the whole command, so a long exec is not reclaimed as dead halfway.
     running_lease = lease + timedelta(seconds=timeout)
     opened_any = False
+    replaced = ""
     for attempt in range(2):
         activity, opened = ready if (ready and attempt == 0) else sandbox_for_item(item=item, app=app)
         opened_any = opened_any or opened
@@ -204,22 +214,40 @@ def sandbox_exec_streaming(
                 else:
                     yield event
         except SandboxGone:
-            # The backend lost it (host restart, manual cleanup): forget it and open a new one once.
-            ledger.activity_close(activity_id=activity.pk, reason=Reason.GONE)
+            # The backend lost it (host restart, its holder killed from inside): whatever of it
+            # still runs is stopped, the row forgotten, and the command runs in a new one, once.
+            logger.warning("sandbox %s of item %s stopped working; it is closed", activity.backend_sandbox_id, item.pk)
+            _shut_down(activity, reason=Reason.GONE, strict=False)
+            replaced = _REPLACED_NOTE
+            yield "stderr", replaced.encode()
             continue
         except SandboxUnavailable as exc:
             raise _unavailable(exc) from exc
         if result is None:
             raise _unavailable(SandboxUnavailable("the exec ended without a result"))
         ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
-        closed = activity.backend == "local" and _account_disk(item, app, activity)
-        if closed:
-            note = _DISK_STOP_NOTE
+        note = _stopped_after_exec(item, app, activity)
+        if note:
             yield "stderr", note.encode()
-            result = replace(result, stderr=result.stderr + note)
-        yield ExecOutcome(result=result, activity=activity, opened=opened_any, closed=closed)
+        result = replace(result, stderr=replaced + result.stderr + (note or ""))
+        yield ExecOutcome(result=result, activity=activity, opened=opened_any, closed=note is not None)
         return
     raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The sandbox vanished twice in a row.")
+
+
+def _stopped_after_exec(item: Item, app: AppDescriptor, activity: SandboxActivity) -> str | None:
+    """Stops a local sandbox the command broke or that passed its disk limit; returns what the
+    reply says about it, or None when it runs on."""
+    if activity.backend != "local":
+        return None
+    if not backend_named("local").probe(activity.backend_sandbox_id):
+        # Its namespace holder died (`kill -9 2` from inside): every later exec would fail.
+        logger.warning("sandbox %s of item %s lost its holder; it is closed", activity.backend_sandbox_id, item.pk)
+        _shut_down(activity, reason=Reason.GONE, strict=False)
+        return _BROKEN_NOTE
+    if _account_disk(item, app, activity):
+        return _DISK_STOP_NOTE
+    return None
 
 
 def _account_disk(item: Item, app: AppDescriptor, activity: SandboxActivity) -> bool:
@@ -267,7 +295,11 @@ def sandboxes_probe() -> SweepCounts:
         if alive:
             refreshed += ledger.heartbeat(activity_id=activity.pk, lease=lease)
         else:
-            closed += ledger.activity_close(activity_id=activity.pk, reason=Reason.GONE)
+            # What is left of it (a broken sandbox's other processes) is stopped before it is forgotten.
+            logger.warning(
+                "sandbox %s of item %s stopped working; it is closed", activity.backend_sandbox_id, activity.item_id
+            )
+            closed += _shut_down(activity, reason=Reason.GONE, strict=False)
     return SweepCounts(probed=probed, refreshed=refreshed, closed=closed)
 
 

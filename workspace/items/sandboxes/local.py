@@ -284,8 +284,25 @@ def _pid_namespace(pid: int) -> str:
 
 
 def _init_alive(init: dict) -> bool:
-    """The init still runs; the namespace check guards against a reused pid."""
-    return bool(init.get("pidns")) and _pid_namespace(int(init["pid"])) == init["pidns"]
+    """The init and the holder execs enter through both still run (the namespace check guards
+    against reused pids). Sandbox code can kill the holder (`kill -9 2`) while a background
+    process keeps the init waiting: every exec would then fail, so the sandbox counts as gone."""
+    namespace = init.get("pidns")
+    return bool(namespace) and all(
+        _running_in(int(pid), namespace) for pid in (init["pid"], init.get("holder", init["pid"]))
+    )
+
+
+def _running_in(pid: int, namespace: str) -> bool:
+    """`pid` runs in `namespace`; a killed process not yet reaped (a zombie) still shows the
+    namespace, so its state decides."""
+    if _pid_namespace(pid) != namespace:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def _reap_finished_inits() -> None:
