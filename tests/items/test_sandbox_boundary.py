@@ -633,10 +633,21 @@ def test_after_release_sandboxes_a_changed_limit_resizes_the_image(settings, api
     assert _capacity(workspace_dir(item.pk)) > before + 2 * MIB
 
 
-def _sandbox_init(item: Item) -> dict:
+def _kill_holder(item: Item) -> None:
+    """Kills the process execs enter a sandbox through, as a `kill -9 2` from inside would, and
+    waits until the kernel has (SIGKILL lands asynchronously)."""
     backend = backend_named("local")
     (sandbox_id,) = [s for s in backend.sandboxes() if backend._state(s)["item_id"] == str(item.pk)]
-    return backend._state(sandbox_id)["init"]
+    holder = backend._state(sandbox_id)["init"]["holder"]
+    os.kill(holder, 9)
+
+    def dead() -> bool:
+        try:
+            return Path(f"/proc/{holder}/stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X")
+        except OSError:
+            return True
+
+    assert _eventually(dead)
 
 
 def test_killing_the_namespace_holder_from_inside_closes_the_sandbox_and_says_so(api_client_for, make_item):
@@ -661,7 +672,7 @@ def test_after_the_holder_was_killed_the_next_command_runs_in_a_new_sandbox(api_
     first = _exec(carol_api, item, "sleep 300 >/dev/null 2>&1 &")
     pidns = _sandbox_pidns(item)
     assert _eventually(lambda: len(_sleepers(pidns)) == 1)
-    os.kill(_sandbox_init(item)["holder"], 9)
+    _kill_holder(item)
     # When she runs a command
     body = _exec(carol_api, item, "echo hello")
     # Then it runs in a new sandbox, the reply says why, and the old one's processes are gone
@@ -677,10 +688,31 @@ def test_a_probe_closes_a_sandbox_whose_holder_was_killed(api_client_for, make_i
     _exec(carol_api, item, "sleep 300 >/dev/null 2>&1 &")
     pidns = _sandbox_pidns(item)
     assert _eventually(lambda: len(_sleepers(pidns)) == 1)
-    os.kill(_sandbox_init(item)["holder"], 9)
+    _kill_holder(item)
     # When the worker probes the sandboxes
     closed = lifecycle.sandboxes_probe().closed
     # Then it is closed, not counted, and nothing of it runs
     assert closed == 1
     assert not SandboxActivity.current.filter(item_id=str(item.pk)).exists()
     assert _eventually(lambda: not _host_pids_in(pidns))
+
+
+def test_an_app_without_a_size_runs_under_the_kernel_cap_and_is_charged_nothing(
+    settings, write_config, api_client_for, make_item
+):
+    # Given rca, which declares no size, in a deployment without a default one, and a 64M memory cap
+    write_config("[sandbox]\nlease = '90s'\n", apps={"rca.toml": 'slug = "rca"\nname = "Investigations"\n'})
+    settings.WORKSPACE_SANDBOX_CAP_MEMORY = "64M"
+    item = make_item(app_slug="rca", created_by="carol")
+    # When its command allocates 600M
+    hog = "a = bytearray(600 * 1024 * 1024); a[::4096] = b'x' * len(a[::4096]); print('survived')"
+    body = _exec(api_client_for("carol"), item, ["python3", "-c", hog])
+    # Then the kernel kills it at the cap, its cgroup holds the cap, and the ledger charges nothing
+    assert body["exit_code"] == 137
+    assert "survived" not in body["stdout"]
+    backend = backend_named("local")
+    (group, *_) = backend._state(body["sandbox_id"])["confinement"]["groups"]
+    limit_file = Path(group) / ("memory.max" if (Path(group) / "memory.max").exists() else "memory.limit_in_bytes")
+    assert limit_file.read_text().strip() == str(64 * MIB)
+    row = SandboxActivity.objects.get(backend_sandbox_id=body["sandbox_id"])
+    assert (row.memory_bytes, row.cpu_cores, row.charges_cost) == (None, None, False)

@@ -33,7 +33,7 @@ from workspace.items.sandboxes.base import (
     validate_command,
 )
 from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
-from workspace.items.sandboxes.isolation import configured_driver, warn_about_enforcement
+from workspace.items.sandboxes.isolation import cap_warnings, configured_cap, configured_driver, warn_about_enforcement
 from workspace.items.sandboxes.local import LocalBackend
 from workspace.items.sandboxes.reach import unreachable_reason
 from workspace.items.volumes import enforcement_warnings
@@ -135,7 +135,7 @@ class SandboxHost:
 
     def healthz(self) -> tuple[int, dict]:
         spec = self.backend.defaults
-        return 200, {"status": "ok", "defaults": spec.as_dict()}
+        return 200, {"status": "ok", "defaults": spec.as_dict(), "cap": self.backend.cap.as_dict()}
 
     def create(self, body: dict) -> tuple[int, dict]:
         # Unknown fields are ignored on purpose: newer apps may send more than this host knows.
@@ -325,7 +325,10 @@ def build_server(address: str, port: int, host_settings: HostSettings | None = N
     unreachable = unreachable_reason(chosen.workspace_root, boundary.uid_for("0"), setting="SANDBOX_HOST_WORKSPACES")
     if unreachable:
         raise ImproperlyConfigured(unreachable)
-    for warning in boundary_warnings(boundary) + enforcement_warnings():
+    cap = configured_cap()
+    # What the host enforces for a dimension an app sends as null is its own default.
+    loose = cap_warnings({"host": chosen.defaults}, cap, label="Sandboxes asked for without a {dimension} size")
+    for warning in boundary_warnings(boundary) + enforcement_warnings() + loose:
         logger.warning(warning)
     backend = LocalBackend(
         state_dir=chosen.state_dir,
@@ -333,6 +336,7 @@ def build_server(address: str, port: int, host_settings: HostSettings | None = N
         driver=driver,
         boundary=boundary,
         defaults=chosen.defaults,
+        cap=cap,
     )
     handler = type("SandboxHostHandler", (_Handler,), {"host": SandboxHost(backend), "token": chosen.token})
     server = ThreadingHTTPServer((address, port), handler)

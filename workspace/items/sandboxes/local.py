@@ -60,12 +60,15 @@ class LocalBackend:
         driver: IsolationDriver,
         boundary: Boundary,
         defaults: SandboxSize | None = None,
+        cap: SandboxSize | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.workspace_root = workspace_root
         self.driver = driver
         self.boundary = boundary
         self.defaults = defaults or SandboxSize()
+        # The kernel ceiling of a dimension that resolves to no limit (WORKSPACE_SANDBOX_CAP_*).
+        self.cap = cap or SandboxSize()
 
     def _home(self, sandbox_id: str) -> Path:
         if not sandbox_id or "/" in sandbox_id or sandbox_id.startswith("."):
@@ -88,7 +91,9 @@ class LocalBackend:
         effective = spec.inherit(self.defaults)
         uid = self.boundary.uid_for(str(item_id))
         directory = workspace or workspace_prepare(self.workspace_root / str(item_id), limit_bytes=disk_bytes, uid=uid)
-        confinement = self.driver.create(sandbox_id, effective)
+        # The kernel gets the capped size; the ledger is handed `effective`, so what an app leaves
+        # undeclared is bounded here and still charged as nothing.
+        confinement = self.driver.create(sandbox_id, effective.within(self.cap))
         home = self._home(sandbox_id)
         (home / "pids").mkdir(parents=True)
         init: dict | None = None
