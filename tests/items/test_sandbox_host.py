@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import urllib.parse
 import urllib.request
 from datetime import timedelta
@@ -382,3 +383,28 @@ def test_a_stalled_body_frees_its_thread_with_a_408(host, monkeypatch):
         status, body = _answer(connection)
     # Then the host gives up on it with a 408 in JSON
     assert (status, body["error"]) == (408, "request_timeout")
+
+
+def test_a_host_without_defaults_runs_sandboxes_sent_without_a_size_under_its_cap(settings, workspace_dirs):
+    # Given a host with no cpu or memory defaults, under a cap of 1 core and 128M
+    settings.WORKSPACE_SANDBOX_CAP_CPU = "1"
+    settings.WORKSPACE_SANDBOX_CAP_MEMORY = "128M"
+    chosen = HostSettings(SandboxSize(), workspace_dirs / "workspaces", workspace_dirs / "host-state", TOKEN)
+    server = build_server("127.0.0.1", 0, chosen)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        # When the app opens a sandbox whose cpu and memory it sends as null
+        status, created = _call(f"{url}/sandboxes", "POST", {"item_id": "5", "cpu": None, "memory": None})
+        group = Path(settings.WORKSPACE_CGROUP_ROOT) / "workspace-sandboxes" / created["id"]
+        limits = [(group / name).read_text().strip() for name in ("cpu.max", "memory.max")]
+        health = _call(f"{url}/healthz")[1]
+        HttpBackend(url, token=TOKEN).close(created["id"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    # Then it reports the sizes as unspecified (nothing to charge), its kernel group holds the cap,
+    # and /healthz names the cap
+    assert (status, created["cpu_cores"], created["memory_bytes"]) == (201, None, None)
+    assert limits == ["100000 100000", str(128 * 1024**2)]
+    assert health["cap"] == {"cpu_cores": 1.0, "memory_bytes": 128 * 1024**2, "pids_max": 512}
