@@ -41,6 +41,22 @@ class SandboxSize:
             pids_max=self.pids_max if self.pids_max is not None else defaults.pids_max,
         )
 
+    def within(self, cap: SandboxSize) -> SandboxSize:
+        """What the kernel enforces: a dimension with no limit (None or 0) takes the cap's value.
+
+        Only the kernel sees the result; the ledger charges the size itself, so an app that
+        declares nothing still counts nothing against per-user totals (spec "Limits" 5).
+        """
+
+        def bound(value: Any, ceiling: Any) -> Any:
+            return ceiling if not value and ceiling else value
+
+        return SandboxSize(
+            cpu_cores=bound(self.cpu_cores, cap.cpu_cores),
+            memory_bytes=bound(self.memory_bytes, cap.memory_bytes),
+            pids_max=bound(self.pids_max, cap.pids_max),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 

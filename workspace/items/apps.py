@@ -114,15 +114,22 @@ class ItemsConfig(AppConfig):
         from workspace.items import checks  # noqa: F401 (registers the system checks)
         from workspace.items.config import get_config
         from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
-        from workspace.items.sandboxes.isolation import configured_driver, warn_about_enforcement
+        from workspace.items.sandboxes.isolation import (
+            cap_warnings,
+            configured_cap,
+            configured_driver,
+            warn_about_enforcement,
+        )
         from workspace.items.volumes import enforcement_warnings
 
         # A bad config or descriptor raises ImproperlyConfigured naming the file and key; so does
-        # a local backend without bubblewrap outside DEBUG.
+        # a local backend without bubblewrap outside DEBUG, or a cap that is no size.
         config = get_config()
+        cap = configured_cap()
         if config.sandbox.backend == "local":
             warn_about_enforcement(configured_driver())
-            for warning in boundary_warnings(configured_boundary()) + enforcement_warnings():
+            sizes = {app.slug: app.resources.sandbox for app in config.apps.values()}
+            for warning in boundary_warnings(configured_boundary()) + enforcement_warnings() + cap_warnings(sizes, cap):
                 logger.warning(warning)
         install_quotas()
         for warning in quota_warnings():

@@ -226,6 +226,7 @@ def workspaces_sweep() -> int:
         for pk, slug, owner, creator in Item.objects.order_by("pk").values_list("pk", "app_slug", "owner", "created_by")
     ]
     tracked = ledger.owners_with_disk_limit({owner for _, _, owner in rows})
+    before = ledger.disk_bytes_by_item()
     measurements = [
         ledger.DiskMeasurement(
             item_id=item_id,
@@ -235,4 +236,7 @@ def workspaces_sweep() -> int:
         )
         for item_id, slug, owner in rows
     ]
-    return ledger.record_disk_measurements(measurements)
+    written = ledger.record_disk_measurements(measurements)
+    # An owner the sweep found over their total stops growing now, not at their next command.
+    lifecycle.sandboxes_hold_to_disk_totals([m for m in measurements if m.owner in tracked], before=before)
+    return written
