@@ -175,3 +175,26 @@ def test_a_json_endpoint_refuses_a_form_body_and_stores_nothing(bob_api):
     assert response.status_code == 415
     assert set(response.json()) >= {"error", "detail"}
     assert not ApiToken.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "content_type", "status"),
+    [
+        ("POST", "/api/v1/workflow", "name=x", "application/x-www-form-urlencoded", 415),
+        ("POST", "/api/v1/workflow", "{broken", "application/json", 400),
+        ("POST", "/api/v1/workflow", '{"colour": 1}', "application/json", 422),
+        ("GET", "/api/v1/workflow/nope/data", "", "application/json", 404),
+        ("DELETE", "/api/v1/workflow", "", "application/json", 405),
+    ],
+    ids=["form body", "malformed JSON", "unknown field", "no such workflow", "wrong method"],
+)
+def test_every_refusal_on_a_generated_route_has_an_error_code_and_a_detail(
+    alice_api, method, path, body, content_type, status
+):
+    # Given alice (mock identity)
+    # When a request to /api/v1/ is refused
+    response = alice_api.generic(method, path, body, content_type=content_type, HTTP_ACCEPT="application/json")
+    # Then the body names a specific error code and says why
+    assert response.status_code == status
+    assert response.json()["error"] not in ("", "error")
+    assert response.json()["detail"]
