@@ -150,6 +150,7 @@ ROWS = [
     Row("kb documents", "delete", "/kb/documents/{document}", None, {"bob": 403, "dave": 403}, "alice"),
     Row("kb writers", "post", "/kb/collections/{collection}/writers", {"user_ids": ["bob"]}, {"bob": 403}, "alice"),
     Row("my resources", "delete", "/me/resources/live/{notebook}", None, {"bob": 404, "dave": 404}, "carol"),
+    Row("handover", "post", "/me/resources/handovers/{notebook}/return", None, {"bob": 404, "dave": 404}, "carol"),
     Row("tokens", "delete", "/me/tokens/{token}", None, {"bob": 404, "dave": 404}, "alice"),
     Row("notifications", "post", "/notifications/{notification}/read", None, {"bob": 404, "dave": 404}, "alice"),
 ]
