@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from quotas.models import UserResourceOverride
 
 DIMENSIONS = ("count", "cpu", "memory", "disk")
+# The largest count and cpu an override takes: the count column's range, and more cores than any
+# machine has. Anything above is refused by name, not left to overflow a column or a float.
+MAX_COUNT = 2**31 - 1
+MAX_CPU_CORES = 1_000_000
 # Written in an override for "no limit"; stored as 0.
 UNLIMITED_WORD = "max"
 
@@ -143,8 +147,12 @@ def _number(raw: Any, *, integer: bool) -> int | float:
             raw = None
     if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
         raise ValueError(f"expected {kind} >= 0, 'max' for unlimited, or null for the site default")
-    if integer and raw != int(raw):
+    if raw != raw:  # NaN is not a limit
         raise ValueError(f"expected {kind}, got {raw!r}")
-    if raw != raw or raw == float("inf"):  # NaN and infinity are not limits
+    # Compared before any conversion: float() of a 400-digit integer raises OverflowError.
+    ceiling = MAX_COUNT if integer else MAX_CPU_CORES
+    if raw > ceiling:
+        raise ValueError(f"expected {kind} up to {ceiling}, or 'max' for unlimited")
+    if integer and raw != int(raw):
         raise ValueError(f"expected {kind}, got {raw!r}")
     return int(raw) if integer else float(raw)

@@ -167,12 +167,11 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["collab.authentication.WorkspaceAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": [
-        # A body nested past 64 levels is a 400, not a RecursionError (crudgen.parsers).
-        "crudgen.parsers.BoundedJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # JSON only: the API takes what its schema says, and a form body (which another site's page
+    # can post, credentials attached) is a 415. Uploads name MultiPartParser themselves; pages
+    # post their forms to views of their own (collab.web.html_or_api). A body nested past 64
+    # levels is a 400, not a RecursionError (crudgen.parsers).
+    "DEFAULT_PARSER_CLASSES": ["crudgen.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "collab.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,

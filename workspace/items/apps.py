@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from django.apps import AppConfig
 
 if TYPE_CHECKING:
-    from quotas.host import Handover, ItemFacts, ItemLink
+    from quotas.host import Handover, ItemFacts, ItemLink, PaidItem
     from quotas.values import UserLimits
 
 logger = logging.getLogger("workspace.quotas")
@@ -91,6 +91,18 @@ class WorkspaceQuotaHost:
                 requested_by=row.pending_owner_requested_by,
                 requested_at=row.pending_owner_requested_at,
             )
+            for row in rows[:100]
+        ]
+
+    def paid_for_others(self, user_id: str) -> list[PaidItem]:
+        from django.db.models import F
+
+        from quotas.host import PaidItem
+        from workspace.items.models import Item
+
+        rows = Item.objects.filter(owner=user_id).exclude(created_by=F("owner")).order_by("pk")
+        return [
+            PaidItem(item_id=str(row.pk), app_slug=row.app_slug, title=row.title, created_by=row.created_by)
             for row in rows[:100]
         ]
 
