@@ -9,9 +9,10 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from collab.identity import unknown_user_ids
+from collab.sizes import format_bytes
 from quotas import services
 from quotas.models import SandboxActivity, UserResourceOverride, WorkspaceDiskUsage
-from quotas.sizes import format_size
+from quotas.sizes import format_size, size_string
 from quotas.values import DIMENSIONS, UNLIMITED_WORD, OverrideValues, parse_override_value
 
 _HELP = {
@@ -41,7 +42,7 @@ class UserResourceOverrideForm(forms.ModelForm):
             for name in DIMENSIONS:
                 value = written[name]
                 if name in ("memory", "disk") and value not in (None, UNLIMITED_WORD):
-                    value = format_size(value) if value % 1024 == 0 else str(value)
+                    value = size_string(value)
                 self.initial[name] = "" if value is None else str(value)
 
     def clean_user_id(self) -> str:
@@ -142,7 +143,7 @@ class SandboxActivityAdmin(ReadOnlyLedgerAdmin):
     list_filter = ("is_deleted", "backend", "close_reason", "charges_cost")
     search_fields = ("owner", "item_id", "backend_sandbox_id")
     ordering = ("-id",)
-    # The detail page shows the size as written in the config ("512M"), not the byte count.
+    # The detail page shows the size as every page does ("512 MB"), not the byte count.
     exclude = ("memory_bytes",)
     readonly_fields = ("memory",)
 
@@ -162,4 +163,4 @@ class WorkspaceDiskUsageAdmin(ReadOnlyLedgerAdmin):
 
     @admin.display(description="size", ordering="bytes")
     def size(self, obj: WorkspaceDiskUsage) -> str:
-        return format_size(obj.bytes) if obj.bytes else "0"
+        return format_bytes(obj.bytes)

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from collab.sizes import format_bytes
 from quotas import host, selectors
 from quotas.limits import TtlMemo, limits_for, register_memo
 from quotas.services import Refusal, quota_error
-from quotas.sizes import format_size
 
 
 class GrowingWrite(Protocol):
@@ -46,8 +46,8 @@ def item_facts(item_id: str) -> host.ItemFacts | None:
 def _refusal(error: str, *, used: int, quota: int, delta: int, whose: str, limit: str) -> Refusal:
     attempted = used + delta
     detail = (
-        f"This write would bring {whose} to {format_size(attempted)}, above {limit} of {format_size(quota)} "
-        f"({format_size(used) if used else '0 bytes'} in use). Delete or shrink files to make room; "
+        f"This write would bring {whose} to {format_bytes(attempted)}, above {limit} of {format_bytes(quota)} "
+        f"({format_bytes(used)} in use). Delete or shrink files to make room; "
         "My resources lists the items that hold the space."
     )
     return Refusal(body={"error": error, "used": used, "quota": quota, "attempted": attempted, "detail": detail})

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from collab.sizes import format_bytes
+
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -78,14 +80,19 @@ def parse_duration_seconds(value: object) -> float:
 
 
 def format_size(value: int | None) -> str:
-    """Human form for pages: None -> "unspecified", 0 -> "unlimited", else the largest exact-ish unit."""
+    """A limit or size for people to read: None -> "unspecified", 0 -> "unlimited", else the one
+    display format of every page (`collab.sizes.format_bytes`, "512 MB")."""
     if value is None:
         return "unspecified"
     if value == 0:
         return "unlimited"
+    return format_bytes(value)
+
+
+def size_string(value: int) -> str:
+    """A size as people type it in the config and admin forms ("512M", "1G"), which parses back
+    to exactly `value`: the largest unit that divides it, else plain bytes."""
     for suffix in ("T", "G", "M", "K"):
-        unit = _UNITS[suffix]
-        if value >= unit:
-            amount = value / unit
-            return f"{amount:.0f}{suffix}" if amount == int(amount) else f"{amount:.1f}{suffix}"
-    return f"{value} B"
+        if value and value % _UNITS[suffix] == 0:
+            return f"{value // _UNITS[suffix]}{suffix}"
+    return str(value)

@@ -15,6 +15,7 @@ from collab.api import ServiceApiView
 from collab.errors import ApiError
 from collab.identity import unknown_user_ids
 from collab.serializers import ErrorOutputSerializer
+from collab.sizes import format_bytes
 from collab.web import identity_required
 from quotas import selectors, services
 from quotas.serializers import (
@@ -100,13 +101,17 @@ def usage_rows(summed: selectors.MyResources | selectors.ResourcesAtAGlance) -> 
 
 
 def _usage_row(label: str, used: float, limit: float | None, *, size: bool = False) -> dict[str, object]:
-    shown = format_size if size else (lambda value: f"{value:g}")
+    shown = format_bytes if size else (lambda value: f"{value:g}")
+    full = limit is not None and used >= limit
+    # 100 only at the limit, so the meter turns red exactly when nothing more fits (its `high`
+    # is 99): 99.6% of a limit is not yet refused.
+    percent = None if not limit else 100 if full else min(99, round(used * 100 / limit))
     return {
         "label": label,
-        "used": shown(used) if used or not size else "0",
+        "used": shown(used),
         "limit": "no limit" if limit is None else shown(limit),
-        "percent": None if not limit else min(100, round(used * 100 / limit)),
-        "full": limit is not None and used >= limit,
+        "percent": percent,
+        "full": full,
     }
 
 

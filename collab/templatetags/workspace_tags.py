@@ -8,6 +8,7 @@ from django import template
 from django.utils.timesince import timesince
 
 from collab import clock
+from collab.sizes import format_bytes
 
 register = template.Library()
 
@@ -20,3 +21,9 @@ def ago(moment: datetime | None) -> str:
     if (clock.now() - moment).total_seconds() < 60:
         return "just now"
     return f"{timesince(moment, clock.now(), depth=1)} ago"
+
+
+@register.filter
+def human_size(value: int | float | None) -> str:
+    """Bytes as every page shows them ("512 MB"); the one size filter of the templates."""
+    return "" if value is None else format_bytes(value)

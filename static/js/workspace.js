@@ -119,6 +119,7 @@
         const left = Math.max(0, (parseInt(count.textContent, 10) || 0) - 1);
         count.textContent = left;
         count.closest(".bell").classList.toggle("has-unread", left > 0);
+        document.dispatchEvent(new CustomEvent("workspace:unread", {detail: {count: left}}));
       }
     }
     document.addEventListener("click", follow);
@@ -141,15 +142,45 @@
   }
 
   /* Any form with `data-confirm` asks its question first; "Cancel" sends nothing. One listener on
-     the document serves every page, forms added later included. */
+     the document serves every page, forms added later included; it listens while the event goes
+     down (capture), so it asks before any script that sends the form itself (the terminal's
+     Close sandbox), and a "Cancel" reaches none of them. */
   function confirmBeforeSubmit() {
     document.addEventListener("submit", function (event) {
       const question = event.target.dataset && event.target.dataset.confirm;
-      if (question && !window.confirm(question)) event.preventDefault();
+      if (question && !window.confirm(question)) {
+        event.preventDefault();
+        event.stopImmediatePropagation();
+      }
+    }, true);
+  }
+
+  /* A refused form comes back as the page it was sent from, with the refusal by the form, but at
+     the address it was posted to (`.../files:move`): the address bar shows the page's own
+     (its `link rel=canonical`), so copying or reloading it opens the page, not a bare POST path. */
+  function showCanonicalAddress() {
+    const canonical = document.querySelector("link[rel=canonical]");
+    if (!canonical || canonical.href === window.location.href.split("#")[0]) return;
+    const target = new URL(canonical.href);
+    if (target.origin !== window.location.origin) return;
+    window.history.replaceState(window.history.state, "", target.href + window.location.hash);
+  }
+
+  /* Every unread count on the page follows the bell: the header's poll dispatches
+     `workspace:unread` with the inbox's count. */
+  function followUnreadCount() {
+    document.addEventListener("workspace:unread", function (event) {
+      document.querySelectorAll("[data-unread-count]").forEach((node) => { node.textContent = event.detail.count; });
+      document.querySelectorAll("[data-unread-when]").forEach((node) => {
+        node.hidden = (node.dataset.unreadWhen === "some") !== (event.detail.count > 0);
+      });
     });
   }
 
-  function start() { foldableMenu(); markCurrentArea(); markReadWhenFollowed(); confirmBeforeSubmit(); }
+  function start() {
+    foldableMenu(); markCurrentArea(); markReadWhenFollowed(); confirmBeforeSubmit();
+    showCanonicalAddress(); followUnreadCount();
+  }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from quotas.sizes import SizeError, format_size, parse_duration_seconds, parse_size
+from quotas.sizes import SizeError, format_size, parse_duration_seconds, parse_size, size_string
 from workspace.items.config import DEFAULT_APPS_DIR, DEFAULT_CONFIG, get_config, load_config
 
 MIB = 1024**2
@@ -217,7 +217,16 @@ def test_a_duration_is_read_with_its_unit():
 
 def test_sizes_are_written_in_words_or_with_their_unit():
     # Given no size, a size of 0 and one of 512 MiB
-    # When each is formatted / Then they read unspecified, unlimited and 512M
+    # When each is formatted / Then they read unspecified, unlimited and 512 MB
     assert format_size(None) == "unspecified"
     assert format_size(0) == "unlimited"
-    assert format_size(512 * MIB) == "512M"
+    assert format_size(512 * MIB) == "512 MB"
+
+
+def test_a_size_for_a_form_is_written_so_it_parses_back_to_the_same_bytes():
+    # Given sizes with and without a whole unit
+    # When each is written for a config file or an admin form
+    # Then each parses back to exactly its bytes
+    for value in (0, 1, 1000, 1024, 1536, 512 * MIB, 3 * 1024**3, 2**63 - 1):
+        assert parse_size(size_string(value)) == value
+    assert size_string(512 * MIB) == "512M"

@@ -32,8 +32,8 @@ def test_the_sandbox_ledger_lists_memory_as_a_size(admin_client_logged_in) -> No
     # When staff open the sandbox ledger in admin
     response = admin_client_logged_in.get(reverse("admin:quotas_sandboxactivity_changelist"))
 
-    # Then its memory reads 512M, not the byte count
-    assert b"512M" in response.content
+    # Then its memory reads 512 MB, as every page shows sizes, not the byte count
+    assert b"512 MB" in response.content
     assert b"536870912" not in response.content
 
 
@@ -44,9 +44,9 @@ def test_a_sandbox_rows_detail_page_shows_memory_as_a_size(admin_client_logged_i
     # When staff open its detail page
     response = admin_client_logged_in.get(reverse("admin:quotas_sandboxactivity_change", args=[row.pk]))
 
-    # Then its memory reads 1G
+    # Then its memory reads 1 GB
     assert response.status_code == 200
-    assert b"1G" in response.content
+    assert b"1 GB" in response.content
     assert b"1073741824" not in response.content
 
 
@@ -57,6 +57,6 @@ def test_the_disk_ledger_lists_sizes(admin_client_logged_in) -> None:
     # When staff open the disk ledger in admin
     response = admin_client_logged_in.get(reverse("admin:quotas_workspacediskusage_changelist"))
 
-    # Then the measurement reads 3M
-    assert b"3M" in response.content
+    # Then the measurement reads 3 MB
+    assert b"3 MB" in response.content
     assert b"3145728" not in response.content

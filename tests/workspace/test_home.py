@@ -87,9 +87,9 @@ def test_home_sums_up_my_resources_against_my_limits(client: Client, per_user, m
     # When she opens the home page
     card = _section(client.get("/", **HTML), "home-resources")
 
-    # Then the card reads 1 of 3 sandboxes and 512M of 2G disk
+    # Then the card reads 1 of 3 sandboxes and 512 MB of 2 GB disk
     assert '<dt>Sandboxes</dt>\n          <dd>1 <span class="meta">of 3</span>' in card
-    assert '512M <span class="meta">of 2G</span>' in card
+    assert '512 MB <span class="meta">of 2 GB</span>' in card
 
 
 def test_home_shows_only_unread_notifications_with_the_unread_total(client: Client) -> None:
@@ -104,7 +104,7 @@ def test_home_shows_only_unread_notifications_with_the_unread_total(client: Clie
     # Then five unread ones show, none read, and the link counts all six
     assert card.count('data-testid="notification"') == 5
     assert "already read" not in card
-    assert "All unread (6)" in card
+    assert "All unread (<span data-unread-count>6</span>)" in card
 
 
 def test_an_empty_home_says_what_to_do_in_each_card(client: Client) -> None:
