@@ -49,12 +49,18 @@ class Handover:
 
 @dataclass(frozen=True)
 class PaidItem:
-    """An item someone else created that this person pays for: they may hand its bill back."""
+    """An item someone else created that this person pays for: they may open it to free its disk
+    and hand its bill back. `named_by` made them pay at `named_at`: staff without asking when
+    `assigned`, else by their consent (they accepted a request from `named_by`, or named themselves)."""
 
     item_id: str
     app_slug: str
     title: str
     created_by: str
+    url: str = ""
+    named_by: str = ""
+    named_at: datetime | None = None
+    assigned: bool = False
 
 
 class QuotaHost(Protocol):
@@ -72,7 +78,7 @@ class QuotaHost(Protocol):
 
     def describe_items(self, item_ids: Sequence[str], *, viewer: str) -> dict[str, ItemLink]:
         """Titles of the items that still exist; a page link only where `viewer` may open the page
-        (the payer of someone else's item sees its title, not a link to a 404)."""
+        (the payer of someone else's item may: there they free its disk)."""
 
     def pending_handovers(self, user_id: str) -> list[Handover]:
         """Items waiting for `user_id` to accept paying for them, oldest request first."""
@@ -80,8 +86,9 @@ class QuotaHost(Protocol):
     def paid_for_others(self, user_id: str) -> list[PaidItem]:
         """Items `user_id` pays for but did not create, oldest first: the bills they may hand back."""
 
-    def sandbox_close(self, item_id: str) -> int:
-        """Truly shuts the item's sandbox down; returns how many sandboxes were closed."""
+    def sandbox_close(self, item_id: str, *, closed_by: str) -> int:
+        """Truly shuts the item's sandbox down for `closed_by` (a command it stops names them);
+        returns how many sandboxes were closed."""
 
 
 _installed: list[QuotaHost] = []

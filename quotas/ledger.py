@@ -118,11 +118,17 @@ def heartbeat(*, activity_id: int, lease: timedelta, used: bool = False) -> bool
     return SandboxActivity.current.filter(pk=activity_id, lease_expires_at__gt=moment).update(**changes) == 1
 
 
-def activity_close(*, activity_id: int, reason: str) -> bool:
+def activity_closing(*, activity_id: int, reason: str, closed_by: str) -> None:
+    """Says why and by whom an open row is about to be closed, before its processes are killed
+    (blank both: the close failed and the row runs on). It still counts until `activity_close`."""
+    SandboxActivity.current.filter(pk=activity_id).update(close_reason=reason, closed_by=closed_by)
+
+
+def activity_close(*, activity_id: int, reason: str, closed_by: str = "") -> bool:
     """Soft-deletes the row (reclaim is forgetting); False if it was already closed."""
     moment = clock.now()
     updated = SandboxActivity.current.filter(pk=activity_id).update(
-        is_deleted=True, closed_at=moment, close_reason=reason
+        is_deleted=True, closed_at=moment, close_reason=reason, closed_by=closed_by
     )
     return updated == 1
 

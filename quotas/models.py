@@ -55,6 +55,9 @@ class SandboxActivity(models.Model):
     is_deleted = models.BooleanField(default=False)
     closed_at = models.DateTimeField(null=True, blank=True)
     close_reason = models.CharField(max_length=20, choices=CloseReason.choices, blank=True, default="")
+    # Who closed it, when a person did (My resources, the item page, the API): a command it
+    # stopped says so by name. Blank for the service's own closes (idle, expiry, disk).
+    closed_by = models.CharField(max_length=150, blank=True, default="")
 
     objects = models.Manager()
     current = OpenActivityManager()

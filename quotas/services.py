@@ -9,10 +9,10 @@ from django.db import connection, transaction
 from django.http import Http404
 
 from collab.errors import ApiError
+from collab.sizes import format_bytes
 from quotas import host, selectors
 from quotas.limits import forget_override, limits_for
 from quotas.models import AdmissionLock, UserResourceOverride
-from quotas.sizes import format_size
 from quotas.values import OverrideValues, SandboxSize, UserLimits
 
 # Sums of fractional cores (0.1 + 0.2) must not refuse a sandbox that fits exactly.
@@ -41,7 +41,7 @@ def quota_error(refusals: list[Refusal]) -> ApiError:
 
 def _shown(dimension: str, value: float) -> str:
     if dimension == "memory":
-        return format_size(int(value)) if value else "0"
+        return format_bytes(value)
     if dimension == "cpu":
         return f"{value:g} core" if value == 1 else f"{value:g} cores"
     return f"{int(value)}"
@@ -164,4 +164,4 @@ def my_sandbox_close(*, owner: str, item_id: str) -> int:
     """
     if not selectors.owner_live_sandbox_exists(owner=owner, item_id=item_id):
         raise Http404("You have no live sandbox for that item.")
-    return host.installed().sandbox_close(item_id)
+    return host.installed().sandbox_close(item_id, closed_by=owner)

@@ -1,5 +1,6 @@
-/* The item page's Files card: opening "Rename" puts the cursor on the name ready to type over
-   (and closes any other), and Escape closes it again. A delete asks first (workspace.js). */
+/* The item page's Files card: opening "Rename" (or a payer's "Shrink") puts the cursor in its
+   field ready to type over (and closes any other box), and Escape closes it again. A delete asks
+   first (workspace.js). */
 (function () {
   const card = document.getElementById("files");
   if (!card) return;
@@ -8,9 +9,10 @@
     const rename = event.target;
     if (!rename.matches || !rename.matches("details.ws-rename") || !rename.open) return;
     card.querySelectorAll("details.ws-rename[open]").forEach((other) => { if (other !== rename) other.open = false; });
-    const input = rename.querySelector("input[name=target]");
-    const path = input.value;
+    const input = rename.querySelector("input:not([type=hidden])");
     input.focus();
+    if (input.name !== "target") { input.select(); return; }
+    const path = input.value;
     /* The name without its folder and extension is what people usually change. */
     const start = path.lastIndexOf("/") + 1;
     const dot = path.lastIndexOf(".");

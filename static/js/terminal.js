@@ -1,8 +1,10 @@
 /* The item page's terminal. Each command gets its own block and runs after the ones before it,
    so outputs never mix. A block shows that it is queued or running (and when it will be stopped),
-   streams its output (server-sent events over the exec endpoint), and ends with its exit code, a
-   timeout, or the refusal with every limit that bound. The Sandbox card and the file list follow
-   each run. The transcript outlives a page load (sessionStorage), and ↑/↓ recall commands. */
+   with a Stop button while it runs, streams its output (server-sent events over the exec
+   endpoint), and ends with its exit code and why it ended (its time limit, the memory limit, a
+   stop, its sandbox closed: the result's `reason`), or the refusal with every limit that bound.
+   The Sandbox card and the file list follow each run. The transcript outlives a page load
+   (sessionStorage), and ↑/↓ recall commands. */
 (function () {
   const form = document.getElementById("exec-form");
   if (!form) return;
@@ -58,8 +60,14 @@
     button.disabled = true;
     const {response, body} = await Workspace.sendJson(close.action, "DELETE");
     if (response.ok) {
-      announce.textContent = "The sandbox is shut down.";
       await refreshCards();
+      const said = document.createElement("p");
+      said.className = "ws-card-said";
+      said.setAttribute("role", "status");
+      said.dataset.testid = "sandbox-closed";
+      said.textContent = "The sandbox is shut down: whatever ran in it has stopped.";
+      const card = document.querySelector("[data-testid=sandbox]");
+      if (card) card.appendChild(said);
     } else {
       button.disabled = false;
       close.after(Workspace.refusal(response.status, body));
@@ -82,12 +90,20 @@
     const status = document.createElement("span");
     status.className = "ws-run-status";
     status.dataset.testid = "exec-status";
-    head.append(command, status);
+    const stop = document.createElement("button");
+    stop.type = "button";
+    stop.className = "small danger ws-run-stop";
+    stop.dataset.testid = "exec-stop";
+    stop.textContent = "Stop";
+    stop.hidden = true;
+    stop.setAttribute("aria-label", "Stop " + record.command);
+    head.append(command, status, stop);
     const text = document.createElement("pre");
     text.className = "ws-run-output";
     block.append(head, text);
     output.appendChild(block);
-    const view = {block: block, status: status, text: text, record: record};
+    const view = {block: block, status: status, text: text, stop: stop, record: record};
+    stop.addEventListener("click", () => stopRun(view));
     views.push(view);
     clear.hidden = false;
     setStatus(view, record.state, record.label);
@@ -103,6 +119,18 @@
     view.status.dataset.state = state;
     view.status.textContent = label;
     view.block.classList.toggle("running", state === "running");
+    if (state !== "running") view.stop.hidden = true;
+  }
+
+  /* Stops the block's command (not the sandbox); its result then says who stopped it. */
+  async function stopRun(view) {
+    if (!view.execId) return;
+    view.stop.disabled = true;
+    const {response, body} = await Workspace.sendJson(form.dataset.execsUrl + "/" + view.execId + "/stop", "POST");
+    if (!response.ok && response.status !== 404) {
+      view.stop.disabled = false;
+      view.block.appendChild(Workspace.refusal(response.status, body));
+    }
   }
 
   function show(view, text, stream) {
@@ -125,6 +153,13 @@
     setStatus(view, "refused", label);
     output.scrollTop = output.scrollHeight;
   }
+
+  /* The status line of each `reason` other than "exited" and "timed_out". */
+  const endings = {
+    stopped: (result) => "stopped" + (result.ended_by ? " by " + result.ended_by : ""),
+    memory_limit: () => "killed: out of memory",
+    sandbox_closed: (result) => "sandbox closed" + (result.ended_by ? " by " + result.ended_by : ""),
+  };
 
   /* A negative code is the signal that ended the process (the sandbox closed under it, say). */
   function exited(code) {
@@ -159,6 +194,8 @@
       await Workspace.readEvents(response, (message) => {
         if (message.event === "started") {
           limit = message.data.timeout_seconds + " s";
+          view.execId = message.data.exec_id;
+          view.stop.hidden = !view.execId;
           tick();
           if (message.data.sandbox_opened) refreshCards();
         } else {
@@ -186,11 +223,16 @@
     } else if (message.event === "result") {
       const result = message.data;
       if (result.stdout_truncated || result.stderr_truncated) write(view, "[output truncated]\n", "note");
-      if (result.timed_out) {
-        write(view, "[timed out after " + took(result.duration_ms) + ": the command was stopped]\n", "note");
+      const ended = exited(result.exit_code);
+      /* Why it ended is a sentence in its stderr already (`reason_detail`); the status says it short. */
+      const why = endings[result.reason];
+      if (result.timed_out || result.reason === "timed_out") {
+        if (!result.reason_detail) write(view, "[timed out after " + took(result.duration_ms) + ": the command was stopped]\n", "note");
         setStatus(view, "timed-out", "timed out after " + took(result.duration_ms));
+      } else if (why) {
+        write(view, "[" + ended + "]\n", "note");
+        setStatus(view, "failed", ended + " · " + why(result));
       } else {
-        const ended = exited(result.exit_code);
         write(view, "[" + ended + "]\n", "note");
         if (result.sandbox_closed) setStatus(view, "failed", ended + " · sandbox stopped");
         else setStatus(view, result.exit_code === 0 ? "ok" : "failed", ended + " · " + took(result.duration_ms));

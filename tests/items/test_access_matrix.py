@@ -4,6 +4,11 @@ gets through, so each row is known to name a real route.
 
 alice owns everything here (not staff); bob is a member of her investigation; carol pays for her
 notebook; dave reads her shared knowledge-base chat; staff is made explicit per test.
+
+The payer's column (docs/ARCHITECTURE.md §5, `workspace.items.access.ItemRight.TEND`): carol sees the
+notebook's title, disk, sandbox and file list, deletes and shrinks its files and closes its
+sandbox (rows marked `payer`); everything else of it is 403 `payer_only` for her, never a 404,
+since My resources names the item to her.
 """
 
 from __future__ import annotations
@@ -101,32 +106,55 @@ class Row:
     body: Any
     refused: dict[str, int]  # who is refused, with the status they get
     allowed: str  # who gets through (the positive control)
+    payer: bool = False  # carol, who pays for the notebook, gets through too
 
 
 ITEM = "/a/notebook/items/{notebook}"
 INV = "/investigations/{investigation}"
-STRANGERS_OF_NOTEBOOK = {"bob": 404, "carol": 404, "dave": 404}
+STRANGERS_OF_NOTEBOOK = {"bob": 404, "dave": 404}
+# What only those who may use the notebook do: its payer knows it exists, and is told why not.
+USERS_OF_NOTEBOOK = {**STRANGERS_OF_NOTEBOOK, "carol": 403}
 ROWS = [
-    Row("item", "get", ITEM, None, STRANGERS_OF_NOTEBOOK, "alice"),
-    Row("item", "patch", ITEM, {"title": "taken"}, STRANGERS_OF_NOTEBOOK, "alice"),
-    Row("exec", "post", ITEM + "/exec", {"command": "rm secret.txt"}, STRANGERS_OF_NOTEBOOK, "alice"),
-    Row("files", "get", ITEM + "/files", None, STRANGERS_OF_NOTEBOOK, "alice"),
-    Row("files", "get", ITEM + "/files/secret.txt", None, STRANGERS_OF_NOTEBOOK, "alice"),
-    Row("files", "delete", ITEM + "/files/secret.txt", None, STRANGERS_OF_NOTEBOOK, "alice"),
+    Row("item", "get", ITEM, None, STRANGERS_OF_NOTEBOOK, "alice", payer=True),
+    Row("item", "patch", ITEM, {"title": "taken"}, USERS_OF_NOTEBOOK, "alice"),
+    Row("exec", "post", ITEM + "/exec", {"command": "rm secret.txt"}, USERS_OF_NOTEBOOK, "alice"),
+    Row("exec", "get", ITEM + "/execs", None, USERS_OF_NOTEBOOK, "alice"),
+    Row("files", "get", ITEM + "/files", None, STRANGERS_OF_NOTEBOOK, "alice", payer=True),
+    Row("files", "get", ITEM + "/files/secret.txt", None, USERS_OF_NOTEBOOK, "alice"),
+    Row("files", "put", ITEM + "/files/secret.txt", "", USERS_OF_NOTEBOOK, "alice"),
+    Row("files", "delete", ITEM + "/files/secret.txt", None, STRANGERS_OF_NOTEBOOK, "alice", payer=True),
+    Row(
+        "files",
+        "post",
+        ITEM + "/files:truncate",
+        {"path": "secret.txt", "size": 0},
+        STRANGERS_OF_NOTEBOOK,
+        "alice",
+        payer=True,
+    ),
     Row(
         "files",
         "post",
         ITEM + "/files:move",
         {"source": "secret.txt", "target": "x.txt"},
-        STRANGERS_OF_NOTEBOOK,
+        USERS_OF_NOTEBOOK,
         "alice",
     ),
-    Row("files", "post", ITEM + "/files:mkdir", {"path": "planted"}, STRANGERS_OF_NOTEBOOK, "alice"),
-    Row("sandbox", "delete", ITEM + "/sandbox", None, STRANGERS_OF_NOTEBOOK, "alice"),
-    Row("chat", "get", ITEM + "/messages", None, STRANGERS_OF_NOTEBOOK, "alice"),
-    Row("chat", "post", ITEM + "/messages", {"content": "$ rm secret.txt"}, STRANGERS_OF_NOTEBOOK, "alice"),
-    Row("workflow runs", "get", ITEM + "/workflows/{workflow}", None, STRANGERS_OF_NOTEBOOK, "alice"),
-    Row("workflow runs", "post", ITEM + "/workflows/{workflow}/run", None, STRANGERS_OF_NOTEBOOK, "alice"),
+    Row("files", "post", ITEM + "/files:mkdir", {"path": "planted"}, USERS_OF_NOTEBOOK, "alice"),
+    Row(
+        "files",
+        "post",
+        ITEM + "/files:batch",
+        {"operations": [{"op": "stage", "path": "in.txt", "content": "x"}]},
+        USERS_OF_NOTEBOOK,
+        "alice",
+    ),
+    Row("sandbox", "get", ITEM + "/sandbox", None, STRANGERS_OF_NOTEBOOK, "alice", payer=True),
+    Row("sandbox", "delete", ITEM + "/sandbox", None, STRANGERS_OF_NOTEBOOK, "alice", payer=True),
+    Row("chat", "get", ITEM + "/messages", None, USERS_OF_NOTEBOOK, "alice"),
+    Row("chat", "post", ITEM + "/messages", {"content": "$ rm secret.txt"}, USERS_OF_NOTEBOOK, "alice"),
+    Row("workflow runs", "get", ITEM + "/workflows/{workflow}", None, USERS_OF_NOTEBOOK, "alice"),
+    Row("workflow runs", "post", ITEM + "/workflows/{workflow}/run", None, USERS_OF_NOTEBOOK, "alice"),
     Row("/api/v1", "get", "/api/v1/workflow/{workflow}/full", None, {"bob": 404, "dave": 404}, "alice"),
     Row(
         "/api/v1", "put", "/api/v1/workflow/{workflow}", {"name": "x", "steps": []}, {"bob": 404, "dave": 404}, "alice"
@@ -170,6 +198,8 @@ def _call(client: APIClient, row: Row, world: World) -> Any:
     )
     if row.body is None:
         return getattr(client, row.method)(path)
+    if isinstance(row.body, str):
+        return getattr(client, row.method)(path, row.body, content_type="application/octet-stream")
     return getattr(client, row.method)(path, row.body, format="json")
 
 
@@ -189,13 +219,39 @@ def test_someone_without_the_right_is_refused_and_nothing_changes(world, api_cli
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{r.family}-{r.method}-{r.path}" for r in ROWS])
 def test_the_person_with_the_right_gets_through(world, api_client_for, row):
-    # Given alice's world (with a live notebook sandbox where the row closes one)
-    if row.family == "my resources":
-        api_client_for("alice").post(f"/a/notebook/items/{world.notebook.pk}/exec", {"command": "true"}, format="json")
+    # Given alice's world (with a live notebook sandbox where the row needs one)
+    _with_live_sandbox(row, world, api_client_for)
     # When the person with the right uses the endpoint
     response = _call(api_client_for(row.allowed), row, world)
     # Then it is not refused (so each refusal above is about the right, not a wrong path)
     assert response.status_code < 400, response.content[:300]
+
+
+def _with_live_sandbox(row: Row, world: World, api_client_for) -> None:
+    if row.family in {"my resources", "sandbox"}:
+        api_client_for("alice").post(f"/a/notebook/items/{world.notebook.pk}/exec", {"command": "true"}, format="json")
+
+
+@pytest.mark.parametrize(
+    "row", [r for r in ROWS if r.payer], ids=[f"{r.family}-{r.method}-{r.path}" for r in ROWS if r.payer]
+)
+def test_the_payer_gets_through_where_the_payer_may(world, api_client_for, row):
+    # Given alice's notebook that carol pays for (with a live sandbox where the row needs one)
+    _with_live_sandbox(row, world, api_client_for)
+    # When carol uses the endpoint
+    response = _call(api_client_for("carol"), row, world)
+    # Then she gets through: she frees the notebook's disk and closes its sandbox
+    assert response.status_code < 400, response.content[:300]
+
+
+def test_the_payer_is_told_what_they_may_do_where_they_may_not(world, api_client_for):
+    # Given alice's notebook that carol pays for
+    # When carol tries to run a command in it
+    response = _call(api_client_for("carol"), ROWS[2], world)
+    # Then the refusal names the creator and what the payer may do instead
+    assert response.json()["error"] == "payer_only"
+    assert "alice" in response.json()["detail"]
+    assert "delete or shrink" in response.json()["detail"]
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r.family in {"item", "files", "/api/v1", "workflow runs"}])

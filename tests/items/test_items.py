@@ -72,14 +72,28 @@ def test_item_of_another_app_is_404_under_the_wrong_slug(alice_api, make_item):
     assert alice_api.get(f"/a/notebook/items/{item.pk}").status_code == 404
 
 
-def test_someone_elses_item_is_404_even_when_they_own_it(bob_api, make_item):
-    # Given an item alice created and bob pays for
-    item = make_item(created_by="alice", owner="bob")
+def test_someone_elses_item_is_404_to_whoever_neither_made_nor_pays_for_it(bob_api, make_item):
+    # Given an item alice created and carol pays for
+    item = make_item(created_by="alice", owner="carol")
     # When bob opens it
     response = bob_api.get(item_url(item))
-    # Then it is 404 not_found: paying for an item does not open it
+    # Then it is 404 not_found
     assert response.status_code == 404
     assert response.json()["error"] == "not_found"
+
+
+def test_the_payer_of_someone_elses_item_reads_it_but_may_not_work_in_it(bob_api, make_item):
+    # Given an item alice created and bob pays for
+    item = make_item(created_by="alice", owner="bob")
+    # When bob reads it and then tries to rename it
+    read = bob_api.get(item_url(item))
+    rename = bob_api.patch(item_url(item), {"title": "mine now"}, format="json")
+    # Then he reads its title and disk, and renaming it is 403 payer_only, which says what he may do
+    assert read.status_code == 200
+    assert read.json()["title"] == item.title
+    assert rename.status_code == 403
+    assert rename.json()["error"] == "payer_only"
+    assert "hand the bill back" in rename.json()["detail"]
 
 
 def test_staff_see_anyones_item(api_client_for, make_item, settings):

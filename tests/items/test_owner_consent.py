@@ -90,7 +90,7 @@ def test_naming_oneself_again_withdraws_a_waiting_request(bob_api):
     assert not Item.objects.filter(pending_owner="carol").exists()
 
 
-def test_the_payer_sees_the_title_without_a_dead_link_and_can_close_the_sandbox(bob_api, api_client_for, make_item):
+def test_the_payer_sees_the_title_with_a_link_to_the_item_and_can_close_the_sandbox(bob_api, api_client_for, make_item):
     # Given bob's item paid for by carol (accepted), with a live sandbox
     body = bob_api.post("/a/notebook/items", {"title": "Paid by carol", "owner": "carol"}, format="json").json()
     carol = api_client_for("carol")
@@ -99,8 +99,8 @@ def test_the_payer_sees_the_title_without_a_dead_link_and_can_close_the_sandbox(
     bob_api.post(item_url(item, "/exec"), {"command": "true"}, format="json")
     # When carol looks at My resources
     live = carol.get("/me/resources").json()["live"]
-    # Then she sees the title with no link to a page she cannot open, and may close it
-    assert [(row["title"], row["url"]) for row in live] == [("Paid by carol", "")]
+    # Then she sees the title with a link to the item's page (where she frees its disk), and may close it
+    assert [(row["title"], row["url"]) for row in live] == [("Paid by carol", item_url(item))]
     assert carol.delete(f"/me/resources/live/{item.pk}").status_code in {200, 204}
     assert not SandboxActivity.objects.filter(is_deleted=False).exists()
 

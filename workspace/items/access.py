@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Sequence
 
 from django.http import Http404
 
+from collab.errors import ApiError
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
 
@@ -40,21 +42,65 @@ def app_or_404(slug: str) -> AppDescriptor:
     return app
 
 
-def can_view(item: Item, *, user_id: str, is_staff: bool) -> bool:
-    """The creator holds the permissions whatever `owner` says; staff see everything.
+class ItemRight(enum.IntEnum):
+    """What a person may do with an item, each right including the one before.
+
+    TEND is the payer's (docs/ARCHITECTURE.md §5, spec "Area A" 5: My resources lets the blocked
+    person follow links to items whose disk can be cleaned). Whoever pays for an item they did not
+    create sees its title, its disk and its files by name and size, may delete or shrink those
+    files and close its sandbox, and hands the bill back on My resources. They pay; they do not
+    work there: reading a file's content, writing, running commands, the chat and workflows stay
+    with those who may USE it (the creator, staff, and whom its app shares it with).
+    """
+
+    TEND = 1
+    USE = 2
+
+
+def item_right(item: Item, *, user_id: str, is_staff: bool) -> ItemRight | None:
+    """The creator holds the permissions whatever `owner` says; staff see everything; the payer
+    tends. None: the item is not theirs to know of.
 
     An app may share its items further (an investigation's members see its item, so a mention's
     link opens for them); that costs one indexed lookup, and only when the caller is not the creator.
     """
     if is_staff or (bool(user_id) and item.created_by == user_id):
-        return True
-    return bool(user_id) and item.pk in shared_with([(item.pk, item.app_slug)], user_id)
+        return ItemRight.USE
+    if not user_id:
+        return None
+    if item.pk in shared_with([(item.pk, item.app_slug)], user_id):
+        return ItemRight.USE
+    return ItemRight.TEND if item.debtor == user_id else None
 
 
-def item_for_viewer(slug: str, item_id: int, *, user_id: str, is_staff: bool) -> tuple[AppDescriptor, Item]:
-    """One query: the item of app `slug`, if the caller may see it."""
+def can_view(item: Item, *, user_id: str, is_staff: bool) -> bool:
+    """Whether the person may use the item (everything but paying for it: see `ItemRight`)."""
+    return item_right(item, user_id=user_id, is_staff=is_staff) == ItemRight.USE
+
+
+def payer_only(item: Item) -> ApiError:
+    return ApiError(
+        status_code=403,
+        error="payer_only",
+        detail=(
+            f"You pay for {item.title!r} but {item.created_by} created it: you may see its files, delete or "
+            f"shrink them, close its sandbox and hand the bill back to {item.created_by} on My resources; "
+            "running commands, reading or writing files and the chat are theirs."
+        ),
+    )
+
+
+def item_for_viewer(
+    slug: str, item_id: int, *, user_id: str, is_staff: bool, need: ItemRight = ItemRight.USE
+) -> tuple[AppDescriptor, Item]:
+    """One query: the item of app `slug`, if the caller has the right `need` to it. Someone with
+    no right at all gets 404 (not theirs reads as not there); the payer asking for more than
+    they have gets 403 `payer_only`, since they know the item exists (My resources lists it)."""
     app = app_or_404(slug)
     item = Item.objects.filter(pk=item_id, app_slug=slug).first()
-    if item is None or not can_view(item, user_id=user_id, is_staff=is_staff):
+    right = None if item is None else item_right(item, user_id=user_id, is_staff=is_staff)
+    if item is None or right is None:
         raise Http404("No such item.")
+    if right < need:
+        raise payer_only(item)
     return app, item

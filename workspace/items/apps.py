@@ -54,16 +54,15 @@ class WorkspaceQuotaHost:
         numbers = [int(item_id) for item_id in item_ids if item_id.isdigit() and len(item_id) < 19]
         if not numbers:
             return {}
-        rows = list(Item.objects.filter(pk__in=numbers).values_list("pk", "app_slug", "title", "created_by"))
-        others = [pk for pk, _slug, _title, creator in rows if creator != viewer]
-        # Items the viewer pays for but did not create: two lookups at most, and only then.
-        openable = {pk for pk, _slug, _title, creator in rows if creator == viewer}
+        rows = list(Item.objects.filter(pk__in=numbers).values_list("pk", "app_slug", "title", "created_by", "owner"))
+        # Its creator opens an item's page, and so does its payer, to free its disk there
+        # (docs/ARCHITECTURE.md §5); for the others, two lookups at most, and only then.
+        openable = {pk for pk, _slug, _title, creator, owner in rows if viewer in (creator, owner or creator)}
+        others = [(pk, slug) for pk, slug, _title, _creator, _owner in rows if pk not in openable]
         if others and standing_of(viewer).is_staff:
-            openable.update(others)
+            openable.update(pk for pk, _slug in others)
         elif others:
-            openable.update(
-                shared_with(((pk, slug) for pk, slug, _title, creator in rows if creator != viewer), viewer)
-            )
+            openable.update(shared_with(others, viewer))
         return {
             str(pk): ItemLink(
                 item_id=str(pk),
@@ -71,7 +70,7 @@ class WorkspaceQuotaHost:
                 title=title,
                 url=reverse("ws-item", args=[slug, pk]) if pk in openable else "",
             )
-            for pk, slug, title, _creator in rows
+            for pk, slug, title, _creator, _owner in rows
         }
 
     def pending_handovers(self, user_id: str) -> list[Handover]:
@@ -96,17 +95,27 @@ class WorkspaceQuotaHost:
 
     def paid_for_others(self, user_id: str) -> list[PaidItem]:
         from django.db.models import F
+        from django.urls import reverse
 
         from quotas.host import PaidItem
         from workspace.items.models import Item
 
         rows = Item.objects.filter(owner=user_id).exclude(created_by=F("owner")).order_by("pk")
         return [
-            PaidItem(item_id=str(row.pk), app_slug=row.app_slug, title=row.title, created_by=row.created_by)
+            PaidItem(
+                item_id=str(row.pk),
+                app_slug=row.app_slug,
+                title=row.title,
+                created_by=row.created_by,
+                url=reverse("ws-item", args=[row.app_slug, row.pk]),
+                named_by=row.owner_named_by,
+                named_at=row.owner_named_at,
+                assigned=row.owner_assigned,
+            )
             for row in rows[:100]
         ]
 
-    def sandbox_close(self, item_id: str) -> int:
+    def sandbox_close(self, item_id: str, *, closed_by: str) -> int:
         from workspace.items.models import Item
         from workspace.items.sandboxes.lifecycle import sandbox_close
 
@@ -114,7 +123,7 @@ class WorkspaceQuotaHost:
             return 0
         # Closing needs only the item's id; a sandbox whose item row is gone is shut down too.
         item = Item.objects.filter(pk=int(item_id)).first() or Item(pk=int(item_id))
-        return sandbox_close(item=item)
+        return sandbox_close(item=item, closed_by=closed_by)
 
 
 class ItemsConfig(AppConfig):

@@ -79,6 +79,11 @@ class FileEntry:
     is_dir: bool
     modified: datetime
 
+    @property
+    def name(self) -> str:
+        """The last part of its path: what a folder's listing shows."""
+        return self.path.rsplit("/", 1)[-1]
+
 
 @dataclass(frozen=True)
 class WorkspaceRef:
@@ -338,6 +343,38 @@ def list_files(root: Path, *, limit: int = MAX_LISTED) -> list[FileEntry]:
             if len(entries) >= limit:
                 break
     return sorted(entries, key=lambda entry: entry.path)
+
+
+def list_folder(root: Path, folder: str = "", *, limit: int = MAX_LISTED) -> list[FileEntry]:
+    """The files and folders directly in `folder` (the workspace when blank), folders first, then
+    by name; at most `limit`, read from at most twice that many entries (a folder of a million
+    names is never read whole for a page). A folder that is not there, or a file, is a 404."""
+    if not root.is_dir():
+        return []
+    shown = relative(root, resolve(root, folder)) if folder.strip() else ""
+    shown = "" if shown == "." else shown
+    try:
+        with opened_folder(root, shown) as start:
+            found = list(_folder_entries(os.dup(start), 2 * limit))
+    except ApiError as exc:
+        if exc.error != "file_not_found":
+            raise
+        raise ApiError(
+            status_code=404, error="folder_not_found", detail=f"There is no folder {folder!r}.", path=folder
+        ) from exc
+    prefix = f"{shown}/" if shown else ""
+    entries = [
+        FileEntry(
+            shown_name(prefix + name),
+            0 if stat.S_ISDIR(info.st_mode) else info.st_size,
+            stat.S_ISDIR(info.st_mode),
+            datetime.fromtimestamp(info.st_mtime, tz=UTC),
+        )
+        for name, info in found
+        if not name.startswith(_TEMP_PREFIX)
+    ]
+    entries.sort(key=lambda entry: (not entry.is_dir, entry.path))
+    return entries[:limit]
 
 
 def regular_files(root: Path, folder: str = "", *, most: int = MAX_LISTED) -> Iterator[tuple[str, int]]:
@@ -670,6 +707,42 @@ def make_folder(ref: WorkspaceRef, path: str) -> FileChange:
             os.close(made)
     finally:
         os.close(folder_fd)
+    return change
+
+
+def truncate_file(ref: WorkspaceRef, path: str, size: int) -> FileChange:
+    """Cuts a file down to its first `size` bytes (0 empties it): a shrink, so always allowed,
+    even over quota, and it writes nothing new. Larger than the file is a 400, never growth."""
+    root = ref.root
+    target = resolve(root, path)
+    with item_write_lock(ref.item_id):
+        folder_fd, name = _open_folder(root, target, path, create=False)
+        try:
+            try:
+                descriptor = os.open(name, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder_fd)
+            except FileNotFoundError as exc:
+                raise _not_found(path) from exc
+            except IsADirectoryError as exc:
+                raise _is_directory(path) from exc
+            except OSError as exc:
+                raise _unopenable(path, exc) from exc
+        finally:
+            os.close(folder_fd)
+        try:
+            info = os.fstat(descriptor)
+            if not stat.S_ISREG(info.st_mode):
+                raise not_regular(path, info.st_mode)
+            if size > info.st_size:
+                raise ApiError(
+                    status_code=400,
+                    error="not_a_shrink",
+                    detail=f"{path!r} holds {info.st_size} bytes; it can only be cut to fewer, not to {size}.",
+                    path=path,
+                )
+            os.ftruncate(descriptor, size)
+            change = FileChange(relative(root, target), charged_bytes(info), charged_bytes(os.fstat(descriptor)))
+        finally:
+            os.close(descriptor)
     return change
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from collab import clock
 from collab.models import TrackedModel
 
 
@@ -22,6 +23,13 @@ class Item(TrackedModel):
     pending_owner = models.CharField(max_length=150, blank=True, default="")
     pending_owner_requested_by = models.CharField(max_length=150, blank=True, default="")
     pending_owner_requested_at = models.DateTimeField(null=True, blank=True)
+    # How the payer, when it is not the creator, came to pay: who named them and when, and whether
+    # staff assigned the bill without asking (`owner_assigned`) rather than the payer agreeing (they
+    # accepted a handover, or named themselves). My resources shows the payer this record; the
+    # spec fixes the notification kinds, so there is no notification of it.
+    owner_named_by = models.CharField(max_length=150, blank=True, default="")
+    owner_named_at = models.DateTimeField(null=True, blank=True)
+    owner_assigned = models.BooleanField(default=False)
 
     class Meta:
         indexes = [
@@ -44,3 +52,26 @@ class Item(TrackedModel):
     @property
     def debtor(self) -> str:
         return self.owner or self.created_by
+
+
+class RunningExec(models.Model):
+    """A command running in an item's sandbox for a person (the terminal, the exec API), so it
+    can be listed and stopped from another request or process without closing the sandbox.
+
+    The row goes when the command ends; one whose process died stops counting at `ends_by`
+    (its time limit and a margin). `stopped_by` is set just before the stop kills it, so the
+    command's result can say who stopped it.
+    """
+
+    exec_id = models.CharField(max_length=64, primary_key=True)
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="running_execs")
+    requested_by = models.CharField(max_length=150)
+    command = models.CharField(max_length=200)  # its first characters, for the list
+    backend = models.CharField(max_length=20)
+    backend_sandbox_id = models.CharField(max_length=100)
+    started_at = models.DateTimeField(default=clock.now)
+    ends_by = models.DateTimeField()
+    stopped_by = models.CharField(max_length=150, blank=True, default="")
+
+    def __str__(self) -> str:
+        return f"exec {self.exec_id} of {self.requested_by} in item {self.item_id}"

@@ -12,13 +12,15 @@ from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from collab.errors import ApiError
+from collab.sizes import format_bytes
 from collab.web import identity_required
-from quotas.sizes import format_size
+from quotas.sizes import SizeError, format_size, parse_size
 from workspace.items import selectors, services
-from workspace.items.access import app_or_404, item_for_viewer
+from workspace.items.access import ItemRight, app_or_404, item_for_viewer, item_right
 from workspace.items.config import AppDescriptor
 from workspace.items.filestore import open_read, read_file, workspace_prepared
 from workspace.items.links import own_list_page
@@ -29,16 +31,23 @@ EDITABLE_BYTES = 512 * 1024
 # command, so a workspace of many thousand files must not make it megabytes long.
 ITEM_PAGE_FILES = 500
 # The item page's forms, so a refusal can be shown by the one that was refused.
-ItemForm = Literal["details", "sandbox", "rename", "delete", "folder", "upload", "open"]
+ItemForm = Literal["details", "sandbox", "rename", "delete", "shrink", "folder", "upload", "open"]
 
 
-def _viewer_item(request: HttpRequest, slug: str, item_id: int):
+def _viewer_item(request: HttpRequest, slug: str, item_id: int, need: ItemRight = ItemRight.USE):
     identity = request.identity
-    return item_for_viewer(slug, item_id, user_id=identity.user_id, is_staff=identity.is_staff)
+    return item_for_viewer(slug, item_id, user_id=identity.user_id, is_staff=identity.is_staff, need=need)
 
 
-def _item_url(slug: str, item_id: int) -> str:
-    return reverse("ws-item", args=[slug, item_id])
+def _item_url(slug: str, item_id: int, folder: str = "") -> str:
+    """The item page, opened at `folder` (its file list) when one is given."""
+    url = reverse("ws-item", args=[slug, item_id])
+    return f"{url}?{urlencode({'folder': folder})}#files" if folder else url
+
+
+def _at(request: HttpRequest) -> str:
+    """The folder the page showed when a form on it was sent (each form carries it as `at`)."""
+    return request.POST.get("at", "").strip().strip("/")
 
 
 def refused_on_the_item_page(form: ItemForm) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
@@ -55,9 +64,11 @@ def refused_on_the_item_page(form: ItemForm) -> Callable[[Callable[..., HttpResp
             try:
                 return view(request, slug, item_id, *args, **kwargs)
             except ApiError as exc:
-                app, item = _viewer_item(request, slug, item_id)
+                # The payer's own refusals (a 403 for what only the creator may) show on their page too.
+                app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
                 typed = {**kwargs, **request.GET.dict(), **request.POST.dict()}
-                return _render_item(request, app, item, refused=exc, refused_form=form, typed=typed)
+                folder = typed.get("at") or request.GET.get("folder", "")
+                return _render_item(request, app, item, folder=folder, refused=exc, refused_form=form, typed=typed)
 
         return wrapper
 
@@ -104,17 +115,33 @@ def _render_item(
     app: AppDescriptor,
     item: Item,
     *,
+    folder: str = "",
     refused: ApiError | None = None,
     refused_form: ItemForm | None = None,
     typed: dict[str, str] | None = None,
 ) -> HttpResponse:
+    """The item page, its file list at `folder`. Who only pays for the item (`ItemRight.TEND`)
+    gets its title, sandbox, disk and files with Shrink and Delete: no terminal, editor, chat or
+    workflows, and a way to hand the bill back."""
+    identity = request.identity
+    may_use = item_right(item, user_id=identity.user_id, is_staff=identity.is_staff) == ItemRight.USE
     detail = selectors.item_detail(item)
-    files = selectors.item_files(item, limit=ITEM_PAGE_FILES + 1)
+    try:
+        files = selectors.item_folder(item, folder, limit=ITEM_PAGE_FILES + 1)
+    except ApiError:
+        if refused is None:
+            raise
+        # The folder the refused form was sent from went away meanwhile: show the workspace.
+        folder, files = "", selectors.item_folder(item, limit=ITEM_PAGE_FILES + 1)
+    folder = folder.strip().strip("/")
     context = {
         "app": app,
         "item": item,
+        "may_use": may_use,
         "sandbox": detail.sandbox,
         "disk": detail.disk,
+        "folder": folder,
+        "crumbs": _crumbs(folder),
         "files": files[:ITEM_PAGE_FILES],
         "files_more": len(files) > ITEM_PAGE_FILES,
         "sizes": {
@@ -124,11 +151,18 @@ def _render_item(
         },
         "sandbox_memory": format_size(detail.sandbox.memory_bytes) if detail.sandbox else "",
         "exec_timeout": f"{services.exec_timeout(None):g} s",
+        "page_url": _item_url(app.slug, item.pk, folder).split("#")[0],
         "refused": refused,
         "refused_form": refused_form,
         "typed": typed or {},
     }
     return render(request, "items/item.html", context, status=refused.status_code if refused else 200)
+
+
+def _crumbs(folder: str) -> list[tuple[str, str]]:
+    """(name, path) of each folder from the workspace down to `folder`."""
+    parts = [part for part in folder.split("/") if part]
+    return [(part, "/".join(parts[: depth + 1])) for depth, part in enumerate(parts)]
 
 
 @identity_required
@@ -137,8 +171,8 @@ def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
         return _item_update(request, slug, item_id)
     if "open" in request.GET:
         return _file_open_by_path(request, slug, item_id)
-    app, item = _viewer_item(request, slug, item_id)
-    return _render_item(request, app, item)
+    app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+    return _render_item(request, app, item, folder=request.GET.get("folder", ""))
 
 
 @refused_on_the_item_page("details")
@@ -175,10 +209,10 @@ def file_page(request: HttpRequest, slug: str, item_id: int, file_path: str) -> 
 
 @refused_on_the_item_page("delete")
 def _file_delete(request: HttpRequest, slug: str, item_id: int, *, file_path: str) -> HttpResponse:
-    _app, item = _viewer_item(request, slug, item_id)
+    _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
     services.file_delete(item=item, path=file_path)
     messages.success(request, f"Deleted {file_path}.")
-    return HttpResponseRedirect(_item_url(slug, item_id))
+    return HttpResponseRedirect(_item_url(slug, item_id, _at(request)))
 
 
 def _file_exists(item: Item, path: str) -> bool:
@@ -259,7 +293,7 @@ def upload_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     path = f"{folder}/{upload.name}" if folder else upload.name
     services.file_write(item=item, path=path, chunks=upload.chunks())
     messages.success(request, f"Uploaded {path}.")
-    return HttpResponseRedirect(_item_url(slug, item_id))
+    return HttpResponseRedirect(_item_url(slug, item_id, folder))
 
 
 @identity_required
@@ -270,7 +304,7 @@ def file_move_page(request: HttpRequest, slug: str, item_id: int) -> HttpRespons
     source, target = request.POST.get("source", ""), request.POST.get("target", "").strip().strip("/")
     services.file_move(item=item, source=source, target=target)
     messages.success(request, f"Renamed {source} to {target}.")
-    return HttpResponseRedirect(_item_url(slug, item_id))
+    return HttpResponseRedirect(_item_url(slug, item_id, _at(request)))
 
 
 @identity_required
@@ -281,15 +315,34 @@ def folder_create_page(request: HttpRequest, slug: str, item_id: int) -> HttpRes
     path = request.POST.get("path", "").strip().strip("/")
     services.folder_create(item=item, path=path)
     messages.success(request, f"Created the folder {path}.")
-    return HttpResponseRedirect(_item_url(slug, item_id))
+    return HttpResponseRedirect(_item_url(slug, item_id, _at(request)))
+
+
+@identity_required
+@require_POST
+@refused_on_the_item_page("shrink")
+def file_shrink_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
+    _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+    path = request.POST.get("path", "")
+    change = services.file_truncate(item=item, path=path, size=_kept_bytes(request.POST.get("size", "0")))
+    messages.success(request, f"Shrank {change.path} to {format_bytes(change.new_size)}.")
+    return HttpResponseRedirect(_item_url(slug, item_id, _at(request)))
+
+
+def _kept_bytes(typed: str) -> int:
+    """The shrink form's size: bytes, or a size with a unit (`512K`)."""
+    try:
+        return parse_size(typed.strip() or "0")
+    except SizeError as exc:
+        raise ApiError(status_code=400, error="invalid_size", detail=f"Keep how much? {exc}.") from exc
 
 
 @identity_required
 @require_POST
 @refused_on_the_item_page("sandbox")
 def sandbox_close_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = _viewer_item(request, slug, item_id)
-    closed = services.item_sandbox_close(item=item)
+    _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+    closed = services.item_sandbox_close(item=item, user_id=request.identity.user_id)
     messages.success(request, "The sandbox is shut down." if closed else "There was no live sandbox.")
     return HttpResponseRedirect(_item_url(slug, item_id))
 

@@ -8,8 +8,17 @@ from typing import Any
 from quotas import ledger
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.filestore import MAX_LISTED, FileEntry, list_files, relative, resolve, workspace_prepared
-from workspace.items.models import Item
+from workspace.items.filestore import (
+    MAX_LISTED,
+    FileEntry,
+    list_files,
+    list_folder,
+    relative,
+    resolve,
+    workspace_prepared,
+)
+from workspace.items.models import Item, RunningExec
+from workspace.items.sandboxes import running
 
 ITEMS_DEFAULT_LIMIT = 50
 ITEMS_MAX_LIMIT = 200
@@ -61,7 +70,18 @@ def item_detail(item: Item) -> ItemDetail:
 
 
 def item_files(item: Item, *, limit: int = MAX_LISTED) -> list[FileEntry]:
+    """Every file and folder of the workspace, by path (the API's list, the agent's)."""
     return list_files(workspace_prepared(item.pk, item.app_slug), limit=limit)
+
+
+def item_folder(item: Item, folder: str = "", *, limit: int = MAX_LISTED) -> list[FileEntry]:
+    """What one folder holds, folders first (the item page opens one folder at a time)."""
+    return list_folder(workspace_prepared(item.pk, item.app_slug), folder, limit=limit)
+
+
+def running_execs(item: Item) -> list[RunningExec]:
+    """The commands running in the item's sandbox for people (the terminal, the exec API)."""
+    return running.running_of_item(item)
 
 
 def item_file_path(item: Item, path: str) -> str:

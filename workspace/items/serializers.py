@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from collab.serializers import BlankAsNullField
+from workspace.items.sandboxes.base import EndReason
 from workspace.items.selectors import ITEMS_DEFAULT_LIMIT, ITEMS_MAX_LIMIT
 
 
@@ -114,6 +115,25 @@ class ExecOutputSerializer(serializers.Serializer):
     stderr_truncated = serializers.BooleanField(source="result.stderr_truncated")
     timed_out = serializers.BooleanField(source="result.timed_out")
     duration_ms = serializers.IntegerField(source="result.duration_ms")
+    reason = serializers.ChoiceField(
+        source="result.reason",
+        choices=EndReason.ALL,
+        help_text=(
+            "Why it ended: by itself (`exited`, whatever its exit code), past its time limit, killed by the "
+            "kernel at the sandbox's memory limit, stopped by someone, or its sandbox closed while it ran. An "
+            "exit code of 137 alone only says it was killed."
+        ),
+    )
+    reason_detail = serializers.CharField(
+        source="result.reason_detail",
+        allow_blank=True,
+        help_text="The same in a sentence, with the limit's size or who did it (blank when it exited); "
+        "stderr ends with it too.",
+    )
+    ended_by = serializers.CharField(
+        source="result.ended_by", allow_blank=True, help_text="Who stopped it or closed its sandbox, if a person did."
+    )
+    exec_id = serializers.CharField(allow_blank=True, help_text="The id that stopped it while it ran.")
     sandbox_id = serializers.CharField(source="activity.backend_sandbox_id")
     sandbox_opened = serializers.BooleanField(source="opened", help_text="True when this exec opened a new sandbox.")
     sandbox_closed = serializers.BooleanField(
@@ -122,12 +142,25 @@ class ExecOutputSerializer(serializers.Serializer):
     )
 
 
+class RunningExecOutputSerializer(serializers.Serializer):
+    """A command running in an item's sandbox, which its requester (or staff) may stop."""
+
+    exec_id = serializers.CharField()
+    command = serializers.CharField(help_text="Its first 200 characters.")
+    requested_by = serializers.CharField()
+    started_at = serializers.DateTimeField()
+    stopped_by = serializers.CharField(allow_blank=True, help_text="Who stopped it; blank while it runs on.")
+
+
 class ExecStartedOutputSerializer(serializers.Serializer):
     """Renders an `ExecStarted`: the sandbox a streamed command runs in, before any output."""
 
     sandbox_id = serializers.CharField(source="activity.backend_sandbox_id")
     sandbox_opened = serializers.BooleanField(source="opened", help_text="True when this exec opened a new sandbox.")
     timeout_seconds = serializers.FloatField(source="timeout", help_text="The command is stopped after this long.")
+    exec_id = serializers.CharField(
+        allow_blank=True, help_text="Stops it: POST .../execs/<exec_id>/stop (its requester or staff)."
+    )
 
 
 class FileEntryOutputSerializer(serializers.Serializer):
@@ -146,6 +179,13 @@ class FileChangeOutputSerializer(serializers.Serializer):
 class FileMoveInputSerializer(serializers.Serializer):
     source = serializers.CharField(max_length=4096, trim_whitespace=False, help_text="The file or folder to move.")
     target = serializers.CharField(max_length=4096, trim_whitespace=False, help_text="Its new path; must not exist.")
+
+
+class FileTruncateInputSerializer(serializers.Serializer):
+    path = serializers.CharField(max_length=4096, trim_whitespace=False, help_text="The file to shrink.")
+    size = serializers.IntegerField(
+        min_value=0, max_value=2**63 - 1, help_text="How many of its first bytes to keep (0 empties it)."
+    )
 
 
 class FolderCreateInputSerializer(serializers.Serializer):

@@ -15,7 +15,7 @@ from collab.identity import unknown_user_ids
 from quotas import ledger
 from workspace.items import filebatch, filestore, volumes
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.models import Item
+from workspace.items.models import Item, RunningExec
 from workspace.items.sandboxes import lifecycle
 from workspace.items.sandboxes.base import Command, CommandInvalid, validate_command
 
@@ -37,6 +37,8 @@ def _bill_to(item: Item, *, owner: str, user_id: str, is_staff: bool) -> list[st
     wanted = checked_owner(owner) or item.created_by
     before = (item.owner, item.pending_owner, item.pending_owner_requested_by)
     if is_staff or wanted == user_id or wanted == item.debtor:
+        if wanted != item.debtor:
+            _payer_named(item, payer=wanted, named_by=user_id, assigned=wanted != user_id)
         item.owner = wanted
         item.pending_owner = item.pending_owner_requested_by = ""
         item.pending_owner_requested_at = None
@@ -45,7 +47,19 @@ def _bill_to(item: Item, *, owner: str, user_id: str, is_staff: bool) -> list[st
         item.pending_owner_requested_at = clock.now()
     if (item.owner, item.pending_owner, item.pending_owner_requested_by) == before:
         return []
-    return ["owner", "pending_owner", "pending_owner_requested_by", "pending_owner_requested_at"]
+    return ["owner", "pending_owner", "pending_owner_requested_by", "pending_owner_requested_at", *_NAMED]
+
+
+# The record of how the payer came to pay (`Item.owner_named_by`), saved with every change of payer.
+_NAMED = ["owner_named_by", "owner_named_at", "owner_assigned"]
+
+
+def _payer_named(item: Item, *, payer: str, named_by: str, assigned: bool) -> None:
+    """Records who made `payer` pay and whether staff did so without asking; none for the creator."""
+    if payer == item.created_by:
+        item.owner_named_by, item.owner_named_at, item.owner_assigned = "", None, False
+    else:
+        item.owner_named_by, item.owner_named_at, item.owner_assigned = named_by, clock.now(), assigned
 
 
 def checked_title(title: str, *, noun: str = "An item") -> str:
@@ -129,6 +143,7 @@ def item_handover_answer(*, item_id: int, user_id: str, accept: bool) -> Item:
             status_code=404, error="no_handover", detail=f"No handover of item {item_id} is waiting for you."
         )
     if accept:
+        _payer_named(item, payer=user_id, named_by=item.pending_owner_requested_by, assigned=False)
         item.owner = user_id
     item.pending_owner = item.pending_owner_requested_by = ""
     item.pending_owner_requested_at = None
@@ -136,7 +151,7 @@ def item_handover_answer(*, item_id: int, user_id: str, accept: bool) -> Item:
     item.save(
         update_fields=[
             "owner", "pending_owner", "pending_owner_requested_by", "pending_owner_requested_at",
-            "updated_by", "updated_at",
+            *_NAMED, "updated_by", "updated_at",
         ]
     )  # fmt: skip
     return item
@@ -155,8 +170,9 @@ def item_bill_return(*, item_id: int, user_id: str, is_staff: bool) -> Item:
             status_code=404, error="no_handover", detail=f"There is no handover of item {item_id} for you to end."
         )
     item.owner = item.created_by
+    _payer_named(item, payer=item.created_by, named_by=user_id, assigned=False)
     item.stamp_updated(user_id)
-    item.save(update_fields=["owner", "updated_by", "updated_at"])
+    item.save(update_fields=["owner", *_NAMED, "updated_by", "updated_at"])
     return item
 
 
@@ -175,6 +191,12 @@ def file_delete(*, item: Item, path: str) -> filestore.FileChange:
 
 def file_move(*, item: Item, source: str, target: str) -> filestore.FileChange:
     return filestore.move_path(workspace_ref(item), source, target)
+
+
+def file_truncate(*, item: Item, path: str, size: int) -> filestore.FileChange:
+    """Keeps the file's first `size` bytes: how the payer of an item shrinks a file without reading
+    or writing its content (docs/ARCHITECTURE.md §5); always allowed, even over quota."""
+    return filestore.truncate_file(workspace_ref(item), path, size)
 
 
 def folder_create(*, item: Item, path: str) -> filestore.FileChange:
@@ -228,8 +250,9 @@ def item_exec_streaming(
     return itertools.chain([started], events)
 
 
-def item_sandbox_close(*, item: Item) -> int:
-    return lifecycle.sandbox_close(item=item)
+def item_sandbox_close(*, item: Item, user_id: str) -> int:
+    """Shuts the item's sandbox down for `user_id`, whom a command it stops names as the closer."""
+    return lifecycle.sandbox_close(item=item, closed_by=user_id)
 
 
 def workspaces_sweep() -> int:
@@ -258,3 +281,30 @@ def workspaces_sweep() -> int:
     # An owner the sweep found over their total stops growing now, not at their next command.
     lifecycle.sandboxes_hold_to_disk_totals([m for m in measurements if m.owner in tracked], before=before)
     return written
+
+
+def item_exec_stop(*, item: Item, exec_id: str, user_id: str, is_staff: bool) -> RunningExec:
+    """Stops a command running in the item's sandbox, leaving the sandbox and everything else in
+    it running; its result then says who stopped it. Its requester may, and staff; anyone else
+    who may use the item is refused (403 `not_your_command`). A command that is not running
+    (any more) is 404 `no_running_command`."""
+    command = RunningExec.objects.filter(pk=exec_id, item=item, ends_by__gt=clock.now()).first()
+    if command is None:
+        raise ApiError(
+            status_code=404, error="no_running_command", detail=f"No command {exec_id} is running in this item."
+        )
+    if not (is_staff or command.requested_by == user_id):
+        raise ApiError(
+            status_code=403,
+            error="not_your_command",
+            detail=f"{command.requested_by} started this command; only they (or staff) may stop it.",
+        )
+    # Named before the kill, so the command's result finds who stopped it however fast it ends.
+    RunningExec.objects.filter(pk=exec_id).update(stopped_by=user_id)
+    stopped = lifecycle.command_stop(
+        backend=command.backend, backend_sandbox_id=command.backend_sandbox_id, exec_id=exec_id
+    )
+    if not stopped:
+        raise ApiError(status_code=404, error="no_running_command", detail=f"Command {exec_id} had already finished.")
+    command.stopped_by = user_id
+    return command

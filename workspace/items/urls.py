@@ -18,6 +18,8 @@ urlpatterns = [
     path("a/<slug:slug>/items", html_or_api(page=pages.items_page, api=views.ItemListCreateApi), name="ws-items"),
     path(ITEM_PATH, html_or_api(page=pages.item_page, api=views.ItemApi), name="ws-item"),
     path(f"{ITEM_PATH}/exec", views.ItemExecApi.as_view(), name="ws-item-exec"),
+    path(f"{ITEM_PATH}/execs", views.ItemExecListApi.as_view(), name="ws-item-execs"),
+    path(f"{ITEM_PATH}/execs/<str:exec_id>/stop", views.ItemExecStopApi.as_view(), name="ws-item-exec-stop"),
     path(
         f"{ITEM_PATH}/sandbox",
         html_or_api(page=pages.sandbox_close_page, api=views.ItemSandboxApi),
@@ -29,6 +31,11 @@ urlpatterns = [
         f"{ITEM_PATH}/files:move",
         html_or_api(page=pages.file_move_page, api=views.ItemFileMoveApi),
         name="ws-item-files-move",
+    ),
+    path(
+        f"{ITEM_PATH}/files:truncate",
+        html_or_api(page=pages.file_shrink_page, api=views.ItemFileTruncateApi),
+        name="ws-item-files-truncate",
     ),
     path(
         f"{ITEM_PATH}/files:mkdir",

@@ -19,7 +19,7 @@ from collab.errors import ApiError
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
 from workspace.items import selectors, services
-from workspace.items.access import app_or_404, item_for_viewer
+from workspace.items.access import ItemRight, app_or_404, item_for_viewer
 from workspace.items.filestore import CHUNK, open_read, read_file, workspace_prepared
 from workspace.items.models import Item
 from workspace.items.sandboxes.lifecycle import ExecOutcome, ExecStarted
@@ -32,6 +32,7 @@ from workspace.items.serializers import (
     FileChangeOutputSerializer,
     FileEntryOutputSerializer,
     FileMoveInputSerializer,
+    FileTruncateInputSerializer,
     FolderCreateInputSerializer,
     HandoverAnswerOutputSerializer,
     HandoverReturnOutputSerializer,
@@ -41,14 +42,15 @@ from workspace.items.serializers import (
     ItemListQuerySerializer,
     ItemSandboxOutputSerializer,
     ItemUpdateInputSerializer,
+    RunningExecOutputSerializer,
     WorkspaceAppOutputSerializer,
 )
 
 _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
 
 
-def _viewer_item(request: Request, slug: str, item_id: int):
-    return item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
+def _viewer_item(request: Request, slug: str, item_id: int, need: ItemRight = ItemRight.USE):
+    return item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff, need=need)
 
 
 def _detail(item: Item) -> dict[str, Any]:
@@ -94,7 +96,7 @@ class ItemListCreateApi(ServiceApiView):
 class ItemApi(ServiceApiView):
     @extend_schema(responses={200: ItemDetailOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
+        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
         return Response(_detail(item))
 
     @extend_schema(
@@ -162,10 +164,39 @@ class ItemExecApi(ServiceApiView):
         return Response(ExecOutputSerializer(outcome).data)
 
 
+class ItemExecListApi(ServiceApiView):
+    @extend_schema(
+        responses={200: RunningExecOutputSerializer(many=True), 403: ErrorOutputSerializer, **_ERRORS},
+        description="The commands running in the item's sandbox now (from the terminal or this API), oldest first.",
+    )
+    def get(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        return Response(RunningExecOutputSerializer(selectors.running_execs(item), many=True).data)
+
+
+class ItemExecStopApi(ServiceApiView):
+    @extend_schema(
+        request=None,
+        responses={200: RunningExecOutputSerializer, 403: ErrorOutputSerializer, 503: ErrorOutputSerializer, **_ERRORS},
+        description=(
+            "Stops one running command (its `exec_id`, from the stream's `started` event or the list) and "
+            "nothing else: the sandbox and whatever else runs in it go on. Its exec result then has `reason` "
+            "`stopped` and names who stopped it. For its requester and staff (403 `not_your_command` for "
+            "others); a command not running is 404 `no_running_command`."
+        ),
+    )
+    def post(self, request: Request, slug: str, item_id: int, exec_id: str) -> Response:
+        _app, item = _viewer_item(request, slug, item_id)
+        stopped = services.item_exec_stop(
+            item=item, exec_id=exec_id, user_id=request.user.id, is_staff=request.user.is_staff
+        )
+        return Response(RunningExecOutputSerializer(stopped).data)
+
+
 class ItemSandboxApi(ServiceApiView):
     @extend_schema(responses={200: ItemSandboxOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
+        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
         sandbox = selectors.item_detail(item).sandbox
         if sandbox is None:
             raise ApiError(status_code=404, error="no_live_sandbox", detail="The item has no live sandbox.")
@@ -173,15 +204,15 @@ class ItemSandboxApi(ServiceApiView):
 
     @extend_schema(responses={204: None, 503: ErrorOutputSerializer, **_ERRORS})
     def delete(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
-        services.item_sandbox_close(item=item)
+        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+        services.item_sandbox_close(item=item, user_id=request.user.id)
         return Response(status=204)
 
 
 class ItemFileListApi(ServiceApiView):
     @extend_schema(responses={200: FileEntryOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
+        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
         return Response(FileEntryOutputSerializer(selectors.item_files(item), many=True).data)
 
 
@@ -214,7 +245,7 @@ class ItemFileApi(ServiceApiView):
 
     @extend_schema(responses={200: FileChangeOutputSerializer, **_ERRORS})
     def delete(self, request: Request, slug: str, item_id: int, file_path: str) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
+        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
         return Response(FileChangeOutputSerializer(services.file_delete(item=item, path=file_path)).data)
 
 
@@ -230,6 +261,23 @@ class ItemFileMoveApi(ServiceApiView):
         body.is_valid(raise_exception=True)
         change = services.file_move(item=item, **body.validated_data)
         return Response(FileChangeOutputSerializer(change).data)
+
+
+class ItemFileTruncateApi(ServiceApiView):
+    @extend_schema(
+        request=FileTruncateInputSerializer,
+        responses={200: FileChangeOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
+        description=(
+            "Keeps a file's first `size` bytes (0 empties it): a shrink, allowed even over quota, and the "
+            "one file change the payer of someone else's item may make besides deleting (they never read "
+            "or write its content). A size above the file's is 400 `not_a_shrink`."
+        ),
+    )
+    def post(self, request: Request, slug: str, item_id: int) -> Response:
+        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+        body = FileTruncateInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return Response(FileChangeOutputSerializer(services.file_truncate(item=item, **body.validated_data)).data)
 
 
 class ItemFolderCreateApi(ServiceApiView):

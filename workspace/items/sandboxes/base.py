@@ -47,6 +47,18 @@ class OpenedSandbox:
     spec: SandboxSize
 
 
+class EndReason:
+    """Why a command ended, as an exec result's `reason` says (exit 137 alone says only "killed")."""
+
+    EXITED = "exited"  # it ended by itself, whatever its exit code
+    TIMED_OUT = "timed_out"  # it ran past its time limit and was killed
+    MEMORY_LIMIT = "memory_limit"  # the kernel killed it: the sandbox used its whole memory limit
+    STOPPED = "stopped"  # someone stopped it (the terminal's Stop, the API)
+    SANDBOX_CLOSED = "sandbox_closed"  # its sandbox was closed while it ran
+
+    ALL = (EXITED, TIMED_OUT, MEMORY_LIMIT, STOPPED, SANDBOX_CLOSED)
+
+
 @dataclass(frozen=True)
 class ExecResult:
     exit_code: int
@@ -56,6 +68,11 @@ class ExecResult:
     stderr_truncated: bool = False
     timed_out: bool = False
     duration_ms: int = 0
+    # An `EndReason` and the sentence that tells a person what happened ("" when it just exited);
+    # `ended_by` names who stopped it or closed its sandbox (the app knows, never a backend).
+    reason: str = EndReason.EXITED
+    reason_detail: str = ""
+    ended_by: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,10 +105,18 @@ class SandboxBackend(Protocol):
         self, *, item_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
     ) -> OpenedSandbox: ...
 
-    def exec(self, sandbox_id: str, *, command: Command, timeout: float) -> ExecResult: ...
+    def exec(self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = "") -> ExecResult: ...
 
-    def exec_streaming(self, sandbox_id: str, *, command: Command, timeout: float) -> Iterator[ExecEvent]:
-        """`exec` as it happens; a backend that cannot stream yields the whole output at the end."""
+    def exec_streaming(
+        self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = ""
+    ) -> Iterator[ExecEvent]:
+        """`exec` as it happens; a backend that cannot stream yields the whole output at the end.
+        `exec_id` names the command for `stop`; its result then says it was stopped."""
+        ...
+
+    def stop(self, sandbox_id: str, exec_id: str) -> bool:
+        """Kills the command `exec_id` (its process group), leaving the sandbox and anything else
+        in it running; False when no such command runs there."""
         ...
 
     def probe(self, sandbox_id: str) -> bool: ...

@@ -1,7 +1,7 @@
 """The sandbox host: the HTTP protocol of docs/ARCHITECTURE.md §5 served over a local backend.
 
 Stdlib `ThreadingHTTPServer` on purpose: the host is a small, separately deployed process with
-five routes, and a blocking exec per thread is exactly its job.
+six routes, and a blocking exec per thread is exactly its job.
 """
 
 from __future__ import annotations
@@ -34,13 +34,14 @@ from workspace.items.sandboxes.base import (
 )
 from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
 from workspace.items.sandboxes.isolation import cap_warnings, configured_cap, configured_driver, warn_about_enforcement
-from workspace.items.sandboxes.local import LocalBackend
+from workspace.items.sandboxes.local import LocalBackend, valid_exec_id
 from workspace.items.sandboxes.reach import unreachable_reason
 from workspace.items.volumes import enforcement_warnings
 
 logger = logging.getLogger(__name__)
 _ITEM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SANDBOX_PATH = re.compile(r"^/sandboxes/([A-Za-z0-9_-]{1,100})(/exec)?$")
+_EXEC_PATH = re.compile(r"^/sandboxes/([A-Za-z0-9_-]{1,100})/exec/([A-Za-z0-9_-]{1,64})$")
 _CONTENT_LENGTH = re.compile(r"^[0-9]{1,19}$")
 MAX_BODY_BYTES = 1024 * 1024
 # A client that stops sending (a stalled body, an idle kept-alive connection) frees its thread after this.
@@ -177,11 +178,22 @@ class SandboxHost:
         except CommandInvalid as exc:
             raise BadRequest(str(exc)) from exc
         timeout = _number(body.get("timeout"), "timeout", MAX_EXEC_TIMEOUT) or DEFAULT_EXEC_TIMEOUT
+        exec_id = body.get("exec_id") or ""
+        if not isinstance(exec_id, str) or (exec_id and not valid_exec_id(exec_id)):
+            raise BadRequest("exec_id must be 1-64 letters, digits, dashes or underscores")
         try:
-            result = self.backend.exec(sandbox_id, command=command, timeout=min(timeout, MAX_EXEC_TIMEOUT))
+            result = self.backend.exec(
+                sandbox_id, command=command, timeout=min(timeout, MAX_EXEC_TIMEOUT), exec_id=exec_id
+            )
         except SandboxGone:
             return 404, {"error": "not_found", "detail": f"No sandbox {sandbox_id}."}
         return 200, result.as_dict()
+
+    def stop(self, sandbox_id: str, exec_id: str) -> tuple[int, dict | None]:
+        """`DELETE /sandboxes/<id>/exec/<exec_id>`: stops that command, not the sandbox."""
+        if not self.backend.stop(sandbox_id, exec_id):
+            return 404, {"error": "not_found", "detail": f"No command {exec_id} runs in sandbox {sandbox_id}."}
+        return 204, None
 
     def delete(self, sandbox_id: str) -> tuple[int, dict | None]:
         if sandbox_id not in self.backend.sandboxes():
@@ -290,6 +302,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self.host.create(self._body())
         if path == "/sandboxes" and method == "GET":
             return self.host.listing(self.path.partition("?")[2])
+        running = _EXEC_PATH.match(path)
+        if running and method == "DELETE":
+            return self.host.stop(running.group(1), running.group(2))
         match = _SANDBOX_PATH.match(path)
         if match and match.group(2) and method == "POST":
             return self.host.exec(match.group(1), self._body())

@@ -91,23 +91,33 @@ class HttpBackend:
             enforced = spec.inherit(self.host_defaults())
         return OpenedSandbox(id=str(created["id"]), spec=enforced)
 
-    def exec(self, sandbox_id: str, *, command: Command, timeout: float) -> ExecResult:
+    def exec(self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = "") -> ExecResult:
+        # An older host ignores `exec_id` (it cannot stop a command then) and answers no `reason`.
         result = self._call(
             "POST",
             f"/sandboxes/{sandbox_id}/exec",
-            {"command": command, "timeout": timeout},
+            {"command": command, "timeout": timeout, "exec_id": exec_id},
             timeout=timeout + _EXEC_GRACE_SECONDS,
         )
         known = ExecResult.__dataclass_fields__.keys()
         return ExecResult(**{key: value for key, value in (result or {}).items() if key in known})
 
-    def exec_streaming(self, sandbox_id: str, *, command: Command, timeout: float) -> Iterator[ExecEvent]:
+    def exec_streaming(
+        self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = ""
+    ) -> Iterator[ExecEvent]:
         # The host protocol answers an exec whole: its output arrives at once, at the end.
-        result = self.exec(sandbox_id, command=command, timeout=timeout)
+        result = self.exec(sandbox_id, command=command, timeout=timeout, exec_id=exec_id)
         for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
             if text:
                 yield name, text.encode()
         yield result
+
+    def stop(self, sandbox_id: str, exec_id: str) -> bool:
+        try:
+            self._call("DELETE", f"/sandboxes/{sandbox_id}/exec/{exec_id}")
+        except SandboxGone:
+            return False  # no such command runs there (or an older host that cannot stop one)
+        return True
 
     def probe(self, sandbox_id: str) -> bool:
         try:

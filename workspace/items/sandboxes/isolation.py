@@ -21,7 +21,7 @@ from typing import Protocol
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from quotas.sizes import SizeError, format_size, parse_optional_size
+from quotas.sizes import SizeError, parse_optional_size, size_string
 from quotas.values import SandboxSize
 
 logger = logging.getLogger(__name__)
@@ -76,6 +76,24 @@ class IsolationDriver(Protocol):
         ...
 
     def destroy(self, confinement: Confinement) -> None: ...
+
+    def oom_kills(self, confinement: Confinement) -> int | None:
+        """How many processes the kernel has killed in the sandbox for want of memory so far (a
+        counter: compare it before and after a command); None where the host cannot tell."""
+        ...
+
+
+def _counter(path: Path, name: str) -> int | None:
+    """The `name N` line of a cgroup's flat-keyed file (memory.events, memory.oom_control)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition(" ")
+        if key == name and value.strip().isdigit():
+            return int(value)
+    return None
 
 
 def _write(path: Path, value: str) -> None:
@@ -147,6 +165,10 @@ class CgroupV2Driver:
         for group in map(Path, confinement.groups):
             _remove_group(group, kernel=confinement.kernel)
 
+    def oom_kills(self, confinement: Confinement) -> int | None:
+        # memory.events counts the kills of the group and its descendants (bubblewrap's init is one).
+        return _counter(Path(confinement.groups[0]) / "memory.events", "oom_kill") if confinement.groups else None
+
 
 class CgroupV1Driver:
     """One group per controller hierarchy: `<root>/{memory,cpu,pids}/workspace-sandboxes/<id>`."""
@@ -201,6 +223,11 @@ class CgroupV1Driver:
         for group in map(Path, confinement.groups):
             _remove_group(group, kernel=confinement.kernel)
 
+    def oom_kills(self, confinement: Confinement) -> int | None:
+        # memory.oom_control has carried an `oom_kill` counter since Linux 4.13.
+        memory = next((Path(g) for g in confinement.groups if Path(g).parent.parent.name == "memory"), None)
+        return None if memory is None else _counter(memory / "memory.oom_control", "oom_kill")
+
 
 class PrlimitDriver:
     """No writable cgroup: per-process limits through util-linux `prlimit`.
@@ -229,6 +256,10 @@ class PrlimitDriver:
         return None
 
     def destroy(self, confinement: Confinement) -> None:
+        return None
+
+    def oom_kills(self, confinement: Confinement) -> int | None:
+        # A process over `--as` sees its allocation fail; nobody is killed, so nothing to count.
         return None
 
 
@@ -292,7 +323,7 @@ def configured_cap() -> SandboxSize:
 
 def _shown(dimension: str, value: float | int) -> str:
     if dimension == "memory":
-        return format_size(int(value))
+        return size_string(int(value))
     return f"{value:g} cores" if dimension == "cpu" else f"{int(value)} processes"
 
 

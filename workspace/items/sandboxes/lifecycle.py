@@ -24,10 +24,12 @@ from workspace.items import volumes
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.filestore import workspace_bytes, workspace_dir, workspace_prepared
 from workspace.items.models import Item
+from workspace.items.sandboxes import running
 from workspace.items.sandboxes.admission import before_sandbox_open
 from workspace.items.sandboxes.base import (
     MISCONFIGURED,
     Command,
+    EndReason,
     ExecResult,
     SandboxGone,
     SandboxMisconfigured,
@@ -61,11 +63,12 @@ _REPLACED_NOTE = (
 @dataclass(frozen=True)
 class ExecStarted:
     """A streamed exec's first event: the sandbox is ready and the command starts, with the
-    seconds it may run before it is stopped."""
+    seconds it may run before it is stopped and the id that stops it (blank: no stopping)."""
 
     activity: SandboxActivity
     opened: bool
     timeout: float
+    exec_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ class ExecOutcome:
     activity: SandboxActivity
     opened: bool
     closed: bool = False  # the sandbox was stopped after the command (its workspace passed its disk limit)
+    exec_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,17 +108,20 @@ def _unavailable(exc: Exception) -> ApiError:
     )
 
 
-def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool) -> bool:
+def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool, closed_by: str = "") -> bool:
     """Stops the processes, then forgets the row (False if it was forgotten already); `strict`
-    refuses to forget what it could not stop."""
+    refuses to forget what it could not stop. Why and by whom go on the row before its processes
+    die, so a command the close cuts off can say so (`running.explained`)."""
+    ledger.activity_closing(activity_id=activity.pk, reason=reason, closed_by=closed_by)
     if activity.backend_sandbox_id:
         try:
             backend_named(activity.backend).close(activity.backend_sandbox_id)
         except SandboxUnavailable as exc:
             if strict:
+                ledger.activity_closing(activity_id=activity.pk, reason="", closed_by="")
                 raise _unavailable(exc) from exc
             logger.warning("could not reach the backend to close %s: %s", activity, exc)
-    return ledger.activity_close(activity_id=activity.pk, reason=reason)
+    return ledger.activity_close(activity_id=activity.pk, reason=reason, closed_by=closed_by)
 
 
 def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
@@ -191,11 +198,14 @@ def sandbox_exec_streaming(
     command: Command,
     timeout: float,
     ready: tuple[SandboxActivity, bool] | None = None,
+    exec_id: str = "",
+    requested_by: str = "",
 ) -> Iterator[tuple[str, bytes] | ExecOutcome]:
     """Runs `command` in the item's sandbox: its output chunks as they arrive, then the outcome.
 
     `ready` is the sandbox `sandbox_for_item` already opened (or found), so a caller can meet
-    the quota gate (507) before it starts answering; without it the first step opens one.
+    the quota gate (507) before it starts answering; without it the first step opens one. With
+    an `exec_id` the command is recorded while it runs, so `requested_by` or staff can stop it.
     """
     lease = get_config().sandbox.lease
     # The lease covers the whole command, so a long exec is not reclaimed as dead halfway.
@@ -212,32 +222,42 @@ def sandbox_exec_streaming(
         if activity.backend == "local":
             _hold_growth(item, workspace_dir(item.pk))
         result: ExecResult | None = None
-        try:
-            for event in backend_named(activity.backend).exec_streaming(
-                activity.backend_sandbox_id, command=command, timeout=timeout
-            ):
-                if isinstance(event, ExecResult):
-                    result = event
-                else:
-                    yield event
-        except SandboxGone:
-            # The backend lost it (host restart, its holder killed from inside): whatever of it
-            # still runs is stopped, the row forgotten, and the command runs in a new one, once.
-            logger.warning("sandbox %s of item %s stopped working; it is closed", activity.backend_sandbox_id, item.pk)
-            _shut_down(activity, reason=Reason.GONE, strict=False)
-            replaced = _REPLACED_NOTE
-            yield "stderr", replaced.encode()
-            continue
-        except SandboxUnavailable as exc:
-            raise _unavailable(exc) from exc
-        if result is None:
-            raise _unavailable(SandboxUnavailable("the exec ended without a result"))
-        ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
-        note = _stopped_after_exec(item, app, activity)
-        if note:
-            yield "stderr", note.encode()
-        result = replace(result, stderr=replaced + result.stderr + (note or ""))
-        yield ExecOutcome(result=result, activity=activity, opened=opened_any, closed=note is not None)
+        record = running.exec_recorded(
+            exec_id=exec_id, item=item, requested_by=requested_by, command=command, activity=activity, timeout=timeout
+        )
+        with record as stopped_by:
+            try:
+                for event in backend_named(activity.backend).exec_streaming(
+                    activity.backend_sandbox_id, command=command, timeout=timeout, exec_id=exec_id
+                ):
+                    if isinstance(event, ExecResult):
+                        result = event
+                    else:
+                        yield event
+            except SandboxGone:
+                # The backend lost it (host restart, its holder killed from inside): whatever of it
+                # still runs is stopped, the row forgotten, and the command runs in a new one, once.
+                logger.warning(
+                    "sandbox %s of item %s stopped working; it is closed", activity.backend_sandbox_id, item.pk
+                )
+                _shut_down(activity, reason=Reason.GONE, strict=False)
+                replaced = _REPLACED_NOTE
+                yield "stderr", replaced.encode()
+                continue
+            except SandboxUnavailable as exc:
+                raise _unavailable(exc) from exc
+            if result is None:
+                raise _unavailable(SandboxUnavailable("the exec ended without a result"))
+            result = running.explained(result, activity, stopped_by=stopped_by())
+        note = None
+        if result.reason != EndReason.SANDBOX_CLOSED:
+            ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
+            note = _stopped_after_exec(item, app, activity)
+        told = f"\n[{result.reason_detail}]\n" if result.reason_detail else ""
+        if note or told:
+            yield "stderr", ((note or "") + told).encode()
+        result = replace(result, stderr=replaced + result.stderr + (note or "") + told)
+        yield ExecOutcome(result=result, activity=activity, opened=opened_any, closed=note is not None, exec_id=exec_id)
         return
     raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The sandbox vanished twice in a row.")
 
@@ -329,11 +349,20 @@ def sandboxes_hold_to_disk_totals(measurements: list[ledger.DiskMeasurement], *,
     return stopped
 
 
-def sandbox_close(*, item: Item) -> int:
-    """Truly shuts the item's sandbox down, then forgets it; returns how many were closed."""
+def command_stop(*, backend: str, backend_sandbox_id: str, exec_id: str) -> bool:
+    """Stops one running command of a sandbox (not the sandbox); False when it no longer runs."""
+    try:
+        return backend_named(backend).stop(backend_sandbox_id, exec_id)
+    except SandboxUnavailable as exc:
+        raise _unavailable(exc) from exc
+
+
+def sandbox_close(*, item: Item, closed_by: str = "") -> int:
+    """Truly shuts the item's sandbox down, then forgets it; returns how many were closed. A
+    command it cuts off says `closed_by` closed it (blank: the service did, deleting the item)."""
     rows = list(ledger.open_rows_of_item(item.pk))
     for activity in rows:
-        _shut_down(activity, reason=Reason.CLOSED, strict=True)
+        _shut_down(activity, reason=Reason.CLOSED, strict=True, closed_by=closed_by)
     return len(rows)
 
 

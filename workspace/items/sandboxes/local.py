@@ -10,18 +10,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import shutil
 import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from collab.sizes import format_bytes
 from quotas.values import SandboxSize
 from workspace.items.sandboxes.base import (
     Command,
+    EndReason,
     ExecEvent,
     ExecResult,
     OpenedSandbox,
@@ -45,6 +49,7 @@ from workspace.items.volumes import workspace_prepare
 _STATE_FILE = "state.json"
 _INIT_LOG = "init.log"
 _INIT_READY_SECONDS = 10.0
+_EXEC_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Inits this process started: reaped when they end, so no zombie stays behind.
 _started_inits: dict[str, subprocess.Popen] = {}
 
@@ -93,7 +98,8 @@ class LocalBackend:
         directory = workspace or workspace_prepare(self.workspace_root / str(item_id), limit_bytes=disk_bytes, uid=uid)
         # The kernel gets the capped size; the ledger is handed `effective`, so what an app leaves
         # undeclared is bounded here and still charged as nothing.
-        confinement = self.driver.create(sandbox_id, effective.within(self.cap))
+        enforced = effective.within(self.cap)
+        confinement = self.driver.create(sandbox_id, enforced)
         home = self._home(sandbox_id)
         (home / "pids").mkdir(parents=True)
         init: dict | None = None
@@ -109,6 +115,7 @@ class LocalBackend:
             "item_id": str(item_id),
             "workspace": str(directory),
             "spec": effective.as_dict(),
+            "enforced": enforced.as_dict(),
             "confinement": confinement.as_dict(),
             "uid": uid,
             "init": init,
@@ -163,13 +170,16 @@ class LocalBackend:
         holder = _children(pid)
         return {"pid": pid, "pidns": _pid_namespace(pid), "holder": holder[0] if holder else pid}
 
-    def exec(self, sandbox_id: str, *, command: Command, timeout: float) -> ExecResult:
-        return final_result(self.exec_streaming(sandbox_id, command=command, timeout=timeout))
+    def exec(self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = "") -> ExecResult:
+        return final_result(self.exec_streaming(sandbox_id, command=command, timeout=timeout, exec_id=exec_id))
 
-    def exec_streaming(self, sandbox_id: str, *, command: Command, timeout: float) -> Iterator[ExecEvent]:
+    def exec_streaming(
+        self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = ""
+    ) -> Iterator[ExecEvent]:
         state = self._state(sandbox_id)
         confinement = Confinement.from_dict(state["confinement"])
-        pids_dir = self._home(sandbox_id) / "pids"
+        home = self._home(sandbox_id)
+        pids_dir = home / "pids"
         env = {
             "PATH": SANDBOX_PATH,
             "HOME": WORKSPACE_MOUNT,
@@ -190,14 +200,40 @@ class LocalBackend:
         else:
             argv = command_argv(command)
             cwd, outer_env = Path(state["workspace"]), {**env, "HOME": state["workspace"]}
-        return run_streaming(
+        ended = _Ending(home=home, exec_id=valid_exec_id(exec_id), timeout=timeout, state=state)
+        ended.ooms_before = self.driver.oom_kills(confinement)
+        events = run_streaming(
             confinement.wrap(argv),
             cwd=cwd,
             env=outer_env,
             timeout=timeout,
-            on_start=lambda pid: _touch(pids_dir / str(pid)),
+            on_start=lambda pid: _record(pids_dir / str(pid), ended.exec_id),
             on_exit=lambda pid: _unlink(pids_dir / str(pid)),
         )
+        return ended.explained(events, lambda: self.driver.oom_kills(confinement))
+
+    def stop(self, sandbox_id: str, exec_id: str) -> bool:
+        """Kills the process group of the command `exec_id` (the one its exec started, which
+        `timeout` kills too); the sandbox and its other processes run on. The mark it leaves
+        tells that exec's result it was stopped."""
+        exec_id = valid_exec_id(exec_id)
+        try:
+            self._state(sandbox_id)
+        except SandboxGone:
+            return False
+        home = self._home(sandbox_id)
+        leaders = [
+            int(entry.name)
+            for entry in (home / "pids").iterdir()
+            if exec_id and entry.name.isdigit() and _read(entry) == exec_id
+        ]
+        if not leaders:
+            return False
+        (home / "stops").mkdir(exist_ok=True)
+        _touch(home / "stops" / exec_id)
+        for leader in leaders:
+            _kill_group_marked(leader, sandbox_id)
+        return True
 
     def probe(self, sandbox_id: str) -> bool:
         try:
@@ -334,6 +370,59 @@ def _wait_until_gone(
         driver.kill(confinement)
         kill_marked(alive, sandbox_id)
         time.sleep(0.02)
+
+
+@dataclass
+class _Ending:
+    """Tells why a command ended (`EndReason`), from what the sandbox's state directory and
+    its memory group say after it: a stop mark, its timeout, a sandbox closed under it (its
+    state file is gone) or the kernel's out-of-memory kills."""
+
+    home: Path
+    exec_id: str
+    timeout: float
+    state: dict
+    ooms_before: int | None = None
+
+    def explained(self, events: Iterator[ExecEvent], ooms: Callable[[], int | None]) -> Iterator[ExecEvent]:
+        for event in events:
+            if isinstance(event, ExecResult):
+                reason, detail = self._reason(event, ooms)
+                event = replace(event, reason=reason, reason_detail=detail)
+            yield event
+
+    def _reason(self, result: ExecResult, ooms: Callable[[], int | None]) -> tuple[str, str]:
+        stop_mark = self.home / "stops" / self.exec_id
+        if self.exec_id and stop_mark.exists():
+            _unlink(stop_mark)
+            return EndReason.STOPPED, "It was stopped before it finished."
+        if result.timed_out:
+            return EndReason.TIMED_OUT, f"It ran past its time limit of {self.timeout:g} s and was stopped."
+        if result.exit_code and not (self.home / _STATE_FILE).exists():
+            return EndReason.SANDBOX_CLOSED, "Its sandbox was closed while it ran."
+        after = ooms()
+        if result.exit_code and after is not None and self.ooms_before is not None and after > self.ooms_before:
+            memory = (self.state.get("enforced") or self.state.get("spec") or {}).get("memory_bytes")
+            limit = f"its whole memory limit of {format_bytes(memory)}" if memory else "all the memory it may"
+            return EndReason.MEMORY_LIMIT, f"The kernel killed it: the sandbox's processes used {limit}."
+        return EndReason.EXITED, ""
+
+
+def valid_exec_id(exec_id: str) -> str:
+    """An exec id names a file in the sandbox's state directory: letters, digits, - and _ only."""
+    return exec_id if _EXEC_ID.match(exec_id) else ""
+
+
+def _record(path: Path, text: str) -> None:
+    with contextlib.suppress(OSError):
+        path.write_text(text)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _touch(path: Path) -> None:

@@ -1,0 +1,87 @@
+"""Commands as they run: recorded while they run for a person, so another request (another
+process, even) can list them and stop one without closing the sandbox, and explained when they
+end: who stopped one, who or what closed its sandbox under it (docs/ARCHITECTURE.md §5)."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import timedelta
+
+from collab import clock
+from quotas.models import SandboxActivity
+from workspace.items.models import Item, RunningExec
+from workspace.items.sandboxes.base import Command, EndReason, ExecResult
+
+Reason = SandboxActivity.CloseReason
+# What a command cut off by its sandbox's closing is told, by the reason the ledger recorded.
+_CLOSED_UNDER_IT = {
+    Reason.CLOSED: "Its sandbox was closed while it ran.",
+    Reason.IDLE: "Its sandbox was closed as idle while it ran.",
+    Reason.EXPIRED: "Its sandbox's liveness ran out while it ran, so the sandbox was closed.",
+    Reason.GONE: "Its sandbox stopped working while it ran and was closed.",
+    Reason.DISK: "Its sandbox was stopped while it ran: the workspace went over its disk limit.",
+}
+# A row outlives its command's time limit by this much before it counts as left by a dead process.
+_MARGIN = timedelta(seconds=60)
+
+
+def new_exec_id() -> str:
+    return uuid.uuid4().hex
+
+
+@contextlib.contextmanager
+def exec_recorded(
+    *, exec_id: str, item: Item, requested_by: str, command: Command, activity: SandboxActivity, timeout: float
+) -> Iterator[Callable[[], str]]:
+    """Records the command while the block runs it in `activity`'s sandbox; yields a reader of
+    who stopped it (blank: nobody), to ask before the record goes. Without an `exec_id` (agent
+    turns, workflow runs) nothing is recorded and nobody can stop it but its time limit."""
+    if not exec_id:
+        yield lambda: ""
+        return
+    moment = clock.now()
+    shown = command if isinstance(command, str) else " ".join(command)
+    # A second attempt (the first sandbox broke) moves the record to the new sandbox.
+    RunningExec.objects.update_or_create(
+        exec_id=exec_id,
+        defaults={
+            "item": item,
+            "requested_by": requested_by,
+            "command": shown[:200],
+            "backend": activity.backend,
+            "backend_sandbox_id": activity.backend_sandbox_id,
+            "started_at": moment,
+            "ends_by": moment + timedelta(seconds=timeout) + _MARGIN,
+        },
+    )
+    try:
+        yield lambda: RunningExec.objects.filter(pk=exec_id).values_list("stopped_by", flat=True).first() or ""
+    finally:
+        RunningExec.objects.filter(pk=exec_id).delete()
+
+
+def running_of_item(item: Item) -> list[RunningExec]:
+    """The item's commands still running, oldest first (a dead process's record no longer counts)."""
+    return list(RunningExec.objects.filter(item=item, ends_by__gt=clock.now()).order_by("started_at", "exec_id"))
+
+
+def explained(result: ExecResult, activity: SandboxActivity, *, stopped_by: str) -> ExecResult:
+    """The backend's `reason` with the app's part: who stopped the command, and who or what
+    closed its sandbox under it (the ledger row says, whichever backend ran it)."""
+    if result.reason == EndReason.STOPPED:
+        detail = f"{stopped_by} stopped it before it finished." if stopped_by else result.reason_detail
+        return replace(result, reason_detail=detail, ended_by=stopped_by)
+    if result.reason not in (EndReason.EXITED, EndReason.SANDBOX_CLOSED) or not result.exit_code:
+        return result
+    row = SandboxActivity.objects.filter(pk=activity.pk).values_list("close_reason", "closed_by").first()
+    reason, closed_by = row or ("", "")
+    if not reason and result.reason == EndReason.EXITED:
+        return result  # the sandbox runs on: the command ended by itself
+    if closed_by:
+        detail = f"{closed_by} closed its sandbox while it ran."
+    else:
+        detail = _CLOSED_UNDER_IT.get(reason, _CLOSED_UNDER_IT[Reason.CLOSED])
+    return replace(result, reason=EndReason.SANDBOX_CLOSED, reason_detail=detail, ended_by=closed_by)
