@@ -294,6 +294,10 @@ class CrudAutoSchema(AutoSchema):
                 "description": "error",
                 "content": {"application/json": {"schema": _ref("CrudError")}},
             }
+        if route.data_filters:
+            # Long value lists make long URLs; the HTTP server refuses a request line past its limit
+            # (gunicorn: 4094 bytes) before the application sees it, in its own words.
+            responses["414"] = {"description": "URI too long for the HTTP server in front of the application."}
         operation: dict[str, Any] = {
             "operationId": re.sub(r"\W+", "_", f"{crud.resource_name}_{route.name}"),
             "tags": route.tags or [crud.resource_name],
