@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from itertools import groupby
 from typing import Any, Protocol
@@ -21,6 +21,7 @@ NOTHING_FOUND = (
     "I found nothing in the selected collections about that. Try other words, or add a document that covers it."
 )
 _MARKER = re.compile(r"\[(\d{1,4})\]")
+_WORD = re.compile(r"[^\W_]+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 
 
@@ -83,19 +84,32 @@ class Answer:
 
 
 class Answerer(Protocol):
-    """Turns retrieved passages into an answer; an LLM answerer plugs in here."""
+    """Turns retrieved passages into an answer; the model answerer (knowledge/model_answers.py)
+    plugs in here. One that can also `stream(question=, passages=)` yields `AnswerEvent`s."""
 
     def answer(self, *, question: str, passages: Sequence[Passage]) -> Answer: ...
+
+
+@dataclass(frozen=True)
+class Restart:
+    """The text streamed so far is withdrawn and the answer starts again: the model failed
+    midway (`reason`, one sentence) and the fallback answer follows."""
+
+    reason: str
+
+
+# What an answer stream yields: pieces of text as they are written, perhaps a Restart, then the Answer.
+AnswerEvent = str | Restart | Answer
 
 
 class ExtractiveAnswerer:
     """Quotes the best passages verbatim and numbers them in rank order; invents nothing."""
 
     def answer(self, *, question: str, passages: Sequence[Passage]) -> Answer:
-        chosen = list(passages)[:MAX_PASSAGES]
+        terms = search_terms(question)
+        chosen = about_the_question(passages, terms)[:MAX_PASSAGES]
         if not chosen:
             return Answer(text=NOTHING_FOUND, citations=())
-        terms = search_terms(question)
         citations = tuple(
             Citation(
                 marker=number,
@@ -111,16 +125,40 @@ class ExtractiveAnswerer:
         return Answer(text=f"Here is what the knowledge base says:\n\n{quoted}", citations=citations)
 
 
+def about_the_question(passages: Sequence[Passage], terms: list[str]) -> list[Passage]:
+    """The passages, in rank order, that share more than half as many of the question's words as
+    the passage sharing most: retrieval lets in any passage with one word of the question ("database"
+    brings a runbook's connection-pool step to a question on database backups), an answer should not.
+
+    When no passage shares a word as these prefixes see it (the search stems better), all stay.
+    """
+    wanted = _stems(terms)
+    overlaps = [len(wanted & _text_stems(passage.text)) for passage in passages]
+    best = max(overlaps, default=0)
+    if best == 0:
+        return list(passages)
+    return [passage for passage, overlap in zip(passages, overlaps, strict=True) if overlap * 2 > best]
+
+
+def _stems(words: list[str]) -> set[str]:
+    # Five-letter prefixes stand in for stemming: "sharing" meets "shared", "quotas" meets "quota".
+    return {word[:5] for word in words}
+
+
+def _text_stems(text: str) -> set[str]:
+    """Every word's stem (search_terms keeps only a question's first few words)."""
+    return _stems(_WORD.findall(text.lower()))
+
+
 def best_sentences(text: str, terms: list[str], *, limit: int = MAX_QUOTED_SENTENCES) -> str:
     """The sentences sharing most words with the question, in their own order; the whole chunk is
     one click away, so the answer stays short. A `[n]` inside the source is defused so it can never
     pass for one of the answer's markers."""
     sentences = [" ".join(part.split()) for part in _SENTENCE.split(text) if part.strip()]
-    # Five-letter prefixes stand in for stemming: "sharing" meets "shared", "quotas" meets "quota".
-    stems = {term[:5] for term in terms}
+    stems = _stems(terms)
 
     def overlap(sentence: str) -> int:
-        return len(stems & {word[:5] for word in search_terms(sentence)})
+        return len(stems & _text_stems(sentence))
 
     ranked = sorted(range(len(sentences)), key=lambda index: (-overlap(sentences[index]), index))
     keep = sorted(index for index in ranked[:limit] if overlap(sentences[index]) > 0) or list(range(min(2, limit)))
@@ -129,7 +167,13 @@ def best_sentences(text: str, terms: list[str], *, limit: int = MAX_QUOTED_SENTE
 
 
 def default_answerer() -> Answerer:
-    return import_string(settings.KNOWLEDGE_ANSWERER)()
+    """KNOWLEDGE_ANSWERER when set, else the model answerer where a provider is configured, else
+    the extractive answerer."""
+    if settings.KNOWLEDGE_ANSWERER:
+        return import_string(settings.KNOWLEDGE_ANSWERER)()
+    if settings.WORKSPACE_LLM_BASE_URL:
+        return import_string("knowledge.model_answers.ModelAnswerer")()
+    return ExtractiveAnswerer()
 
 
 def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: int = SEARCH_LIMIT) -> list[Passage]:
@@ -171,6 +215,32 @@ def _merged_runs(rows: list[dict[str, Any]], score_of: dict[str, float]) -> list
     ]
 
 
+def answer_events(
+    *, question: str, collection_ids: Sequence[str], answerer: Answerer | None = None
+) -> Iterator[AnswerEvent]:
+    """Retrieves, then answers as the answerer writes: text pieces (a whole answer at once from an
+    answerer that does not stream), perhaps a `Restart`, and last the `Answer`."""
+    passages = retrieve_passages(question=question, collection_ids=collection_ids)
+    chosen = answerer or default_answerer()
+    stream = getattr(chosen, "stream", None)
+    if stream is not None:
+        yield from stream(question=question, passages=passages)
+        return
+    answer = chosen.answer(question=question, passages=passages)
+    yield answer.text
+    yield answer
+
+
+def final_answer(events: Iterable[AnswerEvent]) -> Answer:
+    """The `Answer` that ends a stream of answer events."""
+    answer = None
+    for event in events:
+        answer = event
+    if not isinstance(answer, Answer):
+        raise TypeError(f"an answer stream must end with an Answer, not {answer!r}")
+    return answer
+
+
 def answer_question(
     *,
     question: str,
@@ -180,8 +250,7 @@ def answer_question(
 ) -> Answer:
     """Retrieves, answers, then hands the markers that count to `on_citations` (the KB chat and
     the investigation layer record events there, each with its own origin)."""
-    passages = retrieve_passages(question=question, collection_ids=collection_ids)
-    answer = (answerer or default_answerer()).answer(question=question, passages=passages)
+    answer = final_answer(answer_events(question=question, collection_ids=collection_ids, answerer=answerer))
     if on_citations is not None:
         on_citations(answer.persisted_citations())
     return answer
