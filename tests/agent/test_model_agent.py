@@ -171,6 +171,8 @@ def test_the_conversation_read_back_carries_each_replys_trail_in_few_queries(
     assert AgentStep.objects.count() == 3
 
 
+# Closing a response ends the request, and with it the database connection: the test runs outside a transaction.
+@pytest.mark.django_db(transaction=True)
 def test_a_reader_leaving_mid_stream_does_not_cut_the_turn_short(alice_api, make_item, model_agent):
     # Given a model that runs a command, then answers
     model_agent.push(Reply(tool_calls=[Call("run_command", {"command": "echo kept"})]), Reply("Done."))
