@@ -32,3 +32,16 @@ def event_stream(frames: Iterator[bytes]) -> StreamingHttpResponse:
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"  # proxies pass each event on as it comes
     return response
+
+
+def event_schema(*events: str) -> dict[str, Any]:
+    """The OpenAPI schema of one event of a stream: its name, one of `events`, and a JSON `data`
+    line (said in words: OpenAPI 3.0 has no `contentMediaType`)."""
+    return {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"type": "string", "enum": list(events)},
+            "data": {"type": "string", "description": "a JSON document"},
+        },
+    }

@@ -45,6 +45,8 @@ SYSTEM_PROMPT = (
 _MARKERS = re.compile(r"[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 # What may still become a marker when more text comes: trailing blanks and an unclosed "[1, 2".
 _UNFINISHED = re.compile(r"[ \t]*(?:\[[\d,\s]*)?\Z")
+# Code spans and fenced blocks, an unclosed one running to the end (more of it may still come).
+_CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*(?:`|\Z)", re.DOTALL)
 _SOURCE_MARKER = re.compile(r"\[(\d{1,4})\]")
 _TAG = re.compile(r"</?passage", re.IGNORECASE)
 
@@ -101,7 +103,13 @@ class MarkerCheck:
         return news
 
     def checked(self, text: str) -> str:
-        return _MARKERS.sub(self._renumbered, text)
+        """The text with its markers checked; code (`items[0]`, a fenced block) is left as written."""
+        parts, start = [], 0
+        for code in _CODE.finditer(text):
+            parts += [_MARKERS.sub(self._renumbered, text[start : code.start()]), code.group(0)]
+            start = code.end()
+        parts.append(_MARKERS.sub(self._renumbered, text[start:]))
+        return "".join(parts)
 
     def _renumbered(self, found: re.Match[str]) -> str:
         valid = [int(part) for part in found.group(1).split(",") if 1 <= int(part) <= self.passages]

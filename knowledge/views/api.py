@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from collab.api import ServiceApiView
 from collab.errors import ApiError, unstorable_value
-from collab.events import EventStreamRenderer, event_frame, event_stream
+from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
 from crudgen.parsers import BoundedJSONParser
 from knowledge import selectors, services
@@ -271,7 +271,7 @@ class KbChatCopyApi(ServiceApiView):
         return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data, status=201)
 
 
-def _answer_frames(events: Iterator[str | Restart | services.ChatExchange]) -> Iterator[bytes]:
+def answer_event_frames(events: Iterator[str | Restart | services.ChatExchange]) -> Iterator[bytes]:
     """`delta` events ({text}) as the answer is written, `restart` ({detail}) when the model failed
     midway and the fallback follows, then `answer` (the stored exchange, as the JSON answer has it)
     or `error` ({error, detail}).
@@ -288,7 +288,7 @@ def _answer_frames(events: Iterator[str | Restart | services.ChatExchange]) -> I
             else:
                 yield event_frame("answer", KbChatExchangeOutputSerializer(event).data)
     except GeneratorExit:
-        with contextlib.suppress(ApiError):
+        with contextlib.suppress(ApiError, Http404, DataError):
             for _event in events:
                 pass
         raise
@@ -301,17 +301,6 @@ def _answer_frames(events: Iterator[str | Restart | services.ChatExchange]) -> I
 _NOT_FOUND = ApiError(status_code=404, error="not_found", detail="Not found.")
 
 
-# One server-sent event of a streamed answer (said in words: OpenAPI 3.0 has no `contentMediaType`).
-_ANSWER_EVENT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["event", "data"],
-    "properties": {
-        "event": {"type": "string", "enum": ["delta", "restart", "answer", "error"]},
-        "data": {"type": "string", "description": "a JSON document"},
-    },
-}
-
-
 class KbChatMessagesApi(ServiceApiView):
     parser_classes = [BoundedJSONParser]
     renderer_classes = [JSONRenderer, EventStreamRenderer]
@@ -320,7 +309,7 @@ class KbChatMessagesApi(ServiceApiView):
         request=KbChatMessageInputSerializer,
         responses={
             (201, "application/json"): KbChatExchangeOutputSerializer,
-            (200, "text/event-stream"): _ANSWER_EVENT_SCHEMA,
+            (200, "text/event-stream"): event_schema("delta", "restart", "answer", "error"),
             403: ErrorOutputSerializer,
             **_ERRORS,
         },
@@ -336,7 +325,7 @@ class KbChatMessagesApi(ServiceApiView):
         content = _valid(KbChatMessageInputSerializer, request.data)["content"]
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
             question = services.chat_question_check(chat_id=chat_id, user_id=request.user.id, content=content)
-            return event_stream(_answer_frames(services.chat_answer_events(question)))
+            return event_stream(answer_event_frames(services.chat_answer_events(question)))
         exchange = services.chat_message_send(chat_id=chat_id, user_id=request.user.id, content=content)
         return Response(KbChatExchangeOutputSerializer(exchange).data, status=201)
 

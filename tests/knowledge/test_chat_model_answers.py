@@ -10,14 +10,17 @@ from typing import Any
 
 import pytest
 
+from knowledge import services
 from knowledge.answers import Answer, Restart
 from knowledge.models import CitationEvent, CitationEventChunk, KbChat, KbChatMessage
+from knowledge.views.api import answer_event_frames
 from tests.fixtures.llm import TEST_API_KEY, HttpError, Stream
 
 pytestmark = pytest.mark.django_db
 
 QUESTION = "How do I free capacity when a quota limit is hit?"
 SSE = "text/event-stream"
+ASKED_BY_ALICE = {"user_id": "alice", "content": QUESTION}
 
 
 def _events(response: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -176,15 +179,17 @@ def test_a_chat_deleted_while_the_answer_is_written_stores_nothing(handbook, mak
     assert not CitationEvent.objects.exists()
 
 
-def test_leaving_the_page_mid_answer_still_stores_the_exchange(handbook, make_chat, ask_streamed, llm_provider):
+def test_leaving_the_page_mid_answer_still_stores_the_exchange(handbook, make_chat, llm_provider):
     # Given a model that writes its answer in three pieces
     chat = make_chat(handbook)
     llm_provider.push(Stream(["Open my-resources ", "and close a sandbox [1]", "."]))
 
     # When alice's page reads the first event and is closed
-    response = ask_streamed(chat.id, QUESTION)
-    first = next(iter(response.streaming_content))
-    response.close()
+    frames = answer_event_frames(
+        services.chat_answer_events(services.chat_question_check(**ASKED_BY_ALICE, chat_id=chat.id))
+    )
+    first = next(frames)
+    frames.close()  # what the server does once the client has gone
 
     # Then the answer was still finished and stored whole with her question
     assert first.startswith(b"event: delta")

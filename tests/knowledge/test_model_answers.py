@@ -41,6 +41,14 @@ def test_a_list_marker_becomes_one_marker_per_passage_and_drops_what_names_nothi
     assert _checked("Both say so [2, 9, 1].") == ("Both say so [1][2].", {2: 1, 1: 2})
 
 
+def test_brackets_inside_code_are_left_as_the_model_wrote_them():
+    # Given a model text with items[0] and arr[1] in code, and a marker after it
+    raw = "Take `items[0]` first [2].\n\n```\nprint(arr[1])\n```\nDone [9]."
+
+    # When it is checked / Then the code is untouched, [2] reads [1] and [9] is gone
+    assert _checked(raw) == ("Take `items[0]` first [1].\n\n```\nprint(arr[1])\n```\nDone.", {2: 1})
+
+
 def test_pieces_show_nothing_before_a_valid_marker_and_never_half_a_marker():
     # Given a check over two passages
     check = MarkerCheck(2)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import asdict
-from typing import Any
-
 from django.db import DataError
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
@@ -16,7 +14,7 @@ from rest_framework.response import Response
 
 from collab.api import ServiceApiView
 from collab.errors import ApiError, unstorable_value
-from collab.events import EventStreamRenderer, event_frame, event_stream
+from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
 from knowledge.answers import Restart
 from workspace.agent import selectors, services
@@ -61,17 +59,6 @@ def _turn_frames(message: ItemMessage, events: Iterator[TurnEvent]) -> Iterator[
         yield event_frame("error", {"error": refusal.error, "detail": str(refusal.detail), **refusal.extra})
 
 
-# One server-sent event of a streamed turn (said in words: OpenAPI 3.0 has no `contentMediaType`).
-_TURN_EVENT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["event", "data"],
-    "properties": {
-        "event": {"type": "string", "enum": ["delta", "restart", "tool", "step", "turn", "error"]},
-        "data": {"type": "string", "description": "a JSON document"},
-    },
-}
-
-
 class ItemMessagesApi(ServiceApiView):
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
@@ -84,7 +71,7 @@ class ItemMessagesApi(ServiceApiView):
         request=ChatSendInputSerializer,
         responses={
             (201, "application/json"): ChatTurnOutputSerializer,
-            (200, "text/event-stream"): _TURN_EVENT_SCHEMA,
+            (200, "text/event-stream"): event_schema("delta", "restart", "tool", "step", "turn", "error"),
             500: ErrorOutputSerializer,
             503: ErrorOutputSerializer,
             507: ErrorOutputSerializer,

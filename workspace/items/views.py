@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 from collab.api import ServiceApiView
 from collab.errors import ApiError
-from collab.events import EventStreamRenderer, event_frame, event_stream
+from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
 from workspace.items import selectors, services
 from workspace.items.access import app_or_404, item_for_viewer
@@ -127,18 +127,6 @@ def _server_sent_events(events: Iterator[ExecStarted | tuple[str, bytes] | ExecO
         yield event_frame("error", {"error": exc.error, "detail": str(exc.detail), **exc.extra})
 
 
-# One server-sent event of a streamed exec: every event carries a name and a JSON `data` line
-# (said in words: OpenAPI 3.0 has no `contentMediaType`).
-_EXEC_EVENT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["event", "data"],
-    "properties": {
-        "event": {"type": "string", "enum": ["started", "output", "result", "error"]},
-        "data": {"type": "string", "description": "a JSON document"},
-    },
-}
-
-
 class ItemExecApi(ServiceApiView):
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
@@ -146,7 +134,7 @@ class ItemExecApi(ServiceApiView):
         request=ExecInputSerializer,
         responses={
             (200, "application/json"): ExecOutputSerializer,
-            (200, "text/event-stream"): _EXEC_EVENT_SCHEMA,
+            (200, "text/event-stream"): event_schema("started", "output", "result", "error"),
             500: ErrorOutputSerializer,
             503: ErrorOutputSerializer,
             507: ErrorOutputSerializer,
