@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import asdict
+
 from django.db import DataError
 from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
