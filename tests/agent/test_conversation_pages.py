@@ -10,13 +10,11 @@ import pytest
 from django.apps import apps as django_apps
 
 from knowledge.models import Chunk
-from tests.fixtures.agent import model_descriptors
 from tests.fixtures.items import item_url
 from workspace.agent.apps import model_agent_warnings
 from workspace.agent.messages import message_append
 from workspace.agent.models import ItemMessage
 from workspace.agent.protocol import TrailStep
-from workspace.items.config import forget_loaded_config
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html"}
@@ -142,15 +140,9 @@ def test_the_page_says_the_model_agent_answers_and_which_model(alice_api, conver
 
 
 def test_without_a_provider_an_app_asking_for_the_model_keeps_the_deterministic_agent_and_says_so(
-    alice_api, conversation_item, settings, tmp_path
+    alice_api, conversation_item, model_apps
 ):
     # Given apps choosing the model agent and no provider
-    apps_dir = tmp_path / "apps-without-provider"
-    apps_dir.mkdir()
-    for name, text in model_descriptors().items():
-        (apps_dir / name).write_text(text)
-    settings.WORKSPACE_APPS_DIR = str(apps_dir)
-    forget_loaded_config()
     # When alice opens the page
     page = _page_of(alice_api, conversation_item)
     # Then it says the built-in agent answers, and that the model the app asks for is not connected
@@ -161,27 +153,20 @@ def test_without_a_provider_an_app_asking_for_the_model_keeps_the_deterministic_
     assert reply.json()["replies"][0]["content"] == "```\n$ echo hi\nhi\n```\n[exit 0]"
 
 
-def test_start_up_says_which_apps_ask_for_the_model_without_a_provider(settings, tmp_path, caplog):
+def test_start_up_says_which_apps_ask_for_the_model_without_a_provider(settings, model_apps, caplog):
     # Given the shipped apps choosing the model agent, and no provider
-    apps_dir = tmp_path / "apps-warned"
-    apps_dir.mkdir()
-    for name, text in model_descriptors().items():
-        (apps_dir / name).write_text(text)
-    settings.WORKSPACE_APPS_DIR = str(apps_dir)
-    forget_loaded_config()
     # When the agent app starts
     with caplog.at_level(logging.WARNING, logger="workspace.agent"):
         django_apps.get_app_config("agent").ready()
     # Then it warns once per app, naming the file, the app and the missing setting
     warned = [record.getMessage() for record in caplog.records if record.name == "workspace.agent"]
     assert len(warned) == 2
-    assert str(apps_dir / "notebook.toml") in warned[0]
+    assert str(model_apps / "notebook.toml") in warned[0]
     assert "app 'notebook' asks for the model agent" in warned[0]
     assert "WORKSPACE_LLM_BASE_URL" in warned[0]
     # And with a provider configured, nothing is said
     settings.WORKSPACE_LLM_BASE_URL = "http://127.0.0.1:9/v1"
     assert model_agent_warnings() == []
-    forget_loaded_config()
 
 
 def test_apps_that_do_not_ask_for_the_model_keep_the_deterministic_agent_with_a_provider(

@@ -3,10 +3,9 @@ given and calls (one, several in one message, streamed), its trail, the reply st
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from tests.fixtures.agent import sse_events
 from tests.fixtures.items import item_url
 from tests.fixtures.llm import Call, Reply, Stream
 from workspace.agent.models import AgentStep, ItemMessage
@@ -16,16 +15,6 @@ pytestmark = pytest.mark.django_db
 
 def _send(api, item, content, **extra):
     return api.post(item_url(item, "/messages"), {"content": content}, format="json", **extra)
-
-
-def _events(response) -> list[tuple[str, dict]]:
-    """The server-sent events of a streamed response, as (event, data) pairs."""
-    frames = b"".join(response.streaming_content).decode().strip().split("\n\n")
-    events = []
-    for frame in frames:
-        fields = dict(line.split(": ", 1) for line in frame.splitlines())
-        events.append((fields["event"], json.loads(fields["data"])))
-    return events
 
 
 def test_a_reply_without_tool_calls_is_stored_and_the_model_was_offered_the_item_tools(
@@ -113,7 +102,7 @@ def test_the_reply_streams_as_server_sent_events_and_ends_with_the_stored_turn(a
     response = _send(alice_api, make_item(), "run echo", HTTP_ACCEPT="text/event-stream")
     # Then the events say the tool started and ended, then the text as written, then the stored turn
     assert response["Content-Type"] == "text/event-stream"
-    events = _events(response)
+    events = sse_events(response)
     assert [name for name, _ in events] == ["tool", "step", "delta", "delta", "delta", "turn"]
     assert events[0][1] == {"tool": "run_command", "summary": "running echo streamed"}
     assert events[1][1]["summary"] == "ran echo streamed: exit 0"
@@ -187,18 +176,9 @@ def test_a_reader_leaving_mid_stream_does_not_cut_the_turn_short(alice_api, make
 
 
 def test_a_turn_against_any_model_server_keeps_the_message_and_stores_a_reply(
-    alice_api, make_item, any_provider, settings, tmp_path
+    alice_api, make_item, model_apps, any_provider
 ):
     # Given the model agent on the test server, or on a real one named by WORKSPACE_LLM_TEST_BASE_URL
-    from tests.fixtures.agent import model_descriptors
-    from workspace.items.config import forget_loaded_config
-
-    apps = tmp_path / "apps-any"
-    apps.mkdir()
-    for name, text in model_descriptors().items():
-        (apps / name).write_text(text)
-    settings.WORKSPACE_APPS_DIR = str(apps)
-    forget_loaded_config()
     item = make_item(files={"hello.txt": b"pong\n"})
     # When alice asks it to read a file
     response = _send(alice_api, item, "What does hello.txt in my workspace say? Use your tools.")
@@ -215,4 +195,3 @@ def test_a_turn_against_any_model_server_keeps_the_message_and_stores_a_reply(
         "write_file",
         "",
     }
-    forget_loaded_config()

@@ -10,7 +10,7 @@ import socket
 import pytest
 
 from collab.models import Notification
-from tests.fixtures.agent import model_descriptors
+from tests.fixtures.agent import model_descriptors, sse_events
 from tests.fixtures.items import item_url
 from tests.fixtures.llm import Call, Garbage, Hang, HttpError, RateLimited, Reply, Stream
 from workspace.agent import model_tools
@@ -23,14 +23,6 @@ ITEM_TOOLS = "run_command, ask_knowledge, list_files, read_file, write_file"
 
 def _send(api, item, content, **extra):
     return api.post(item_url(item, "/messages"), {"content": content}, format="json", **extra)
-
-
-def _events(response) -> list[tuple[str, dict]]:
-    frames = b"".join(response.streaming_content).decode().strip().split("\n\n")
-    return [
-        (fields["event"], json.loads(fields["data"]))
-        for fields in (dict(line.split(": ", 1) for line in frame.splitlines()) for frame in frames)
-    ]
 
 
 def _closed_port() -> int:
@@ -87,7 +79,7 @@ def test_a_provider_dying_mid_stream_withdraws_the_text_and_stores_no_half_reply
     )
     item = make_item()
     # When alice sends a message and reads the turn as server-sent events
-    events = _events(_send(alice_api, item, "run it", HTTP_ACCEPT="text/event-stream"))
+    events = sse_events(_send(alice_api, item, "run it", HTTP_ACCEPT="text/event-stream"))
     # Then the half reply was shown, then withdrawn with the reason
     names = [name for name, _ in events]
     assert names == ["tool", "step", "delta", "delta", "restart", "turn"]

@@ -184,19 +184,9 @@ def test_the_deterministic_agents_mention_names_the_asker_too(
 
 
 def test_the_real_model_does_not_act_on_a_documents_orders(
-    alice_api, make_investigation, any_provider, make_collection, upload, settings, tmp_path,
-    django_capture_on_commit_callbacks,
-):  # fmt: skip
-    # Given the injecting document, a real model (or the test server answering plainly) as the agent
-    from tests.fixtures.agent import model_descriptors
-    from workspace.items.config import forget_loaded_config
-
-    apps = tmp_path / "apps-real"
-    apps.mkdir()
-    for name, text in model_descriptors().items():
-        (apps / name).write_text(text)
-    settings.WORKSPACE_APPS_DIR = str(apps)
-    forget_loaded_config()
+    alice_api, make_investigation, model_apps, any_provider, make_collection, upload, django_capture_on_commit_callbacks
+):
+    # Given the injecting document, and a real model (or the test server answering plainly) as the agent
     collection = make_collection("Runbooks")
     upload(collection.id, "backups.md", INJECTION, content_type="text/markdown")
     investigation = make_investigation(owner="alice", members=("bob",))
@@ -208,4 +198,3 @@ def test_the_real_model_does_not_act_on_a_documents_orders(
     assert not Notification.objects.exists()
     investigation.refresh_from_db()
     assert investigation.status == "open"
-    forget_loaded_config()
