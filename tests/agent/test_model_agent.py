@@ -195,3 +195,25 @@ def test_a_turn_against_any_model_server_keeps_the_message_and_stores_a_reply(
         "write_file",
         "",
     }
+
+
+def test_listing_a_folder_lists_what_is_in_it_and_a_missing_folder_is_a_tool_error(alice_api, make_item, model_agent):
+    # Given a workspace with a docs folder, and a model listing it and a folder that is not there
+    item = make_item(files={"docs/a.md": b"a", "top.txt": b"t"})
+    model_agent.push(Reply(tool_calls=[Call("list_files", {"path": "docs"}), Call("list_files", {"path": "nope"})]))
+    # When alice asks
+    steps = _send(alice_api, item, "what is in docs?").json()["replies"][0]["steps"]
+    # Then the first lists docs only, the second is refused
+    assert (steps[0]["ok"], steps[0]["output"]) == (True, "docs/a.md (1 bytes)")
+    assert (steps[1]["ok"], steps[1]["output"]) == (False, "There is no folder 'nope'.")
+
+
+def test_a_file_that_is_not_text_is_not_shown_to_the_model(alice_api, make_item, model_agent):
+    # Given a workspace with a binary file, and a model reading it
+    item = make_item(files={"blob.bin": b"\x00\xff\xfe binary"})
+    model_agent.push(Reply(tool_calls=[Call("read_file", {"path": "blob.bin"})]), Reply("It is binary."))
+    # When alice asks
+    step = _send(alice_api, item, "read blob.bin").json()["replies"][0]["steps"][0]
+    # Then the model is told it is no text, and its bytes are not sent
+    assert step["output"] == "blob.bin is not UTF-8 text (10 bytes); it is not shown."
+    assert step["detail"] == {"path": "blob.bin", "bytes": 10}

@@ -21,6 +21,7 @@ from knowledge.answers import NOTHING_FOUND, Answer, Citation, Passage, best_sen
 from knowledge.llm import ToolCall
 from knowledge.model_answers import MarkerCheck
 from knowledge.search import search_terms
+from workspace.agent.messages import storable
 from workspace.agent.protocol import AgentTurn, ModelAgentTools, ToolRefused, ToolStarted, TrailStep
 
 # Passages one knowledge-base question gives the model, each cut to this many characters.
@@ -133,6 +134,7 @@ def _arguments(spec: ToolSpec, raw: str) -> dict[str, Any]:
         raise BadCall(f"the arguments are not valid JSON ({exc.msg} at character {exc.pos})") from exc
     if not isinstance(arguments, dict):
         raise BadCall("the arguments must be a JSON object")
+    arguments = storable(arguments)  # no NUL reaches a service: PostgreSQL stores none
     if unknown := sorted(set(arguments) - set(spec.properties)):
         raise BadCall(f"{spec.name} takes no argument {unknown[0]!r} (it takes {', '.join(spec.properties)})")
     if missing := [name for name in spec.required if name not in arguments]:
@@ -148,6 +150,12 @@ def _arguments(spec: ToolSpec, raw: str) -> dict[str, Any]:
         ):
             raise BadCall(f"{name!r} must be a non-empty list of strings")
     return arguments
+
+
+def one_line(text: str, limit: int = 290) -> str:
+    """A trail step's summary: one line of at most `limit` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def clipped(text: str, limit: int) -> str:
@@ -215,7 +223,7 @@ class ToolBox:
             command = json.loads(call.arguments).get("command")
         except (ValueError, AttributeError):
             command = None
-        shown = f"running {clipped(command, 200)}" if isinstance(command, str) else f"calling {call.name}"
+        shown = f"running {one_line(command, 200)}" if isinstance(command, str) else f"calling {call.name}"
         return ToolStarted(tool=call.name, summary=shown)
 
     def call(self, call: ToolCall, *, seconds_left: float) -> Outcome:
@@ -229,23 +237,34 @@ class ToolBox:
             return getattr(self, f"_{spec.name}")(arguments, seconds_left)
         except (BadCall, ToolRefused) as exc:
             reason = str(exc)
-            summary = f"{call.name or 'a tool'} refused: {reason}"
             return Outcome(
                 step=TrailStep(
                     kind="tool",
                     tool=call.name[:40],
-                    arguments=arguments or {"raw": clipped(call.arguments, 500)},
+                    arguments=self._shown(arguments) if arguments else {"raw": clipped(call.arguments, 500)},
                     ok=False,
-                    summary=clipped(summary, 290),
+                    summary=one_line(f"{call.name or 'a tool'} refused: {reason}"),
                     output=clipped(reason, self.output_chars),
                 ),
                 result=f"Error: {reason}",
             )
 
+    def _shown(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as the trail keeps them: long strings (a file's content) cut."""
+        return {
+            name: clipped(value, self.output_chars) if isinstance(value, str) else value
+            for name, value in arguments.items()
+        }
+
     def _done(self, name: str, arguments: dict[str, Any], summary: str, result: str, **detail: Any) -> Outcome:
         result = clipped(result, self.output_chars)
         step = TrailStep(
-            kind="tool", tool=name, arguments=arguments, summary=clipped(summary, 290), output=result, detail=detail
+            kind="tool",
+            tool=name,
+            arguments=self._shown(arguments),
+            summary=one_line(summary),
+            output=result,
+            detail=detail,
         )
         return Outcome(step=step, result=result)
 
@@ -257,7 +276,7 @@ class ToolBox:
         return self._done(
             "run_command",
             arguments,
-            f"ran {_first_line(command)}: exit {result.exit_code}{ending}",
+            f"ran {one_line(command, 200)}: exit {result.exit_code}{ending}",
             f"exit code {result.exit_code}{ending}\n{output}",
             exit_code=result.exit_code,
             timed_out=result.timed_out,
@@ -306,7 +325,7 @@ class ToolBox:
         change = self.tools.write_file(arguments["path"], arguments["content"])
         return self._done(
             "write_file",
-            {"path": arguments["path"], "content": clipped(arguments["content"], self.output_chars)},
+            arguments,
             f"wrote {change.path} ({change.new_size} bytes)",
             f"Wrote {change.path}: {change.new_size} bytes (it had {change.old_size}).",
             path=change.path,
@@ -350,11 +369,6 @@ class ToolBox:
             for number, marker in sorted(check.order.items(), key=lambda pair: pair[1])
         )
         return checked, kept
-
-
-def _first_line(command: str) -> str:
-    lines = command.strip().splitlines() or [""]
-    return lines[0] + (" …" if len(lines) > 1 else "")
 
 
 def _named(message: str, user_id: str) -> bool:
