@@ -140,7 +140,16 @@
     if (best) best.setAttribute("aria-current", "page");
   }
 
-  function start() { foldableMenu(); markCurrentArea(); markReadWhenFollowed(); }
+  /* Any form with `data-confirm` asks its question first; "Cancel" sends nothing. One listener on
+     the document serves every page, forms added later included. */
+  function confirmBeforeSubmit() {
+    document.addEventListener("submit", function (event) {
+      const question = event.target.dataset && event.target.dataset.confirm;
+      if (question && !window.confirm(question)) event.preventDefault();
+    });
+  }
+
+  function start() { foldableMenu(); markCurrentArea(); markReadWhenFollowed(); confirmBeforeSubmit(); }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 

@@ -322,16 +322,91 @@ def test_the_file_api_answers_its_exact_507_before_the_kernel_would(api_client_f
 
 
 def test_a_write_into_a_workspace_a_command_filled_gets_the_507_not_a_server_error(api_client_for, make_item):
-    # Given a command filled the workspace's image to the last block
+    # Given a command used up every inode of the workspace's image with empty files
     carol_api, item = api_client_for("carol"), make_item(created_by="carol")
-    _exec(carol_api, item, "dd if=/dev/zero of=filler bs=1024 count=2048 2>/dev/null; true")
-    # When a small file that the byte count alone would admit is uploaded
+    _exec(carol_api, item, "for i in $(seq 1000); do : > f$i || break; done 2>/dev/null; true")
+    before = sorted(p.name for p in workspace_dir(item.pk).iterdir())
+    # When a small file that the byte count alone would admit is uploaded, and a folder made
     response = _put(carol_api, item, "small.txt", b"tiny")
+    folder = carol_api.post(item_url(item, "/files:mkdir"), {"path": "sub"}, format="json")
     # Then the kernel's refusal comes back as the workspace's 507, and nothing is stored
-    assert response.status_code == 507
+    assert (response.status_code, folder.status_code) == (507, 507)
     assert response.json()["error"] == "workspace_quota_exceeded"
-    assert not (workspace_dir(item.pk) / "small.txt").exists()
-    assert [p.name for p in workspace_dir(item.pk).iterdir()] == ["filler"]
+    assert sorted(p.name for p in workspace_dir(item.pk).iterdir()) == before
+
+
+def _filled(carol_api, item: Item) -> int:
+    """Fills the item's image as far as sandbox code can; returns the filler's length."""
+    _exec(carol_api, item, "dd if=/dev/zero of=filler bs=1024 count=4096 2>/dev/null; true")
+    return (workspace_dir(item.pk) / "filler").stat().st_size
+
+
+def test_same_size_and_shrinking_overwrites_of_a_full_workspace_pass(api_client_for, make_item):
+    # Given a command filled the workspace's image as far as it could
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    size = _filled(carol_api, item)
+    assert size > MIB // 2
+    # When the filler is overwritten with as many bytes, then with half as many
+    same = _put(carol_api, item, "filler", b"s" * size)
+    shrunk = _put(carol_api, item, "filler", b"h" * (size // 2))
+    # Then both pass (spec "Errors" 2), each landing whole
+    assert (same.status_code, shrunk.status_code) == (200, 200)
+    assert (workspace_dir(item.pk) / "filler").read_bytes() == b"h" * (size // 2)
+
+
+def test_a_same_size_batch_replace_in_a_full_workspace_passes(api_client_for, make_item):
+    # Given a text file, then a command that filled the workspace's image as far as it could
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    assert _put(carol_api, item, "notes.txt", b"old text " * 1000).status_code == 200
+    _filled(carol_api, item)
+    # When "old" is replaced by "new" across the workspace
+    operations = [{"op": "replace", "search": "old", "replace": "new", "glob": "*.txt"}]
+    response = carol_api.post(item_url(item, "/files:batch"), {"operations": operations}, format="json")
+    # Then it passes and the text changed
+    assert response.status_code == 200, response.content
+    assert (workspace_dir(item.pk) / "notes.txt").read_bytes() == b"new text " * 1000
+
+
+def test_a_fifo_made_by_sandbox_code_never_blocks_the_file_api(client, api_client_for, make_item, fifo_guard):
+    # Given sandbox code made FIFOs beside a text file, in the workspace and in a folder
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    body = _exec(carol_api, item, "mkfifo p1 && mkdir d && mkfifo d/p2 && echo old > d/a.txt")
+    assert body["exit_code"] == 0, body["stderr"]
+    root = workspace_dir(item.pk)
+    # When carol downloads a FIFO, replaces text everywhere, copies the folder and writes a file
+    with fifo_guard(root / "p1", root / "d" / "p2"):
+        download = carol_api.get(item_url(item, "/files/p1"))
+        replaced = carol_api.post(
+            item_url(item, "/files:batch"),
+            {"operations": [{"op": "replace", "search": "old", "replace": "new"}]},
+            format="json",
+        )
+        copied = carol_api.post(
+            item_url(item, "/files:batch"), {"operations": [{"op": "copy", "from": "d", "to": "e"}]}, format="json"
+        )
+        written = _put(carol_api, item, "after.txt", b"still writable")
+        health = client.get("/healthz")
+    # Then the download is a 400, everything else answers, and the FIFOs were never opened
+    assert (download.status_code, download.json()["error"]) == (400, "not_a_regular_file")
+    assert (replaced.status_code, copied.status_code, written.status_code) == (200, 200, 200)
+    assert health.status_code != 500
+    assert (root / "e" / "a.txt").read_text() == "new\n"
+    assert not (root / "e" / "p2").exists()
+
+
+def test_an_image_and_its_mounted_workspace_are_private_on_the_host(api_client_for, make_item):
+    # Given a workspace on its image, with a file written through the file API
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    assert _put(carol_api, item, "a.txt", b"secret").status_code == 200
+    root = workspace_dir(item.pk)
+    image = root.parent / ".images" / f"{item.pk}.img"
+    # When the modes are read / Then only the owner reaches the workspace, and only root the image
+    assert volumes.is_bounded(root)
+    assert (root.stat().st_mode & 0o777, (root / "a.txt").stat().st_mode & 0o777) == (0o700, 0o600)
+    assert (image.parent.stat().st_mode & 0o777, image.stat().st_mode & 0o777) == (0o700, 0o600)
+    # And sandbox code, running as the owner, still reads and changes it
+    body = _exec(carol_api, item, "cat a.txt && echo more >> a.txt && mkdir sub && touch sub/b")
+    assert (body["exit_code"], body["stdout"]) == (0, "secret")
 
 
 def test_the_disk_ledger_counts_what_commands_wrote(per_user_disk, api_client_for, make_item):
@@ -381,7 +456,8 @@ def test_an_exec_whose_sandbox_was_stopped_says_so_in_its_result(settings, api_c
     assert (within["sandbox_closed"], past["sandbox_closed"]) == (False, True)
 
 
-UNPRIVILEGED_SERVER = """
+# The start of a script run as an unprivileged server: a local backend of its own, one sandbox open.
+UNPRIVILEGED_BACKEND = """
 import json, os, sys
 from pathlib import Path
 import django
@@ -402,22 +478,27 @@ backend = LocalBackend(
     state_dir=var / "state", workspace_root=var / "ws", driver=PrlimitDriver(), boundary=configured_boundary()
 )
 opened = backend.open(item_id="3", spec=SandboxSize())
+"""
+UNPRIVILEGED_SERVER = (
+    UNPRIVILEGED_BACKEND
+    + """
 probe = "import socket; s = socket.socket(); s.settimeout(2); print(s.connect_ex(('127.0.0.1', 5432)))"
 result = backend.exec(opened.id, command=f"id -u; ls /; python3 -c \\"{probe}\\"", timeout=20)
 backend.close(opened.id)
 print(json.dumps({"privileged": configured_boundary().privileged, "stdout": result.stdout, "stderr": result.stderr}))
 """
+)
 
 
-def test_an_unprivileged_server_still_confines_sandboxes_in_namespaces(traversable_tmp):
-    # Given the service running as an ordinary user (uid 65534), with a var directory of its own
+def _as_unprivileged_server(traversable_tmp: Path, script: str) -> dict:
+    """Runs `script` as the service would as an ordinary user (uid 65534) with a var directory
+    of its own; returns the JSON it printed last."""
     var = Path(tempfile.mkdtemp(dir=traversable_tmp))
     os.chown(var, 65534, 65534)
     root = Path(__file__).resolve().parents[2]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "DJANGO_DEBUG": "1", "WORKSPACE_LOG_LEVEL": "ERROR"}
-    # When it opens a sandbox and runs a command there
     done = subprocess.run(
-        [sys.executable, "-c", UNPRIVILEGED_SERVER, str(var)],
+        [sys.executable, "-c", script, str(var)],
         cwd=root,
         env=env,
         capture_output=True,
@@ -426,7 +507,13 @@ def test_an_unprivileged_server_still_confines_sandboxes_in_namespaces(traversab
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_an_unprivileged_server_still_confines_sandboxes_in_namespaces(traversable_tmp):
+    # Given the service running as an ordinary user (uid 65534), with a var directory of its own
+    # When it opens a sandbox and runs a command there
+    report = _as_unprivileged_server(traversable_tmp, UNPRIVILEGED_SERVER)
     assert report["stdout"], report
     uid, *listing, connected = report["stdout"].split()
     # Then the sandbox keeps the server's uid (all it can do) but sees only its own filesystem and network
@@ -437,9 +524,35 @@ def test_an_unprivileged_server_still_confines_sandboxes_in_namespaces(traversab
     assert connected != "0"
 
 
+UNPRIVILEGED_WORKSPACE = (
+    UNPRIVILEGED_BACKEND
+    + """
+from workspace.items import filestore
+root = var / "ws" / "3"
+filestore.stage(root, "api/a.txt", [b"from the api"]).commit()
+result = backend.exec(opened.id, command="cat api/a.txt && echo sandbox > s.txt && mkdir d && ls -d d", timeout=20)
+backend.close(opened.id)
+modes = {name: oct(path.stat().st_mode & 0o777) for name, path in
+         {"ws": var / "ws", "workspace": root, "api": root / "api", "file": root / "api" / "a.txt"}.items()}
+print(json.dumps({"stdout": result.stdout, "stderr": result.stderr, "modes": modes}))
+"""
+)
+
+
+def test_an_unprivileged_servers_workspaces_are_private_and_its_sandboxes_still_use_them(traversable_tmp):
+    # Given the service running as an ordinary user, writing a file into a workspace
+    # When its sandbox reads that file and writes files and folders of its own
+    report = _as_unprivileged_server(traversable_tmp, UNPRIVILEGED_WORKSPACE)
+    # Then the sandbox could, and the workspace is the server's alone on the host
+    assert report["stdout"] == "from the apid\n", report
+    assert report["modes"] == {"ws": "0o711", "workspace": "0o700", "api": "0o700", "file": "0o600"}
+
+
 def _capacity(directory: Path) -> int:
+    """What sandbox code (not root) may fill: the filesystem less the share reserved for root."""
     stats = os.statvfs(directory)
-    return stats.f_blocks * stats.f_frsize
+    reserved = stats.f_bfree - stats.f_bavail
+    return (stats.f_blocks - reserved) * stats.f_frsize
 
 
 def test_a_raised_disk_limit_grows_the_image_and_keeps_its_files(tmp_path):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any, Literal
 
 from django.contrib import messages
@@ -222,18 +224,27 @@ def _file_open(request: HttpRequest, slug: str, item_id: int, *, file_path: str)
         return render(request, "items/file.html", context)
     if request.GET.get("raw"):
         return FileResponse(open_read(root, target), as_attachment=True, filename=target.name)
-    content, editable = "", target.stat().st_size <= EDITABLE_BYTES
-    if editable:
-        try:
-            with open_read(root, target) as handle:
-                content = handle.read().decode("utf-8")
-        except UnicodeDecodeError:
-            editable = False
+    text = _editable_text(root, target)
     return render(
         request,
         "items/file.html",
-        {"app": app, "item": item, "path": file_path, "content": content, "editable": editable},
+        {"app": app, "item": item, "path": file_path, "content": text or "", "editable": text is not None},
     )
+
+
+def _editable_text(root: Path, target: Path) -> str | None:
+    """The file's text for the editor; None when it is longer than the editor takes or not UTF-8.
+    Never read past that length: sandbox code may be growing the file meanwhile."""
+    with open_read(root, target) as handle:
+        if os.fstat(handle.fileno()).st_size > EDITABLE_BYTES:
+            return None
+        data = handle.read(EDITABLE_BYTES + 1)
+    if len(data) > EDITABLE_BYTES:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 @identity_required

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from collab import converters as _converters  # noqa: F401 - registers <id:...>
+from collab import converters as _converters  # noqa: F401 - registers <id:...> and <filepath:...>
 from collab.web import html_or_api
 from workspace.items import pages, views
 
@@ -36,7 +36,7 @@ urlpatterns = [
     ),
     path(f"{ITEM_PATH}/upload", pages.upload_page, name="ws-item-upload"),
     path(
-        f"{ITEM_PATH}/files/<path:file_path>",
+        f"{ITEM_PATH}/files/<filepath:file_path>",
         html_or_api(page=pages.file_page, api=views.ItemFileApi),
         name="ws-item-file",
     ),

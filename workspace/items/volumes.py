@@ -6,7 +6,14 @@ from the kernel. The file API writes through the same mount and still answers it
 first. Where it may not mount, workspaces are plain directories measured after each exec.
 
 Images live beside the workspaces (`<workspaces>/.images/<item>.img`), are sparse (they take the disk
-their files take), and survive restarts; a process that finds one unmounted mounts it again.
+their files take), and survive restarts; a process that finds one unmounted mounts it again. Each is
+twice its limit with half reserved for root (ext4's reserved blocks): sandbox code (never root)
+fills at most the limit, and the file API (root) keeps room for the temp copy a shrinking or
+same-size overwrite stages on a full workspace, which never exceeds what the files it replaces
+hold (spec "Errors" 2).
+
+A workspace is its owner's alone on the host (0700, owned by the sandbox uid where there is one),
+inside a workspaces folder others may pass through but not list (0711), and images are 0600.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import functools
 import logging
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +43,12 @@ _JOURNAL_FROM_BYTES = 64 * 1024 * 1024
 # ext4 cannot be made smaller than this; tinier limits still get this image (the file API's
 # exact check holds the limit itself, the kernel holds the image size).
 _SMALLEST_IMAGE_BYTES = 1024 * 1024
-_TOOLS = ("mkfs.ext4", "mount", "umount", "resize2fs", "e2fsck", "losetup", "findmnt")
+# The share of an image only root may fill: its limit, when the image is twice the limit.
+_ROOT_RESERVED_PERCENT = "50"
+_TOOLS = ("mkfs.ext4", "mount", "umount", "resize2fs", "e2fsck", "losetup", "findmnt", "tune2fs")
+# bubblewrap runs as the sandbox uid and reaches a workspace by its path through this folder.
+_WORKSPACES_MODE = 0o711
+_WORKSPACE_MODE = 0o700
 # Workspaces this process could not give an image (their files did not fit): not retried.
 _unbounded: set[str] = set()
 # Mounted images the kernel would not grow online: retried at their next mount, not on every call.
@@ -93,6 +106,7 @@ def workspace_prepare(directory: Path, *, limit_bytes: int | None, uid: int | No
         return directory
     if os.path.ismount(directory):
         _grow_if_raised(directory, _image_path(directory), limit_bytes)
+        _adopt(directory, uid)
         return directory
     with _volume_lock(directory):
         if not os.path.ismount(directory):
@@ -117,7 +131,9 @@ def workspace_remove(directory: Path) -> None:
     with _volume_lock(directory):
         if is_bounded(directory):
             _run(["umount", "-l", str(directory)])
-        shutil.rmtree(directory, ignore_errors=True)
+        # Not shutil.rmtree: it recurses, and sandbox code may nest folders thousands deep.
+        # rm walks any depth, never follows a symlink and stays on this filesystem.
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(directory)], check=False, capture_output=True)
         image = _image_path(directory)
         image.unlink(missing_ok=True)
         image.with_suffix(".lock").unlink(missing_ok=True)
@@ -148,7 +164,7 @@ def _image_path(directory: Path) -> Path:
 
 
 def _image_bytes(limit_bytes: int) -> int:
-    return max(_SMALLEST_IMAGE_BYTES, limit_bytes)
+    return 2 * max(_SMALLEST_IMAGE_BYTES, limit_bytes)
 
 
 @contextlib.contextmanager
@@ -156,6 +172,7 @@ def _volume_lock(directory: Path) -> Iterator[None]:
     """Serialises mounting one workspace across processes (web workers, the worker, a host)."""
     image = _image_path(directory)
     image.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _keep_mode(image.parent, 0o700)
     with open(image.with_suffix(".lock"), "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
@@ -167,8 +184,12 @@ def _mount_image(directory: Path, limit_bytes: int, uid: int | None) -> None:
     created = not image.exists()
     if created:
         _make_image(image, wanted, uid)
-    elif image.stat().st_size != wanted:
-        _resize_offline(image, wanted)
+    else:
+        _keep_mode(image, 0o600)
+        if image.stat().st_size != wanted:
+            _resize_offline(image, wanted)
+        # Images made before the root reserve get it now (and any resize kept the old share).
+        _run(["tune2fs", "-m", _ROOT_RESERVED_PERCENT, str(image)])
     directory.mkdir(parents=True, exist_ok=True)
     if any(directory.iterdir()):
         try:
@@ -186,10 +207,11 @@ def _mount_image(directory: Path, limit_bytes: int, uid: int | None) -> None:
 def _make_image(image: Path, size: int, uid: int | None) -> None:
     owner = uid if uid is not None else os.geteuid()
     features = [] if size >= _JOURNAL_FROM_BYTES else ["-O", "^has_journal"]
-    with open(image, "wb") as handle:
+    with open(os.open(image, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600), "wb") as handle:
         handle.truncate(size)
     try:
-        _run(["mkfs.ext4", "-q", "-F", "-m", "0", *features, "-E", f"root_owner={owner}:{owner}", str(image)])
+        ownership = ["-E", f"root_owner={owner}:{owner}"]
+        _run(["mkfs.ext4", "-q", "-F", "-m", _ROOT_RESERVED_PERCENT, *features, *ownership, str(image)])
     except VolumeError:
         image.unlink(missing_ok=True)
         raise
@@ -229,6 +251,7 @@ def _grow_if_raised(directory: Path, image: Path, limit_bytes: int) -> None:
             handle.truncate(wanted)
         _run(["losetup", "-c", device])
         _run(["resize2fs", device])
+        _run(["tune2fs", "-m", _ROOT_RESERVED_PERCENT, device])
     except VolumeError as exc:
         # The filesystem still ends where it did: so must the image, or the next mount would
         # see the new size and skip the offline resize.
@@ -265,12 +288,22 @@ def _move_into_image(image: Path, directory: Path) -> None:
 
 
 def _adopt(directory: Path, uid: int | None) -> None:
-    """The workspace root belongs to the sandbox's uid, so sandbox code may write there."""
-    if uid is None:
-        return
+    """The workspace root belongs to the sandbox's uid (so sandbox code may write there) and to
+    nobody else; its folder lets others through to it but not list it. Modes that sandbox code
+    changed are put back here, on every file operation and sandbox open."""
+    _keep_mode(directory.parent, _WORKSPACES_MODE)
     info = directory.stat()
-    if info.st_uid != uid:
+    if uid is not None and info.st_uid != uid:
         os.chown(directory, uid, uid)
+    if stat.S_IMODE(info.st_mode) != _WORKSPACE_MODE:
+        os.chmod(directory, _WORKSPACE_MODE)
+
+
+def _keep_mode(path: Path, mode: int) -> None:
+    """`path` at `mode`, when this process may change it (it owns it, or it is root)."""
+    info = path.stat()
+    if stat.S_IMODE(info.st_mode) != mode and (os.geteuid() in (0, info.st_uid)):
+        os.chmod(path, mode)
 
 
 def _run(argv: list[str], *, ok_codes: tuple[int, ...] = (0,)) -> str:
