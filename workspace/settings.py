@@ -263,7 +263,8 @@ WORKSPACE_MAX_FILE_BYTES = int(os.environ.get("WORKSPACE_MAX_FILE_BYTES", str(25
 WORKSPACE_AGENT = os.environ.get("WORKSPACE_AGENT", "workspace.agent.deterministic.DeterministicAgent")
 # The model agent's bounds on one turn (README "Choosing an agent"): tool calls, seconds of wall
 # clock, the tokens of conversation sent to the model (older messages are left out first), and the
-# characters of one tool's output the model is given. Hitting one ends the turn, saying which.
+# characters of one tool's output the model is given. Hitting one ends the turn, saying which. Less
+# than 1, 1, 1000 and 100 leaves no room for a turn and stops start-up.
 WORKSPACE_AGENT_MAX_TOOL_CALLS = int(os.environ.get("WORKSPACE_AGENT_MAX_TOOL_CALLS", "8"))
 WORKSPACE_AGENT_TURN_SECONDS = float(os.environ.get("WORKSPACE_AGENT_TURN_SECONDS", "120"))
 WORKSPACE_AGENT_CONTEXT_TOKENS = int(os.environ.get("WORKSPACE_AGENT_CONTEXT_TOKENS", "8000"))

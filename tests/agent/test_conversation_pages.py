@@ -8,6 +8,7 @@ import logging
 
 import pytest
 from django.apps import apps as django_apps
+from django.core.exceptions import ImproperlyConfigured
 
 from knowledge.models import Chunk
 from tests.fixtures.items import item_url
@@ -178,3 +179,20 @@ def test_apps_that_do_not_ask_for_the_model_keep_the_deterministic_agent_with_a_
     # Then the deterministic agent runs it and the model server hears nothing
     assert reply["replies"][0]["content"] == "```\n$ echo hi\nhi\n```\n[exit 0]"
     assert llm_provider.chat_requests == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("WORKSPACE_AGENT_MAX_TOOL_CALLS", 0),
+        ("WORKSPACE_AGENT_TURN_SECONDS", 0),
+        ("WORKSPACE_AGENT_CONTEXT_TOKENS", 10),
+        ("WORKSPACE_AGENT_TOOL_OUTPUT_CHARS", -1),
+    ],
+)
+def test_a_turn_limit_that_leaves_no_room_for_a_turn_stops_start_up_naming_it(settings, name, value):
+    # Given one of the model agent's turn limits set too low
+    setattr(settings, name, value)
+    # When the agent app starts / Then it refuses, naming the setting
+    with pytest.raises(ImproperlyConfigured, match=name):
+        django_apps.get_app_config("agent").ready()

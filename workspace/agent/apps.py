@@ -25,11 +25,28 @@ def model_agent_warnings() -> list[str]:
     ]
 
 
+def check_turn_limits() -> None:
+    """Start-up check: each bound of a model agent's turn leaves room for a turn to happen."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    minimums = {
+        "WORKSPACE_AGENT_MAX_TOOL_CALLS": 1,
+        "WORKSPACE_AGENT_TURN_SECONDS": 1,
+        "WORKSPACE_AGENT_CONTEXT_TOKENS": 1000,
+        "WORKSPACE_AGENT_TOOL_OUTPUT_CHARS": 100,
+    }
+    for name, least in minimums.items():
+        if getattr(settings, name) < least:
+            raise ImproperlyConfigured(f"{name} must be at least {least}, not {getattr(settings, name)}.")
+
+
 class AgentConfig(AppConfig):
     name = "workspace.agent"
     label = "agent"
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        check_turn_limits()
         for warning in model_agent_warnings():
             logger.warning(warning)
