@@ -189,7 +189,7 @@ class _Turn:
         """One request to the model, its text streamed; returns the whole completion."""
         left = self.deadline - _now()
         if left <= 0:
-            raise TurnEnded(f"I stopped here: this turn reached its limit of {self.limits.seconds:g} seconds.")
+            raise self._out_of_time()
         if estimated_tokens(self.messages) + self.fixed_tokens > self.limits.context_tokens:
             raise TurnEnded(
                 f"I stopped here: the conversation reached its budget of {self.limits.context_tokens} tokens."
@@ -210,13 +210,14 @@ class _Turn:
                     completion = event
         except ProviderError as error:
             if error.kind == "timeout" and provider is not self.provider:
-                raise TurnEnded(
-                    f"I stopped here: this turn reached its limit of {self.limits.seconds:g} seconds."
-                ) from error
+                raise self._out_of_time() from error
             raise
         if completion is None:
             raise ProviderError("The model server stopped in the middle of its answer.", kind="invalid")
         return completion
+
+    def _out_of_time(self) -> TurnEnded:
+        return TurnEnded(f"I stopped here: this turn reached its limit of {self.limits.seconds:g} seconds.")
 
     def _call_tools(self, completion: Completion) -> Iterator[AgentEvent]:
         self.messages.append(_assistant_message(completion))
@@ -225,7 +226,7 @@ class _Turn:
                 raise TurnEnded(f"I stopped here: this turn reached its limit of {self.limits.tool_calls} tool calls.")
             left = self.deadline - _now()
             if left <= 0:
-                raise TurnEnded(f"I stopped here: this turn reached its limit of {self.limits.seconds:g} seconds.")
+                raise self._out_of_time()
             self.calls += 1
             yield self.box.started(call)
             outcome = self.box.call(call, seconds_left=left)
