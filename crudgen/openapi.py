@@ -16,6 +16,7 @@ from drf_spectacular.settings import spectacular_settings
 
 from crudgen.filters import MAX_IN_VALUES
 from crudgen.jsonschema import REF_TEMPLATE, for_openapi, model_components, nullable, request_body_schema
+from crudgen.parsers import route_parsers
 from crudgen.types import SORTABLE_FIELDS
 
 if TYPE_CHECKING:
@@ -304,8 +305,8 @@ class CrudAutoSchema(AutoSchema):
         if route.description:
             operation["description"] = route.description
         if route.request_model is not None:
-            media = "application/json-patch+json" if route.request_model == "json_patch" else "application/json"
             kind = "request" if route.request_model == "model" else route.request_model
             body_schema = self._body(kind, model_schema, body_name)
+            media = route_parsers(route.request_model)[0].media_type
             operation["requestBody"] = {"required": True, "content": {media: {"schema": body_schema}}}
         return operation

@@ -11,6 +11,10 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
 
 # What "max" parses to where a field allows it: 0 is the service's "explicitly unlimited".
 UNLIMITED = 0
+# The largest size any column of ours holds (a signed 64-bit integer, 8 EiB): a larger one is
+# refused by name rather than left to the database (SQLite raises OverflowError, a 500).
+MAX_SIZE_BYTES = 2**63 - 1
+_TOO_LARGE = f"a size is at most 8 EiB ({MAX_SIZE_BYTES} bytes)"
 
 
 class SizeError(ValueError):
@@ -28,7 +32,7 @@ def parse_size(value: object, *, allow_max: bool = False) -> int:
     if isinstance(value, int):
         if value < 0:
             raise SizeError(f"a size cannot be negative, got {value}")
-        return value
+        return _bounded(value)
     if not isinstance(value, str):
         raise SizeError(f"expected a size string such as '512M', got {value!r}")
     if value.strip().lower() == "max":
@@ -38,7 +42,17 @@ def parse_size(value: object, *, allow_max: bool = False) -> int:
     match = _SIZE.match(value)
     if match is None:
         raise SizeError(f"expected an integer with an optional K, M, G or T suffix, got {value!r}")
-    return int(match.group(1)) * _UNITS[match.group(2).upper()]
+    digits = match.group(1).lstrip("0") or "0"
+    # Past 19 digits no unit can bring it back under the bound, and int() of thousands of digits raises.
+    if len(digits) > len(str(MAX_SIZE_BYTES)):
+        raise SizeError(_TOO_LARGE)
+    return _bounded(int(digits) * _UNITS[match.group(2).upper()])
+
+
+def _bounded(size: int) -> int:
+    if size > MAX_SIZE_BYTES:
+        raise SizeError(_TOO_LARGE)
+    return size
 
 
 def parse_optional_size(value: object, *, allow_max: bool = False) -> int | None:

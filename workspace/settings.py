@@ -167,12 +167,11 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["collab.authentication.WorkspaceAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": [
-        # A body nested past 64 levels is a 400, not a RecursionError (crudgen.parsers).
-        "crudgen.parsers.BoundedJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # JSON only: the API takes what its schema says, and a form body (which another site's page
+    # can post, credentials attached) is a 415. Uploads name MultiPartParser themselves; pages
+    # post their forms to views of their own (collab.web.html_or_api). A body nested past 64
+    # levels is a 400, not a RecursionError (crudgen.parsers).
+    "DEFAULT_PARSER_CLASSES": ["crudgen.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "collab.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
@@ -309,6 +308,13 @@ WORKSPACE_BWRAP = os.environ.get("WORKSPACE_BWRAP", "/usr/bin/bwrap")
 # never the server's uid. Unprivileged servers cannot switch uid; their sandboxes keep the server's.
 WORKSPACE_SANDBOX_UID_BASE = int(os.environ.get("WORKSPACE_SANDBOX_UID_BASE", "1500000000"))
 WORKSPACE_SANDBOX_UID_COUNT = int(os.environ.get("WORKSPACE_SANDBOX_UID_COUNT", "500000000"))
+# The kernel ceiling of every sandbox whose app resolves to no cpu, memory or pids limit (none, or
+# 0 = unlimited): such a sandbox counts nothing against per-user totals, so this cap is what keeps
+# it from taking the machine. Cores, a size string, a process count; empty turns that dimension's
+# cap off (start-up warns about every app left without a kernel limit).
+WORKSPACE_SANDBOX_CAP_CPU = os.environ.get("WORKSPACE_SANDBOX_CAP_CPU", "1")
+WORKSPACE_SANDBOX_CAP_MEMORY = os.environ.get("WORKSPACE_SANDBOX_CAP_MEMORY", "1G")
+WORKSPACE_SANDBOX_CAP_PIDS = os.environ.get("WORKSPACE_SANDBOX_CAP_PIDS", "512")
 # The private /tmp of each sandbox (a tmpfs; its pages also count against the memory limit).
 WORKSPACE_SANDBOX_TMP_BYTES = int(os.environ.get("WORKSPACE_SANDBOX_TMP_BYTES", str(64 * 1024 * 1024)))
 # Disk bound of each workspace: "image" (a filesystem image of the app's disk limit, mounted at

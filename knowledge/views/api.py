@@ -10,7 +10,7 @@ from django.db import DataError
 from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers as drf_serializers
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -104,7 +104,8 @@ def _collection_row(collection_id: str) -> selectors.CollectionRow:
 
 
 class KbCollectionDocumentsApi(ServiceApiView):
-    parser_classes = [MultiPartParser, FormParser]
+    # An upload: multipart only (a file is not JSON, and a form-encoded body cannot carry one).
+    parser_classes = [MultiPartParser]
 
     @extend_schema(responses={200: KbDocumentOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, collection_id: str) -> Response:

@@ -266,3 +266,20 @@ def test_null_members_become_nullable_in_openapi_30_and_stay_in_31() -> None:
     assert v30["properties"]["pair"] == {"type": "array", "items": {"anyOf": [{"type": "integer"}]}}
     assert v30["properties"]["positive"] == {"type": "integer", "minimum": 0, "exclusiveMinimum": True}
     assert v31 == source
+
+
+def test_each_request_body_advertises_the_one_media_type_its_route_parses(schema: dict) -> None:
+    # Given the document of a system
+    # When the request bodies of the workflow's writes are read
+    media = {
+        (path, method): list(operation["requestBody"]["content"])
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+        if path.startswith("/api/v1/workflow") and "requestBody" in operation
+    }
+    # Then a create and a replace take JSON, a patch JSON Patch, and none offers a form encoding
+    assert media == {
+        ("/api/v1/workflow", "post"): ["application/json"],
+        ("/api/v1/workflow/{resource_id}", "put"): ["application/json"],
+        ("/api/v1/workflow/{resource_id}", "patch"): ["application/json-patch+json"],
+    }

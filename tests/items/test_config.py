@@ -34,15 +34,27 @@ def test_shipped_config_loads_notebook_and_rca():
     assert config.sandbox.idle_reclaim == timedelta(minutes=30)
 
 
-def test_notebook_declares_cpu_and_memory_and_rca_declares_nothing():
+def test_notebook_declares_cpu_and_memory_and_rca_takes_the_shipped_default():
     # Given the config and app descriptors the repository ships
     # When they are loaded
     config = load_config(DEFAULT_CONFIG, DEFAULT_APPS_DIR)
     notebook, rca = config.apps["notebook"].resources, config.apps["rca"].resources
-    # Then notebook asks 1 cpu and 512M, rca asks neither, and rca's disk comes from workspace_quota
+    # Then notebook asks 1 cpu and 512M, rca declares neither and gets the default's, and rca's
+    # disk comes from workspace_quota
     assert (notebook.sandbox.cpu_cores, notebook.sandbox.memory_bytes) == (1.0, 512 * MIB)
-    assert (rca.sandbox.cpu_cores, rca.sandbox.memory_bytes) == (None, None)
+    assert config.apps["rca"].declared.cpu is None
+    assert (rca.sandbox.cpu_cores, rca.sandbox.memory_bytes) == (1.0, 512 * MIB)
     assert rca.disk_bytes == GIB  # the legacy workspace_quota
+
+
+@pytest.mark.parametrize("config_name", ["default.toml", "demo.toml"])
+def test_the_shipped_configs_give_every_app_a_cpu_memory_and_pids_size(config_name):
+    # Given a config the repository ships, with the shipped app descriptors
+    # When they are loaded
+    config = load_config(DEFAULT_CONFIG.parent / config_name, DEFAULT_APPS_DIR)
+    # Then no app resolves to "no limit" in any dimension the kernel bounds
+    sizes = {slug: app.resources.sandbox for slug, app in config.apps.items()}
+    assert all(size.cpu_cores and size.memory_bytes and size.pids_max for size in sizes.values()), sizes
 
 
 def test_resolution_takes_the_app_value_then_the_default_then_the_legacy_setting(tmp_path):

@@ -35,11 +35,16 @@ def investigations_page(request: HttpRequest) -> HttpResponse:
 
 @identity_required
 def investigation_page(request: HttpRequest, investigation_id: int) -> HttpResponse:
-    investigation = investigation_for_member(investigation_id, request.identity.user_id)
+    identity = request.identity
+    investigation = investigation_for_member(investigation_id, identity.user_id)
+    members = investigation.member_ids
     context = {
         "investigation": investigation,
         "item": investigation.item,
-        "members": investigation.member_ids,
+        "members": members,
+        # Who can open the investigation: the mention picker warns about anyone else.
+        "participants": [investigation.item.created_by, *members],
+        "adds_members": identity.is_staff or investigation.item.created_by == identity.user_id,
         "conversation": conversation_of_item(investigation.pk),
         "answering": answering_agent(app_or_404(INVESTIGATION_APP)),
         "moves": services.status_moves(investigation.status),

@@ -1,4 +1,4 @@
-"""Writes of investigations: create, mention (by a person or the agent), status moves."""
+"""Writes of investigations: create, add members, mention (by a person or the agent), status moves."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
 from workspace.agent.messages import message_append
 from workspace.agent.models import ItemMessage
-from workspace.investigations.access import INVESTIGATION_APP, investigation_for_member
+from workspace.investigations.access import INVESTIGATION_APP, investigation_for_member, investigation_for_owner
 from workspace.investigations.models import Investigation, InvestigationMember
 from workspace.items import services as item_services
 from workspace.items.access import app_or_404
@@ -76,6 +76,23 @@ def investigation_create(*, title: str, user_id: str, members: Sequence[str] = (
     return investigation
 
 
+@transaction.atomic
+def members_add(*, investigation_id: int, user_id: str, is_staff: bool, user_ids: Sequence[str]) -> Investigation:
+    """Only the owner (the creator, who holds the permissions) or staff add members: a member
+    sees and runs commands in the owner's sandbox, billed to the owner. Unknown ids are a 400
+    naming them, with nobody added; people already in are left as they are."""
+    investigation = investigation_for_owner(
+        investigation_id, user_id, is_staff=is_staff, action="add members", lock=True
+    )
+    wanted = _known_user_ids(user_ids)
+    if not wanted:
+        raise ApiError(status_code=400, error="validation_error", detail="Name at least one person to add.")
+    if _members_add(investigation, wanted, by=user_id):
+        investigation.stamp_updated(user_id)
+        investigation.save(update_fields=["updated_by", "updated_at"])
+    return investigation
+
+
 def _mention(
     investigation: Investigation, user_ids: Sequence[str], note: str, actor: str | None, asked_by: str = ""
 ) -> ItemMessage:
@@ -90,8 +107,9 @@ def _mention(
         user_id=actor,
         mentions=mentioned,
     )
-    # Members, so the notification's link opens for them.
-    _members_add(investigation, mentioned, by=actor)
+    # A mention grants nothing: a mentioned non-member is told, and the link is a 404 for them
+    # until the owner adds them (`members_add`). Otherwise any member could bring anyone in to
+    # run commands billed to the owner.
     if asked_by:
         note = f"{_display_name(asked_by)} asked the agent to mention you{': ' + note if note else '.'}"
     notify(

@@ -297,16 +297,19 @@ def sandbox_close_page(request: HttpRequest, slug: str, item_id: int) -> HttpRes
 @identity_required
 @require_POST
 def handover_answer_page(request: HttpRequest, item_id: int, answer: str) -> HttpResponse:
-    """Accept or decline paying for an item, from the My resources page."""
-    if answer not in {"accept", "decline"}:
+    """Accept or decline paying for an item, or hand its bill back, from the My resources page."""
+    if answer not in {"accept", "decline", "return"}:
         raise Http404("No such answer.")
+    identity = request.identity
     try:
-        item = services.item_handover_answer(
-            item_id=item_id, user_id=request.identity.user_id, accept=answer == "accept"
-        )
+        if answer == "return":
+            item = services.item_bill_return(item_id=item_id, user_id=identity.user_id, is_staff=identity.is_staff)
+            done = f"{item.created_by} pays for {item.title} again."
+        else:
+            item = services.item_handover_answer(item_id=item_id, user_id=identity.user_id, accept=answer == "accept")
+            done = f"{'You pay for' if answer == 'accept' else 'You declined paying for'} {item.title}."
     except ApiError as exc:
         messages.error(request, str(exc.detail))
     else:
-        done = "You pay for" if answer == "accept" else "You declined paying for"
-        messages.success(request, f"{done} {item.title}.")
+        messages.success(request, done)
     return HttpResponseRedirect(reverse("my-resources"))

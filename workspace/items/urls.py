@@ -12,6 +12,7 @@ ITEM_PATH = "a/<slug:slug>/items/<id:item_id>"
 urlpatterns = [
     path("me/resources/handovers/<id:item_id>/accept", views.HandoverAnswerApi.as_view(), name="me-handover-accept"),
     path("me/resources/handovers/<id:item_id>/decline", views.HandoverDeclineApi.as_view(), name="me-handover-decline"),
+    path("me/resources/handovers/<id:item_id>/return", views.HandoverReturnApi.as_view(), name="me-handover-return"),
     path("my-resources/handovers/<id:item_id>/<str:answer>", pages.handover_answer_page, name="my-handover-answer"),
     path("a", html_or_api(page=pages.apps_page, api=views.WorkspaceAppListApi), name="ws-apps"),
     path("a/<slug:slug>/items", html_or_api(page=pages.items_page, api=views.ItemListCreateApi), name="ws-items"),

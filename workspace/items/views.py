@@ -34,6 +34,7 @@ from workspace.items.serializers import (
     FileMoveInputSerializer,
     FolderCreateInputSerializer,
     HandoverAnswerOutputSerializer,
+    HandoverReturnOutputSerializer,
     ItemCreateInputSerializer,
     ItemDetailOutputSerializer,
     ItemListOutputSerializer,
@@ -271,3 +272,17 @@ class HandoverAnswerApi(ServiceApiView):
 
 class HandoverDeclineApi(HandoverAnswerApi):
     accept = False
+
+
+class HandoverReturnApi(ServiceApiView):
+    """The payer of someone else's item hands the bill back to its creator (docs/ARCHITECTURE.md §5)."""
+
+    @extend_schema(
+        request=None,
+        responses={200: HandoverReturnOutputSerializer, **_ERRORS},
+        description="Ends an accepted handover: the item's creator pays again. For the payer, the creator and "
+        "staff; anyone else, or an item its creator pays for already, is 404 `no_handover`.",
+    )
+    def post(self, request: Request, item_id: int) -> Response:
+        item = services.item_bill_return(item_id=item_id, user_id=request.user.id, is_staff=request.user.is_staff)
+        return Response(HandoverReturnOutputSerializer({"item_id": item.pk, "owner": item.debtor}).data)
