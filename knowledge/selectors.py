@@ -7,9 +7,10 @@ list costs one statement whose work depends on the open slice, not on the size o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from django.db import connection, transaction
 from django.db.models import Count, Q, QuerySet
@@ -255,13 +256,22 @@ class CitedSource:
     document_exists: bool = True
 
 
+class CitingMessage(Protocol):
+    """A message whose `citations` are `Citation.as_dict()`s: a KB chat's, or an item
+    conversation's (the agent's answers render with the same component)."""
+
+    id: Any
+    content: str
+    citations: list[dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class TranscriptEntry:
-    message: KbChatMessage
+    message: CitingMessage
     sources: list[CitedSource]
 
 
-def chat_transcript(*, messages: list[KbChatMessage]) -> list[TranscriptEntry]:
+def chat_transcript(*, messages: Sequence[CitingMessage]) -> list[TranscriptEntry]:
     """Messages with their cited chunks, read in one statement for the whole chat."""
     chunk_ids = [chunk_id for m in messages for c in m.citations for chunk_id in c.get("source_chunk_ids", [])]
     current = chunk_texts(chunk_ids=chunk_ids) if chunk_ids else {}

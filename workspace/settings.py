@@ -257,8 +257,17 @@ WORKSPACE_APPS_DIR = os.environ.get("WORKSPACE_APPS_DIR", "")
 WORKSPACE_VAR_DIR = Path(os.environ.get("WORKSPACE_VAR_DIR") or default_var_dir(BASE_DIR, as_root=os.geteuid() == 0))
 # The largest file the file API stores in one write.
 WORKSPACE_MAX_FILE_BYTES = int(os.environ.get("WORKSPACE_MAX_FILE_BYTES", str(256 * 1024 * 1024)))
-# The agent that answers item chat messages (a dotted class path).
+# The agent that answers item chat messages in apps that do not choose the model agent (a dotted
+# class path); an app descriptor's `agent = "model"` picks the model agent where a provider is set.
 WORKSPACE_AGENT = os.environ.get("WORKSPACE_AGENT", "workspace.agent.deterministic.DeterministicAgent")
+# The model agent's bounds on one turn (README "Choosing an agent"): tool calls, seconds of wall
+# clock, the tokens of conversation sent to the model (older messages are left out first), and the
+# characters of one tool's output the model is given. Hitting one ends the turn, saying which. Less
+# than 1, 1, 1000 and 100 leaves no room for a turn and stops start-up.
+WORKSPACE_AGENT_MAX_TOOL_CALLS = int(os.environ.get("WORKSPACE_AGENT_MAX_TOOL_CALLS", "8"))
+WORKSPACE_AGENT_TURN_SECONDS = float(os.environ.get("WORKSPACE_AGENT_TURN_SECONDS", "120"))
+WORKSPACE_AGENT_CONTEXT_TOKENS = int(os.environ.get("WORKSPACE_AGENT_CONTEXT_TOKENS", "8000"))
+WORKSPACE_AGENT_TOOL_OUTPUT_CHARS = int(os.environ.get("WORKSPACE_AGENT_TOOL_OUTPUT_CHARS", "4000"))
 # Where cgroups are mounted, and which driver limits sandboxes: auto, cgroup-v2, cgroup-v1 or prlimit.
 WORKSPACE_CGROUP_ROOT = os.environ.get("WORKSPACE_CGROUP_ROOT", "/sys/fs/cgroup")
 WORKSPACE_CGROUP_DRIVER = os.environ.get("WORKSPACE_CGROUP_DRIVER", "auto")

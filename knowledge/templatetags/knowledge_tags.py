@@ -44,7 +44,7 @@ def _shortened(text: str) -> str:
 def message_markup(entry: TranscriptEntry) -> SafeString:
     """The message rendered by `knowledge.markup`, which escapes everything it does not build."""
     previews = {source.marker: citation_preview(source) for source in entry.sources}
-    return mark_safe(message_html(entry.message.content, message_id=entry.message.id, previews=previews))
+    return mark_safe(message_html(entry.message.content, message_id=str(entry.message.id), previews=previews))
 
 
 @register.filter

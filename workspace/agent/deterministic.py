@@ -58,6 +58,14 @@ def _parse_lines(text: str, actions: list[_Action], prose: list[str]) -> None:
             prose.append(line)
 
 
+def fenced(text: str) -> str:
+    """`text` as a Markdown code block (replies render as Markdown), whatever backticks it holds."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = text if text.endswith("\n") else text + "\n"
+    return f"{fence}\n{body}{fence}"
+
+
 def _clip(text: str) -> str:
     return text if len(text) <= OUTPUT_LIMIT else text[:OUTPUT_LIMIT] + "\n… (output clipped)"
 
@@ -81,7 +89,8 @@ class DeterministicAgent:
                 result = tools.run_command(action.text)
                 output = _clip(result.stdout + result.stderr)
                 ending = " (timed out)" if result.timed_out else ""
-                return AgentReply(content=f"$ {action.text}\n{output}[exit {result.exit_code}]{ending}")
+                block = fenced(f"$ {action.text}\n{output}")
+                return AgentReply(content=f"{block}\n[exit {result.exit_code}]{ending}")
             if action.kind == "mention":
                 user_ids = [part.lstrip("@") for part in re.split(r"[\s,]+", action.text) if part.strip("@ ")]
                 tools.mention_user(user_ids, action.extra)
