@@ -69,7 +69,8 @@ _DOCUMENTS_SQL = (
     f"FROM {Document._meta.db_table} d"
 )
 _CHUNKS_SQL = (
-    f"SELECT k.id, k.document_id, k.ordinal, k.text, {_cited(CitationTotal.Scope.CHUNK, of='k.id')} AS cited "
+    f"SELECT k.id, k.document_id, k.ordinal, k.title, k.page, k.text, "
+    f"{_cited(CitationTotal.Scope.CHUNK, of='k.id')} AS cited "
     f"FROM {Chunk._meta.db_table} k"
 )
 
@@ -110,6 +111,8 @@ class ChunkRow:
     id: str
     document_id: str
     ordinal: int
+    title: str
+    page: int | None
     text: str
     cited: int
 
@@ -253,6 +256,12 @@ class CitedSource:
     chunks: list[ChunkRow]
     quote: str
     document_exists: bool = True
+    title: str = ""
+
+    @property
+    def heading(self) -> str:
+        """The cited section's headings: as the chunks say now, or as saved with the quote."""
+        return self.chunks[0].title if self.chunks else self.title
 
 
 @dataclass(frozen=True)
@@ -279,6 +288,7 @@ def chat_transcript(*, messages: list[KbChatMessage]) -> list[TranscriptEntry]:
                     chunks=[current[i] for i in citation.get("source_chunk_ids", []) if i in current],
                     quote=citation.get("quote", ""),
                     document_exists=citation["document_id"] in existing,
+                    title=citation.get("title", ""),
                 )
                 for citation in message.citations
             ],
