@@ -18,6 +18,7 @@ import resource
 import signal
 import subprocess
 import sys
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -105,6 +106,7 @@ def _child(fmt: str, limits: ExtractionLimits) -> int:
     _limit_self(limits)
     # pypdf warns about every oddity of a broken PDF; a hostile one could fill the worker's log.
     logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
     try:
         data = sys.stdin.buffer.read()
         try:
