@@ -70,7 +70,8 @@ _DOCUMENTS_SQL = (
     f"FROM {Document._meta.db_table} d"
 )
 _CHUNKS_SQL = (
-    f"SELECT k.id, k.document_id, k.ordinal, k.text, {_cited(CitationTotal.Scope.CHUNK, of='k.id')} AS cited "
+    f"SELECT k.id, k.document_id, k.ordinal, k.title, k.page, k.text, "
+    f"{_cited(CitationTotal.Scope.CHUNK, of='k.id')} AS cited "
     f"FROM {Chunk._meta.db_table} k"
 )
 
@@ -111,6 +112,8 @@ class ChunkRow:
     id: str
     document_id: str
     ordinal: int
+    title: str
+    page: int | None
     text: str
     cited: int
 
@@ -254,6 +257,12 @@ class CitedSource:
     chunks: list[ChunkRow]
     quote: str
     document_exists: bool = True
+    title: str = ""
+
+    @property
+    def heading(self) -> str:
+        """The cited section's headings: as the chunks say now, or as saved with the quote."""
+        return self.chunks[0].title if self.chunks else self.title
 
 
 class CitingMessage(Protocol):
@@ -289,6 +298,7 @@ def chat_transcript(*, messages: Sequence[CitingMessage]) -> list[TranscriptEntr
                     chunks=[current[i] for i in citation.get("source_chunk_ids", []) if i in current],
                     quote=citation.get("quote", ""),
                     document_exists=citation["document_id"] in existing,
+                    title=citation.get("title", ""),
                 )
                 for citation in message.citations
             ],

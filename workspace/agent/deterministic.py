@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from workspace.agent.protocol import AgentReply, AgentTools, AgentTurn, ToolRefused
 
 _FENCE = re.compile(r"```(sh|bash|shell)?[ \t]*\n(.*?)```", re.DOTALL)
-_MENTION = re.compile(r"^@mention\s+(?P<users>[^:]+?)\s*(?::\s*(?P<note>.*))?$")
+# Greedy and unable to fail once it has a user (the lazy `[^:]+?\s*` it replaces backtracked
+# quadratically on a long run of spaces); the users are right-stripped where they are read.
+_MENTION = re.compile(r"^@mention\s+(?P<users>[^:]+)(?::\s*(?P<note>.*))?$")
 _STATUS = re.compile(r"^@status\s+(?P<status>\S+)\s*$")
 OUTPUT_LIMIT = 4000
 HELP = (
@@ -51,7 +53,7 @@ def _parse_lines(text: str, actions: list[_Action], prose: list[str]) -> None:
         if line.startswith("$ ") and line[2:].strip():
             actions.append(_Action("command", line[2:].strip()))
         elif mention := _MENTION.match(line):
-            actions.append(_Action("mention", mention.group("users"), mention.group("note") or ""))
+            actions.append(_Action("mention", mention.group("users").rstrip(), mention.group("note") or ""))
         elif status := _STATUS.match(line):
             actions.append(_Action("status", status.group("status")))
         elif line:
