@@ -136,10 +136,11 @@ def about_the_question(passages: Sequence[Passage], terms: list[str]) -> list[Pa
     the passage sharing most: retrieval lets in any passage with one word of the question ("database"
     brings a runbook's connection-pool step to a question on database backups), an answer should not.
 
-    When no passage shares a word as these prefixes see it (the search stems better), all stay.
+    A passage's section title counts as its words (the search indexes it too). When no passage
+    shares a word as these prefixes see it (the search stems better), all stay.
     """
     wanted = _stems(terms)
-    overlaps = [len(wanted & _text_stems(passage.text)) for passage in passages]
+    overlaps = [len(wanted & _text_stems(f"{passage.title}\n{passage.text}")) for passage in passages]
     best = max(overlaps, default=0)
     if best == 0:
         return list(passages)
