@@ -283,6 +283,11 @@ class CrudAutoSchema(AutoSchema):
         success = {"description": "OK", "content": {"application/json": {"schema": response_schema}}}
         if route.name in {"read_data", "read_meta", "read_full", "get"} or route.response_model == "meta":
             success["headers"] = {"ETag": {"schema": {"type": "string"}, "description": "current revision id"}}
+        if route.name == "create":
+            success["headers"] = {
+                **success.get("headers", {}),
+                "Location": {"schema": {"type": "string"}, "description": "the new resource's address"},
+            }
         responses: dict[str, Any] = {str(binding.status_code): success}
         codes = [code for code in _ERRORS_BY_METHOD.get(method.upper(), ()) if code != 412 or honours_if_match]
         if route.name == "restore":
