@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from django.urls import reverse
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
 
@@ -22,3 +25,19 @@ class ServiceApiView(APIView):
         super().initial(request, *args, **kwargs)
         if not self.reads_raw_body and request.method in ("POST", "PUT", "PATCH") and request.stream is not None:
             request.data  # noqa: B018 - parsing raises ParseError for a malformed body
+
+
+def created(data: Any, *, url_name: str, status: int = 201, **url_kwargs: Any) -> Response:
+    """A create's answer: the new object, and its address in `Location` (`url_name` with `url_kwargs`)."""
+    return Response(data, status=status, headers={"Location": reverse(url_name, kwargs=url_kwargs)})
+
+
+def location_header(status: int = 201) -> OpenApiParameter:
+    """The `Location` header of a create's answer, for `extend_schema(parameters=[...])`."""
+    return OpenApiParameter(
+        "Location",
+        str,
+        OpenApiParameter.HEADER,
+        response=[status],
+        description="The address of what was created.",
+    )

@@ -19,7 +19,7 @@ _METHODS = {"get", "post", "put", "patch", "delete"}
 
 class WorkspaceAuthenticationScheme(OpenApiAuthenticationExtension):
     target_class = "collab.authentication.WorkspaceAuthentication"
-    name = ["basicAuth", "cookieAuth", "mockUserHeader"]
+    name = ["bearerAuth", "tokenAuth", "cookieAuth", "basicAuth", "mockUserHeader"]
 
     def get_security_requirement(self, auto_schema: Any) -> list[dict[str, list[Any]]]:
         # Alternatives, not a conjunction: any one of them identifies the caller.
@@ -27,8 +27,29 @@ class WorkspaceAuthenticationScheme(OpenApiAuthenticationExtension):
 
     def get_security_definition(self, auto_schema: Any) -> list[dict[str, Any]]:
         return [
-            {"type": "http", "scheme": "basic"},
-            {"type": "apiKey", "in": "cookie", "name": "sessionid"},
+            {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "A personal API token (`/me/tokens`): `Authorization: Bearer <token>`.",
+            },
+            {
+                "type": "apiKey",
+                "in": "header",
+                "name": "Authorization",
+                "description": "The same token as `Authorization: Token <token>`.",
+            },
+            {
+                "type": "apiKey",
+                "in": "cookie",
+                "name": "sessionid",
+                "description": "A signed-in browser; its writes need the CSRF token (`X-CSRFToken`).",
+            },
+            {
+                "type": "http",
+                "scheme": "basic",
+                "description": "Username and password, for scripts; no answer ever asks for it, and a write from "
+                "another site's page is refused.",
+            },
             {
                 "type": "apiKey",
                 "in": "header",
@@ -45,13 +66,23 @@ def _error_response(description: str) -> dict[str, Any]:
     }
 
 
+_RETRY_AFTER = {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait before trying again."}}
+
+
 def _shared_errors(path: str, method: str, operation: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The errors any operation of this shape can answer, whatever its view declares."""
-    errors = {"401": _error_response("Unknown X-User-Id, bad credentials or nobody signed in.")}
+    errors = {
+        "401": _error_response("Unknown X-User-Id, bad credentials or nobody signed in."),
+        "429": _error_response("Too many failed sign-ins from here or for this account (`too_many_attempts`)."),
+        "503": _error_response("The database (or a backend it needs) cannot be reached right now."),
+    }
     if "{" in path:
         errors["404"] = _error_response("Not found, or not yours.")
     if method in _WRITE_METHODS:
         errors["400"] = _error_response("Malformed request (`malformed_request`) or invalid fields.")
+        errors["403"] = _error_response(
+            "A browser's write without the page's CSRF token, or a write from another site (`csrf_failed`)."
+        )
     if "requestBody" in operation:
         errors["415"] = _error_response("The body's media type is not accepted.")
     return errors
@@ -72,4 +103,7 @@ def add_shared_error_responses(result: dict[str, Any], generator: Any, request: 
             responses = operation.setdefault("responses", {})
             for code, response in _shared_errors(path, method, operation).items():
                 responses.setdefault(code, response)
+            for code in ("429", "503"):
+                if code in responses:
+                    responses[code].setdefault("headers", {}).update(_RETRY_AFTER)
     return result

@@ -10,12 +10,12 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab import selectors, services, tokens
-from collab.api import ServiceApiView
+from collab.api import ServiceApiView, created, location_header
 from collab.errors import ApiError, flattened_detail
 from collab.identity import get_user_directory, mock_identity_enabled
 from collab.middleware import MOCK_SESSION_KEY
@@ -51,8 +51,27 @@ class UserListApi(ServiceApiView):
 
 class NotificationListApi(ServiceApiView):
     @extend_schema(
-        parameters=[NotificationInboxQuerySerializer],
+        parameters=[
+            NotificationInboxQuerySerializer,
+            OpenApiParameter(
+                "If-None-Match",
+                str,
+                OpenApiParameter.HEADER,
+                description="The `ETag` of the last answer: when nothing changed since, 304 with no body.",
+            ),
+            OpenApiParameter(
+                "ETag", str, OpenApiParameter.HEADER, response=[200, 304], description="The state of this inbox page."
+            ),
+            OpenApiParameter(
+                "X-Poll-Interval",
+                int,
+                OpenApiParameter.HEADER,
+                response=[200, 304],
+                description="Seconds to wait before asking again.",
+            ),
+        ],
         responses={200: NotificationInboxOutputSerializer, 304: None, 400: ErrorOutputSerializer},
+        description="The caller's notifications, unread first, then newest. Poll with `If-None-Match`.",
     )
     def get(self, request: Request) -> Response:
         query = NotificationInboxQuerySerializer(data=request.query_params)
@@ -189,13 +208,14 @@ class ApiTokenListApi(ServiceApiView):
     @extend_schema(
         request=ApiTokenCreateInputSerializer,
         responses={201: ApiTokenIssuedOutputSerializer, 400: ErrorOutputSerializer, 409: ErrorOutputSerializer},
+        parameters=[location_header()],
         description="Creates a personal token; the answer is the only time the token itself is shown.",
     )
     def post(self, request: Request) -> Response:
         body = ApiTokenCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         issued = tokens.token_create(user_id=request.user.id, name=body.validated_data["name"])
-        return Response(ApiTokenIssuedOutputSerializer(issued).data, status=201)
+        return created(ApiTokenIssuedOutputSerializer(issued).data, url_name="me-token", token_id=issued.row.pk)
 
 
 class ApiTokenApi(ServiceApiView):

@@ -283,6 +283,11 @@ class CrudAutoSchema(AutoSchema):
         success = {"description": "OK", "content": {"application/json": {"schema": response_schema}}}
         if route.name in {"read_data", "read_meta", "read_full", "get"} or route.response_model == "meta":
             success["headers"] = {"ETag": {"schema": {"type": "string"}, "description": "current revision id"}}
+        if route.name == "create":
+            success["headers"] = {
+                **success.get("headers", {}),
+                "Location": {"schema": {"type": "string"}, "description": "the new resource's address"},
+            }
         responses: dict[str, Any] = {str(binding.status_code): success}
         codes = [code for code in _ERRORS_BY_METHOD.get(method.upper(), ()) if code != 412 or honours_if_match]
         if route.name == "restore":
@@ -294,6 +299,10 @@ class CrudAutoSchema(AutoSchema):
                 "description": "error",
                 "content": {"application/json": {"schema": _ref("CrudError")}},
             }
+        if route.data_filters:
+            # Long value lists make long URLs; the HTTP server refuses a request line past its limit
+            # (gunicorn: 4094 bytes) before the application sees it, in its own words.
+            responses["414"] = {"description": "URI too long for the HTTP server in front of the application."}
         operation: dict[str, Any] = {
             "operationId": re.sub(r"\W+", "_", f"{crud.resource_name}_{route.name}"),
             "tags": route.tags or [crud.resource_name],

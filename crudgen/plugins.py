@@ -55,7 +55,10 @@ def _as_caller(ctx: RouteContext) -> dict[str, Any]:
 
 
 def handle_create(ctx: RouteContext) -> dict[str, Any]:
-    return _meta_body(ctx, ctx.crud.create_meta(ctx.request.data, user=ctx.user, caller=ctx.caller))
+    meta = ctx.crud.create_meta(ctx.request.data, user=ctx.user, caller=ctx.caller)
+    # The new resource's own address (the earlier route set's `GET /<m>/<id>`).
+    ctx.headers["Location"] = f"{ctx.request.path.rstrip('/')}/{meta.resource_id}"
+    return _meta_body(ctx, meta)
 
 
 def handle_read_data(ctx: RouteContext) -> dict[str, Any]:

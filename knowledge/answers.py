@@ -27,7 +27,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 
 @dataclass(frozen=True)
 class Passage:
-    """Retrieved text: one chunk, or a run of adjacent chunks of one document merged."""
+    """Retrieved text: one chunk, or a run of adjacent chunks of one section of a document merged;
+    `title` is the section's headings, which the text does not repeat."""
 
     collection_id: str
     document_id: str
@@ -35,6 +36,7 @@ class Passage:
     chunk_ids: tuple[str, ...]
     text: str
     score: float
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class Citation:
     document_name: str
     source_chunk_ids: tuple[str, ...]
     quote: str = ""
+    # The cited section's headings: the preview shows them once a re-upload has replaced the chunks.
+    title: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "source_chunk_ids": list(self.source_chunk_ids)}
@@ -60,6 +64,7 @@ class Citation:
             document_name=str(raw.get("document_name", "")),
             source_chunk_ids=tuple(str(chunk_id) for chunk_id in raw.get("source_chunk_ids", ())),
             quote=str(raw.get("quote", "")),
+            title=str(raw.get("title", "")),
         )
 
 
@@ -118,6 +123,7 @@ class ExtractiveAnswerer:
                 document_name=passage.document_name,
                 source_chunk_ids=passage.chunk_ids,
                 quote=best_sentences(passage.text, terms),
+                title=passage.title,
             )
             for number, passage in enumerate(chosen, start=1)
         )
@@ -130,10 +136,11 @@ def about_the_question(passages: Sequence[Passage], terms: list[str]) -> list[Pa
     the passage sharing most: retrieval lets in any passage with one word of the question ("database"
     brings a runbook's connection-pool step to a question on database backups), an answer should not.
 
-    When no passage shares a word as these prefixes see it (the search stems better), all stay.
+    A passage's section title counts as its words (the search indexes it too). When no passage
+    shares a word as these prefixes see it (the search stems better), all stay.
     """
     wanted = _stems(terms)
-    overlaps = [len(wanted & _text_stems(passage.text)) for passage in passages]
+    overlaps = [len(wanted & _text_stems(f"{passage.title}\n{passage.text}")) for passage in passages]
     best = max(overlaps, default=0)
     if best == 0:
         return list(passages)
@@ -177,7 +184,7 @@ def default_answerer() -> Answerer:
 
 
 def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: int = SEARCH_LIMIT) -> list[Passage]:
-    """Best first; hits that are consecutive chunks of one document become one passage."""
+    """Best first; hits that are consecutive chunks of one section of a document become one passage."""
     hits = get_chunk_index().search(question=question, collection_ids=collection_ids, limit=limit)
     if not hits:
         return []
@@ -186,7 +193,7 @@ def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: in
     rows = list(
         Chunk.objects.filter(pk__in=score_of)
         .order_by("document_id", "ordinal")
-        .values("id", "document_id", "collection_id", "ordinal", "text", "document__filename")
+        .values("id", "document_id", "collection_id", "ordinal", "title", "text", "document__filename")
     )
     passages: list[Passage] = []
     for _document_id, document_rows in groupby(rows, key=lambda row: row["document_id"]):
@@ -198,7 +205,8 @@ def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: in
 def _merged_runs(rows: list[dict[str, Any]], score_of: dict[str, float]) -> list[Passage]:
     runs: list[list[dict[str, Any]]] = []
     for row in rows:
-        if runs and runs[-1][-1]["ordinal"] + 1 == row["ordinal"]:
+        previous = runs[-1][-1] if runs else None
+        if previous and previous["ordinal"] + 1 == row["ordinal"] and previous["title"] == row["title"]:
             runs[-1].append(row)
         else:
             runs.append([row])
@@ -210,6 +218,7 @@ def _merged_runs(rows: list[dict[str, Any]], score_of: dict[str, float]) -> list
             chunk_ids=tuple(row["id"] for row in run),
             text="\n\n".join(row["text"] for row in run),
             score=max(score_of[row["id"]] for row in run),
+            title=run[0]["title"],
         )
         for run in runs
     ]

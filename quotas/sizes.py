@@ -7,9 +7,11 @@ import re
 from collab.sizes import format_bytes
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+# Matched in full against the stripped value: a `\s*` at each end as well as in the middle
+# backtracked quadratically on "1" and a long run of spaces.
+_SIZE = re.compile(r"(\d+)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
 
 # What "max" parses to where a field allows it: 0 is the service's "explicitly unlimited".
 UNLIMITED = 0
@@ -41,7 +43,7 @@ def parse_size(value: object, *, allow_max: bool = False) -> int:
         if not allow_max:
             raise SizeError("'max' is not allowed here")
         return UNLIMITED
-    match = _SIZE.match(value)
+    match = _SIZE.fullmatch(value.strip())
     if match is None:
         raise SizeError(f"expected an integer with an optional K, M, G or T suffix, got {value!r}")
     digits = match.group(1).lstrip("0") or "0"
@@ -70,7 +72,7 @@ def parse_duration_seconds(value: object) -> float:
         raise SizeError(f"expected a duration such as '90s' or '30m', got {value!r}")
     if isinstance(value, int | float):
         seconds = float(value)
-    elif isinstance(value, str) and (match := _DURATION.match(value)):
+    elif isinstance(value, str) and (match := _DURATION.fullmatch(value.strip())):
         seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2).lower()]
     else:
         raise SizeError(f"expected a duration such as '90s' or '30m', got {value!r}")

@@ -25,6 +25,7 @@ pytest_plugins = [
     "tests.fixtures.investigations",
     "tests.fixtures.workflows",
     "tests.fixtures.llm",
+    "tests.fixtures.agent",
 ]
 
 

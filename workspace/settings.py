@@ -257,8 +257,17 @@ WORKSPACE_APPS_DIR = os.environ.get("WORKSPACE_APPS_DIR", "")
 WORKSPACE_VAR_DIR = Path(os.environ.get("WORKSPACE_VAR_DIR") or default_var_dir(BASE_DIR, as_root=os.geteuid() == 0))
 # The largest file the file API stores in one write.
 WORKSPACE_MAX_FILE_BYTES = int(os.environ.get("WORKSPACE_MAX_FILE_BYTES", str(256 * 1024 * 1024)))
-# The agent that answers item chat messages (a dotted class path).
+# The agent that answers item chat messages in apps that do not choose the model agent (a dotted
+# class path); an app descriptor's `agent = "model"` picks the model agent where a provider is set.
 WORKSPACE_AGENT = os.environ.get("WORKSPACE_AGENT", "workspace.agent.deterministic.DeterministicAgent")
+# The model agent's bounds on one turn (README "Choosing an agent"): tool calls, seconds of wall
+# clock, the tokens of conversation sent to the model (older messages are left out first), and the
+# characters of one tool's output the model is given. Hitting one ends the turn, saying which. Less
+# than 1, 1, 1000 and 100 leaves no room for a turn and stops start-up.
+WORKSPACE_AGENT_MAX_TOOL_CALLS = int(os.environ.get("WORKSPACE_AGENT_MAX_TOOL_CALLS", "8"))
+WORKSPACE_AGENT_TURN_SECONDS = float(os.environ.get("WORKSPACE_AGENT_TURN_SECONDS", "120"))
+WORKSPACE_AGENT_CONTEXT_TOKENS = int(os.environ.get("WORKSPACE_AGENT_CONTEXT_TOKENS", "8000"))
+WORKSPACE_AGENT_TOOL_OUTPUT_CHARS = int(os.environ.get("WORKSPACE_AGENT_TOOL_OUTPUT_CHARS", "4000"))
 # Where cgroups are mounted, and which driver limits sandboxes: auto, cgroup-v2, cgroup-v1 or prlimit.
 WORKSPACE_CGROUP_ROOT = os.environ.get("WORKSPACE_CGROUP_ROOT", "/sys/fs/cgroup")
 WORKSPACE_CGROUP_DRIVER = os.environ.get("WORKSPACE_CGROUP_DRIVER", "auto")
@@ -289,6 +298,15 @@ WORKSPACE_LLM_CONNECT_TIMEOUT = float(os.environ.get("WORKSPACE_LLM_CONNECT_TIME
 WORKSPACE_LLM_TIMEOUT = float(os.environ.get("WORKSPACE_LLM_TIMEOUT", "60"))
 # The most tokens the model may write in one answer (what a hosted API bills, with the prompt).
 WORKSPACE_LLM_MAX_TOKENS = int(os.environ.get("WORKSPACE_LLM_MAX_TOKENS", "800"))
+# Ingest reads each upload in a child process (knowledge/extraction.py), so a small file that expands
+# (a PDF "decompression bomb") fails with a reason instead of filling the worker and the database:
+# the most text and chunks one document may give, the child's address space and CPU time, and how
+# long the worker waits for it.
+KNOWLEDGE_MAX_DOCUMENT_CHARS = int(os.environ.get("KNOWLEDGE_MAX_DOCUMENT_CHARS", "5000000"))
+KNOWLEDGE_MAX_DOCUMENT_CHUNKS = int(os.environ.get("KNOWLEDGE_MAX_DOCUMENT_CHUNKS", "10000"))
+KNOWLEDGE_EXTRACT_MEMORY_BYTES = int(os.environ.get("KNOWLEDGE_EXTRACT_MEMORY_BYTES", str(512 * 1024 * 1024)))
+KNOWLEDGE_EXTRACT_CPU_SECONDS = int(os.environ.get("KNOWLEDGE_EXTRACT_CPU_SECONDS", "60"))
+KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS = float(os.environ.get("KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS", "120"))
 
 # The sandbox boundary (README "What sandbox code can and cannot do"). "bwrap" runs every command
 # of the local backend under bubblewrap; "none" is refused unless DEBUG is on (then it warns and

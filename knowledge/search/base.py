@@ -37,7 +37,7 @@ class ChunkIndex(Protocol):
     """Where chunks become searchable. Calls run inside the caller's transaction."""
 
     def index_chunks(self, *, rows: Sequence[tuple[str, str, str, str]]) -> None:
-        """Adds (chunk_id, document_id, collection_id, text) rows."""
+        """Adds (chunk_id, document_id, collection_id, text) rows; the text is `Chunk.searchable_text`."""
         ...
 
     def forget_document(self, *, document_id: str) -> None:

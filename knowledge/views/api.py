@@ -15,7 +15,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from collab.api import ServiceApiView
+from collab.api import ServiceApiView, created, location_header
 from collab.errors import ApiError, unstorable_value
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
@@ -60,12 +60,16 @@ class KbCollectionListApi(ServiceApiView):
     def get(self, request: Request) -> Response:
         return Response(KbCollectionOutputSerializer(selectors.collections_with_counts(), many=True).data)
 
-    @extend_schema(request=KbCollectionCreateInputSerializer, responses={201: KbCollectionOutputSerializer, **_ERRORS})
+    @extend_schema(
+        request=KbCollectionCreateInputSerializer,
+        responses={201: KbCollectionOutputSerializer, **_ERRORS},
+        parameters=[location_header()],
+    )
     def post(self, request: Request) -> Response:
         data = _valid(KbCollectionCreateInputSerializer, request.data)
         collection = services.collection_create(user_id=request.user.id, **data)
         row = selectors.collection_with_counts(collection_id=collection.id)
-        return Response(KbCollectionOutputSerializer(row).data, status=201)
+        return created(KbCollectionOutputSerializer(row).data, url_name="kb-collection", collection_id=collection.id)
 
 
 class KbCollectionDetailApi(ServiceApiView):
@@ -121,7 +125,9 @@ class KbCollectionDocumentsApi(ServiceApiView):
             415: ErrorOutputSerializer,
             **_ERRORS,
         },
-        description="Stores the file and queues its ingest for the worker; the same filename replaces that document.",
+        parameters=[location_header(202)],
+        description="Stores the file and queues its ingest for the worker; the same filename replaces that document. "
+        "`Location` names the document, whose `status` says when its ingest is done.",
     )
     def post(self, request: Request, collection_id: str) -> Response:
         upload = _valid(KbDocumentUploadInputSerializer, request.data)["file"]
@@ -132,7 +138,8 @@ class KbCollectionDocumentsApi(ServiceApiView):
             content_type=upload.content_type or "",
             data=upload,
         )
-        return Response(KbDocumentAcceptedOutputSerializer(document).data, status=202)
+        data = KbDocumentAcceptedOutputSerializer(document).data
+        return created(data, url_name="kb-document", status=202, document_id=document.id)
 
 
 class KbDocumentDetailApi(ServiceApiView):
@@ -221,11 +228,16 @@ class KbChatListApi(ServiceApiView):
     def get(self, request: Request) -> Response:
         return Response(KbChatOutputSerializer(selectors.chats_for_reader(user_id=request.user.id), many=True).data)
 
-    @extend_schema(request=KbChatCreateInputSerializer, responses={201: KbChatDetailOutputSerializer, **_ERRORS})
+    @extend_schema(
+        request=KbChatCreateInputSerializer,
+        responses={201: KbChatDetailOutputSerializer, **_ERRORS},
+        parameters=[location_header()],
+    )
     def post(self, request: Request) -> Response:
         data = _valid(KbChatCreateInputSerializer, request.data)
         chat = services.chat_create(user_id=request.user.id, **data)
-        return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data, status=201)
+        detail = KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data
+        return created(detail, url_name="kb-chat", chat_id=chat.id)
 
 
 class KbChatDetailApi(ServiceApiView):
@@ -263,13 +275,15 @@ class KbChatCopyApi(ServiceApiView):
     @extend_schema(
         request=KbChatCopyInputSerializer,
         responses={201: KbChatDetailOutputSerializer, **_ERRORS},
+        parameters=[location_header()],
         description="The owner or a shared reader copies the chat into a new chat of their own (same collections, "
         "same messages, no readers) and can ask there; the original is unchanged and nothing is cited anew.",
     )
     def post(self, request: Request, chat_id: str) -> Response:
         title = _valid(KbChatCopyInputSerializer, request.data)["title"]
         chat = services.chat_copy(chat_id=chat_id, user_id=request.user.id, title=title)
-        return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data, status=201)
+        detail = KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data
+        return created(detail, url_name="kb-chat", chat_id=chat.id)
 
 
 def answer_event_frames(events: Iterator[str | Restart | services.ChatExchange]) -> Iterator[bytes]:

@@ -160,5 +160,7 @@
   }
 
   function start() { dialogs(); peopleFilter(); markers(document); dismissPreviewsOnEscape(); streamedAsk(); }
+  /* Item and investigation conversations render answers with the same markers (agent-chat.js). */
+  window.Knowledge = {markers: markers};
   if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", start); } else { start(); }
 })();

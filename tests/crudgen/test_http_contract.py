@@ -34,6 +34,15 @@ def test_create_answers_201_with_metadata_and_etag(api: APIClient) -> None:
     assert body["created_time"] == "2026-01-05T09:00:00+00:00"
 
 
+def test_create_answers_the_new_resources_address_in_location(api: APIClient) -> None:
+    # Given a workflow API
+    # When a workflow is posted
+    response = api.post("/api/workflow", {"name": "build", "steps": ["make"]}, format="json")
+    # Then Location is its address in the earlier route set, which reads its data
+    assert response["Location"] == f"/api/workflow/{response.json()['resource_id']}"
+    assert api.get(response["Location"]).json()["steps"] == ["make"]
+
+
 def test_create_refuses_unknown_fields_and_stores_nothing(api: APIClient) -> None:
     # Given a workflow API
     # When a body carries a field the model does not have

@@ -121,6 +121,30 @@ def test_unknown_key_in_a_descriptor_fails_start_up(tmp_path):
         _load(tmp_path, "", {"a.toml": 'slug = "a"\nname = "A"\n[resources]\nmemroy = "1G"\n'})
 
 
+def test_an_app_chooses_its_agent_and_the_deterministic_agent_is_the_default(tmp_path):
+    # Given one app asking for the model agent, one for the deterministic one, one saying nothing
+    # When the config is loaded
+    config = _load(
+        tmp_path,
+        "",
+        {
+            "a.toml": 'slug = "a"\nname = "A"\nagent = "model"\n',
+            "b.toml": 'slug = "b"\nname = "B"\nagent = "deterministic"\n',
+            "c.toml": 'slug = "c"\nname = "C"\n',
+        },
+    )
+    # Then each has the agent it chose, and the silent one the deterministic agent
+    assert [config.apps[slug].agent for slug in "abc"] == ["model", "deterministic", "deterministic"]
+
+
+@pytest.mark.parametrize("value", ['"gpt"', '"Model"', "1", '["model"]'])
+def test_an_unknown_agent_fails_start_up_naming_the_file_and_key(tmp_path, value):
+    # Given a descriptor whose agent is neither "model" nor "deterministic"
+    # When the config is loaded / Then it fails naming the file and the key
+    with pytest.raises(ImproperlyConfigured, match=r"a\.toml: agent: expected \"deterministic\" or \"model\""):
+        _load(tmp_path, "", {"a.toml": f'slug = "a"\nname = "A"\nagent = {value}\n'})
+
+
 def test_bad_key_in_the_deployment_config_names_it(tmp_path):
     # Given a deployment config whose lease is "soon"
     # When it is loaded / Then it fails naming the file and the key

@@ -112,12 +112,63 @@ def test_every_operation_documents_the_shared_error_body(schema: dict) -> None:
 
 def test_each_way_of_naming_the_caller_is_an_alternative_requirement(schema: dict) -> None:
     # Given the OpenAPI schema the service serves
-    # When the security of /me is read / Then basic auth, the session cookie and the mock header each suffice alone
+    # When the security of /me is read
+    # Then a token (Bearer or Token), the session cookie, Basic and the mock header each suffice alone
     assert schema["paths"]["/me"]["get"]["security"] == [
-        {"basicAuth": []},
+        {"bearerAuth": []},
+        {"tokenAuth": []},
         {"cookieAuth": []},
+        {"basicAuth": []},
         {"mockUserHeader": []},
     ]
+    schemes = schema["components"]["securitySchemes"]
+    assert schemes["bearerAuth"] == {**schemes["bearerAuth"], "type": "http", "scheme": "bearer"}
+    assert (schemes["tokenAuth"]["in"], schemes["tokenAuth"]["name"]) == ("header", "Authorization")
+
+
+def test_the_notification_poll_documents_its_conditional_request(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    operation = schema["paths"]["/notifications"]["get"]
+    # When the inbox operation is read
+    headers = {p["name"] for p in operation["parameters"] if p["in"] == "header"}
+    # Then it takes If-None-Match, answers 304, and both answers carry ETag and X-Poll-Interval
+    assert "If-None-Match" in headers
+    for code in ("200", "304"):
+        assert {"ETag", "X-Poll-Interval"} <= set(operation["responses"][code]["headers"])
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "code"),
+    [
+        ("/a/{slug}/items", "post", "201"),
+        ("/investigations", "post", "201"),
+        ("/kb/collections", "post", "201"),
+        ("/kb/collections/{collection_id}/documents", "post", "202"),
+        ("/kb/chats", "post", "201"),
+        ("/kb/chats/{chat_id}/copy", "post", "201"),
+        ("/me/tokens", "post", "201"),
+        ("/api/v1/workflow", "post", "201"),
+    ],
+)
+def test_every_create_documents_the_location_of_what_it_made(schema: dict, path: str, method: str, code: str) -> None:
+    # Given the OpenAPI schema the service serves
+    # When a create's answer is read
+    # Then it carries a Location header
+    assert "Location" in schema["paths"][path][method]["responses"][code]["headers"]
+
+
+def test_every_refusal_to_wait_for_documents_retry_after(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    # When every 429 and 503 answer is read
+    waits = [
+        operation["responses"][code]
+        for _, _, operation in _operations(schema)
+        for code in ("429", "503")
+        if code in operation["responses"]
+    ]
+    # Then each says Retry-After
+    assert waits
+    assert all("Retry-After" in response["headers"] for response in waits)
 
 
 def test_status_enums_are_named_after_their_models(schema: dict) -> None:

@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from collab.api import ServiceApiView
+from collab.api import ServiceApiView, created, location_header
 from collab.serializers import ErrorOutputSerializer
 from workspace.agent.serializers import ChatMessageOutputSerializer
 from workspace.investigations import selectors, services
@@ -37,13 +37,16 @@ class InvestigationListCreateApi(ServiceApiView):
         return Response(InvestigationOutputSerializer(rows, many=True).data)
 
     @extend_schema(
-        request=InvestigationCreateInputSerializer, responses={201: InvestigationDetailOutputSerializer, **_ERRORS}
+        request=InvestigationCreateInputSerializer,
+        responses={201: InvestigationDetailOutputSerializer, **_ERRORS},
+        parameters=[location_header()],
     )
     def post(self, request: Request) -> Response:
         body = InvestigationCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         investigation = services.investigation_create(user_id=request.user.id, **body.validated_data)
-        return Response(_detail(investigation.pk, request.user.id), status=201)
+        detail = _detail(investigation.pk, request.user.id)
+        return created(detail, url_name="investigation", investigation_id=investigation.pk)
 
 
 class InvestigationApi(ServiceApiView):

@@ -14,7 +14,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from collab.api import ServiceApiView
+from collab.api import ServiceApiView, created, location_header
 from collab.errors import ApiError
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
@@ -82,7 +82,11 @@ class ItemListCreateApi(ServiceApiView):
         )
         return Response(ItemListOutputSerializer(page).data)
 
-    @extend_schema(request=ItemCreateInputSerializer, responses={201: ItemDetailOutputSerializer, **_ERRORS})
+    @extend_schema(
+        request=ItemCreateInputSerializer,
+        responses={201: ItemDetailOutputSerializer, **_ERRORS},
+        parameters=[location_header()],
+    )
     def post(self, request: Request, slug: str) -> Response:
         app = app_or_404(slug)
         body = ItemCreateInputSerializer(data=request.data)
@@ -90,7 +94,7 @@ class ItemListCreateApi(ServiceApiView):
         item = services.item_create(
             app=app, user_id=request.user.id, is_staff=request.user.is_staff, **body.validated_data
         )
-        return Response(_detail(item), status=201)
+        return created(_detail(item), url_name="ws-item", slug=item.app_slug, item_id=item.pk)
 
 
 class ItemApi(ServiceApiView):
