@@ -34,6 +34,11 @@ class GrowingWrite(Protocol):
     @property
     def attempted(self) -> int: ...
 
+    @property
+    def title(self) -> str:
+        """The item's title, which a refusal names it by ("" when the writer does not know it)."""
+        ...
+
 
 _item_facts: TtlMemo[str, host.ItemFacts | None] = register_memo(TtlMemo())
 
@@ -128,7 +133,7 @@ def disk_write_check(write: GrowingWrite) -> None:
                 used=standing.live,
                 quota=standing.app_limit,
                 delta=delta,
-                whose=f"item {standing.item_id}'s workspace",
+                whose=f"the workspace of “{write.title}”" if write.title else f"item {standing.item_id}'s workspace",
                 limit=f"the {standing.app_slug} app's workspace disk limit",
             )
         )

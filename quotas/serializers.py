@@ -51,6 +51,10 @@ class MyPaidItemOutputSerializer(serializers.Serializer):
     app_slug = serializers.CharField()
     title = serializers.CharField()
     created_by = serializers.CharField(help_text="Who created the item, and pays again once you hand the bill back.")
+    url = serializers.CharField(help_text="Its page, where you close its sandbox and delete or shrink its files.")
+    named_by = serializers.CharField(allow_blank=True, help_text="Who made you pay: staff, or whom you accepted.")
+    named_at = serializers.DateTimeField(allow_null=True)
+    assigned = serializers.BooleanField(help_text="True when staff assigned you the bill without asking you.")
 
 
 class MyResourcesOutputSerializer(serializers.Serializer):

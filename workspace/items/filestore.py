@@ -28,6 +28,7 @@ from typing import BinaryIO
 from django.conf import settings
 
 from collab.errors import ApiError
+from collab.sizes import format_bytes
 from workspace.items import beneath
 from workspace.items.config import get_config
 from workspace.items.sandboxes.boundary import configured_boundary
@@ -62,6 +63,7 @@ class WriteIntent:
     app_slug: str
     owner: str
     changes: tuple[FileChange, ...]
+    title: str = ""  # how a refusal names the item
 
     @property
     def delta(self) -> int:
@@ -92,6 +94,7 @@ class WorkspaceRef:
     item_id: int
     app_slug: str
     owner: str
+    title: str = ""  # how a refusal names the item
 
     @property
     def root(self) -> Path:
@@ -139,7 +142,7 @@ class _StreamBudget:
     def after_chunk(self, change: FileChange) -> None:
         if change.new_size <= CHUNK or not _write_headrooms:
             return
-        intent = WriteIntent(self.ref.item_id, self.ref.app_slug, self.ref.owner, (change,))
+        intent = WriteIntent(self.ref.item_id, self.ref.app_slug, self.ref.owner, (change,), self.ref.title)
         if not self.asked:
             self.asked = True
             rooms = [room for room in (headroom(intent) for headroom in _write_headrooms) if room is not None]
@@ -610,14 +613,15 @@ def _kernel_full(change: FileChange) -> Iterator[None]:
 def refuse_full(ref: WorkspaceRef, changes: tuple[FileChange, ...]) -> ApiError:
     """The 507 for a write the kernel refused: the quota checks' own answer when they refuse it,
     else the workspace limit's, since the image is what filled up."""
-    check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, changes))
+    check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, changes, ref.title))
     app = get_config().app(ref.app_slug)
     quota = app.resources.disk_bytes if app else 0
     attempted = sum(change.new_size for change in changes)
+    whose = f"The workspace of “{ref.title}”" if ref.title else f"Item {ref.item_id}'s workspace"
     return ApiError(
         status_code=507,
         error="workspace_quota_exceeded",
-        detail=f"Item {ref.item_id}'s workspace is full. Delete or shrink files to make room.",
+        detail=f"{whose} is full: its limit is {format_bytes(quota)}. Delete or shrink files to make room.",
         used=workspace_bytes(ref.root),
         quota=quota,
         attempted=attempted,
@@ -641,7 +645,7 @@ def write_file(ref: WorkspaceRef, path: str, chunks: Iterable[bytes]) -> FileCha
         except DiskFull as full:
             raise refuse_full(ref, (full.change,)) from full
         try:
-            check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, (staged.change,)))
+            check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, (staged.change,), ref.title))
             staged.commit()
         except BaseException:
             staged.discard()
@@ -762,7 +766,7 @@ def delete_path(ref: WorkspaceRef, path: str) -> FileChange:
                 raise ApiError(status_code=409, error="folder_not_empty", detail=f"{path!r} is not empty.") from exc
             return FileChange(relative(root, target), 0, 0)
         change = FileChange(relative(root, target), charged_bytes(info), 0)
-        check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, (change,)))
+        check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, (change,), ref.title))
         os.unlink(name, dir_fd=folder_fd)
         return change
     finally:

@@ -16,7 +16,7 @@ from quotas import ledger
 from workspace.items import filebatch, filestore, volumes
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item, RunningExec
-from workspace.items.sandboxes import lifecycle
+from workspace.items.sandboxes import lifecycle, running
 from workspace.items.sandboxes.base import Command, CommandInvalid, validate_command
 
 
@@ -177,7 +177,7 @@ def item_bill_return(*, item_id: int, user_id: str, is_staff: bool) -> Item:
 
 
 def workspace_ref(item: Item) -> filestore.WorkspaceRef:
-    return filestore.WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner=item.debtor)
+    return filestore.WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner=item.debtor, title=item.title)
 
 
 def file_write(*, item: Item, path: str, chunks: Iterable[bytes]) -> filestore.FileChange:
@@ -227,26 +227,39 @@ def _valid_command(command: Any) -> Command:
         raise ApiError(status_code=400, error="invalid_command", detail=str(exc)) from exc
 
 
-def item_exec(*, item: Item, app: AppDescriptor, command: Any, timeout: float | None = None) -> lifecycle.ExecOutcome:
+def item_exec(
+    *, item: Item, app: AppDescriptor, command: Any, user_id: str = "", timeout: float | None = None
+) -> lifecycle.ExecOutcome:
     """Runs `command` in the item's sandbox, opening one through admission when none is live.
+    Run for a person (`user_id`), it is listed while it runs and they (or staff) may stop it.
 
     Not one transaction: the command runs for seconds and the ledger steps inside commit on
     their own, so a crash mid-command leaves the sandbox counted only until its lease runs out.
     """
-    return lifecycle.sandbox_exec(item=item, app=app, command=_valid_command(command), timeout=exec_timeout(timeout))
+    valid, seconds = _valid_command(command), exec_timeout(timeout)
+    exec_id = running.new_exec_id() if user_id else ""
+    for event in lifecycle.sandbox_exec_streaming(
+        item=item, app=app, command=valid, timeout=seconds, exec_id=exec_id, requested_by=user_id
+    ):
+        if isinstance(event, lifecycle.ExecOutcome):
+            return event
+    raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The exec ended without a result.")
 
 
 def item_exec_streaming(
-    *, item: Item, app: AppDescriptor, command: Any, timeout: float | None = None
+    *, item: Item, app: AppDescriptor, command: Any, user_id: str, timeout: float | None = None
 ) -> Iterator[lifecycle.ExecStarted | tuple[str, bytes] | lifecycle.ExecOutcome]:
     """`item_exec` as it happens. The command, the timeout and the quota gate are checked (and
     the sandbox opened) before this returns, so their refusals come back as plain errors; the
     iterator then yields the sandbox it runs in at once (a quiet command still shows it opened
-    one), its output chunks, and ends with the outcome."""
+    one) with the id that stops it, its output chunks, and ends with the outcome."""
     valid, seconds = _valid_command(command), exec_timeout(timeout)
     activity, opened = ready = lifecycle.sandbox_for_item(item=item, app=app)
-    started = lifecycle.ExecStarted(activity=activity, opened=opened, timeout=seconds)
-    events = lifecycle.sandbox_exec_streaming(item=item, app=app, command=valid, timeout=seconds, ready=ready)
+    exec_id = running.new_exec_id()
+    started = lifecycle.ExecStarted(activity=activity, opened=opened, timeout=seconds, exec_id=exec_id)
+    events = lifecycle.sandbox_exec_streaming(
+        item=item, app=app, command=valid, timeout=seconds, ready=ready, exec_id=exec_id, requested_by=user_id
+    )
     return itertools.chain([started], events)
 
 

@@ -162,9 +162,11 @@ class ItemExecApi(ServiceApiView):
         body.is_valid(raise_exception=True)
         command, timeout = body.validated_data["command"], body.validated_data.get("timeout")
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
-            events = services.item_exec_streaming(item=item, app=app, command=command, timeout=timeout)
+            events = services.item_exec_streaming(
+                item=item, app=app, command=command, user_id=request.user.id, timeout=timeout
+            )
             return event_stream(_server_sent_events(events))
-        outcome = services.item_exec(item=item, app=app, command=command, timeout=timeout)
+        outcome = services.item_exec(item=item, app=app, command=command, user_id=request.user.id, timeout=timeout)
         return Response(ExecOutputSerializer(outcome).data)
 
 
