@@ -132,7 +132,18 @@ def _server_sent_events(events: Iterator[ExecStarted | tuple[str, bytes] | ExecO
         yield event_frame("error", {"error": exc.error, "detail": str(exc.detail), **exc.extra})
 
 
-class ItemExecApi(ServiceApiView):
+class RetryAfterOnRefusal:
+    """For the APIs that start commands: a refusal that says when to come back (429, a person's
+    command slots all taken) carries Retry-After."""
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)  # type: ignore[misc]
+        if isinstance(exc, services.TooManyRunning):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
+
+
+class ItemExecApi(RetryAfterOnRefusal, ServiceApiView):
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(
@@ -140,13 +151,16 @@ class ItemExecApi(ServiceApiView):
         responses={
             (200, "application/json"): ExecOutputSerializer,
             (200, "text/event-stream"): event_schema("started", "output", "result", "error"),
+            429: ErrorOutputSerializer,
             500: ErrorOutputSerializer,
             503: ErrorOutputSerializer,
             507: ErrorOutputSerializer,
             **_ERRORS,
         },
         description=(
-            "Runs the command in the item's sandbox. With `Accept: text/event-stream` the answer streams: "
+            "Runs the command in the item's sandbox; a person with WORKSPACE_EXEC_CONCURRENCY_PER_USER "
+            "commands running already gets 429 `too_many_running_commands` with Retry-After. "
+            "With `Accept: text/event-stream` the answer streams: "
             "one `started` event ({sandbox_id, sandbox_opened, timeout_seconds}) once the sandbox is ready, "
             "`output` events ({stream, text}) while it runs, then one `result` event (this JSON answer) "
             "or an `error` event. Refusals (400, 507...) come back as JSON before any event."
@@ -160,9 +174,11 @@ class ItemExecApi(ServiceApiView):
         body.is_valid(raise_exception=True)
         command, timeout = body.validated_data["command"], body.validated_data.get("timeout")
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
-            events = services.item_exec_streaming(item=item, app=app, command=command, timeout=timeout)
+            events = services.item_exec_streaming(
+                item=item, app=app, command=command, user_id=request.user.id, timeout=timeout
+            )
             return event_stream(_server_sent_events(events))
-        outcome = services.item_exec(item=item, app=app, command=command, timeout=timeout)
+        outcome = services.item_exec(item=item, app=app, command=command, user_id=request.user.id, timeout=timeout)
         return Response(ExecOutputSerializer(outcome).data)
 
 

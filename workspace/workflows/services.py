@@ -20,6 +20,7 @@ from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
 from workspace.items.sandboxes import lifecycle
 from workspace.items.sandboxes.base import CommandInvalid, validate_command
+from workspace.items.services import exec_slot_held
 from workspace.workflows.access import usable_item
 from workspace.workflows.definitions import WorkflowDefinition, workflow_caller, workflow_definition
 from workspace.workflows.generated import workflows
@@ -201,19 +202,21 @@ def workflow_run(*, item: Item, app: AppDescriptor, workflow_id: str, user_id: s
     """A manual run of the workflow's current revision on `item`, acting for the workflow's creator.
 
     Refused before anything is recorded: a workflow the caller may not see or that does not exist
-    (404), deleted (410), a creator who may not use the item (403), no or bad steps (400), and the
-    gate (507 over quota, 503 backend down), so a refused run leaves no record. The run records
-    who pressed run. Not one transaction: steps run for seconds; the row shows `running` meanwhile.
+    (404), deleted (410), a creator who may not use the item (403), no, bad or too many steps
+    (400), the caller's command slots all taken (429), and the gate (507 over quota, 503 backend
+    down), so a refused run leaves no record. The run records who pressed run and holds one of
+    their command slots. Not one transaction: steps run for seconds; the row shows `running` meanwhile.
     """
     definition = workflow_definition(workflow_id, user_id=user_id, is_staff=is_staff)
     _creator_checked(definition, item)
     steps = _checked_steps(definition)
-    workflow_run_gate(item=item, app=app)
-    run = _run_record(
-        definition=definition, workflow_id=definition.id, item=item,
-        trigger=WorkflowRun.Trigger.MANUAL, status=Status.RUNNING, user_id=user_id,
-    )  # fmt: skip
-    return _execute(run, item=item, app=app, steps=steps)
+    with exec_slot_held(user_id=user_id, seconds=settings.WORKSPACE_WORKFLOW_MAX_RUN_SECONDS):
+        workflow_run_gate(item=item, app=app)
+        run = _run_record(
+            definition=definition, workflow_id=definition.id, item=item,
+            trigger=WorkflowRun.Trigger.MANUAL, status=Status.RUNNING, user_id=user_id,
+        )  # fmt: skip
+        return _execute(run, item=item, app=app, steps=steps)
 
 
 def workflow_run_on_item(*, workflow_id: str, item_id: object, user_id: str, is_staff: bool) -> WorkflowRun:
