@@ -6,10 +6,11 @@ by one. Scheduled workflow runs, which may take minutes, are on the "workflows" 
 WORKSPACE_WORKER_WORKFLOW_THREADS threads of their own, so an ingest never waits behind one; and a
 person's runs take one of those threads at a time (a run is claimed only while no other run of
 the same person is running anywhere), so one person's long runs never hold up everyone else's.
-A task that raises is logged, recorded on its
-row and tried again later (`collab.background.retry_delay`); after the last attempt its row stays
-`FAILED` with the traceback and the task's recorder says why on the object it worked on. Nothing a
-task does stops the loop.
+
+A task that raises is logged, recorded on its row and tried again later
+(`collab.background.retry_delay`); after the last attempt its row stays `FAILED` with the
+traceback and the task's recorder says why on the object it worked on. Nothing a task does stops
+the loop.
 
 A heartbeat thread writes `WorkerBeat` every WORKSPACE_WORKER_HEARTBEAT_SECONDS, however long a
 task runs. `/healthz` reads the newest beat, and a task still `RUNNING` under a worker whose beat is
@@ -256,10 +257,12 @@ def orphans_requeue(worker: WorkerIdentity) -> int:
     failed instead, with the reason. Returns how many were handled."""
     alive = set(WorkerBeat.objects.filter(beat_at__gte=_stale_before()).values_list("worker_id", flat=True))
     alive.discard(worker.worker_id)
-    held = frozenset(worker.holding)
     handled = 0
     running = DBTaskResult.objects.filter(status=TaskResultStatus.RUNNING, backend_name=worker.backend_name)
-    for row in running.only("id", "worker_ids", "task_path", "args_kwargs"):
+    rows = list(running.only("id", "worker_ids", "task_path", "args_kwargs"))
+    # Read after the rows: a row a thread claimed was held before its claim could be seen.
+    held = frozenset(worker.holding)
+    for row in rows:
         owner = row.worker_ids[-1] if row.worker_ids else ""
         if owner in alive or row.pk in held:
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 import mimetypes
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from django.http import FileResponse, HttpRequest, StreamingHttpResponse
@@ -130,6 +130,10 @@ def _server_sent_events(events: Iterator[ExecStarted | tuple[str, bytes] | ExecO
                 yield event_frame("output", {"stream": event[0], "text": text})
     except ApiError as exc:
         yield event_frame("error", {"error": exc.error, "detail": str(exc.detail), **exc.extra})
+    finally:
+        # A client that leaves closes this generator: close the exec's too, so its slot is given back now.
+        if isinstance(events, Generator):
+            events.close()
 
 
 class RetryAfterOnRefusal:
