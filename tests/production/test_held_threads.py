@@ -6,13 +6,12 @@ from __future__ import annotations
 import socket
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from bench.live import Client, Server, close_sandboxes, gunicorn, run_django
+from bench.live import Client, Server, close_sandboxes, gunicorn, run_django, wait_for
 from tests.production.conftest import USER, USER_PASSWORD
 
 pytestmark = pytest.mark.postgres
@@ -100,7 +99,9 @@ def test_health_answers_while_long_execs_hold_every_thread(one_busy_worker, bob)
     holders = [threading.Thread(target=hold) for _ in range(THREADS)]
     for holder in holders:
         holder.start()
-    _wait_until(lambda: run_django(SLOTS_HELD, env, USER).strip() == str(THREADS), "every thread to be held")
+    wait_for(
+        lambda: run_django(SLOTS_HELD, env, USER).strip() == str(THREADS), "every thread held", seconds=GIVE_UP_SECONDS
+    )
 
     # Then /healthz still answers, while the commands hold every thread
     assert _health(server.port) in (200, 503)
@@ -159,12 +160,3 @@ def test_stalled_uploads_are_cut_off_while_health_answers(one_busy_worker, bob):
     assert bob.get(f"{files}/stalled-0.bin").status == 404
     whole = bob.request("PUT", f"{files}/whole.bin", b"y" * 1000, raw=True)
     assert whole.status == 200, whole.body
-
-
-def _wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + GIVE_UP_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"gave up waiting for {what}")

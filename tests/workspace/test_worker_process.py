@@ -8,13 +8,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from bench.live import REPO, close_sandboxes, run_django
+from bench.live import REPO, close_sandboxes, run_django, wait_for
 
 # A deadline for polling a subprocess, never an assertion about speed.
 DEADLINE_SECONDS = 60
@@ -125,12 +124,7 @@ def start_worker(worker_log: Path) -> Iterator[Callable[[dict[str, str]], subpro
 
 
 def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"gave up waiting for {what}")
+    wait_for(condition, what, seconds=DEADLINE_SECONDS, poll=0.1)
 
 
 def test_the_worker_outlives_a_database_that_is_down_and_stops_on_sigterm(worker_env, start_worker, worker_log):
