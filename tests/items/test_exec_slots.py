@@ -13,8 +13,10 @@ from collab.errors import ApiError
 from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
 from workspace.agent.models import ItemMessage
+from workspace.items.config import get_config
 from workspace.items.models import ExecSlot
-from workspace.items.services import TooManyRunning, exec_slot_take
+from workspace.items.sandboxes.lifecycle import ExecStarted
+from workspace.items.services import TooManyRunning, exec_slot_take, item_exec_streaming
 from workspace.workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
@@ -87,15 +89,17 @@ def test_a_refused_command_gives_its_slot_back(write_config, alice_api, make_ite
     assert not ExecSlot.objects.exists()
 
 
-def test_a_stream_the_client_leaves_gives_its_slot_back(alice_api, make_item, two_at_once):
+def test_a_stream_the_client_leaves_gives_its_slot_back(make_item, two_at_once):
     # Given alice streaming a command that would write for a while
-    response = _exec(alice_api, make_item(), "for i in 1 2 3; do echo $i; sleep 0.2; done", HTTP_ACCEPT=SSE)
-    first = next(iter(response.streaming_content))
-    assert first.startswith(b"event: started")
+    events = item_exec_streaming(
+        item=make_item(), app=get_config().app("notebook"), command="for i in 1 2 3; do echo $i; sleep 0.2; done",
+        user_id="alice",
+    )  # fmt: skip
+    assert isinstance(next(events), ExecStarted)
     assert ExecSlot.objects.count() == 1
 
-    # When she goes away after the first event (the server closes the response)
-    response.close()
+    # When she goes away after the first event (the server closes the stream)
+    events.close()
 
     # Then her slot is free again
     assert not ExecSlot.objects.exists()
