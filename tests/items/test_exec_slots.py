@@ -136,6 +136,19 @@ def test_a_chat_message_over_the_limit_is_429_and_stores_nothing(alice_api, make
     assert not ItemMessage.objects.exists()
 
 
+def test_a_streamed_chat_turn_holds_a_slot_until_it_ends(alice_api, make_item, two_at_once):
+    # Given alice's notebook
+    # When she sends a message that runs a command, reading the turn as it streams
+    response = alice_api.post(
+        item_url(make_item(), "/messages"), {"content": "$ echo hi"}, format="json", HTTP_ACCEPT=SSE
+    )
+    stream = b"".join(response.streaming_content)
+
+    # Then the turn ran, and once it ended her slot is free again
+    assert b"event: turn" in stream
+    assert not ExecSlot.objects.exists()
+
+
 def test_no_limit_when_set_to_zero(alice_api, make_item, settings):
     # Given no limit on commands at once
     settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 0
@@ -144,9 +157,13 @@ def test_no_limit_when_set_to_zero(alice_api, make_item, settings):
     assert _exec(alice_api, make_item()).status_code == 200
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_racing_requests_get_exactly_the_limit(two_at_once, clock):
-    # Given a limit of two, and eight requests of alice starting commands at the same moment
+    # Given PostgreSQL, where writers really race, a limit of two, and eight requests of alice
+    # starting commands at the same moment
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: SQLite runs one writer at a time, so there is no race to lose")
     start, outcomes = threading.Barrier(8), []
 
     def take() -> None:

@@ -278,15 +278,18 @@ def exec_slot_held(*, user_id: str, seconds: float) -> Iterator[None]:
 
 
 def item_exec(
-    *, item: Item, app: AppDescriptor, command: Any, user_id: str, timeout: float | None = None
+    *, item: Item, app: AppDescriptor, command: Any, user_id: str | None, timeout: float | None = None
 ) -> lifecycle.ExecOutcome:
     """Runs `command` in the item's sandbox, opening one through admission when none is live, in
-    one of `user_id`'s command slots (429 when they have none left).
+    one of `user_id`'s command slots (429 when they have none left); None when the caller holds
+    the person's slot already (an agent turn, which took one for the whole turn).
 
     Not one transaction: the command runs for seconds and the ledger steps inside commit on
     their own, so a crash mid-command leaves the sandbox counted only until its lease runs out.
     """
     valid, seconds = _valid_command(command), exec_timeout(timeout)
+    if user_id is None:
+        return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=seconds)
     with exec_slot_held(user_id=user_id, seconds=seconds):
         return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=seconds)
 
