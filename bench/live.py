@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,6 +182,17 @@ def stop(process: subprocess.Popen[bytes], grace: float = 20) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def wait_for(condition: Callable[[], bool], what: str, *, seconds: float, poll: float = 0.2) -> None:
+    """Polls `condition` until it holds; AssertionError naming `what` after `seconds` (a bound to
+    give up at on a loaded machine, never a speed anyone asserts)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(poll)
+    raise AssertionError(f"gave up waiting for {what}")
 
 
 def children_of(pid: int) -> list[int]:

@@ -10,7 +10,8 @@ sweep, scheduled workflows) and stops it when gunicorn exits, so one Ctrl-C stop
 Environment (all optional):
     WORKSPACE_BIND           host:port to listen on (default 127.0.0.1:8000)
     WEB_CONCURRENCY          worker processes (default 2 x cores + 1, at most 8)
-    GUNICORN_THREADS         threads per worker (default 4; long execs never stall a worker's heartbeat)
+    GUNICORN_THREADS         threads per worker (default 4; long execs never stall a worker's heartbeat;
+                             /healthz has two more of its own, see workspace/serving.py)
     WORKSPACE_SERVE_PREPARE  0: skip create-database / migrate / collectstatic (another process does it)
     WORKSPACE_SERVE_WORKER   0: do not start `manage.py worker` here (it runs elsewhere; several are safe)
     WORKSPACE_WORKER_INTERVAL seconds between the worker's passes (default 30)
@@ -85,7 +86,8 @@ chdir = str(BASE_DIR)
 bind = [os.environ.get("WORKSPACE_BIND", "127.0.0.1:8000")]
 workers = int(os.environ.get("WEB_CONCURRENCY") or min(2 * (os.cpu_count() or 1) + 1, 8))
 threads = int(os.environ.get("GUNICORN_THREADS", "4"))
-worker_class = "gthread"
+# gthread with /healthz on threads of its own and deadlines on slow clients (workspace/serving.py).
+worker_class = "workspace.serving.WorkspaceWorker"
 timeout = 30
 graceful_timeout = 30
 keepalive = 5

@@ -224,10 +224,12 @@ WORKSPACE_NOTIFICATION_POLL_SECONDS = int(os.environ.get("WORKSPACE_NOTIFICATION
 # the service's own database, so a task enqueued in a transaction commits (or vanishes) with it and
 # survives a crash; `manage.py worker` runs them. A broker-backed backend (README "Background work")
 # replaces it when one database is not enough.
+# Two queues: "default" (ingest, the periodic jobs) and "workflows" (scheduled workflow runs, which
+# may take minutes), served by threads of their own so a long run never delays an ingest.
 TASKS = {
     "default": {
         "BACKEND": os.environ.get("WORKSPACE_TASK_BACKEND", "django_tasks_db.DatabaseBackend"),
-        "QUEUES": ["default"],
+        "QUEUES": ["default", "workflows"],
     }
 }
 # A task that raises is run again after RETRY_SECONDS x 2^(attempt-1) (at most RETRY_MAX_SECONDS)
@@ -245,6 +247,23 @@ WORKSPACE_WORKER_STALE_SECONDS = float(os.environ.get("WORKSPACE_WORKER_STALE_SE
 # Seconds between the periodic jobs (probes, reclaim, reconciliation, disk sweep, schedules, citation
 # slices); `manage.py worker --interval` overrides it.
 WORKSPACE_WORKER_INTERVAL_SECONDS = float(os.environ.get("WORKSPACE_WORKER_INTERVAL", "30"))
+# Threads of each `manage.py worker` that run scheduled workflows (the "workflows" queue) beside
+# the one that runs everything else; one person's runs take at most one of them at a time.
+WORKSPACE_WORKER_WORKFLOW_THREADS = max(int(os.environ.get("WORKSPACE_WORKER_WORKFLOW_THREADS", "2")), 1)
+# A workflow has at most MAX_STEPS steps (a longer one is refused when written, 422) and a run
+# stops after MAX_RUN_SECONDS, recorded as failed and why.
+WORKSPACE_WORKFLOW_MAX_STEPS = int(os.environ.get("WORKSPACE_WORKFLOW_MAX_STEPS", "50"))
+WORKSPACE_WORKFLOW_MAX_RUN_SECONDS = float(os.environ.get("WORKSPACE_WORKFLOW_MAX_RUN_SECONDS", "600"))
+# Commands one person may have running at once through requests (exec, a terminal, a manual
+# workflow run, a chat turn); past it, 429 with Retry-After. 0: no limit. Each holds a server
+# thread, so keep it well under WEB_CONCURRENCY x GUNICORN_THREADS.
+WORKSPACE_EXEC_CONCURRENCY_PER_USER = int(os.environ.get("WORKSPACE_EXEC_CONCURRENCY_PER_USER", "3"))
+# Slow clients under `make serve` (workspace/serving.py): a request's headers, and the start of its
+# body, must arrive within CLIENT_TIMEOUT seconds, and a body must then keep coming at
+# CLIENT_MIN_BYTES_PER_SECOND on average, or the read is cut off (408); a response that cannot be
+# written for CLIENT_TIMEOUT seconds ends the connection.
+WORKSPACE_CLIENT_TIMEOUT_SECONDS = float(os.environ.get("WORKSPACE_CLIENT_TIMEOUT_SECONDS", "20"))
+WORKSPACE_CLIENT_MIN_BYTES_PER_SECOND = int(os.environ.get("WORKSPACE_CLIENT_MIN_BYTES_PER_SECOND", "8192"))
 
 # The deployment config and the app descriptors (docs/ARCHITECTURE.md §4); empty means the shipped defaults.
 WORKSPACE_CONFIG = os.environ.get("WORKSPACE_CONFIG", "")

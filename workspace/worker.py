@@ -1,10 +1,16 @@
 """The engine of `manage.py worker` (README "Background work"): runs tasks and the periodic schedule.
 
 One loop per process: enqueue the periodic tasks that are due, hand tasks whose worker died to
-this one, then claim and run ready tasks one by one. A task that raises is logged, recorded on its
-row and tried again later (`collab.background.retry_delay`); after the last attempt its row stays
-`FAILED` with the traceback and the task's recorder says why on the object it worked on. Nothing a
-task does stops the loop.
+this one, then claim and run the ready tasks of the "default" queue (ingest, the periodic jobs) one
+by one. Scheduled workflow runs, which may take minutes, are on the "workflows" queue, run by
+WORKSPACE_WORKER_WORKFLOW_THREADS threads of their own, so an ingest never waits behind one; and a
+person's runs take one of those threads at a time (a run is claimed only while no other run of
+the same person is running anywhere), so one person's long runs never hold up everyone else's.
+
+A task that raises is logged, recorded on its row and tried again later
+(`collab.background.retry_delay`); after the last attempt its row stays `FAILED` with the
+traceback and the task's recorder says why on the object it worked on. Nothing a task does stops
+the loop.
 
 A heartbeat thread writes `WorkerBeat` every WORKSPACE_WORKER_HEARTBEAT_SECONDS, however long a
 task runs. `/healthz` reads the newest beat, and a task still `RUNNING` under a worker whose beat is
@@ -26,7 +32,9 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
 from django.db import close_old_connections, connections, transaction
-from django.db.models import Max, Q
+from django.db.models import Max, Q, QuerySet, TextField, Value
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Coalesce
 from django.db.utils import OperationalError
 from django.utils.crypto import get_random_string
 from django_tasks import DEFAULT_TASK_BACKEND_ALIAS, TaskContext, TaskResultStatus
@@ -40,12 +48,16 @@ from collab import clock
 from collab.background import enqueue, record_given_up, retry_delay
 from workspace.models import PeriodicJob, WorkerBeat
 from workspace.tasks import PERIODIC
+from workspace.workflows.tasks import RUNS_QUEUE
 
 logger = logging.getLogger(__name__)
 
 # How often an idle worker looks for new tasks and due periodic jobs.
 POLL_SECONDS = 1.0
 WORKER_LOST = "workspace.worker.WorkerLost"
+DEFAULT_QUEUE = "default"
+# The order a single thread (`--once`, `drain`) takes the queues in.
+QUEUES = (DEFAULT_QUEUE, RUNS_QUEUE)
 
 
 class Outcome(enum.StrEnum):
@@ -66,6 +78,8 @@ class WorkerIdentity:
     worker_id: str = field(default_factory=lambda: get_random_string(32))
     backend_name: str = DEFAULT_TASK_BACKEND_ALIAS
     started_at: datetime = field(default_factory=clock.now)
+    # The task rows this process's threads hold right now: its own orphan scan leaves them alone.
+    holding: set[Any] = field(default_factory=set)
 
 
 def beat(worker: WorkerIdentity) -> None:
@@ -124,27 +138,64 @@ def _waiting(job: Task) -> bool:
     return DBTaskResult.objects.filter(status=TaskResultStatus.READY, task_path=job.module_path).exists()
 
 
-def _ready(worker: WorkerIdentity) -> Any:
-    """The tasks due now; like the backend's own `ready()` but on the injectable clock."""
-    return DBTaskResult.objects.filter(status=TaskResultStatus.READY, backend_name=worker.backend_name).filter(
-        Q(run_after=get_date_max()) | Q(run_after__lte=clock.now())
+def _run_owner() -> Coalesce:
+    # Whose run a task of the runs queue is (its `user_id`); runs queued before it was passed share a blank one.
+    return Coalesce(
+        KeyTextTransform("user_id", KeyTransform("kwargs", "args_kwargs")), Value(""), output_field=TextField()
     )
 
 
-def claim_next(worker: WorkerIdentity) -> DBTaskResult | None:
-    """Takes the next ready task for this worker (SKIP LOCKED on PostgreSQL, an exclusive
-    transaction on SQLite), or None."""
-    ready = _ready(worker)
+def _ready(worker: WorkerIdentity, queue: str) -> QuerySet[DBTaskResult]:
+    """The tasks of `queue` due now (like the backend's own `ready()`, on the injectable clock); on
+    the runs queue only those of people with no run running, in this worker or any other."""
+    rows = DBTaskResult.objects.filter(
+        status=TaskResultStatus.READY, backend_name=worker.backend_name, queue_name=queue
+    ).filter(Q(run_after=get_date_max()) | Q(run_after__lte=clock.now()))
+    if queue != RUNS_QUEUE:
+        return rows
+    running = DBTaskResult.objects.filter(
+        status=TaskResultStatus.RUNNING, backend_name=worker.backend_name, queue_name=RUNS_QUEUE
+    ).annotate(owner=_run_owner())
+    return rows.annotate(owner=_run_owner()).exclude(owner__in=running.values("owner"))
+
+
+def claim_next(worker: WorkerIdentity, *, queue: str | None = None) -> DBTaskResult | None:
+    """Takes the next ready task of `queue` (of any queue, in QUEUES order, when None) for this
+    worker (SKIP LOCKED on PostgreSQL, an exclusive transaction on SQLite), or None."""
+    for name in QUEUES if queue is None else (queue,):
+        if (row := _claim(worker, name)) is not None:
+            return row
+    return None
+
+
+def _claim(worker: WorkerIdentity, queue: str) -> DBTaskResult | None:
+    ready = _ready(worker, queue)
+    row = None
     try:
         with exclusive_transaction(ready.db):
             row = ready.select_for_update(skip_locked=True).first()
             if row is not None:
+                # Held before the claim commits, so this process's orphan scan never sees it unheld.
+                worker.holding.add(row.pk)
                 row.claim(worker.worker_id)
     except OperationalError as exc:
+        if row is not None:
+            worker.holding.discard(row.pk)
         if is_locked_database_exception(exc):
             return None
         raise
     return row
+
+
+def run_next(worker: WorkerIdentity, *, queue: str | None = None) -> Ran | None:
+    """Claims and runs the next ready task of `queue` (any queue when None); None when none is ready."""
+    row = claim_next(worker, queue=queue)
+    if row is None:
+        return None
+    try:
+        return run_claimed(row)
+    finally:
+        worker.holding.discard(row.pk)
 
 
 def run_claimed(row: DBTaskResult) -> Ran:
@@ -202,15 +253,18 @@ def result_kwargs(row: DBTaskResult) -> dict[str, Any]:
 
 def orphans_requeue(worker: WorkerIdentity) -> int:
     """Gives back to the queue the tasks left `RUNNING` by a worker that stopped beating (or by
-    this one, which runs nothing while it looks); a task that already used its last attempt is
+    this one, when none of its threads holds them); a task that already used its last attempt is
     failed instead, with the reason. Returns how many were handled."""
     alive = set(WorkerBeat.objects.filter(beat_at__gte=_stale_before()).values_list("worker_id", flat=True))
     alive.discard(worker.worker_id)
     handled = 0
     running = DBTaskResult.objects.filter(status=TaskResultStatus.RUNNING, backend_name=worker.backend_name)
-    for row in running.only("id", "worker_ids", "task_path", "args_kwargs"):
+    rows = list(running.only("id", "worker_ids", "task_path", "args_kwargs"))
+    # Read after the rows: a row a thread claimed was held before its claim could be seen.
+    held = frozenset(worker.holding)
+    for row in rows:
         owner = row.worker_ids[-1] if row.worker_ids else ""
-        if owner in alive:
+        if owner in alive or row.pk in held:
             continue
         attempt = len(row.worker_ids)
         reason = f"The worker running it ({owner or 'unknown'}) stopped during attempt {attempt}."
@@ -236,10 +290,10 @@ def drain(worker: WorkerIdentity, *, limit: int | None = None) -> list[Ran]:
     """Runs ready tasks until none is left (or `limit` ran); what they enqueue runs too."""
     ran: list[Ran] = []
     while limit is None or len(ran) < limit:
-        row = claim_next(worker)
-        if row is None:
+        one = run_next(worker)
+        if one is None:
             break
-        ran.append(run_claimed(row))
+        ran.append(one)
     return ran
 
 
@@ -270,11 +324,65 @@ class Heartbeat(threading.Thread):
             connections.close_all()
 
 
-def run_forever(worker: WorkerIdentity, *, interval: float, stop: threading.Event, report: Any = None) -> None:
-    """The worker loop, until `stop` is set (SIGTERM/SIGINT): the task in hand is finished first.
+class Passes:
+    """How the passes of a worker's threads go: a failure (the database went away, a row could not
+    be written) is said once with its traceback, then briefly each time until a pass works again."""
 
-    A database that is down (at start or later) makes a pass fail; the loop logs it and tries
-    again, so the process outlives the outage instead of leaving the deployment without a worker.
+    def __init__(self, worker: WorkerIdentity) -> None:
+        self.worker, self.failing = worker, False
+        self._lock = threading.Lock()
+
+    def failed(self, exc: Exception) -> None:
+        with self._lock:
+            first, self.failing = not self.failing, True
+        if first:
+            logger.exception("Worker %s: a pass failed; trying again", self.worker.worker_id)
+        else:
+            logger.warning("Worker %s: still failing (%s)", self.worker.worker_id, exc)
+        close_old_connections()
+
+    def worked(self) -> None:
+        with self._lock:
+            recovered, self.failing = self.failing, False
+        if recovered:
+            logger.warning("Worker %s: passes work again", self.worker.worker_id)
+
+
+class QueueThread(threading.Thread):
+    """Runs the tasks of one queue until `stop` is set; the task in hand is finished first."""
+
+    def __init__(
+        self, worker: WorkerIdentity, *, queue: str, stop: threading.Event, passes: Passes, report: Any, number: int
+    ) -> None:
+        super().__init__(name=f"worker-{queue}-{number}", daemon=True)
+        self.worker, self.queue, self.stop, self.passes, self.report = worker, queue, stop, passes, report
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                close_old_connections()
+                try:
+                    ran = run_next(self.worker, queue=self.queue)
+                except Exception as exc:
+                    self.passes.failed(exc)
+                    ran = None
+                else:
+                    self.passes.worked()
+                if ran is None:
+                    self.stop.wait(POLL_SECONDS)
+                elif self.report is not None:
+                    self.report(ran)
+        finally:
+            connections.close_all()
+
+
+def run_forever(worker: WorkerIdentity, *, interval: float, stop: threading.Event, report: Any = None) -> None:
+    """The worker loop, until `stop` is set (SIGTERM/SIGINT): the tasks in hand are finished first.
+
+    This thread enqueues the periodic tasks, requeues orphans and runs the "default" queue;
+    WORKSPACE_WORKER_WORKFLOW_THREADS others run the workflow runs. A database that is down (at
+    start or later) makes a pass fail; the loop logs it and tries again, so the process outlives
+    the outage instead of leaving the deployment without a worker.
     """
     try:
         beat(worker)
@@ -283,8 +391,14 @@ def run_forever(worker: WorkerIdentity, *, interval: float, stop: threading.Even
             "Worker %s could not write its first heartbeat; the heartbeat thread retries", worker.worker_id
         )
     Heartbeat(worker, stop).start()
+    passes = Passes(worker)
+    runners = [
+        QueueThread(worker, queue=RUNS_QUEUE, stop=stop, passes=passes, report=report, number=number)
+        for number in range(settings.WORKSPACE_WORKER_WORKFLOW_THREADS)
+    ]
+    for runner in runners:
+        runner.start()
     next_recovery = 0.0
-    failing = False
     try:
         while not stop.is_set():
             close_old_connections()
@@ -293,27 +407,17 @@ def run_forever(worker: WorkerIdentity, *, interval: float, stop: threading.Even
                 if time.monotonic() >= next_recovery:
                     orphans_requeue(worker)
                     next_recovery = time.monotonic() + interval
-                while not stop.is_set():
-                    row = claim_next(worker)
-                    if row is None:
-                        break
-                    ran = run_claimed(row)
+                while not stop.is_set() and (ran := run_next(worker, queue=DEFAULT_QUEUE)) is not None:
                     if report is not None:
                         report(ran)
             except Exception as exc:
-                # The database went away or a row could not be written: say so once, then wait and retry.
-                if failing:
-                    logger.warning("Worker %s: still failing (%s)", worker.worker_id, exc)
-                else:
-                    logger.exception("Worker %s: a pass failed; trying again", worker.worker_id)
-                failing = True
-                close_old_connections()
+                passes.failed(exc)
             else:
-                if failing:
-                    logger.warning("Worker %s: passes work again", worker.worker_id)
-                failing = False
+                passes.worked()
             stop.wait(POLL_SECONDS)
     finally:
+        for runner in runners:
+            runner.join()
         try:
             WorkerBeat.objects.filter(worker_id=worker.worker_id).delete()
         except Exception:

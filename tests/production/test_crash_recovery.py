@@ -11,14 +11,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from bench.live import REPO, Client, close_sandboxes, gunicorn, run_django
+from bench.live import REPO, Client, close_sandboxes, gunicorn, run_django, wait_for
 from tests.production.conftest import USER, USER_PASSWORD
 
 pytestmark = pytest.mark.postgres
@@ -57,12 +56,7 @@ def _state(env: dict[str, str], workflow_id: str) -> dict:
 
 
 def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"gave up waiting for {what}")
+    wait_for(condition, what, seconds=DEADLINE_SECONDS, poll=0.3)
 
 
 def _multipart(filename: str, data: bytes) -> tuple[bytes, str]:

@@ -7,6 +7,7 @@ import threading
 import pytest
 from django.core.management import call_command
 from django.db import connection, transaction
+from django_tasks_db.models import DBTaskResult
 
 from collab.errors import ApiError
 from workspace.items.sandboxes import lifecycle
@@ -150,6 +151,26 @@ def test_a_due_run_is_claimed_once(make_item, make_workflow, clock):
     assert scheduler.schedule_claim_due() is True
     # When it is claimed again / Then the claim fails: it was taken
     assert scheduler.schedule_claim_due() is False
+
+
+def test_a_window_due_while_the_previous_run_still_waits_is_skipped(run_tasks, make_item, make_workflow, clock):
+    # Given alice's every-minute workflow whose run of the first window is queued and not run yet
+    _scheduled(make_workflow, make_item())
+    scheduler.schedules_enqueue_due()
+
+    # When the next two windows come due before the worker gets to it
+    for _minute in range(2):
+        clock.advance(minutes=1)
+        scheduler.schedules_enqueue_due()
+
+    # Then only the first window's run is queued, in alice's name, and it runs once
+    [queued] = DBTaskResult.objects.all()
+    assert queued.args_kwargs["kwargs"]["user_id"] == "alice"
+    assert [ran.outcome for ran in run_tasks()] == ["succeeded"]
+    # And once it ran, the next window is queued again
+    clock.advance(minutes=1)
+    scheduler.schedules_enqueue_due()
+    assert DBTaskResult.objects.filter(status="READY").count() == 1
 
 
 def test_the_worker_command_runs_due_scheduled_workflows(make_item, make_workflow, clock, capsys):

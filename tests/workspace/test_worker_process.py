@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import time
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from bench.live import REPO, run_django
+from bench.live import REPO, close_sandboxes, run_django, wait_for
 
 # A deadline for polling a subprocess, never an assertion about speed.
 DEADLINE_SECONDS = 60
@@ -33,6 +34,53 @@ from knowledge.models import Document
 from workspace.models import WorkerBeat
 print(Document.objects.get(pk=sys.argv[1]).status, WorkerBeat.objects.count())
 """
+
+
+# alice's item and an hourly workflow whose first step waits for a file the test writes.
+LONG_RUN = """
+from workspace.items import services as items
+from workspace.items.config import get_config
+from workspace.workflows.services import workflow_create
+item = items.item_create(app=get_config().app("notebook"), title="Long", user_id="alice")
+step = "until [ -e release ]; do sleep 0.1; done"
+workflow_create(
+    data={"name": "long", "steps": [step, "echo done"], "item_id": str(item.pk), "every_seconds": 3600},
+    user_id="alice", is_staff=False,
+)
+print(item.pk)
+"""
+
+RUN_STATUSES = """
+from workspace.workflows.models import WorkflowRun
+print(" ".join(WorkflowRun.objects.order_by("pk").values_list("status", flat=True)))
+"""
+
+RELEASE = """
+import sys
+from workspace.items import services
+from workspace.items.models import Item
+services.file_write(item=Item.objects.get(pk=sys.argv[1]), path="release", chunks=[b""])
+"""
+
+# Long enough that the waiting step is never cut short on a loaded machine.
+PATIENT_CONFIG = '[sandbox]\nexec_timeout = "300s"\n'
+
+
+@pytest.fixture(scope="module")
+def migrated_sqlite(traversable_tmp: Path) -> Path:
+    """A migrated SQLite database the tests copy (migrating takes seconds; copying does not)."""
+    folder = Path(tempfile.mkdtemp(prefix="migrated", dir=traversable_tmp))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATABASE_URL", "PYTEST"))}
+    env.update(DJANGO_SETTINGS_MODULE="workspace.settings", DATABASE_URL=f"sqlite:///{folder / 'db.sqlite3'}")
+    run_django("from django.core.management import call_command\ncall_command('migrate', verbosity=0)\n", env)
+    return folder / "db.sqlite3"
+
+
+@pytest.fixture
+def sqlite_url(migrated_sqlite: Path, tmp_path: Path) -> str:
+    copy = tmp_path / "db.sqlite3"
+    shutil.copyfile(migrated_sqlite, copy)
+    return f"sqlite:///{copy}"
 
 
 @pytest.fixture
@@ -76,12 +124,7 @@ def start_worker(worker_log: Path) -> Iterator[Callable[[dict[str, str]], subpro
 
 
 def _wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"gave up waiting for {what}")
+    wait_for(condition, what, seconds=DEADLINE_SECONDS, poll=0.1)
 
 
 def test_the_worker_outlives_a_database_that_is_down_and_stops_on_sigterm(worker_env, start_worker, worker_log):
@@ -99,10 +142,9 @@ def test_the_worker_outlives_a_database_that_is_down_and_stops_on_sigterm(worker
     assert process.wait(DEADLINE_SECONDS) == 0
 
 
-def test_the_running_worker_ingests_a_queued_upload_and_beats(worker_env, start_worker, tmp_path):
+def test_the_running_worker_ingests_a_queued_upload_and_beats(worker_env, start_worker, sqlite_url):
     # Given a migrated database with an upload whose ingest is queued
-    env = {**worker_env, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
-    run_django("from django.core.management import call_command\ncall_command('migrate', verbosity=0)\n", env)
+    env = {**worker_env, "DATABASE_URL": sqlite_url}
     document_id = run_django(QUEUE_AN_UPLOAD, env).strip()
 
     # When the worker runs
@@ -114,3 +156,26 @@ def test_the_running_worker_ingests_a_queued_upload_and_beats(worker_env, start_
     process.send_signal(signal.SIGTERM)
     assert process.wait(DEADLINE_SECONDS) == 0
     assert run_django(DOCUMENT_STATUS, env, document_id).split() == ["ready", "0"]
+
+
+def test_an_ingest_queued_behind_a_long_scheduled_run_finishes_first(worker_env, start_worker, sqlite_url, tmp_path):
+    # Given alice's hourly workflow whose first step waits until released
+    config = tmp_path / "patient.toml"
+    config.write_text(PATIENT_CONFIG)
+    env = {**worker_env, "DATABASE_URL": sqlite_url, "WORKSPACE_CONFIG": str(config)}
+    item_id = run_django(LONG_RUN, env).strip()
+    try:
+        # When the worker runs and the scheduled run is running
+        start_worker(env)
+        _wait_for(lambda: run_django(RUN_STATUSES, env).split() == ["running"], "the scheduled run to start")
+        # ... and an upload is queued for ingest meanwhile
+        document_id = run_django(QUEUE_AN_UPLOAD, env).strip()
+
+        # Then the document becomes ready while the run is still running
+        _wait_for(lambda: run_django(DOCUMENT_STATUS, env, document_id).split()[0] == "ready", "the ingest")
+        assert run_django(RUN_STATUSES, env).split() == ["running"]
+        # And once released the run finishes too
+        run_django(RELEASE, env, item_id)
+        _wait_for(lambda: run_django(RUN_STATUSES, env).split() == ["succeeded"], "the run to finish")
+    finally:
+        close_sandboxes(env)

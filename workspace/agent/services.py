@@ -11,9 +11,10 @@ from collab.errors import ApiError
 from workspace.agent.messages import message_append
 from workspace.agent.models import ItemMessage
 from workspace.agent.turns import TurnEvent, agent_turn_events
-from workspace.items.config import AppDescriptor
+from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
 from workspace.items.sandboxes import lifecycle
+from workspace.items.services import exec_slot_release, exec_slot_released_after, exec_slot_take
 
 logger = logging.getLogger(__name__)
 MAX_MESSAGE_CHARS = 20_000
@@ -57,7 +58,9 @@ def _warm_up(item: Item, app: AppDescriptor) -> None:
 
 
 def chat_send(*, item: Item, app: AppDescriptor, user_id: str, content: Any) -> ChatTurn:
-    """Validate, gate, store the user's message, warm up, run the agent turn.
+    """Validate, take one of the sender's command slots (429 when all are taken), gate, store the
+    user's message, warm up, run the agent turn; the slot is held for the whole turn, whose
+    commands hold this thread.
 
     Not one transaction: the agent's commands run for seconds, and each message commits on its
     own so the conversation shows what happened even when a later step fails.
@@ -69,15 +72,21 @@ def chat_send(*, item: Item, app: AppDescriptor, user_id: str, content: Any) -> 
 def chat_send_streaming(
     *, item: Item, app: AppDescriptor, user_id: str, content: Any
 ) -> tuple[ItemMessage, Iterator[TurnEvent]]:
-    """`chat_send` as it happens: validated, gated and the user's message stored before this
-    returns (so refusals come back as plain errors and nothing is stored); the turn runs as the
-    events are read: the agent's text as written, its tool calls, each reply once stored."""
+    """`chat_send` as it happens: validated, one of the sender's command slots taken, gated and the
+    user's message stored before this returns (so refusals come back as plain errors and nothing
+    is stored); the turn runs as the events are read: the agent's text as written, its tool calls,
+    each reply once stored. The slot is given back when the turn ends."""
     text = _validated_content(content)
-    chat_send_gate(item=item, app=app)
-    message = message_append(item=item, role=ItemMessage.Role.USER, content=text, user_id=user_id)
+    slot = exec_slot_take(user_id=user_id, seconds=get_config().sandbox.exec_timeout_max)
+    try:
+        chat_send_gate(item=item, app=app)
+        message = message_append(item=item, role=ItemMessage.Role.USER, content=text, user_id=user_id)
+    except BaseException:
+        exec_slot_release(slot)
+        raise
 
     def turn() -> Iterator[TurnEvent]:
         _warm_up(item, app)
         yield from agent_turn_events(item=item, app=app, user_id=user_id, message=message)
 
-    return message, turn()
+    return message, exec_slot_released_after(turn(), slot)

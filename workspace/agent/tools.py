@@ -54,7 +54,11 @@ class ItemAgentTools:
         configured = get_config().sandbox.exec_timeout
         seconds = configured if timeout is None else min(timeout, configured)
         try:
-            return item_services.item_exec(item=self.item, app=self.app, command=command, timeout=seconds).result
+            # The turn holds the person's command slot (chat_send), so the command takes none of its own.
+            outcome = item_services.item_exec(
+                item=self.item, app=self.app, command=command, user_id=None, timeout=seconds
+            )
+            return outcome.result
         except ApiError as exc:
             raise _refused(exc) from exc
 

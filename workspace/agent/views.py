@@ -24,6 +24,7 @@ from workspace.agent.protocol import ToolStarted, TrailStep
 from workspace.agent.serializers import ChatMessageOutputSerializer, ChatSendInputSerializer, ChatTurnOutputSerializer
 from workspace.agent.turns import TurnEvent
 from workspace.items.access import item_for_viewer
+from workspace.items.views import RetryAfterOnRefusal
 
 _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
 
@@ -60,7 +61,7 @@ def _turn_frames(message: ItemMessage, events: Iterator[TurnEvent]) -> Iterator[
         yield event_frame("error", {"error": refusal.error, "detail": str(refusal.detail), **refusal.extra})
 
 
-class ItemMessagesApi(ServiceApiView):
+class ItemMessagesApi(RetryAfterOnRefusal, ServiceApiView):
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(responses={200: ChatMessageOutputSerializer(many=True), **_ERRORS})
@@ -73,6 +74,7 @@ class ItemMessagesApi(ServiceApiView):
         responses={
             (201, "application/json"): ChatTurnOutputSerializer,
             (200, "text/event-stream"): event_schema("delta", "restart", "tool", "step", "turn", "error"),
+            429: ErrorOutputSerializer,
             500: ErrorOutputSerializer,
             503: ErrorOutputSerializer,
             507: ErrorOutputSerializer,
@@ -84,7 +86,7 @@ class ItemMessagesApi(ServiceApiView):
             "the turn streams: `delta` events ({text}) as the reply is written, `restart` ({detail}) when "
             "the text shown so far is withdrawn, `tool` ({tool, summary}) as a tool call starts and `step` "
             "(its trail entry) when it ends, then one `turn` event (this JSON answer) or an `error` event. "
-            "Refusals (400, 404, 507...) come back as JSON before any event, with nothing stored."
+            "Refusals (400, 404, 429, 507...) come back as JSON before any event, with nothing stored."
         ),
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response | StreamingHttpResponse:

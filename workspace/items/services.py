@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.db import IntegrityError, transaction
 
 from collab import clock
 from collab.converters import is_row_id
@@ -15,7 +18,7 @@ from collab.identity import unknown_user_ids
 from quotas import ledger
 from workspace.items import filebatch, filestore, volumes
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.models import Item, RunningExec
+from workspace.items.models import ExecSlot, Item, RunningExec
 from workspace.items.sandboxes import lifecycle, running
 from workspace.items.sandboxes.base import Command, CommandInvalid, validate_command
 
@@ -227,40 +230,127 @@ def _valid_command(command: Any) -> Command:
         raise ApiError(status_code=400, error="invalid_command", detail=str(exc)) from exc
 
 
+# How long a person refused for running too many commands is told to wait: most end within seconds.
+EXEC_RETRY_AFTER_SECONDS = 5
+# A slot outlives its command's time limit by this much before it counts as left by a dead process.
+_SLOT_MARGIN = timedelta(seconds=60)
+
+
+class TooManyRunning(ApiError):
+    """429: the person already runs as many commands as they may at once; `retry_after` (seconds)
+    goes out as the Retry-After header."""
+
+    def __init__(self, *, limit: int) -> None:
+        super().__init__(
+            status_code=429,
+            error="too_many_running_commands",
+            detail=(
+                f"You already have {limit} commands running at once, the most you may. "
+                f"Wait for one to finish and try again in {EXEC_RETRY_AFTER_SECONDS} seconds."
+            ),
+            limit=limit,
+        )
+        self.retry_after = EXEC_RETRY_AFTER_SECONDS
+
+
+def exec_slot_take(*, user_id: str, seconds: float) -> ExecSlot | None:
+    """One of the person's WORKSPACE_EXEC_CONCURRENCY_PER_USER slots for a command of up to
+    `seconds` (None when there is no limit); TooManyRunning when all are taken.
+
+    No lock: each slot number is a unique row, so two requests racing for the last one cannot
+    both get it; the loser tries the next number, and past the last one is refused.
+    """
+    limit = settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER
+    if limit <= 0:
+        return None
+    moment = clock.now()
+    expires_at = moment + timedelta(seconds=seconds) + _SLOT_MARGIN
+    held = {
+        number: (pk, until)
+        for pk, number, until in ExecSlot.objects.filter(user_id=user_id).values_list("pk", "slot", "expires_at")
+    }
+    for number in range(limit):
+        if number not in held:
+            try:
+                with transaction.atomic():
+                    return ExecSlot.objects.create(user_id=user_id, slot=number, expires_at=expires_at)
+            except IntegrityError:
+                continue  # another request of the same person took this one a moment ago
+        pk, until = held[number]
+        # Left by a process that died: taken over by compare-and-set, so two requests cannot both.
+        if until <= moment and ExecSlot.objects.filter(pk=pk, expires_at=until).update(expires_at=expires_at):
+            return ExecSlot(pk=pk, user_id=user_id, slot=number, expires_at=expires_at)
+    raise TooManyRunning(limit=limit)
+
+
+def exec_slot_release(slot: ExecSlot | None) -> None:
+    # Only while it is still this holder's: a slot that outlived its expiry may be someone else's now.
+    if slot is not None:
+        ExecSlot.objects.filter(pk=slot.pk, expires_at=slot.expires_at).delete()
+
+
+@contextmanager
+def exec_slot_held(*, user_id: str, seconds: float) -> Iterator[None]:
+    """Holds one of the person's command slots (`exec_slot_take`) while the block runs."""
+    slot = exec_slot_take(user_id=user_id, seconds=seconds)
+    try:
+        yield
+    finally:
+        exec_slot_release(slot)
+
+
 def item_exec(
-    *, item: Item, app: AppDescriptor, command: Any, user_id: str = "", timeout: float | None = None
+    *, item: Item, app: AppDescriptor, command: Any, user_id: str | None, timeout: float | None = None
 ) -> lifecycle.ExecOutcome:
-    """Runs `command` in the item's sandbox, opening one through admission when none is live.
-    Run for a person (`user_id`), it is listed while it runs and they (or staff) may stop it.
+    """Runs `command` in the item's sandbox, opening one through admission when none is live, in
+    one of `user_id`'s command slots (429 when they have none left); None when the caller holds
+    the person's slot already (an agent turn, which took one for the whole turn). Run for a
+    person, it is listed while it runs, and they (or staff) may stop it (`item_exec_stop`).
 
     Not one transaction: the command runs for seconds and the ledger steps inside commit on
     their own, so a crash mid-command leaves the sandbox counted only until its lease runs out.
     """
     valid, seconds = _valid_command(command), exec_timeout(timeout)
-    exec_id = running.new_exec_id() if user_id else ""
-    for event in lifecycle.sandbox_exec_streaming(
-        item=item, app=app, command=valid, timeout=seconds, exec_id=exec_id, requested_by=user_id
-    ):
-        if isinstance(event, lifecycle.ExecOutcome):
-            return event
-    raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The exec ended without a result.")
+    if user_id is None:
+        return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=seconds)
+    with exec_slot_held(user_id=user_id, seconds=seconds):
+        return lifecycle.sandbox_exec(
+            item=item, app=app, command=valid, timeout=seconds, exec_id=running.new_exec_id(), requested_by=user_id
+        )
 
 
 def item_exec_streaming(
     *, item: Item, app: AppDescriptor, command: Any, user_id: str, timeout: float | None = None
 ) -> Iterator[lifecycle.ExecStarted | tuple[str, bytes] | lifecycle.ExecOutcome]:
-    """`item_exec` as it happens. The command, the timeout and the quota gate are checked (and
-    the sandbox opened) before this returns, so their refusals come back as plain errors; the
-    iterator then yields the sandbox it runs in at once (a quiet command still shows it opened
-    one) with the id that stops it, its output chunks, and ends with the outcome."""
+    """`item_exec` as it happens. The command, the timeout, the person's command slots and the
+    quota gate are checked (and the sandbox opened) before this returns, so their refusals come
+    back as plain errors; the iterator then yields the sandbox it runs in at once (a quiet
+    command still shows it opened one) with the id that stops it, its output chunks, and ends
+    with the outcome. The slot is given back when the iterator ends or is closed (the client
+    went away)."""
     valid, seconds = _valid_command(command), exec_timeout(timeout)
-    activity, opened = ready = lifecycle.sandbox_for_item(item=item, app=app)
+    slot = exec_slot_take(user_id=user_id, seconds=seconds)
+    try:
+        activity, opened = ready = lifecycle.sandbox_for_item(item=item, app=app)
+    except BaseException:
+        exec_slot_release(slot)
+        raise
     exec_id = running.new_exec_id()
     started = lifecycle.ExecStarted(activity=activity, opened=opened, timeout=seconds, exec_id=exec_id)
     events = lifecycle.sandbox_exec_streaming(
         item=item, app=app, command=valid, timeout=seconds, ready=ready, exec_id=exec_id, requested_by=user_id
     )
-    return itertools.chain([started], events)
+    return exec_slot_released_after(itertools.chain([started], events), slot)
+
+
+def exec_slot_released_after(events: Iterator[Any], slot: ExecSlot | None) -> Iterator[Any]:
+    """`events`, then `slot` given back: when they end, or when this is closed (closing it closes them)."""
+    # A stream that is never started (the client left before the first byte) keeps its slot
+    # until the slot expires: its command never ran, so that costs the person one slot briefly.
+    try:
+        yield from events
+    finally:
+        exec_slot_release(slot)
 
 
 def item_sandbox_close(*, item: Item, user_id: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 import mimetypes
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from django.http import FileResponse, HttpRequest, StreamingHttpResponse
@@ -132,9 +132,24 @@ def _server_sent_events(events: Iterator[ExecStarted | tuple[str, bytes] | ExecO
                 yield event_frame("output", {"stream": event[0], "text": text})
     except ApiError as exc:
         yield event_frame("error", {"error": exc.error, "detail": str(exc.detail), **exc.extra})
+    finally:
+        # A client that leaves closes this generator: close the exec's too, so its slot is given back now.
+        if isinstance(events, Generator):
+            events.close()
 
 
-class ItemExecApi(ServiceApiView):
+class RetryAfterOnRefusal:
+    """For the APIs that start commands: a refusal that says when to come back (429, a person's
+    command slots all taken) carries Retry-After."""
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)  # type: ignore[misc]
+        if isinstance(exc, services.TooManyRunning):
+            response["Retry-After"] = str(exc.retry_after)
+        return response
+
+
+class ItemExecApi(RetryAfterOnRefusal, ServiceApiView):
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(
@@ -142,13 +157,16 @@ class ItemExecApi(ServiceApiView):
         responses={
             (200, "application/json"): ExecOutputSerializer,
             (200, "text/event-stream"): event_schema("started", "output", "result", "error"),
+            429: ErrorOutputSerializer,
             500: ErrorOutputSerializer,
             503: ErrorOutputSerializer,
             507: ErrorOutputSerializer,
             **_ERRORS,
         },
         description=(
-            "Runs the command in the item's sandbox. With `Accept: text/event-stream` the answer streams: "
+            "Runs the command in the item's sandbox; a person with WORKSPACE_EXEC_CONCURRENCY_PER_USER "
+            "commands running already gets 429 `too_many_running_commands` with Retry-After. "
+            "With `Accept: text/event-stream` the answer streams: "
             "one `started` event ({sandbox_id, sandbox_opened, timeout_seconds}) once the sandbox is ready, "
             "`output` events ({stream, text}) while it runs, then one `result` event (this JSON answer) "
             "or an `error` event. Refusals (400, 507...) come back as JSON before any event."

@@ -13,7 +13,7 @@ from typing import Any
 from crudgen import CreatorOnly, CrudError, RouteContext
 from workspace.items.access import can_view
 from workspace.items.models import Item
-from workspace.workflows.rules import item_pk, schedule_problem
+from workspace.workflows.rules import item_pk, schedule_problem, steps_problem
 
 
 class UnusableItem(CrudError):
@@ -24,6 +24,11 @@ class UnusableItem(CrudError):
 class InvalidSchedule(CrudError):
     status_code = 422
     code = "invalid_schedule"
+
+
+class TooManySteps(CrudError):
+    status_code = 422
+    code = "too_many_steps"
 
 
 def usable_item(raw: object, *, user_id: str, is_staff: bool) -> Item | None:
@@ -48,6 +53,8 @@ class WorkflowAccess(CreatorOnly):
         super().__init__(sees_everything=_is_staff)
 
     def check_data(self, ctx: RouteContext, data: dict[str, Any]) -> None:
+        if problem := steps_problem(data.get("steps")):
+            raise TooManySteps(f"steps: {problem}.", fields={"steps": problem})
         every_seconds = data.get("every_seconds")
         if every_seconds is not None and (problem := schedule_problem(every_seconds)):
             raise InvalidSchedule(f"every_seconds {problem}.", fields={"every_seconds": problem})

@@ -93,6 +93,14 @@ def workflow_definition(workflow_id: str, *, user_id: str | None = None, is_staf
     return _definition(stored)
 
 
+def workflow_creator(workflow_id: str) -> str:
+    """Whom a workflow's runs act for (its creator); blank for one that does not exist."""
+    try:
+        return workflows.read(workflow_id).meta.created_by or ""
+    except NotFoundError:
+        return ""
+
+
 def live_definitions() -> Iterator[WorkflowDefinition]:
     """Every workflow that is not deleted, page by page (the scheduler's scan)."""
     page = 1

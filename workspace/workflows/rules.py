@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from collab.converters import is_row_id
 
 # A schedule runs at most once a minute (the worker's own rhythm) and at least once a month.
@@ -18,6 +20,14 @@ def schedule_problem(every_seconds: object) -> str | None:
         return "must be a whole number of seconds"
     if not SCHEDULE_MIN_SECONDS <= every_seconds <= SCHEDULE_MAX_SECONDS:
         return f"must be between {SCHEDULE_MIN_SECONDS} and {SCHEDULE_MAX_SECONDS} seconds (1 minute to 31 days)"
+    return None
+
+
+def steps_problem(steps: object) -> str | None:
+    """Why `steps` are too many for one workflow (WORKSPACE_WORKFLOW_MAX_STEPS), or None."""
+    limit = settings.WORKSPACE_WORKFLOW_MAX_STEPS
+    if isinstance(steps, list | tuple) and len(steps) > limit:
+        return f"a workflow has at most {limit} steps ({len(steps)} given)"
     return None
 
 

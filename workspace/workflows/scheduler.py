@@ -6,6 +6,8 @@ row. A worker claims a due row with `SELECT ... FOR UPDATE SKIP LOCKED` and move
 second worker either skips the locked row or, after the commit, no longer finds it due: the same
 window is never enqueued twice. The compare-and-set on `next_run_at` keeps that true on SQLite,
 which has no row locks. The run itself is a task (workflows/tasks.py) with one record per window.
+A window that comes due while the workflow's previous run still waits or runs is skipped, like a
+missed one: a run longer than its interval never piles windows up in the queue.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
+from django_tasks import TaskResultStatus
+from django_tasks_db.models import DBTaskResult
 
 from collab import clock
 from collab.background import enqueue
-from workspace.workflows.definitions import live_definitions
+from workspace.workflows.definitions import live_definitions, workflow_creator
 from workspace.workflows.models import WorkflowSchedule
 from workspace.workflows.tasks import scheduled_workflow_run_task
 
@@ -82,14 +86,26 @@ def schedule_claim_due() -> bool:
         claimed = WorkflowSchedule.objects.filter(pk=row.pk, next_run_at=row.next_run_at).update(
             next_run_at=moment + timedelta(seconds=row.every_seconds), last_claimed_at=moment
         )
-        if claimed:
+        if claimed and _run_pending(row.workflow_id):
+            logger.info("scheduled workflow %s: window skipped, its previous run is not finished", row.workflow_id)
+        elif claimed:
             enqueue(
                 scheduled_workflow_run_task,
                 workflow_id=row.workflow_id,
                 item_id=row.item_id,
                 window_at=row.next_run_at.isoformat(),
+                user_id=workflow_creator(row.workflow_id),
             )
     return True
+
+
+def _run_pending(workflow_id: str) -> bool:
+    """Is a run of this workflow queued or running (on the database backend; a broker's queue is its own)?"""
+    return DBTaskResult.objects.filter(
+        task_path=scheduled_workflow_run_task.module_path,
+        status__in=[TaskResultStatus.READY, TaskResultStatus.RUNNING],
+        args_kwargs__kwargs__workflow_id=workflow_id,
+    ).exists()
 
 
 def schedules_enqueue_due(*, limit: int = MAX_RUNS_PER_PASS) -> ScheduledPass:

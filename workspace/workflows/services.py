@@ -4,9 +4,11 @@ item's sandbox, recorded (or the reason they could not start)."""
 from __future__ import annotations
 
 import logging
+import time
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from collab import clock
@@ -18,10 +20,12 @@ from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
 from workspace.items.sandboxes import lifecycle
 from workspace.items.sandboxes.base import CommandInvalid, validate_command
+from workspace.items.services import exec_slot_held
 from workspace.workflows.access import usable_item
 from workspace.workflows.definitions import WorkflowDefinition, workflow_caller, workflow_definition
 from workspace.workflows.generated import workflows
 from workspace.workflows.models import WorkflowRun
+from workspace.workflows.rules import steps_problem
 
 logger = logging.getLogger(__name__)
 QUOTA_REFUSAL = "sandbox_quota_exceeded"
@@ -32,6 +36,9 @@ Status = WorkflowRun.Status
 def _checked_steps(definition: WorkflowDefinition) -> list[str]:
     if not definition.steps:
         raise ApiError(status_code=400, error="workflow_empty", detail=f"Workflow {definition.name!r} has no steps.")
+    # A definition stored before the limit (or under a higher one) is refused here, not run.
+    if problem := steps_problem(list(definition.steps)):
+        raise ApiError(status_code=400, error="too_many_steps", detail=f"Workflow {definition.name!r}: {problem}.")
     for number, step in enumerate(definition.steps, start=1):
         try:
             validate_command(step)
@@ -125,12 +132,27 @@ def _clip(text: str) -> str:
     return text if len(text) <= OUTPUT_LIMIT else text[:OUTPUT_LIMIT] + "\n… (output clipped)"
 
 
+def _overran(number: int, *, during: bool) -> str:
+    limit = settings.WORKSPACE_WORKFLOW_MAX_RUN_SECONDS
+    return f"Stopped {'during' if during else 'before'} step {number}: a run may take at most {limit:g} s."
+
+
 def _execute(run: WorkflowRun, *, item: Item, app: AppDescriptor, steps: list[str]) -> WorkflowRun:
-    """Runs the steps in order and stops at the first that fails; each step's result is kept."""
-    timeout = get_config().sandbox.exec_timeout
+    """Runs the steps in order and stops at the first that fails; each step's result is kept.
+
+    The whole run has WORKSPACE_WORKFLOW_MAX_RUN_SECONDS (real time, as it bounds how long a thread
+    is held): each step may use at most what is left, and a run past it is stopped, saying so.
+    """
+    step_timeout = get_config().sandbox.exec_timeout
+    deadline = time.monotonic() + settings.WORKSPACE_WORKFLOW_MAX_RUN_SECONDS
     results: list[dict] = []
     status, reason = Status.SUCCEEDED, ""
     for number, step in enumerate(steps, start=1):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            status, reason = Status.FAILED, _overran(number, during=False)
+            break
+        timeout = min(step_timeout, left)
         try:
             outcome = lifecycle.sandbox_exec(item=item, app=app, command=step, timeout=timeout)
         except ApiError as exc:
@@ -147,6 +169,9 @@ def _execute(run: WorkflowRun, *, item: Item, app: AppDescriptor, steps: list[st
                 "duration_ms": result.duration_ms,
             }
         )
+        if result.timed_out and timeout < step_timeout:
+            status, reason = Status.FAILED, _overran(number, during=True)
+            break
         if result.exit_code != 0 or result.timed_out:
             status, reason = Status.FAILED, f"Step {number} exited with {result.exit_code}."
             break
@@ -177,19 +202,21 @@ def workflow_run(*, item: Item, app: AppDescriptor, workflow_id: str, user_id: s
     """A manual run of the workflow's current revision on `item`, acting for the workflow's creator.
 
     Refused before anything is recorded: a workflow the caller may not see or that does not exist
-    (404), deleted (410), a creator who may not use the item (403), no or bad steps (400), and the
-    gate (507 over quota, 503 backend down), so a refused run leaves no record. The run records
-    who pressed run. Not one transaction: steps run for seconds; the row shows `running` meanwhile.
+    (404), deleted (410), a creator who may not use the item (403), no, bad or too many steps
+    (400), the caller's command slots all taken (429), and the gate (507 over quota, 503 backend
+    down), so a refused run leaves no record. The run records who pressed run and holds one of
+    their command slots. Not one transaction: steps run for seconds; the row shows `running` meanwhile.
     """
     definition = workflow_definition(workflow_id, user_id=user_id, is_staff=is_staff)
     _creator_checked(definition, item)
     steps = _checked_steps(definition)
-    workflow_run_gate(item=item, app=app)
-    run = _run_record(
-        definition=definition, workflow_id=definition.id, item=item,
-        trigger=WorkflowRun.Trigger.MANUAL, status=Status.RUNNING, user_id=user_id,
-    )  # fmt: skip
-    return _execute(run, item=item, app=app, steps=steps)
+    with exec_slot_held(user_id=user_id, seconds=settings.WORKSPACE_WORKFLOW_MAX_RUN_SECONDS):
+        workflow_run_gate(item=item, app=app)
+        run = _run_record(
+            definition=definition, workflow_id=definition.id, item=item,
+            trigger=WorkflowRun.Trigger.MANUAL, status=Status.RUNNING, user_id=user_id,
+        )  # fmt: skip
+        return _execute(run, item=item, app=app, steps=steps)
 
 
 def workflow_run_on_item(*, workflow_id: str, item_id: object, user_id: str, is_staff: bool) -> WorkflowRun:

@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from collab.api import ServiceApiView
 from collab.serializers import ErrorOutputSerializer
 from workspace.items.access import item_for_viewer
+from workspace.items.views import RetryAfterOnRefusal
 from workspace.workflows import selectors, services
 from workspace.workflows.definitions import workflow_definition
 from workspace.workflows.serializers import WorkflowRunOutputSerializer, WorkflowRunsOutputSerializer
@@ -25,11 +26,12 @@ class WorkflowRunListApi(ServiceApiView):
         return Response(WorkflowRunsOutputSerializer({"workflow": definition, "runs": runs}).data)
 
 
-class WorkflowRunApi(ServiceApiView):
+class WorkflowRunApi(RetryAfterOnRefusal, ServiceApiView):
     @extend_schema(
         request=None,
         responses={
             201: WorkflowRunOutputSerializer,
+            429: ErrorOutputSerializer,
             500: ErrorOutputSerializer,
             503: ErrorOutputSerializer,
             507: ErrorOutputSerializer,

@@ -184,8 +184,13 @@ def sandbox_for_item(*, item: Item, app: AppDescriptor) -> tuple[SandboxActivity
     return _open(item, app)
 
 
-def sandbox_exec(*, item: Item, app: AppDescriptor, command: Command, timeout: float) -> ExecOutcome:
-    for event in sandbox_exec_streaming(item=item, app=app, command=command, timeout=timeout):
+def sandbox_exec(
+    *, item: Item, app: AppDescriptor, command: Command, timeout: float, exec_id: str = "", requested_by: str = ""
+) -> ExecOutcome:
+    events = sandbox_exec_streaming(
+        item=item, app=app, command=command, timeout=timeout, exec_id=exec_id, requested_by=requested_by
+    )
+    for event in events:
         if isinstance(event, ExecOutcome):
             return event
     raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The exec ended without a result.")

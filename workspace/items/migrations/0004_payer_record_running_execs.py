@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('items', '0002_item_creator_index'),
+        ('items', '0003_exec_slot'),
     ]
 
     operations = [

@@ -1,0 +1,188 @@
+"""Commands a person runs at once through requests: at most WORKSPACE_EXEC_CONCURRENCY_PER_USER, since
+each holds a server thread everyone shares; past it 429 with Retry-After, and nothing runs."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from django.db import connection
+
+from collab.errors import ApiError
+from quotas.models import SandboxActivity
+from tests.fixtures.items import item_url
+from workspace.agent.models import ItemMessage
+from workspace.items.config import get_config
+from workspace.items.models import ExecSlot
+from workspace.items.sandboxes.lifecycle import ExecStarted
+from workspace.items.services import TooManyRunning, exec_slot_take, item_exec_streaming
+from workspace.workflows.models import WorkflowRun
+
+pytestmark = pytest.mark.django_db
+SSE = "text/event-stream"
+
+
+@pytest.fixture
+def two_at_once(settings) -> int:
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
+    return 2
+
+
+@pytest.fixture
+def alice_runs_two(db, two_at_once, clock) -> list[ExecSlot | None]:
+    """alice has two commands running (in other requests), the most she may."""
+    return [exec_slot_take(user_id="alice", seconds=30) for _ in range(two_at_once)]
+
+
+def _exec(api, item, command="true", **extra):
+    return api.post(item_url(item, "/exec"), {"command": command}, format="json", **extra)
+
+
+def test_a_third_command_is_429_with_retry_after_and_opens_nothing(alice_api, make_item, alice_runs_two):
+    # Given alice runs two commands, the most she may
+    # When she starts a third
+    response = _exec(alice_api, make_item())
+
+    # Then it is refused with 429, when to try again and why, and no sandbox was opened
+    assert response.status_code == 429
+    assert response["Retry-After"] == "5"
+    body = response.json()
+    assert (body["error"], body["limit"]) == ("too_many_running_commands", 2)
+    assert "2 commands running at once" in body["detail"]
+    assert not SandboxActivity.objects.exists()
+
+
+def test_a_refused_stream_is_json_before_any_event(alice_api, make_item, alice_runs_two):
+    # Given alice runs two commands, the most she may
+    # When she opens a terminal stream for a third
+    response = _exec(alice_api, make_item(), HTTP_ACCEPT=SSE)
+
+    # Then the 429 answers as JSON with Retry-After
+    assert (response.status_code, response["Retry-After"]) == (429, "5")
+    assert json.loads(response.content)["error"] == "too_many_running_commands"
+
+
+def test_another_persons_commands_are_not_limited_by_hers(bob_api, make_item, alice_runs_two):
+    # Given alice runs two commands, the most she may
+    # When bob runs one in his notebook / Then it runs
+    response = _exec(bob_api, make_item(created_by="bob"), "echo hi")
+    assert (response.status_code, response.json()["stdout"]) == (200, "hi\n")
+
+
+def test_a_finished_command_gives_its_slot_back(alice_api, make_item, two_at_once):
+    # Given alice's notebook, and a limit of two
+    item = make_item()
+    # When she runs three commands one after another / Then each runs, and no slot stays held
+    assert [_exec(alice_api, item).status_code for _ in range(3)] == [200, 200, 200]
+    assert not ExecSlot.objects.exists()
+
+
+def test_a_refused_command_gives_its_slot_back(write_config, alice_api, make_item, two_at_once):
+    # Given alice may run one sandbox and has one live
+    write_config("[resources.per_user]\ncount = 1\n")
+    assert _exec(alice_api, make_item()).status_code == 200
+    # When a command in another notebook is refused by the quota gate (plain and streamed)
+    assert _exec(alice_api, make_item()).status_code == 507
+    assert _exec(alice_api, make_item(), HTTP_ACCEPT=SSE).status_code == 507
+    # Then no slot stays held
+    assert not ExecSlot.objects.exists()
+
+
+def test_a_stream_the_client_leaves_gives_its_slot_back(make_item, two_at_once):
+    # Given alice streaming a command that would write for a while
+    events = item_exec_streaming(
+        item=make_item(), app=get_config().app("notebook"), command="for i in 1 2 3; do echo $i; sleep 0.2; done",
+        user_id="alice",
+    )  # fmt: skip
+    assert isinstance(next(events), ExecStarted)
+    assert ExecSlot.objects.count() == 1
+
+    # When she goes away after the first event (the server closes the stream)
+    events.close()
+
+    # Then her slot is free again
+    assert not ExecSlot.objects.exists()
+
+
+def test_a_slot_left_by_a_process_that_died_frees_after_its_command_could_have_ended(
+    alice_api, make_item, alice_runs_two, clock
+):
+    # Given alice's two slots, held by requests whose process died (30 s commands)
+    # When 30 s and the minute of margin have passed
+    clock.advance(seconds=91)
+    # Then she may run a command again
+    assert _exec(alice_api, make_item()).status_code == 200
+
+
+def test_a_manual_workflow_run_over_the_limit_is_429_and_records_nothing(
+    alice_api, make_item, make_workflow, alice_runs_two
+):
+    # Given alice runs two commands, the most she may
+    item, workflow_id = make_item(), make_workflow(["echo never"])
+    # When she runs a workflow
+    response = alice_api.post(item_url(item, f"/workflows/{workflow_id}/run"), format="json")
+    # Then it is refused with Retry-After and no run is recorded
+    assert (response.status_code, response["Retry-After"]) == (429, "5")
+    assert not WorkflowRun.objects.exists()
+
+
+def test_a_chat_message_over_the_limit_is_429_and_stores_nothing(alice_api, make_item, alice_runs_two):
+    # Given alice runs two commands, the most she may
+    # When she sends a chat message that would run a command
+    response = alice_api.post(item_url(make_item(), "/messages"), {"content": "run: echo hi"}, format="json")
+    # Then it is refused with Retry-After and her message is not stored
+    assert (response.status_code, response["Retry-After"]) == (429, "5")
+    assert not ItemMessage.objects.exists()
+
+
+def test_a_streamed_chat_turn_holds_a_slot_until_it_ends(alice_api, make_item, two_at_once):
+    # Given alice's notebook
+    # When she sends a message that runs a command, reading the turn as it streams
+    response = alice_api.post(
+        item_url(make_item(), "/messages"), {"content": "$ echo hi"}, format="json", HTTP_ACCEPT=SSE
+    )
+    stream = b"".join(response.streaming_content)
+
+    # Then the turn ran, and once it ended her slot is free again
+    assert b"event: turn" in stream
+    assert not ExecSlot.objects.exists()
+
+
+def test_no_limit_when_set_to_zero(alice_api, make_item, settings):
+    # Given no limit on commands at once
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 0
+    # When alice takes slot after slot / Then none is refused and none is recorded
+    assert [exec_slot_take(user_id="alice", seconds=30) for _ in range(5)] == [None] * 5
+    assert _exec(alice_api, make_item()).status_code == 200
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_racing_requests_get_exactly_the_limit(two_at_once, clock):
+    # Given PostgreSQL, where writers really race, a limit of two, and eight requests of alice
+    # starting commands at the same moment
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: SQLite runs one writer at a time, so there is no race to lose")
+    start, outcomes = threading.Barrier(8), []
+
+    def take() -> None:
+        start.wait(10)
+        try:
+            outcomes.append(exec_slot_take(user_id="alice", seconds=30) is not None)
+        except TooManyRunning:
+            outcomes.append(False)
+        except ApiError as exc:  # anything else would be a bug: make it visible
+            outcomes.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    # Then exactly two got a slot
+    assert sorted(outcomes) == [False] * 6 + [True] * 2
+    assert ExecSlot.objects.count() == 2
