@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from quotas.models import SandboxActivity
 from workspace.items import demo as items_demo
 from workspace.workflows import demo
 from workspace.workflows.definitions import live_definitions
@@ -35,3 +36,19 @@ def test_the_demo_workflow_has_an_earlier_revision_to_compare():
     (definition,) = [d for d in live_definitions() if d.name == demo.DEMO_WORKFLOW]
     assert workflows.list_revisions(definition.id).total == 2
     assert definition.revision_id == f"{definition.id}:2"
+
+
+def test_the_demo_workflow_first_runs_an_hour_after_loading_so_a_visitor_starts_with_nothing_in_use(
+    clock, scheduler_tick
+):
+    # Given the demo loaded (alice's notebooks and the hourly workflow)
+    items_demo.load(say=lambda line: None)
+    demo.load(say=lambda line: None)
+    # When the worker's scheduler passes at once, as it does when `make run` starts it
+    first = scheduler_tick()
+    # Then nothing runs and no sandbox opens for alice
+    assert (first.scheduled, first.started, first.not_run) == (1, 0, 0)
+    assert not SandboxActivity.objects.exists()
+    # When an hour has passed / Then the workflow runs, as scheduled
+    clock.advance(seconds=3601)
+    assert scheduler_tick().started == 1

@@ -99,7 +99,7 @@ def test_run_now_runs_the_steps_and_the_history_shows_status_duration_and_output
     # Then the page she lands on says it succeeded and shows the run with its duration and output
     page = response.content.decode()
     run = WorkflowRun.objects.get()
-    assert f"Run #{run.pk} succeeded." in page
+    assert f"Run #{run.number} succeeded." in page
     assert 'data-status="succeeded"' in page
     assert 'data-testid="run-duration"' in page
     assert "page-output" in page

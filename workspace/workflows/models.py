@@ -24,6 +24,10 @@ class WorkflowRun(TrackedModel):
         NOT_RUN = "not_run", "Not run"
 
     workflow_id = models.CharField(max_length=100)
+    # Its place among the runs of its workflow ("Run #3" is that workflow's third), given when it
+    # is first saved (`workspace.workflows.services.run_numbered_save`); null only for a row
+    # written some other way, which the unique pair below then leaves alone.
+    number = models.PositiveIntegerField(null=True, blank=True)
     revision_id = models.CharField(max_length=200, blank=True, default="")
     # Null when the scheduled item no longer exists: the failure record must still be written.
     item = models.ForeignKey(Item, on_delete=models.SET_NULL, null=True, blank=True, related_name="workflow_runs")
@@ -44,7 +48,9 @@ class WorkflowRun(TrackedModel):
                 fields=["workflow_id", "window_at"],
                 condition=models.Q(window_at__isnull=False),
                 name="workflow_run_one_per_window",
-            )
+            ),
+            # Also the index that finds a workflow's last number.
+            models.UniqueConstraint(fields=["workflow_id", "number"], name="workflow_run_number"),
         ]
 
     def __str__(self) -> str:

@@ -231,7 +231,7 @@ def workflow_run_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
         run = services.workflow_run_on_item(workflow_id=workflow_id, item_id=item_id, **_viewer(request))
     except ApiError as exc:
         return _workflow_view(request, workflow, run_item_id=item_id, refusal=exc)
-    outcome = f"Run #{run.pk} {run.get_status_display().lower()}."
+    outcome = f"Run #{run.number} {run.get_status_display().lower()}."
     if run.reason:
         messages.error(request, f"{outcome} {run.reason}")
     else:

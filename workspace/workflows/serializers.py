@@ -19,6 +19,7 @@ class WorkflowStepResultOutputSerializer(serializers.Serializer):
 class WorkflowRunOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     workflow_id = serializers.CharField()
+    number = serializers.IntegerField(help_text="Its place among the workflow's runs: 1 for its first.")
     revision_id = serializers.CharField(allow_blank=True, help_text="The revision that ran (blank if none was read).")
     item_id = serializers.IntegerField(allow_null=True)
     trigger = serializers.ChoiceField(choices=["manual", "scheduled"])

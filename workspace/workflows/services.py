@@ -9,7 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Max
 
 from collab import clock
 from collab.errors import ApiError
@@ -124,8 +125,25 @@ def _run_record(
         finished_at=None if status == Status.RUNNING else moment,
     )
     run.stamp_created(user_id)
-    run.save(force_insert=True)
+    run_numbered_save(run)
     return run
+
+
+def run_numbered_save(run: WorkflowRun) -> None:
+    """Saves a new run as the next of its workflow's runs. Two runs of one workflow started at
+    the same moment may read the same last number: the unique (workflow, number) refuses the
+    second, which takes the next one."""
+    for _attempt in range(5):
+        last = WorkflowRun.objects.filter(workflow_id=run.workflow_id).aggregate(last=Max("number"))["last"]
+        run.number = (last or 0) + 1
+        try:
+            with transaction.atomic():
+                run.save(force_insert=True)
+            return
+        except IntegrityError:
+            if not WorkflowRun.objects.filter(workflow_id=run.workflow_id, number=run.number).exists():
+                raise  # some other rule refused it (one record per schedule window)
+    raise ApiError(status_code=503, error="busy", detail="Too many runs of this workflow started at once; try again.")
 
 
 def _clip(text: str) -> str:
@@ -270,10 +288,11 @@ def _window_record(
         if run is None:
             run = WorkflowRun(workflow_id=workflow_id, window_at=window_at, **values)
             run.stamp_created(definition.created_by if definition else "")
+            run_numbered_save(run)
         else:
             for field, value in values.items():
                 setattr(run, field, value)
-        run.save()
+            run.save()
     return run
 
 

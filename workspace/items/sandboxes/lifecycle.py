@@ -253,7 +253,7 @@ def sandbox_exec_streaming(
                 raise _unavailable(exc) from exc
             if result is None:
                 raise _unavailable(SandboxUnavailable("the exec ended without a result"))
-            result = running.explained(result, activity, stopped_by=stopped_by())
+            result = running.explained(result, activity, stopped_by=stopped_by)
         note = None
         if result.reason != EndReason.SANDBOX_CLOSED:
             ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)

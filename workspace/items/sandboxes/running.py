@@ -44,18 +44,17 @@ def exec_recorded(
         return
     moment = clock.now()
     shown = command if isinstance(command, str) else " ".join(command)
-    # A second attempt (the first sandbox broke) moves the record to the new sandbox.
-    RunningExec.objects.update_or_create(
+    # One insert and one delete per command; a second attempt (the first sandbox broke) is
+    # recorded anew, in the new sandbox, after the first record went.
+    RunningExec.objects.create(
         exec_id=exec_id,
-        defaults={
-            "item": item,
-            "requested_by": requested_by,
-            "command": shown[:200],
-            "backend": activity.backend,
-            "backend_sandbox_id": activity.backend_sandbox_id,
-            "started_at": moment,
-            "ends_by": moment + timedelta(seconds=timeout) + _MARGIN,
-        },
+        item=item,
+        requested_by=requested_by,
+        command=shown[:200],
+        backend=activity.backend,
+        backend_sandbox_id=activity.backend_sandbox_id,
+        started_at=moment,
+        ends_by=moment + timedelta(seconds=timeout) + _MARGIN,
     )
     try:
         yield lambda: RunningExec.objects.filter(pk=exec_id).values_list("stopped_by", flat=True).first() or ""
@@ -68,12 +67,14 @@ def running_of_item(item: Item) -> list[RunningExec]:
     return list(RunningExec.objects.filter(item=item, ends_by__gt=clock.now()).order_by("started_at", "exec_id"))
 
 
-def explained(result: ExecResult, activity: SandboxActivity, *, stopped_by: str) -> ExecResult:
-    """The backend's `reason` with the app's part: who stopped the command, and who or what
-    closed its sandbox under it (the ledger row says, whichever backend ran it)."""
+def explained(result: ExecResult, activity: SandboxActivity, *, stopped_by: Callable[[], str]) -> ExecResult:
+    """The backend's `reason` with the app's part: who stopped the command (`stopped_by` reads
+    it, only then), and who or what closed its sandbox under it (the ledger row says, whichever
+    backend ran it). A command that exited by itself costs no query."""
     if result.reason == EndReason.STOPPED:
-        detail = f"{stopped_by} stopped it before it finished." if stopped_by else result.reason_detail
-        return replace(result, reason_detail=detail, ended_by=stopped_by)
+        stopper = stopped_by()
+        detail = f"{stopper} stopped it before it finished." if stopper else result.reason_detail
+        return replace(result, reason_detail=detail, ended_by=stopper)
     if result.reason not in (EndReason.EXITED, EndReason.SANDBOX_CLOSED) or not result.exit_code:
         return result
     row = SandboxActivity.objects.filter(pk=activity.pk).values_list("close_reason", "closed_by").first()
