@@ -52,3 +52,36 @@ def screenshot(page: Any, name: str) -> Path:
     target = SCREENSHOTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}-{width}.png"
     page.screenshot(path=str(target), full_page=True)
     return target
+
+
+# Every control and table cell of the page's main part a person cannot see without scrolling
+# sideways: drawn past the viewport's edge, or past the edge of a box that scrolls sideways
+# (a wide table inside its card). Hidden things (a closed menu, a visually hidden label) do not count.
+_OFF_SCREEN = """() => {
+  const width = document.documentElement.clientWidth;
+  const found = [];
+  const controls = "main a[href], main button, main summary, main input:not([type=hidden]), main select, main td";
+  for (const node of document.querySelectorAll(controls)) {
+    const box = node.getBoundingClientRect();
+    if (!box.width || !box.height || node.closest(".visually-hidden")) continue;
+    let cut = box.right > width + 0.5 || box.left < -0.5;
+    for (let up = node.parentElement; up && !cut; up = up.parentElement) {
+      if (!["auto", "scroll", "hidden"].includes(getComputedStyle(up).overflowX)) continue;
+      const outer = up.getBoundingClientRect();
+      cut = up.scrollWidth > up.clientWidth + 1 && (box.right > outer.right + 0.5 || box.left < outer.left - 0.5);
+    }
+    if (cut) found.push(`${node.tagName.toLowerCase()} ${node.dataset.testid || node.textContent.trim().slice(0, 40)}`);
+  }
+  return found;
+}"""
+
+
+def off_screen(page: Any) -> list[str]:
+    """The page's controls and table cells a person would have to scroll sideways to reach."""
+    return list(page.evaluate(_OFF_SCREEN))
+
+
+def assert_every_action_on_screen(page: Any) -> None:
+    hidden = off_screen(page)
+    assert not hidden, f"{page.url} at {page.viewport_size['width']}px hides sideways: {hidden}"
+    assert_no_sideways_scroll(page)

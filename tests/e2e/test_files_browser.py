@@ -1,5 +1,6 @@
 """Browser, at a desktop width and at 390 px: rename, new folder and delete from the item page; a
-refused save keeps the text and names every limit that bound; a refused rename keeps the name typed."""
+refused save keeps the text and names every limit that bound; a refused rename keeps the name typed
+and the item page's address; folders open one at a time (issue 30.7)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def test_files_are_renamed_foldered_and_deleted_from_the_item_page(page_as, make
     _row(page, "final.txt").wait_for()
     page.fill("#new-folder-path", "data/raw")
     page.get_by_role("button", name="Create folder").click()
-    _row(page, "data/raw").wait_for()
+    _row(page, "data").wait_for()
     page.once("dialog", lambda dialog: dialog.accept())
     _row(page, "final.txt").get_by_role("button", name="Delete final.txt").click()
     page.wait_for_selector("text=Deleted final.txt.")
@@ -89,6 +90,8 @@ def test_a_refused_rename_keeps_the_typed_name_in_the_open_box(page_as, make_not
     refusal.wait_for()
     assert "already exists" in refusal.inner_text()
     assert _row(page, "a.txt").get_by_label("New path for a.txt").input_value() == "b.txt"
+    # Then the address bar shows the item page, not the form's `files:move`
+    assert page.url.split("#")[0].endswith(f"/a/notebook/items/{item.pk}")
     assert_no_sideways_scroll(page)
     assert_accessible(page)
     screenshot(page, "files-rename-refused")
@@ -107,6 +110,9 @@ def test_a_save_over_the_limits_keeps_what_was_typed_and_names_every_limit(page_
     refusal = page.locator("[data-testid=refusal]")
     refusal.wait_for()
     assert "workspace disk limit" in refusal.inner_text()
+    # (the refusal names the notebook by its title, and the limit's size)
+    assert "the workspace of “Notebook”" in refusal.inner_text()
+    assert "limit of 4 KB" in refusal.inner_text()
     assert "bob's per-user disk limit" in refusal.locator(".refusal-also").inner_text()
     assert refusal.get_by_role("link", name="Free capacity on My resources").is_visible()
     # Then the editor still holds everything he typed
@@ -114,3 +120,33 @@ def test_a_save_over_the_limits_keeps_what_was_typed_and_names_every_limit(page_
     assert_no_sideways_scroll(page)
     assert_accessible(page)
     screenshot(page, "files-save-refused")
+
+
+def test_folders_open_one_at_a_time_and_lead_back_up(page_as, make_notebook, viewport):
+    # Given bob's notebook with files two folders down
+    item = make_notebook(files={"top.txt": b"t", "data/raw/a.csv": b"1", "data/b.csv": b"2"})
+    page = page_as("bob", viewport=viewport)
+    page.goto(f"/a/notebook/items/{item.pk}")
+    # Then the workspace lists its folder first and its own file, not what lies inside the folder
+    assert page.locator("[data-testid=file-row]").evaluate_all("rows => rows.map(r => r.dataset.path)") == [
+        "data",
+        "top.txt",
+    ]
+    # When he opens data, then raw
+    _row(page, "data").get_by_role("link", name="data/").click()
+    _row(page, "data/raw").get_by_role("link", name="raw/").click()
+    # Then he sees a.csv, where he is, and the way back
+    _row(page, "data/raw/a.csv").wait_for()
+    crumbs = page.locator("[data-testid=folder-crumbs]")
+    assert crumbs.inner_text().split() == ["workspace", "/", "data", "/", "raw"]
+    assert_no_sideways_scroll(page)
+    assert_accessible(page)
+    screenshot(page, "files-folder-open")
+    # When he renames a.csv there / Then he stays in data/raw
+    _row(page, "data/raw/a.csv").get_by_text("Rename").click()
+    _row(page, "data/raw/a.csv").get_by_label("New path for data/raw/a.csv").fill("data/raw/c.csv")
+    _row(page, "data/raw/a.csv").get_by_role("button", name="Save").click()
+    _row(page, "data/raw/c.csv").wait_for()
+    # When he goes back up to the workspace / Then its list is there again
+    crumbs.get_by_role("link", name="workspace").click()
+    _row(page, "top.txt").wait_for()

@@ -40,6 +40,7 @@ def test_a_full_quota_is_refused_with_a_way_out_and_closing_a_sandbox_frees_it(p
     live = page.locator(f"[data-testid=live-{first.pk}]")
     # Then the page listed it and now shows no live sandbox
     assert "First notebook" in live.inner_text()
+    page.once("dialog", lambda dialog: dialog.accept())
     page.click(f"[data-testid=close-{first.pk}]")
     page.wait_for_selector("text=The sandbox is shut down.")
     page.wait_for_selector("[data-testid=no-live]")

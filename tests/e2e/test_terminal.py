@@ -1,13 +1,17 @@
 """Browser, at a desktop width and at 390 px: the item page's terminal streams a command's output
 while it runs, shows that it runs and when it will be stopped, keeps commands in order in their own
-blocks, says when one timed out, keeps the Sandbox card and the file list current, makes a 507
-readable with every limit that bound, and keeps its transcript across a page load."""
+blocks, says why one ended (its time limit, the memory limit with its size, stopped by whom, its
+sandbox closed by whom; issue 30.3), stops one from its block without closing the sandbox (30.4),
+asks before closing the sandbox and says it did (30.8), keeps the Sandbox card and the file list
+current, makes a 507 readable with every limit that bound, and keeps its transcript across a page
+load."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
+from tests.fixtures.items import isolation_or_skip
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,7 +76,7 @@ def test_a_running_command_says_when_it_will_be_stopped_and_a_timeout_says_so(pa
     # Then its block ends saying it timed out, and keeps what it printed
     block.locator("[data-testid=exec-status]", has_text="timed out").wait_for()
     assert _status(block).startswith("timed out after 3")
-    assert "waiting\n[timed out after 3" in block.locator("pre").inner_text()
+    assert "waiting\n\n[It ran past its time limit of 3 s and was stopped.]" in block.locator("pre").inner_text()
     assert_accessible(page)
     screenshot(page, "terminal-timed-out")
 
@@ -158,11 +162,78 @@ def test_closing_the_sandbox_stops_a_running_command_in_its_block(deployment, pa
     block = page.locator("[data-testid=exec-block]").first
     block.locator("pre", has_text="started").wait_for()
     page.wait_for_selector("[data-testid=close-sandbox]")
-    # When he closes the sandbox from its card
+    # When he closes the sandbox from its card, and is asked first
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     page.click("[data-testid=close-sandbox]")
-    # Then the command ends in its block as failed (killed), on the same page, and the card says no sandbox is live
+    # Then the command ends in its block saying he closed its sandbox, on the same page, and the
+    # card says no sandbox is live and that it shut it down
     status = block.locator("[data-testid=exec-status]")
     page.wait_for_function("node => node.dataset.state !== 'running'", arg=status.element_handle(), timeout=30_000)
-    assert status.get_attribute("data-state") in {"failed", "refused"}, block.inner_text()
+    assert asked
+    assert "Close the sandbox of Runaway?" in asked[0]
+    assert status.get_attribute("data-state") == "failed", block.inner_text()
+    assert status.inner_text() == "exit 137 · sandbox closed by bob"
     assert block.locator("pre").inner_text().startswith("started\n")
+    assert "[bob closed its sandbox while it ran.]" in block.locator("pre").inner_text()
     page.wait_for_selector("[data-testid=no-sandbox]")
+    assert "The sandbox is shut down" in page.locator("[data-testid=sandbox-closed]").inner_text()
+
+
+def test_a_running_command_is_stopped_from_its_block_and_the_sandbox_stays(
+    deployment, page_as, make_notebook, viewport
+):
+    # Given bob's notebook running a command that prints and then sleeps, well within its minute
+    deployment("[sandbox]\nexec_timeout = '60s'\n")
+    page = _open_notebook(page_as, make_notebook, viewport, "Long job")
+    _run(page, "echo started; sleep 30")
+    block = page.locator("[data-testid=exec-block]").first
+    block.locator("pre", has_text="started").wait_for()
+    # When he presses the block's Stop button
+    stop = block.get_by_role("button", name="Stop echo started; sleep 30")
+    assert_no_sideways_scroll(page)
+    stop.click()
+    # Then the block ends saying he stopped it, the button goes, and the sandbox is still live
+    block.locator("[data-testid=exec-status]", has_text="stopped by bob").wait_for(timeout=30_000)
+    assert "[bob stopped it before it finished.]" in block.locator("pre").inner_text()
+    assert stop.is_hidden()
+    page.wait_for_selector("[data-testid=sandbox-id]")
+    # When he runs another command / Then it runs in the same sandbox at once
+    _run(page, "echo again")
+    page.locator("[data-testid=exec-block]").nth(1).locator("[data-testid=exec-status]", has_text="exit 0").wait_for()
+    assert_accessible(page)
+    screenshot(page, "terminal-stopped")
+
+
+def test_cancelling_the_close_question_leaves_the_sandbox_and_its_command(deployment, page_as, make_notebook, viewport):
+    # Given bob's notebook running a command
+    deployment("[sandbox]\nexec_timeout = '60s'\n")
+    page = _open_notebook(page_as, make_notebook, viewport, "Careful")
+    _run(page, "echo started; sleep 3")
+    block = page.locator("[data-testid=exec-block]").first
+    block.locator("pre", has_text="started").wait_for()
+    page.wait_for_selector("[data-testid=close-sandbox]")
+    # When he presses Close sandbox and answers Cancel
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    page.click("[data-testid=close-sandbox]")
+    # Then the command ends by itself and the sandbox is still live
+    block.locator("[data-testid=exec-status]", has_text="exit 0").wait_for(timeout=30_000)
+    assert page.locator("[data-testid=sandbox-id]").is_visible()
+
+
+def test_a_command_killed_for_memory_says_the_limit(settings, deployment, page_as, make_notebook, viewport):
+    # Given real cgroups, and bob's notebook, whose sandboxes hold the notebook app's 512M of memory
+    isolation_or_skip()
+    deployment("[sandbox]\nexec_timeout = '60s'\n")
+    settings.WORKSPACE_CGROUP_ROOT = "/sys/fs/cgroup"
+    settings.WORKSPACE_CGROUP_DRIVER = "auto"
+    page = _open_notebook(page_as, make_notebook, viewport, "Hungry")
+    # When he runs a program that fills a gigabyte
+    _run(page, "python3 -c \"a = bytearray(1024 ** 3); a[::4096] = b'x' * len(a[::4096])\"")
+    block = page.locator("[data-testid=exec-block]").first
+    # Then the block says the kernel killed it at the sandbox's 512 MB memory limit, not only "exit 137"
+    block.locator("[data-testid=exec-status]", has_text="out of memory").wait_for(timeout=30_000)
+    assert _status(block) == "exit 137 · killed: out of memory"
+    assert "whole memory limit of 512 MB" in block.locator("pre").inner_text()
+    assert_no_sideways_scroll(page)
+    screenshot(page, "terminal-out-of-memory")

@@ -36,8 +36,10 @@ def test_create_an_item_write_a_file_and_list_it_in_the_terminal(page_as):
     output.filter(has_text="[exit 0]").wait_for()
     assert "hello-from-browser.txt" in output.inner_text()
 
-    # When she reloads the page and closes the sandbox
+    # When she reloads the page and closes the sandbox, agreeing when asked
     page.reload()
+    page.once("dialog", lambda dialog: dialog.accept())
     page.click("[data-testid=close-sandbox]")
-    # Then the page shows no sandbox
+    # Then the page shows no sandbox, and says it shut it down
     page.wait_for_selector("[data-testid=no-sandbox]")
+    page.wait_for_selector("[data-testid=sandbox-closed]")
