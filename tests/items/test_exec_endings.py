@@ -13,9 +13,11 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
+from collab import clock
 from quotas import ledger
 from tests.fixtures.items import SANDBOX_HOST_TOKEN, exec_ok, item_url
 from workspace.items.models import Item, RunningExec
@@ -231,3 +233,34 @@ def test_an_agent_command_past_its_time_limit_says_what_the_limit_was(alice_api,
     # Then its reply says the command ran past its time limit of 1 s, not only "exit 137"
     reply = response.json()["replies"][0]["content"]
     assert "It ran past its time limit of 1 s and was stopped." in reply
+
+
+def test_staff_closing_the_sandbox_under_a_command_are_named(settings, alice_api, api_client_for, make_item):
+    # Given a command of alice's running, and dave made staff
+    settings.WORKSPACE_MOCK_STAFF = ["dave"]
+    item = make_item()
+    stream, _exec_id = _running(alice_api, item, "echo ready; sleep 30")
+    # When dave closes the item's sandbox
+    assert api_client_for("dave").delete(item_url(item, "/sandbox")).status_code == 204
+    # Then her command's result names him
+    result = stream.until("result")
+    assert (result["reason"], result["ended_by"]) == ("sandbox_closed", "dave")
+
+
+def test_listing_running_commands_costs_a_fixed_few_queries(alice_api, make_item, django_assert_max_num_queries):
+    # Given alice's notebook with three commands recorded as running
+    item = make_item()
+    for number in range(3):
+        RunningExec.objects.create(
+            exec_id=f"e{number}",
+            item=item,
+            requested_by="alice",
+            command="sleep 30",
+            backend="local",
+            backend_sandbox_id="loc-x",
+            ends_by=clock.now() + timedelta(minutes=5),
+        )
+    # When she lists them / Then it takes the item lookup and one query for the list
+    with django_assert_max_num_queries(2):
+        listed = alice_api.get(item_url(item, "/execs")).json()
+    assert [row["exec_id"] for row in listed] == ["e0", "e1", "e2"]
