@@ -38,6 +38,18 @@ def _status(block) -> str:
     return block.locator("[data-testid=exec-status]").inner_text()
 
 
+def _running(deployment, page_as, make_notebook, viewport, title: str, command: str):
+    """bob's notebook `title` running `command` (which prints `started` first, well within its
+    minute); returns the page and the command's block once `started` is out."""
+    deployment("[sandbox]\nexec_timeout = '60s'\n")
+    page = _open_notebook(page_as, make_notebook, viewport, title)
+    _run(page, command)
+    block = page.locator("[data-testid=exec-block]").first
+    block.locator("pre", has_text="started").wait_for()
+    page.wait_for_selector("[data-testid=close-sandbox]")
+    return page, block
+
+
 def test_output_streams_while_the_command_runs_and_the_next_waits_in_its_own_block(page_as, make_notebook, viewport):
     # Given bob's notebook, before any sandbox is open
     page = _open_notebook(page_as, make_notebook, viewport, "Terminal")
@@ -156,12 +168,7 @@ def test_the_transcript_outlives_a_page_load_and_arrows_recall_commands(page_as,
 
 def test_closing_the_sandbox_stops_a_running_command_in_its_block(deployment, page_as, make_notebook, viewport):
     # Given bob's notebook running a command that prints and then sleeps, well within its minute
-    deployment("[sandbox]\nexec_timeout = '60s'\n")
-    page = _open_notebook(page_as, make_notebook, viewport, "Runaway")
-    _run(page, "echo started; sleep 20")
-    block = page.locator("[data-testid=exec-block]").first
-    block.locator("pre", has_text="started").wait_for()
-    page.wait_for_selector("[data-testid=close-sandbox]")
+    page, block = _running(deployment, page_as, make_notebook, viewport, "Runaway", "echo started; sleep 20")
     # When he closes the sandbox from its card, and is asked first
     asked: list[str] = []
     page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
@@ -184,11 +191,7 @@ def test_a_running_command_is_stopped_from_its_block_and_the_sandbox_stays(
     deployment, page_as, make_notebook, viewport
 ):
     # Given bob's notebook running a command that prints and then sleeps, well within its minute
-    deployment("[sandbox]\nexec_timeout = '60s'\n")
-    page = _open_notebook(page_as, make_notebook, viewport, "Long job")
-    _run(page, "echo started; sleep 30")
-    block = page.locator("[data-testid=exec-block]").first
-    block.locator("pre", has_text="started").wait_for()
+    page, block = _running(deployment, page_as, make_notebook, viewport, "Long job", "echo started; sleep 30")
     # When he presses the block's Stop button
     stop = block.get_by_role("button", name="Stop echo started; sleep 30")
     assert_no_sideways_scroll(page)
@@ -207,12 +210,7 @@ def test_a_running_command_is_stopped_from_its_block_and_the_sandbox_stays(
 
 def test_cancelling_the_close_question_leaves_the_sandbox_and_its_command(deployment, page_as, make_notebook, viewport):
     # Given bob's notebook running a command
-    deployment("[sandbox]\nexec_timeout = '60s'\n")
-    page = _open_notebook(page_as, make_notebook, viewport, "Careful")
-    _run(page, "echo started; sleep 3")
-    block = page.locator("[data-testid=exec-block]").first
-    block.locator("pre", has_text="started").wait_for()
-    page.wait_for_selector("[data-testid=close-sandbox]")
+    page, block = _running(deployment, page_as, make_notebook, viewport, "Careful", "echo started; sleep 3")
     # When he presses Close sandbox and answers Cancel
     page.once("dialog", lambda dialog: dialog.dismiss())
     page.click("[data-testid=close-sandbox]")

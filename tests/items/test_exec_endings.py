@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import timedelta
 
@@ -19,7 +18,7 @@ import pytest
 
 from collab import clock
 from quotas import ledger
-from tests.fixtures.items import SANDBOX_HOST_TOKEN, exec_ok, item_url
+from tests.fixtures.items import exec_ok, host_call, item_url
 from workspace.items.models import Item, RunningExec
 
 pytestmark = pytest.mark.django_db
@@ -178,50 +177,38 @@ def test_a_command_killed_at_the_memory_limit_says_so_with_its_size(alice_api, m
     assert "survived" not in result["stdout"]
 
 
-def _host_call(url: str, method: str = "GET", body: dict | None = None) -> tuple[int, dict]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, method=method, data=data)
-    request.add_header("Authorization", f"Bearer {SANDBOX_HOST_TOKEN}")
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            raw = response.read()
-            return response.status, json.loads(raw) if raw else {}
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"{}")
-
-
 def test_the_sandbox_host_stops_one_command_and_says_so(host):
     # Given a sandbox on the host running a long command named by the app
-    _status, created = _host_call(f"{host}/sandboxes", "POST", {"item_id": "4"})
+    _status, created = host_call(f"{host}/sandboxes", "POST", {"item_id": "4"})
     sandbox = f"{host}/sandboxes/{created['id']}"
     answers: list[tuple[int, dict]] = []
     runner = threading.Thread(
         target=lambda: answers.append(
-            _host_call(f"{sandbox}/exec", "POST", {"command": "sleep 30", "exec_id": "e1", "timeout": 60})
+            host_call(f"{sandbox}/exec", "POST", {"command": "sleep 30", "exec_id": "e1", "timeout": 60}, timeout=30)
         )
     )
     runner.start()
     # When the app stops that command (once it runs)
     deadline = time.monotonic() + 10
-    while (stopped := _host_call(f"{sandbox}/exec/e1", "DELETE"))[0] == 404 and time.monotonic() < deadline:
+    while (stopped := host_call(f"{sandbox}/exec/e1", "DELETE"))[0] == 404 and time.monotonic() < deadline:
         time.sleep(0.05)
     runner.join(timeout=30)
     # Then the stop is 204, the exec answers that it was stopped, and the sandbox is alive
     assert stopped[0] == 204
     assert answers[0][1]["reason"] == "stopped"
-    assert _host_call(sandbox) == (200, {"id": created["id"], "alive": True})
+    assert host_call(sandbox) == (200, {"id": created["id"], "alive": True})
     # And stopping it again, or a command it never ran, is 404
-    assert _host_call(f"{sandbox}/exec/e1", "DELETE")[0] == 404
-    _host_call(sandbox, "DELETE")
+    assert host_call(f"{sandbox}/exec/e1", "DELETE")[0] == 404
+    host_call(sandbox, "DELETE")
 
 
 def test_the_sandbox_host_refuses_an_exec_id_that_is_no_name(host):
     # Given a sandbox on the host
-    _status, created = _host_call(f"{host}/sandboxes", "POST", {"item_id": "4"})
+    _status, created = host_call(f"{host}/sandboxes", "POST", {"item_id": "4"})
     # When an exec names itself with a path / Then it is 400 and nothing runs
-    status, body = _host_call(f"{host}/sandboxes/{created['id']}/exec", "POST", {"command": "true", "exec_id": "../x"})
+    status, body = host_call(f"{host}/sandboxes/{created['id']}/exec", "POST", {"command": "true", "exec_id": "../x"})
     assert (status, body["error"]) == (400, "bad_request")
-    _host_call(f"{host}/sandboxes/{created['id']}", "DELETE")
+    host_call(f"{host}/sandboxes/{created['id']}", "DELETE")
 
 
 def test_an_agent_command_past_its_time_limit_says_what_the_limit_was(alice_api, make_item, write_config):

@@ -19,6 +19,7 @@ from quotas import ledger
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.items import SANDBOX_HOST_TOKEN as TOKEN
+from tests.fixtures.items import host_call as _call
 from tests.fixtures.items import item_url
 from tests.fixtures.quotas import GIB
 from workspace.items.sandboxes import host as host_module
@@ -31,18 +32,6 @@ from workspace.items.sandboxes.http import HttpBackend
 def http_config(write_config, host):
     write_config(f'[sandbox]\nbackend = "http"\nhost_url = "{host}"\n')
     return host
-
-
-def _call(url: str, method: str = "GET", body: dict | None = None, *, token: str = TOKEN) -> tuple[int, dict]:
-    request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode())
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            raw = response.read()
-            return response.status, json.loads(raw) if raw else {}
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"{}")
 
 
 def _free_port() -> int:
