@@ -192,6 +192,8 @@ SPECTACULAR_SETTINGS = {
         "InvestigationStatusEnum": "workspace.investigations.models.Investigation.Status",
         "HealthCheckEnum": "workspace.health.CHECK_STATES",
     },
+    # Descriptions come from a view's own docstring, never from the base view every API view extends.
+    "GET_LIB_DOC_EXCLUDES": "collab.schema.lib_doc_excludes",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "collab.schema.add_shared_error_responses",
