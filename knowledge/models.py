@@ -111,6 +111,32 @@ class Chunk(TrackedModel):
         return f"{self.document_id}#{self.ordinal}"
 
 
+class ChunkEmbedding(models.Model):
+    """A chunk's vector under one embedding model (README "Hybrid retrieval"): float32 bytes, unit
+    length. A chunk without a row of the configured model is pending: it is found by words only
+    until the ingest task or the worker's backfill embeds it.
+
+    Plain ids rather than a foreign key, like the citation log: a chunk delete stays one statement
+    (no cascade collector reading every chunk first), and the deletes that drop chunks drop their
+    vectors beside them by the indexed document or collection (knowledge/ingest.py `drop_chunks`).
+    """
+
+    # Ids only grow, so a collection's row count and highest id change with every write and delete:
+    # that pair is how a search process knows its cached vectors of the collection are current.
+    id = models.BigAutoField(primary_key=True)
+    chunk_id = models.CharField(max_length=40, unique=True)
+    document_id = models.CharField(max_length=40, db_index=True)
+    collection_id = models.CharField(max_length=40)
+    model = models.CharField(max_length=200)
+    vector = models.BinaryField()
+
+    class Meta:
+        indexes = [models.Index(fields=["collection_id", "model", "id"], name="kb_embedding_collection_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.chunk_id} ({self.model})"
+
+
 class KbChat(TrackedModel):
     """A chat over one or more collections; `created_by` is the owner, the only one who may write."""
 

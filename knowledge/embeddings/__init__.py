@@ -1,0 +1,87 @@
+"""Embedding providers: the deployment names one (an OpenAI-compatible endpoint or a local model on
+disk) or none, and the knowledge base then retrieves by meaning as well as by words.
+
+A provider turns texts into unit-length float32 rows. `model` names the vector space: vectors are
+stored with it, and only vectors of the configured model are ever compared, so switching providers
+re-embeds (the worker's backfill) instead of mixing spaces.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+# Texts per provider call: bounds a request's size and a local batch's memory.
+BATCH = 32
+
+
+class EmbeddingError(Exception):
+    """The provider could not embed (down, slow, refused, or an answer that is not vectors).
+
+    The message is one readable sentence and never carries the API key."""
+
+
+class Embedder(Protocol):
+    model: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """One unit-length float32 row per text, in order; raises EmbeddingError."""
+        ...
+
+
+_lock = threading.Lock()
+_cache: dict[tuple[str, ...], Embedder] = {}
+
+
+def embedder_settings() -> tuple[str, ...]:
+    return (
+        settings.WORKSPACE_EMBEDDINGS_BASE_URL,
+        settings.WORKSPACE_EMBEDDINGS_MODEL,
+        settings.WORKSPACE_EMBEDDINGS_API_KEY,
+        settings.WORKSPACE_EMBEDDINGS_PATH,
+    )
+
+
+def get_embedder() -> Embedder | None:
+    """The configured provider, built once per process (a local model is loaded on its first use)."""
+    key = embedder_settings()
+    base_url, model, api_key, path = key
+    if not base_url and not path:
+        return None
+    with _lock:
+        if key not in _cache:
+            _cache[key] = _build(base_url=base_url, model=model, api_key=api_key, path=path)
+        return _cache[key]
+
+
+def _build(*, base_url: str, model: str, api_key: str, path: str) -> Embedder:
+    if base_url and path:
+        raise ImproperlyConfigured(
+            "Name one embedding provider: WORKSPACE_EMBEDDINGS_BASE_URL or WORKSPACE_EMBEDDINGS_PATH, not both."
+        )
+    if base_url:
+        if not model:
+            raise ImproperlyConfigured("WORKSPACE_EMBEDDINGS_BASE_URL needs WORKSPACE_EMBEDDINGS_MODEL.")
+        from knowledge.embeddings.remote import RemoteEmbedder
+
+        return RemoteEmbedder(base_url=base_url, model=model, api_key=api_key)
+    from knowledge.embeddings.local import LocalEmbedder
+
+    return LocalEmbedder(path)
+
+
+def embed_in_batches(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    rows = [embedder.embed(texts[start : start + BATCH]) for start in range(0, len(texts), BATCH)]
+    return np.concatenate(rows) if rows else np.zeros((0, 0), dtype=np.float32)
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 (a zero row stays zero), as float32."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms == 0, 1, norms)

@@ -1,0 +1,273 @@
+"""Hybrid retrieval: chunk vectors stored at ingest, dense search fused with the lexical index, and
+lexical search alone wherever vectors are missing (no provider, a failing provider, pending chunks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from knowledge.answers import NOTHING_FOUND, retrieve_passages
+from knowledge.embeddings import EmbeddingError, get_embedder
+from knowledge.embeddings.local import LocalEmbedder
+from knowledge.ingest import embeddings_backfill
+from knowledge.models import Chunk, ChunkEmbedding
+from knowledge.search.base import SearchHit
+from knowledge.search.dense import dense_search, vector_cache
+from knowledge.search.hybrid import reciprocal_rank_fusion
+from knowledge.services import document_delete
+
+pytestmark = pytest.mark.django_db
+
+BACKUPS = "# Backups\n\nDatabase backups are kept for thirty days, then deleted."
+RUNBOOK = "# Runbook\n\nWhen requests time out, first check the database connection pool."
+OTHER_WORDS = "how long do we retain snapshots"
+
+
+def _fail(self: LocalEmbedder, texts: object) -> np.ndarray:
+    raise EmbeddingError("The embedding provider is unreachable.")
+
+
+@pytest.fixture
+def ops(make_collection, upload):
+    """Two small documents, uploaded and ingested before any provider is configured."""
+
+    def build():
+        collection = make_collection("Ops")
+        upload(collection.id, "backups.md", BACKUPS, content_type="text/markdown")
+        upload(collection.id, "runbook.md", RUNBOOK, content_type="text/markdown")
+        return collection
+
+    return build
+
+
+def _filenames(passages) -> list[str]:
+    return [passage.document_name for passage in passages]
+
+
+def test_a_question_in_other_words_finds_the_passage_by_meaning(local_embeddings, ops):
+    # Given a collection ingested with the local model
+    collection = ops()
+
+    # When a question shares no word with the passage that answers it
+    passages = retrieve_passages(question=OTHER_WORDS, collection_ids=[collection.id])
+
+    # Then dense retrieval finds it first
+    assert _filenames(passages)[:1] == ["backups.md"]
+
+
+def test_without_a_provider_retrieval_is_lexical_as_before(ops):
+    # Given no embedding provider
+    collection = ops()
+
+    # When the same question in other words is asked / Then nothing is found, and nothing was embedded
+    assert retrieve_passages(question=OTHER_WORDS, collection_ids=[collection.id]) == []
+    assert not ChunkEmbedding.objects.exists()
+
+
+def test_ingest_stores_one_unit_vector_per_chunk_under_the_model(local_embeddings, ops):
+    # Given the local model
+    # When two documents are uploaded and ingested
+    collection = ops()
+
+    # Then every chunk has one float32 vector of length 1 under the model's name
+    model = get_embedder().model
+    rows = list(ChunkEmbedding.objects.filter(collection_id=collection.id))
+    assert sorted(row.chunk_id for row in rows) == sorted(Chunk.objects.values_list("pk", flat=True))
+    assert {row.model for row in rows} == {model}
+    for row in rows:
+        vector = np.frombuffer(bytes(row.vector), dtype="<f4")
+        assert vector.shape == (384,)
+        assert abs(float(np.linalg.norm(vector)) - 1) < 1e-4
+
+
+def test_a_reupload_replaces_the_vectors_with_those_of_the_new_chunks(local_embeddings, ops, upload):
+    # Given an embedded collection
+    collection = ops()
+    before = set(ChunkEmbedding.objects.values_list("chunk_id", flat=True))
+
+    # When backups.md is uploaded again with other text
+    upload(collection.id, "backups.md", "# Backups\n\nSnapshots are taken every night.", content_type="text/markdown")
+
+    # Then the vectors are exactly those of the current chunks, the old ones gone
+    after = set(ChunkEmbedding.objects.values_list("chunk_id", flat=True))
+    assert after == set(Chunk.objects.values_list("pk", flat=True))
+    assert len(after - before) == 1
+
+
+def test_a_provider_failure_at_ingest_leaves_the_document_ready_and_its_chunks_pending(
+    local_embeddings, ops, monkeypatch
+):
+    # Given a provider that fails
+    monkeypatch.setattr(LocalEmbedder, "embed", _fail)
+
+    # When documents are uploaded
+    collection = ops()
+
+    # Then they are ready and found by words, with no vector stored
+    assert set(collection.documents.values_list("status", flat=True)) == {"ready"}
+    assert not ChunkEmbedding.objects.exists()
+    passages = retrieve_passages(question="How long are database backups kept?", collection_ids=[collection.id])
+    assert _filenames(passages)[:1] == ["backups.md"]
+
+
+def test_the_backfill_embeds_the_chunks_a_failing_provider_left_pending(local_embeddings, ops, monkeypatch):
+    # Given chunks left pending by a provider that failed
+    with monkeypatch.context() as patch:
+        patch.setattr(LocalEmbedder, "embed", _fail)
+        collection = ops()
+
+    # When the worker's backfill runs with the provider back
+    result = embeddings_backfill()
+
+    # Then every chunk is embedded and the question in other words is found by meaning
+    assert result == {"embedded": 2, "pending": 0}
+    assert _filenames(retrieve_passages(question=OTHER_WORDS, collection_ids=[collection.id]))[:1] == ["backups.md"]
+
+
+def test_the_backfill_embeds_chunks_ingested_before_a_provider_was_configured(ops, settings, local_embeddings):
+    # Given a collection ingested without a provider, then the local model configured
+    settings.WORKSPACE_EMBEDDINGS_PATH = ""
+    collection = ops()
+    settings.WORKSPACE_EMBEDDINGS_PATH = local_embeddings
+
+    # When the backfill runs with a batch of one
+    first = embeddings_backfill(limit=1)
+
+    # Then one chunk is embedded and one is still pending
+    assert first == {"embedded": 1, "pending": 1}
+    assert ChunkEmbedding.objects.filter(collection_id=collection.id).count() == 1
+
+
+def test_the_backfill_does_nothing_without_a_provider(ops):
+    # Given no provider / When the backfill runs / Then it embeds nothing
+    ops()
+    assert embeddings_backfill() == {"embedded": 0, "pending": 0}
+
+
+def test_a_question_while_the_provider_is_down_is_answered_by_words(local_embeddings, ops, ask, make_chat, monkeypatch):
+    # Given an embedded collection and a chat over it
+    collection = ops()
+    chat = make_chat(collection)
+
+    # When the provider fails while a question is asked
+    monkeypatch.setattr(LocalEmbedder, "embed", _fail)
+    response = ask(chat.id, "How long are database backups kept?")
+
+    # Then the answer comes from lexical search
+    assert response.status_code == 201, response.content
+    assert "thirty days" in response.json()["answer"]["content"]
+
+
+def test_a_question_about_nothing_in_the_collection_still_finds_nothing(local_embeddings, ops, ask, make_chat):
+    # Given an embedded collection
+    collection = ops()
+    chat = make_chat(collection)
+
+    # When the question is about something no document speaks of
+    response = ask(chat.id, "What is the capital of France?")
+
+    # Then dense retrieval does not invent a passage
+    assert response.json()["answer"]["content"] == NOTHING_FOUND
+
+
+def test_deleting_a_document_or_a_collection_drops_its_vectors(local_embeddings, ops, api_client_for):
+    # Given an embedded collection
+    first = ops()
+    client = api_client_for("alice")
+    document = first.documents.get(filename="backups.md")
+
+    # When a document is deleted / Then its vectors go
+    assert client.delete(f"/kb/documents/{document.id}").status_code == 204
+    assert not ChunkEmbedding.objects.filter(document_id=document.id).exists()
+
+    # When the collection is deleted / Then every vector of it goes
+    assert client.delete(f"/kb/collections/{first.id}").status_code == 204
+    assert not ChunkEmbedding.objects.filter(collection_id=first.id).exists()
+
+
+def test_dense_search_sees_vectors_added_and_removed_since_its_cache_was_filled(local_embeddings, ops, upload):
+    # Given a collection searched once, so its vectors are cached
+    collection = ops()
+    embedder = get_embedder()
+    vector = embedder.embed([OTHER_WORDS])[0]
+
+    def found() -> set[str]:
+        hits = dense_search(
+            vector=vector, model=embedder.model, collection_ids=[collection.id], limit=10, min_similarity=-1
+        )
+        return {Chunk.objects.get(pk=hit.chunk_id).document.filename for hit in hits}
+
+    assert found() == {"backups.md", "runbook.md"}
+
+    # When a document is added / Then the next search sees it
+    upload(collection.id, "snapshots.md", "Snapshots are retained for a week.", content_type="text/markdown")
+    assert found() == {"backups.md", "runbook.md", "snapshots.md"}
+
+    # When a document is deleted / Then the next search no longer does
+    document_delete(document_id=collection.documents.get(filename="runbook.md").id, user_id="alice")
+    assert found() == {"backups.md", "snapshots.md"}
+
+
+def test_dense_search_reads_each_collections_vectors_once(local_embeddings, ops, django_assert_max_num_queries):
+    # Given a collection searched once
+    collection = ops()
+    embedder = get_embedder()
+    vector = embedder.embed([OTHER_WORDS])[0]
+    dense_search(vector=vector, model=embedder.model, collection_ids=[collection.id], limit=5, min_similarity=0)
+
+    # When it is searched again / Then only the freshness check reaches the database
+    with django_assert_max_num_queries(1):
+        dense_search(vector=vector, model=embedder.model, collection_ids=[collection.id], limit=5, min_similarity=0)
+
+
+def test_reciprocal_rank_fusion_puts_a_chunk_both_rankings_like_first():
+    # Given two rankings that agree only on "b"
+    lexical = [SearchHit("a", 9.0), SearchHit("b", 5.0), SearchHit("c", 1.0)]
+    dense = [SearchHit("d", 0.9), SearchHit("b", 0.8)]
+
+    # When they are fused / Then "b" leads, and the limit holds
+    fused = reciprocal_rank_fusion([lexical, dense], limit=3)
+    assert [hit.chunk_id for hit in fused] == ["b", "a", "d"]
+
+
+def test_the_local_model_puts_a_paraphrase_nearer_than_an_unrelated_sentence(local_embeddings):
+    # Given the packaged model
+    embedder = get_embedder()
+
+    # When a question, its paraphrase and an unrelated sentence are embedded
+    question, paraphrase, unrelated = embedder.embed(
+        ["How long are database backups kept?", "Backups are retained for thirty days.", "The cat sat on the mat."]
+    )
+
+    # Then the paraphrase is much nearer
+    assert question @ paraphrase > 0.6
+    assert question @ unrelated < 0.2
+
+
+def test_a_model_directory_without_weights_is_refused_at_once(tmp_path, settings):
+    # Given a path that holds no model
+    settings.WORKSPACE_EMBEDDINGS_PATH = str(tmp_path)
+
+    # When the provider is built / Then the setting is named
+    with pytest.raises(ImproperlyConfigured, match="WORKSPACE_EMBEDDINGS_PATH"):
+        get_embedder()
+
+
+def test_naming_two_providers_is_refused(settings, local_embeddings):
+    # Given both an endpoint and a local model
+    settings.WORKSPACE_EMBEDDINGS_BASE_URL = "http://127.0.0.1:9/v1"
+
+    # When the provider is built / Then the two settings are named
+    with pytest.raises(ImproperlyConfigured, match="not both"):
+        get_embedder()
+
+
+def test_vector_cache_is_per_model(local_embeddings, ops):
+    # Given an embedded collection
+    collection = ops()
+    vector = get_embedder().embed([OTHER_WORDS])[0]
+
+    # When vectors of another model are asked for / Then none are compared
+    vector_cache.clear()
+    assert dense_search(vector=vector, model="other", collection_ids=[collection.id], limit=5, min_similarity=-1) == []
