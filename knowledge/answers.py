@@ -22,6 +22,7 @@ NOTHING_FOUND = (
     "I found nothing in the selected collections about that. Try other words, or add a document that covers it."
 )
 _MARKER = re.compile(r"\[(\d{1,4})\]")
+_WORD = re.compile(r"[^\W_]+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 
 
@@ -93,10 +94,10 @@ class ExtractiveAnswerer:
     """Quotes the best passages verbatim and numbers them in rank order; invents nothing."""
 
     def answer(self, *, question: str, passages: Sequence[Passage]) -> Answer:
-        chosen = list(passages)[:MAX_PASSAGES]
+        terms = search_terms(question)
+        chosen = about_the_question(passages, terms)[:MAX_PASSAGES]
         if not chosen:
             return Answer(text=NOTHING_FOUND, citations=())
-        terms = search_terms(question)
         citations = tuple(
             Citation(
                 marker=number,
@@ -112,16 +113,40 @@ class ExtractiveAnswerer:
         return Answer(text=f"Here is what the knowledge base says:\n\n{quoted}", citations=citations)
 
 
+def about_the_question(passages: Sequence[Passage], terms: list[str]) -> list[Passage]:
+    """The passages, in rank order, that share more than half as many of the question's words as
+    the passage sharing most: retrieval lets in any passage with one word of the question ("database"
+    brings a runbook's connection-pool step to a question on database backups), an answer should not.
+
+    When no passage shares a word as these prefixes see it (the search stems better), all stay.
+    """
+    wanted = _stems(terms)
+    overlaps = [len(wanted & _text_stems(passage.text)) for passage in passages]
+    best = max(overlaps, default=0)
+    if best == 0:
+        return list(passages)
+    return [passage for passage, overlap in zip(passages, overlaps, strict=True) if overlap * 2 > best]
+
+
+def _stems(words: list[str]) -> set[str]:
+    # Five-letter prefixes stand in for stemming: "sharing" meets "shared", "quotas" meets "quota".
+    return {word[:5] for word in words}
+
+
+def _text_stems(text: str) -> set[str]:
+    """Every word's stem (search_terms keeps only a question's first few words)."""
+    return _stems(_WORD.findall(text.lower()))
+
+
 def best_sentences(text: str, terms: list[str], *, limit: int = MAX_QUOTED_SENTENCES) -> str:
     """The sentences sharing most words with the question, in their own order; the whole chunk is
     one click away, so the answer stays short. A `[n]` inside the source is defused so it can never
     pass for one of the answer's markers."""
     sentences = [" ".join(part.split()) for part in _SENTENCE.split(text) if part.strip()]
-    # Five-letter prefixes stand in for stemming: "sharing" meets "shared", "quotas" meets "quota".
-    stems = {term[:5] for term in terms}
+    stems = _stems(terms)
 
     def overlap(sentence: str) -> int:
-        return len(stems & {word[:5] for word in search_terms(sentence)})
+        return len(stems & _text_stems(sentence))
 
     ranked = sorted(range(len(sentences)), key=lambda index: (-overlap(sentences[index]), index))
     keep = sorted(index for index in ranked[:limit] if overlap(sentences[index]) > 0) or list(range(min(2, limit)))
@@ -130,7 +155,10 @@ def best_sentences(text: str, terms: list[str], *, limit: int = MAX_QUOTED_SENTE
 
 
 def default_answerer() -> Answerer:
-    return import_string(settings.KNOWLEDGE_ANSWERER)()
+    """KNOWLEDGE_ANSWERER when set, else the extractive answerer."""
+    if settings.KNOWLEDGE_ANSWERER:
+        return import_string(settings.KNOWLEDGE_ANSWERER)()
+    return ExtractiveAnswerer()
 
 
 def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: int = SEARCH_LIMIT) -> list[Passage]:

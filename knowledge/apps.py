@@ -6,3 +6,8 @@ from django.apps import AppConfig
 class KnowledgeConfig(AppConfig):
     name = "knowledge"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from knowledge.llm import check_provider_settings
+
+        check_provider_settings()

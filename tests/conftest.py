@@ -24,6 +24,7 @@ pytest_plugins = [
     "tests.fixtures.knowledge",
     "tests.fixtures.investigations",
     "tests.fixtures.workflows",
+    "tests.fixtures.llm",
 ]
 
 

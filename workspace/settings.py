@@ -266,9 +266,26 @@ SANDBOX_HOST_PIDS = os.environ.get("SANDBOX_HOST_PIDS", "")
 SANDBOX_HOST_WORKSPACES = os.environ.get("SANDBOX_HOST_WORKSPACES", "")
 SANDBOX_HOST_STATE_DIR = os.environ.get("SANDBOX_HOST_STATE_DIR", "")
 
-# The knowledge base: the largest upload, and the answerer (a dotted class path).
+# The knowledge base: the largest upload, and the answerer (a dotted class path; empty: the model
+# answerer when a model provider is set below, else the extractive one).
 KNOWLEDGE_MAX_UPLOAD_BYTES = int(os.environ.get("KNOWLEDGE_MAX_UPLOAD_BYTES", str(10 * 1024 * 1024)))
-KNOWLEDGE_ANSWERER = os.environ.get("KNOWLEDGE_ANSWERER", "knowledge.answers.ExtractiveAnswerer")
+KNOWLEDGE_ANSWERER = os.environ.get("KNOWLEDGE_ANSWERER", "")
+
+# A model provider (README "Connecting a model"): an OpenAI-compatible chat-completions server such
+# as Ollama, vLLM, llama.cpp's server or a hosted API, e.g. http://127.0.0.1:11434/v1. Empty: no
+# model; answers quote the documents. With a URL, MODEL must name the model (checked at start-up).
+WORKSPACE_LLM_BASE_URL = os.environ.get("WORKSPACE_LLM_BASE_URL", "")
+WORKSPACE_LLM_MODEL = os.environ.get("WORKSPACE_LLM_MODEL", "")
+# Sent to the provider only, as `Authorization: Bearer`; never logged, shown or stored. Empty for
+# servers that need no key.
+WORKSPACE_LLM_API_KEY = os.environ.get("WORKSPACE_LLM_API_KEY", "")
+# Seconds to connect, and seconds one answer may take in all (a silence that long ends it too);
+# past either the answer falls back to quoting the documents.
+WORKSPACE_LLM_CONNECT_TIMEOUT = float(os.environ.get("WORKSPACE_LLM_CONNECT_TIMEOUT", "5"))
+WORKSPACE_LLM_TIMEOUT = float(os.environ.get("WORKSPACE_LLM_TIMEOUT", "60"))
+# The most tokens the model may write in one answer (what a hosted API bills, with the prompt).
+WORKSPACE_LLM_MAX_TOKENS = int(os.environ.get("WORKSPACE_LLM_MAX_TOKENS", "800"))
+
 # Embeddings for hybrid retrieval (README "Hybrid retrieval"): an OpenAI-compatible /v1/embeddings
 # endpoint (BASE_URL and MODEL; API_KEY where the server asks for one, sent to it alone) or a
 # sentence-transformers model directory on disk (PATH; `make run` names the packaged

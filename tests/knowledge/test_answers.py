@@ -10,6 +10,7 @@ from knowledge.answers import (
     Citation,
     ExtractiveAnswerer,
     Passage,
+    about_the_question,
     answer_question,
     best_sentences,
     retrieve_passages,
@@ -165,3 +166,33 @@ def test_quotes_keep_the_sentences_that_share_words_with_the_question():
 
     # When its best sentences for close and sandbox are picked / Then that sentence is kept alone
     assert best_sentences(text, ["close", "sandbox"]) == "Close a sandbox to free capacity."
+
+
+def test_a_passage_that_shares_one_word_with_the_question_does_not_join_the_answer(make_collection, upload):
+    # Given a backup policy, and a runbook whose only word in common with the question is "database"
+    collection = make_collection()
+    upload(collection.id, "backups.md", "# Backup policy\n\nDatabase backups are kept for 30 days, then deleted.")
+    runbook = "# Slow pages\n\nFirst, check the load. Second, check the database connection pool."
+    upload(collection.id, "runbook.md", runbook)
+
+    # When someone asks how long database backups are kept
+    answer = answer_question(question="How long are database backups kept?", collection_ids=[collection.id])
+
+    # Then the answer quotes the backup policy as [1] and nothing else: no off-topic [2]
+    assert [citation.document_name for citation in answer.citations] == ["backups.md"]
+    assert "kept for 30 days" in answer.citations[0].quote
+    assert "[2]" not in answer.text
+    assert "connection pool" not in answer.text
+
+
+def test_passages_about_the_question_are_all_kept():
+    # Given two passages that each share two of the question's three words, and one that shares one
+    passages = [
+        Passage("col", "doc1", "a.txt", ("chk1",), "Backups of the database run nightly.", 2.0),
+        Passage("col", "doc2", "b.txt", ("chk2",), "Database backups are kept for a month.", 1.5),
+        Passage("col", "doc3", "c.txt", ("chk3",), "Check the database pool.", 1.0),
+    ]
+
+    # When they are filtered for "database backups kept" / Then the first two stay, in rank order
+    kept = about_the_question(passages, ["database", "backups", "kept"])
+    assert [passage.document_id for passage in kept] == ["doc1", "doc2"]
