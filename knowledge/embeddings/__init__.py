@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from typing import Protocol
+from urllib.parse import urlsplit
 
 import numpy as np
 from django.conf import settings
@@ -38,38 +39,37 @@ _lock = threading.Lock()
 _cache: dict[tuple[str, ...], Embedder] = {}
 
 
-def embedder_settings() -> tuple[str, ...]:
-    return (
-        settings.WORKSPACE_EMBEDDINGS_BASE_URL,
-        settings.WORKSPACE_EMBEDDINGS_MODEL,
-        settings.WORKSPACE_EMBEDDINGS_API_KEY,
-        settings.WORKSPACE_EMBEDDINGS_PATH,
-    )
-
-
 def get_embedder() -> Embedder | None:
     """The configured provider, built once per process (a local model is loaded on its first use)."""
-    key = embedder_settings()
-    base_url, model, api_key, path = key
+    base_url, path = settings.WORKSPACE_EMBEDDINGS_BASE_URL, settings.WORKSPACE_EMBEDDINGS_PATH
     if not base_url and not path:
         return None
+    model, api_key = settings.WORKSPACE_EMBEDDINGS_MODEL, settings.WORKSPACE_EMBEDDINGS_API_KEY
+    timeout = settings.WORKSPACE_EMBEDDINGS_TIMEOUT_SECONDS
+    key = (base_url, model, api_key, path, str(timeout))
     with _lock:
         if key not in _cache:
-            _cache[key] = _build(base_url=base_url, model=model, api_key=api_key, path=path)
+            _cache[key] = _build(base_url=base_url, model=model, api_key=api_key, path=path, timeout=timeout)
         return _cache[key]
 
 
-def _build(*, base_url: str, model: str, api_key: str, path: str) -> Embedder:
+def _build(*, base_url: str, model: str, api_key: str, path: str, timeout: float) -> Embedder:
     if base_url and path:
         raise ImproperlyConfigured(
             "Name one embedding provider: WORKSPACE_EMBEDDINGS_BASE_URL or WORKSPACE_EMBEDDINGS_PATH, not both."
         )
     if base_url:
+        if urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).hostname:
+            raise ImproperlyConfigured(
+                "WORKSPACE_EMBEDDINGS_BASE_URL must be an http:// or https:// URL, such as http://127.0.0.1:11434/v1."
+            )
         if not model:
-            raise ImproperlyConfigured("WORKSPACE_EMBEDDINGS_BASE_URL needs WORKSPACE_EMBEDDINGS_MODEL.")
+            raise ImproperlyConfigured(
+                "WORKSPACE_EMBEDDINGS_BASE_URL is set, so WORKSPACE_EMBEDDINGS_MODEL must name the model."
+            )
         from knowledge.embeddings.remote import RemoteEmbedder
 
-        return RemoteEmbedder(base_url=base_url, model=model, api_key=api_key)
+        return RemoteEmbedder(base_url=base_url, model=model, api_key=api_key, timeout=timeout)
     from knowledge.embeddings.local import LocalEmbedder
 
     return LocalEmbedder(path)
