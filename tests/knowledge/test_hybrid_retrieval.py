@@ -271,3 +271,51 @@ def test_vector_cache_is_per_model(local_embeddings, ops):
     # When vectors of another model are asked for / Then none are compared
     vector_cache.clear()
     assert dense_search(vector=vector, model="other", collection_ids=[collection.id], limit=5, min_similarity=-1) == []
+
+
+def test_staff_see_on_the_collection_page_how_many_passages_wait_for_a_vector(
+    local_embeddings, ops, browser_for, monkeypatch
+):
+    # Given a collection ingested while the provider failed
+    with monkeypatch.context() as patch:
+        patch.setattr(LocalEmbedder, "embed", _fail)
+        collection = ops()
+
+    # When alice (staff) opens it / Then she reads that both passages are found by words only for now
+    page = browser_for("alice").get(f"/kb/collections/{collection.id}/documents").content.decode()
+    assert 'data-testid="embeddings-pending"><strong>2</strong> of 2 passages' in page
+
+    # When the backfill has embedded them / Then the page says all are embedded
+    embeddings_backfill()
+    page = browser_for("alice").get(f"/kb/collections/{collection.id}/documents").content.decode()
+    assert "All 2 passages embedded" in page
+
+
+def test_staff_see_that_no_provider_means_words_only(ops, browser_for):
+    # Given no embedding provider
+    collection = ops()
+
+    # When alice (staff) opens the collection / Then she reads that search is by words only
+    page = browser_for("alice").get(f"/kb/collections/{collection.id}/documents").content.decode()
+    assert 'data-testid="embeddings-off"' in page
+
+
+def test_people_who_are_not_staff_see_no_embedding_state(local_embeddings, ops, browser_for):
+    # Given an embedded collection
+    collection = ops()
+
+    # When bob (not staff) opens it / Then the page has no embedding section
+    response = browser_for("bob").get(f"/kb/collections/{collection.id}/documents")
+    assert response.status_code == 200
+    assert 'data-testid="embeddings"' not in response.content.decode()
+
+
+def test_admin_shows_a_collections_pending_chunks(local_embeddings, ops, admin_client_logged_in, monkeypatch):
+    # Given a collection whose chunks the provider could not embed
+    with monkeypatch.context() as patch:
+        patch.setattr(LocalEmbedder, "embed", _fail)
+        collection = ops()
+
+    # When staff open it in admin / Then the pending chunks are stated
+    page = admin_client_logged_in.get(f"/admin/knowledge/collection/{collection.id}/change/").content.decode()
+    assert "2 of 2 chunks pending" in page
