@@ -24,13 +24,13 @@ from knowledge.search.base import SearchHit
 class _Block:
     """One collection's vectors under one model, as of (`count`, `last_id`)."""
 
-    chunk_ids: tuple[str, ...]
+    chunk_ids: np.ndarray  # of str, so a search picks its best ids in one indexing step
     matrix: np.ndarray
     count: int
     last_id: int
 
 
-_EMPTY = _Block(chunk_ids=(), matrix=np.zeros((0, 0), dtype=np.float32), count=0, last_id=0)
+_EMPTY = _Block(chunk_ids=np.array([], dtype=object), matrix=np.zeros((0, 0), dtype=np.float32), count=0, last_id=0)
 
 
 def vector_bytes(vector: np.ndarray) -> bytes:
@@ -80,23 +80,20 @@ class VectorCache:
 
     def _refreshed(self, block: _Block, *, model: str, collection_id: str, count: int, last_id: int) -> _Block:
         rows = ChunkEmbedding.objects.filter(collection_id=collection_id, model=model, id__lte=last_id)
-        added = list(rows.filter(id__gt=block.last_id).order_by("id").values_list("chunk_id", "vector"))
-        if block.count and block.count + len(added) == count:
-            # Only appended since: the cached part is still exact.
-            new = _matrix([vector for _, vector in added])
-            return _Block(
-                chunk_ids=block.chunk_ids + tuple(chunk_id for chunk_id, _ in added),
-                matrix=np.concatenate([block.matrix, new]),
-                count=count,
-                last_id=last_id,
-            )
-        everything = list(rows.order_by("id").values_list("chunk_id", "vector"))
-        return _Block(
-            chunk_ids=tuple(chunk_id for chunk_id, _ in everything),
-            matrix=_matrix([vector for _, vector in everything]),
-            count=len(everything),
-            last_id=last_id,
-        )
+        if block.count:
+            added = list(rows.filter(id__gt=block.last_id).order_by("id").values_list("chunk_id", "vector"))
+            if block.count + len(added) == count:
+                # Only appended since: the cached part is still exact.
+                return _block(added, last_id=last_id, after=block)
+        return _block(list(rows.order_by("id").values_list("chunk_id", "vector")), last_id=last_id)
+
+
+def _block(rows: list[tuple[str, bytes]], *, last_id: int, after: _Block = _EMPTY) -> _Block:
+    ids = np.array([chunk_id for chunk_id, _ in rows], dtype=object)
+    matrix = _matrix([vector for _, vector in rows])
+    if after.count:
+        ids, matrix = np.concatenate([after.chunk_ids, ids]), np.concatenate([after.matrix, matrix])
+    return _Block(chunk_ids=ids, matrix=matrix, count=len(ids), last_id=last_id)
 
 
 vector_cache = VectorCache()
@@ -109,21 +106,17 @@ def dense_search(
     if not collection_ids or limit <= 0:
         return []
     query = np.asarray(vector, dtype=np.float32)
-    scored: list[tuple[np.ndarray, tuple[str, ...]]] = []
+    best_scores, best_ids = [], []
     for block in vector_cache.blocks(model=model, collection_ids=collection_ids):
         if block.matrix.shape[1] != query.shape[0]:
             continue  # vectors of another width cannot be compared (a misconfigured model name)
         scores = block.matrix @ query
         keep = min(limit, len(scores))
         top = np.argpartition(-scores, keep - 1)[:keep]
-        scored.append((scores[top], tuple(block.chunk_ids[index] for index in top)))
-    if not scored:
+        best_scores.append(scores[top])
+        best_ids.append(block.chunk_ids[top])
+    if not best_scores:
         return []
-    scores = np.concatenate([part for part, _ in scored])
-    chunk_ids = [chunk_id for _, ids in scored for chunk_id in ids]
-    order = sorted(range(len(chunk_ids)), key=lambda index: (-scores[index], chunk_ids[index]))
-    return [
-        SearchHit(chunk_id=chunk_ids[index], score=float(scores[index]))
-        for index in order[:limit]
-        if scores[index] >= min_similarity
-    ]
+    scores, chunk_ids = np.concatenate(best_scores), np.concatenate(best_ids)
+    hits = sorted(zip((-scores).tolist(), chunk_ids.tolist(), strict=True))[:limit]
+    return [SearchHit(chunk_id=chunk_id, score=-negated) for negated, chunk_id in hits if -negated >= min_similarity]
