@@ -16,11 +16,11 @@ import logging
 from collections.abc import Sequence
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, QuerySet
 
 from knowledge.embeddings import Embedder, EmbeddingError, embed_in_batches, get_embedder
 from knowledge.formats import ExtractionError, document_format, extract_text, split_into_chunks
-from knowledge.models import Chunk, ChunkEmbedding, Document
+from knowledge.models import Chunk, ChunkEmbedding, CollectionVectors, Document
 from knowledge.search import get_chunk_index
 from knowledge.search.dense import vector_bytes
 
@@ -32,14 +32,39 @@ BACKFILL_BATCH = 64
 
 def drop_chunks(document_id: str) -> None:
     get_chunk_index().forget_document(document_id=document_id)
-    ChunkEmbedding.objects.filter(document_id=document_id).delete()
+    dropped, _ = ChunkEmbedding.objects.filter(document_id=document_id).delete()
+    if dropped:
+        collection_id = Document.objects.filter(pk=document_id).values_list("collection_id", flat=True).first()
+        if collection_id is not None:
+            _vectors_dropped(collection_id)
     Chunk.objects.filter(document_id=document_id).delete()
 
 
 def drop_collection_chunks(collection_id: str) -> None:
     get_chunk_index().forget_collection(collection_id=collection_id)
-    ChunkEmbedding.objects.filter(collection_id=collection_id).delete()
+    if ChunkEmbedding.objects.filter(collection_id=collection_id).delete()[0]:
+        # Gone with the collection: a search process's cache of it no longer matches (no row reads
+        # as no drops and no vectors) and is emptied.
+        CollectionVectors.objects.filter(pk=collection_id).delete()
     Chunk.objects.filter(collection_id=collection_id).delete()
+
+
+def _vectors_dropped(collection_id: str) -> None:
+    """Tells search processes to read the collection's vectors again (knowledge/search/dense.py)."""
+    if not CollectionVectors.objects.filter(pk=collection_id).update(drops=F("drops") + 1):
+        CollectionVectors.objects.bulk_create(
+            [CollectionVectors(collection_id=collection_id, drops=1)], ignore_conflicts=True
+        )
+
+
+def _vectors_held(collection_ids: set[str]) -> None:
+    """Holds the collections' CollectionVectors rows (made if missing), in id order, until commit:
+    their vectors' ids are then drawn and committed in order (knowledge/search/dense.py)."""
+    ordered = sorted(collection_ids)
+    CollectionVectors.objects.bulk_create(
+        [CollectionVectors(collection_id=collection_id) for collection_id in ordered], ignore_conflicts=True
+    )
+    list(CollectionVectors.objects.select_for_update().filter(pk__in=ordered).order_by("pk").values_list("pk"))
 
 
 def _current_document(document_id: str, content_version: int) -> Document | None:
@@ -142,9 +167,13 @@ def chunk_embeddings_store(*, model: str, rows: Sequence[tuple[str, str, str, ob
     """Stores (chunk_id, document_id, collection_id, vector) rows for the chunks that still exist:
     a re-upload or a delete while the provider worked leaves nothing behind. A vector of another
     model for the same chunk is replaced."""
+    _vectors_held({row[2] for row in rows})
     existing = set(Chunk.objects.filter(pk__in=[row[0] for row in rows]).values_list("pk", flat=True))
     kept = [row for row in rows if row[0] in existing]
-    ChunkEmbedding.objects.filter(chunk_id__in=[row[0] for row in kept]).exclude(model=model).delete()
+    replaced = ChunkEmbedding.objects.filter(chunk_id__in=[row[0] for row in kept]).exclude(model=model)
+    for collection_id in set(replaced.values_list("collection_id", flat=True)):
+        _vectors_dropped(collection_id)
+    replaced.delete()
     ChunkEmbedding.objects.bulk_create(
         [
             ChunkEmbedding(

@@ -121,8 +121,8 @@ class ChunkEmbedding(models.Model):
     vectors beside them by the indexed document or collection (knowledge/ingest.py `drop_chunks`).
     """
 
-    # Ids only grow, so a collection's row count and highest id change with every write and delete:
-    # that pair is how a search process knows its cached vectors of the collection are current.
+    # Ids only grow, and a collection's are drawn one writer at a time (CollectionVectors): rows
+    # above the highest id a search process has read are the ones added since.
     id = models.BigAutoField(primary_key=True)
     chunk_id = models.CharField(max_length=40, unique=True)
     document_id = models.CharField(max_length=40, db_index=True)
@@ -135,6 +135,16 @@ class ChunkEmbedding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.chunk_id} ({self.model})"
+
+
+class CollectionVectors(models.Model):
+    """What a search process needs to know its cached vectors of a collection are current, in one
+    indexed read (knowledge/search/dense.py): `drops` counts the deletes of the collection's
+    vectors (a cache reloads on a change), and writers of its vectors hold this row while they
+    insert, so ids are drawn and committed in order and the highest id read tells what was added."""
+
+    collection_id = models.CharField(primary_key=True, max_length=40)
+    drops = models.BigIntegerField(default=0)
 
 
 class KbChat(TrackedModel):

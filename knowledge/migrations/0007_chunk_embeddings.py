@@ -1,4 +1,5 @@
-"""Chunk vectors for hybrid retrieval: one row per chunk, with the model that made it (README "Hybrid retrieval")."""
+"""Chunk vectors for hybrid retrieval: one row per chunk, with the model that made it, and the
+per-collection row that orders their writes and counts their deletes (README "Hybrid retrieval")."""
 
 from django.db import migrations, models
 
@@ -10,6 +11,13 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.CreateModel(
+            name='CollectionVectors',
+            fields=[
+                ('collection_id', models.CharField(max_length=40, primary_key=True, serialize=False)),
+                ('drops', models.BigIntegerField(default=0)),
+            ],
+        ),
         migrations.CreateModel(
             name='ChunkEmbedding',
             fields=[

@@ -2,21 +2,23 @@
 the question's collections, computed with NumPy over a per-process cache of each collection's
 matrix (neither database needs an extension; PostgreSQL's pgvector is not assumed).
 
-The cache is checked on every search with one indexed aggregate per question (each collection's
-row count and highest id under the model): ids only grow, so rows added since are appended, and a
-collection that lost rows (a re-upload, a delete) is read again whole.
+The cache is checked on every search with one statement of index lookups per question (each
+collection's highest vector id under the model, and its count of deletes in CollectionVectors):
+writers of a collection's vectors draw ids one at a time and in commit order, so rows above the
+highest id read are the ones added since and are appended; a collection whose vectors were
+deleted (a re-upload, a document's delete) is read again whole.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
-from django.db.models import Count, Max
+from django.db.models import OuterRef, Subquery
 
-from knowledge.models import ChunkEmbedding
+from knowledge.models import ChunkEmbedding, Collection, CollectionVectors
 from knowledge.search.base import SearchHit
 
 
@@ -26,11 +28,18 @@ class _Block:
 
     chunk_ids: np.ndarray  # of str, so a search picks its best ids in one indexing step
     matrix: np.ndarray
-    count: int
+    drops: int
     last_id: int
+    row_of: dict[str, int]
+
+    @property
+    def count(self) -> int:
+        return len(self.chunk_ids)
 
 
-_EMPTY = _Block(chunk_ids=np.array([], dtype=object), matrix=np.zeros((0, 0), dtype=np.float32), count=0, last_id=0)
+_EMPTY = _Block(
+    chunk_ids=np.array([], dtype=object), matrix=np.zeros((0, 0), dtype=np.float32), drops=0, last_id=0, row_of={}
+)
 
 
 def vector_bytes(vector: np.ndarray) -> bytes:
@@ -57,43 +66,46 @@ class VectorCache:
             self._blocks.clear()
 
     def blocks(self, *, model: str, collection_ids: Sequence[str]) -> list[_Block]:
+        newest = ChunkEmbedding.objects.filter(collection_id=OuterRef("pk"), model=model).order_by("-id")
+        drops = CollectionVectors.objects.filter(pk=OuterRef("pk"))
         stored = {
-            row["collection_id"]: (row["count"], row["last_id"])
-            for row in ChunkEmbedding.objects.filter(collection_id__in=list(collection_ids), model=model)
-            .values("collection_id")
-            .annotate(count=Count("id"), last_id=Max("id"))
-            .order_by()
+            collection_id: (drops or 0, last_id or 0)
+            for collection_id, last_id, drops in Collection.objects.filter(pk__in=list(collection_ids))
+            .annotate(last_id=Subquery(newest.values("id")[:1]), drops=Subquery(drops.values("drops")[:1]))
+            .values_list("pk", "last_id", "drops")
         }
         found = []
         for collection_id in dict.fromkeys(collection_ids):
-            count, last_id = stored.get(collection_id, (0, 0))
+            drops, last_id = stored.get(collection_id, (0, 0))
             key = (model, collection_id)
             with self._lock:
                 block = self._blocks.get(key, _EMPTY)
-            if (block.count, block.last_id) != (count, last_id):
-                block = self._refreshed(block, model=model, collection_id=collection_id, count=count, last_id=last_id)
+            if (block.drops, block.last_id) != (drops, last_id):
+                block = self._refreshed(block, model=model, collection_id=collection_id, drops=drops, last_id=last_id)
                 with self._lock:
                     self._blocks[key] = block
             if block.count:
                 found.append(block)
         return found
 
-    def _refreshed(self, block: _Block, *, model: str, collection_id: str, count: int, last_id: int) -> _Block:
+    def _refreshed(self, block: _Block, *, model: str, collection_id: str, drops: int, last_id: int) -> _Block:
         rows = ChunkEmbedding.objects.filter(collection_id=collection_id, model=model, id__lte=last_id)
-        if block.count:
-            added = list(rows.filter(id__gt=block.last_id).order_by("id").values_list("chunk_id", "vector"))
-            if block.count + len(added) == count:
-                # Only appended since: the cached part is still exact.
-                return _block(added, last_id=last_id, after=block)
-        return _block(list(rows.order_by("id").values_list("chunk_id", "vector")), last_id=last_id)
+        if block.count and block.drops == drops:
+            # Nothing deleted since: the cached part is exact, and the rows after it are the new ones.
+            added = rows.filter(id__gt=block.last_id).order_by("id").values_list("chunk_id", "vector")
+            return _block(list(added), drops=drops, last_id=last_id, after=block)
+        return _block(list(rows.order_by("id").values_list("chunk_id", "vector")), drops=drops, last_id=last_id)
 
 
-def _block(rows: list[tuple[str, bytes]], *, last_id: int, after: _Block = _EMPTY) -> _Block:
+def _block(rows: list[tuple[str, bytes]], *, drops: int, last_id: int, after: _Block = _EMPTY) -> _Block:
+    if not rows:
+        return replace(after, drops=drops, last_id=last_id)
     ids = np.array([chunk_id for chunk_id, _ in rows], dtype=object)
     matrix = _matrix([vector for _, vector in rows])
     if after.count:
         ids, matrix = np.concatenate([after.chunk_ids, ids]), np.concatenate([after.matrix, matrix])
-    return _Block(chunk_ids=ids, matrix=matrix, count=len(ids), last_id=last_id)
+    row_of = {**after.row_of, **{chunk_id: after.count + row for row, (chunk_id, _) in enumerate(rows)}}
+    return _Block(chunk_ids=ids, matrix=matrix, drops=drops, last_id=last_id, row_of=row_of)
 
 
 vector_cache = VectorCache()
@@ -120,3 +132,17 @@ def dense_search(
     scores, chunk_ids = np.concatenate(best_scores), np.concatenate(best_ids)
     hits = sorted(zip((-scores).tolist(), chunk_ids.tolist(), strict=True))[:limit]
     return [SearchHit(chunk_id=chunk_id, score=-negated) for negated, chunk_id in hits if -negated >= min_similarity]
+
+
+def similarities(
+    *, vector: np.ndarray, model: str, collection_ids: Sequence[str], chunk_ids: Sequence[str]
+) -> dict[str, float]:
+    """The cosine of each of `chunk_ids` that has a vector of `model` (pending chunks are left out)."""
+    query = np.asarray(vector, dtype=np.float32)
+    found: dict[str, float] = {}
+    for block in vector_cache.blocks(model=model, collection_ids=collection_ids):
+        rows = [(chunk_id, block.row_of[chunk_id]) for chunk_id in chunk_ids if chunk_id in block.row_of]
+        if rows and block.matrix.shape[1] == query.shape[0]:
+            scores = block.matrix[[row for _, row in rows]] @ query
+            found.update(zip([chunk_id for chunk_id, _ in rows], scores.tolist(), strict=True))
+    return found

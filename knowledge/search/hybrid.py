@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import numpy as np
+
 from knowledge.embeddings import EmbeddingError, get_embedder
 from knowledge.search import get_chunk_index
 from knowledge.search.base import SearchHit
-from knowledge.search.dense import dense_search
+from knowledge.search.dense import dense_search, similarities
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +29,11 @@ RRF_K = 60
 # Cosine below which a chunk is not about the question at all (all-MiniLM-L6-v2 puts unrelated
 # English text near 0.0-0.15): such chunks never enter the answer through dense retrieval alone.
 MIN_SIMILARITY = 0.2
+# A chunk either ranking let in stays only if its cosine is at least this share of the best one's:
+# a question's words find passages that share a word and nothing else (the demo's "Who can send
+# messages in a shared chat?" met the sandboxes page at 0.10 beside the sharing page at 0.63), and
+# an answer should not quote them. bench/retrieval.py measures it.
+RELATIVE_SIMILARITY = 0.6
 
 
 def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], *, limit: int, k: int = RRF_K) -> list[SearchHit]:
@@ -38,26 +45,35 @@ def reciprocal_rank_fusion(rankings: Sequence[Sequence[SearchHit]], *, limit: in
     return [SearchHit(chunk_id=chunk_id, score=score) for chunk_id, score in best]
 
 
-def dense_ranking(*, question: str, collection_ids: Sequence[str], limit: int) -> list[SearchHit] | None:
-    """The dense ranking, or None where there is none (no provider, or it failed: words alone then)."""
-    embedder = get_embedder()
-    if embedder is None:
-        return None
-    try:
-        vector = embedder.embed([question])[0]
-    except EmbeddingError as exc:
-        logger.warning("Searching by words only: the question could not be embedded: %s", exc)
-        return None
-    return dense_search(
-        vector=vector, model=embedder.model, collection_ids=collection_ids, limit=limit, min_similarity=MIN_SIMILARITY
+def near_the_question(
+    hits: Sequence[SearchHit], *, vector: np.ndarray, model: str, collection_ids: Sequence[str]
+) -> list[SearchHit]:
+    """`hits` without those much further from the question in meaning than the nearest one; chunks
+    without a vector yet (pending) are judged by their words alone and stay."""
+    cosine = similarities(
+        vector=vector, model=model, collection_ids=collection_ids, chunk_ids=[hit.chunk_id for hit in hits]
     )
+    if not cosine:
+        return list(hits)
+    floor = RELATIVE_SIMILARITY * max(cosine.values())
+    return [hit for hit in hits if cosine.get(hit.chunk_id, floor) >= floor]
 
 
 def hybrid_search(*, question: str, collection_ids: Sequence[str], limit: int) -> list[SearchHit]:
     """Best first; scores are fusion scores when a dense ranking took part, the index's otherwise."""
     depth = max(limit, CANDIDATES)
     lexical = get_chunk_index().search(question=question, collection_ids=collection_ids, limit=depth)
-    dense = dense_ranking(question=question, collection_ids=collection_ids, limit=depth)
-    if dense is None:
+    embedder = get_embedder()
+    if embedder is None:
         return lexical[:limit]
-    return reciprocal_rank_fusion([lexical, dense], limit=limit)
+    try:
+        vector = embedder.embed([question])[0]
+    except EmbeddingError as exc:
+        logger.warning("Searching by words only: the question could not be embedded: %s", exc)
+        return lexical[:limit]
+    model = embedder.model
+    dense = dense_search(
+        vector=vector, model=model, collection_ids=collection_ids, limit=depth, min_similarity=MIN_SIMILARITY
+    )
+    fused = reciprocal_rank_fusion([lexical, dense], limit=depth)
+    return near_the_question(fused, vector=vector, model=model, collection_ids=collection_ids)[:limit]

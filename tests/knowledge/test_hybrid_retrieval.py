@@ -8,6 +8,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from knowledge.answers import NOTHING_FOUND, retrieve_passages
+from knowledge.demo import DOCS_DIR
 from knowledge.embeddings import EmbeddingError, get_embedder
 from knowledge.embeddings.local import LocalEmbedder
 from knowledge.ingest import embeddings_backfill
@@ -319,3 +320,28 @@ def test_admin_shows_a_collections_pending_chunks(local_embeddings, ops, admin_c
     # When staff open it in admin / Then the pending chunks are stated
     page = admin_client_logged_in.get(f"/admin/knowledge/collection/{collection.id}/change/").content.decode()
     assert "2 of 2 chunks pending" in page
+
+
+@pytest.fixture
+def demo_pages(make_collection, upload):
+    """The demo handbook's pages on sharing, sandboxes and notifications."""
+    collection = make_collection("Handbook")
+    for name in ("sharing.md", "sandboxes.md", "notifications.md"):
+        upload(collection.id, name, (DOCS_DIR / name).read_text(), content_type="text/markdown")
+    return collection
+
+
+def test_a_passage_that_shares_only_words_with_the_question_is_left_out(local_embeddings, demo_pages):
+    # Given the handbook, where "messages", "shared" and "chat" also appear on other pages
+    # When a question about sharing is asked
+    passages = retrieve_passages(question="Who can send messages in a shared chat?", collection_ids=[demo_pages.id])
+
+    # Then only the sharing page is retrieved: the others are far from it in meaning
+    assert _filenames(passages) == ["sharing.md"]
+
+
+def test_by_words_alone_the_same_question_also_retrieves_pages_that_share_a_word(demo_pages):
+    # Given no provider / When the same question is asked / Then other pages come along
+    passages = retrieve_passages(question="Who can send messages in a shared chat?", collection_ids=[demo_pages.id])
+    assert _filenames(passages)[0] == "sharing.md"
+    assert len(passages) > 1
