@@ -100,7 +100,7 @@ def main() -> None:
     from knowledge.embeddings import get_embedder
     from knowledge.search import get_chunk_index
     from knowledge.search.dense import dense_search, vector_cache
-    from knowledge.search.hybrid import CANDIDATES, MIN_SIMILARITY, RRF_K, reciprocal_rank_fusion
+    from knowledge.search.hybrid import CANDIDATES, MIN_SIMILARITY, convex_combination
 
     embedder = get_embedder()
     question_vector = embedder.embed([QUESTION])[0]
@@ -115,7 +115,7 @@ def main() -> None:
         )
 
     def hybrid(scope: list[str]) -> list:
-        return reciprocal_rank_fusion([lexical(scope), dense(scope)], limit=8, k=RRF_K)
+        return convex_combination(lexical(scope), dense(scope), limit=8)
 
     figures: list[Figure] = [
         measure("embed a question (local model)", 0, args.repeat, lambda: embedder.embed([QUESTION]))

@@ -9,7 +9,8 @@ paragraph and answered by spans of it.
    about is its one relevant passage, judged by the person who wrote the question. For every
    question the 10 best paragraphs of lexical search (FTS5 bm25 / PostgreSQL ts_rank_cd), of dense
    retrieval and of their fusion give recall@10 and nDCG@10 (binary relevance), with fusion
-   variants beside the service's choice.
+   variants beside the service's choice (convex combinations of other weights, reciprocal rank
+   fusion).
 2. Answers. Each article is uploaded as one document, and every question is asked through the chat
    API (POST /kb/chats/<id>/messages), lexical only and hybrid: how often the passage cited first
    ([1]) holds one of the question's answer spans, and how many markers an answer carries. The
@@ -94,6 +95,17 @@ def upload(collection_id: str, filename: str, text: str) -> str:
     return document.id
 
 
+def reciprocal_rank_fusion(rankings: Sequence[Sequence], *, k: int) -> list:
+    """Cormack, Clarke and Buettcher (SIGIR 2009), the usual alternative, for comparison."""
+    from knowledge.search.base import SearchHit
+
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, hit in enumerate(ranking, start=1):
+            fused[hit.chunk_id] = fused.get(hit.chunk_id, 0.0) + 1.0 / (k + rank)
+    return [SearchHit(chunk_id, score) for chunk_id, score in sorted(fused.items(), key=lambda item: -item[1])]
+
+
 def ndcg_and_recall(ranked: Sequence[str], relevant: str) -> tuple[float, float]:
     """Binary relevance with one relevant item: nDCG@10 is 1/log2(1 + rank), recall@10 is 1 or 0."""
     top = list(ranked)[:DEPTH]
@@ -110,11 +122,11 @@ def retrieval(questions: list[Question], paragraphs: list[str]) -> None:
     from knowledge.search.dense import dense_search
     from knowledge.search.hybrid import (
         CANDIDATES,
+        LEXICAL_WEIGHT,
         MIN_SIMILARITY,
         RELATIVE_SIMILARITY,
-        RRF_K,
+        convex_combination,
         hybrid_search,
-        reciprocal_rank_fusion,
     )
 
     collection = services.collection_create(user_id=USER, name="SQuAD paragraphs")
@@ -134,18 +146,23 @@ def retrieval(questions: list[Question], paragraphs: list[str]) -> None:
     rankings: dict[str, Callable[[list, list], list]] = {
         "lexical": lambda lexical, dense: lexical,
         "dense": lambda lexical, dense: dense,
-        f"hybrid, RRF k={RRF_K} alone": lambda lexical, dense: reciprocal_rank_fusion(
-            [lexical, dense], limit=CANDIDATES
+        f"hybrid, convex combination {LEXICAL_WEIGHT} alone": lambda lexical, dense: convex_combination(
+            lexical, dense, limit=CANDIDATES
         ),
-        "hybrid, RRF k=10": lambda lexical, dense: reciprocal_rank_fusion([lexical, dense], limit=CANDIDATES, k=10),
-        "hybrid, RRF dense counted twice": lambda lexical, dense: reciprocal_rank_fusion(
-            [lexical, dense, dense], limit=CANDIDATES
-        ),
-        "hybrid, RRF lexical counted twice": lambda lexical, dense: reciprocal_rank_fusion(
-            [lexical, lexical, dense], limit=CANDIDATES
-        ),
+        **{
+            f"hybrid, convex combination {weight}": lambda lexical, dense, weight=weight: convex_combination(
+                lexical, dense, limit=CANDIDATES, weight=weight
+            )
+            for weight in (0.3, 0.7)
+        },
+        **{
+            f"hybrid, reciprocal rank fusion k={k}": lambda lexical, dense, k=k: reciprocal_rank_fusion(
+                [lexical, dense], k=k
+            )
+            for k in (10, 60)
+        },
     }
-    service = f"hybrid (service: RRF k={RRF_K}, cosine >= {RELATIVE_SIMILARITY} x best)"
+    service = f"hybrid (service: convex {LEXICAL_WEIGHT}, cosine >= {RELATIVE_SIMILARITY} x best)"
     totals = {name: [0.0, 0.0] for name in [*rankings, service]}
     began = time.perf_counter()
     for question in questions:

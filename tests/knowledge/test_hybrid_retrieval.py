@@ -15,7 +15,7 @@ from knowledge.ingest import embeddings_backfill
 from knowledge.models import Chunk, ChunkEmbedding
 from knowledge.search.base import SearchHit
 from knowledge.search.dense import dense_search, vector_cache
-from knowledge.search.hybrid import reciprocal_rank_fusion
+from knowledge.search.hybrid import convex_combination
 from knowledge.services import document_delete
 
 pytestmark = pytest.mark.django_db
@@ -222,14 +222,24 @@ def test_dense_search_reads_each_collections_vectors_once(local_embeddings, ops,
         dense_search(vector=vector, model=embedder.model, collection_ids=[collection.id], limit=5, min_similarity=0)
 
 
-def test_reciprocal_rank_fusion_puts_a_chunk_both_rankings_like_first():
-    # Given two rankings that agree only on "b"
-    lexical = [SearchHit("a", 9.0), SearchHit("b", 5.0), SearchHit("c", 1.0)]
-    dense = [SearchHit("d", 0.9), SearchHit("b", 0.8)]
+def test_fusion_puts_a_chunk_both_rankings_like_first():
+    # Given two rankings on different scales that agree only on "b"
+    lexical = [SearchHit("a", 9.0), SearchHit("b", 8.0), SearchHit("c", 1.0)]
+    dense = [SearchHit("d", 0.9), SearchHit("b", 0.8), SearchHit("e", 0.2)]
 
-    # When they are fused / Then "b" leads, and the limit holds
-    fused = reciprocal_rank_fusion([lexical, dense], limit=3)
+    # When they are fused / Then "b" leads, the best of each follow, and the limit holds
+    fused = convex_combination(lexical, dense, limit=3)
     assert [hit.chunk_id for hit in fused] == ["b", "a", "d"]
+
+
+def test_fusion_weighs_each_ranking_by_its_share():
+    # Given two rankings that disagree
+    lexical = [SearchHit("a", 3.0), SearchHit("b", 1.0)]
+    dense = [SearchHit("b", 0.7), SearchHit("a", 0.1)]
+
+    # When words weigh more, and then meaning / Then each leads in turn
+    assert convex_combination(lexical, dense, limit=1, weight=0.8)[0].chunk_id == "a"
+    assert convex_combination(lexical, dense, limit=1, weight=0.2)[0].chunk_id == "b"
 
 
 def test_the_local_model_puts_a_paraphrase_nearer_than_an_unrelated_sentence(local_embeddings):
