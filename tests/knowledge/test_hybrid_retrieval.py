@@ -355,3 +355,29 @@ def test_by_words_alone_the_same_question_also_retrieves_pages_that_share_a_word
     passages = retrieve_passages(question="Who can send messages in a shared chat?", collection_ids=[demo_pages.id])
     assert _filenames(passages)[0] == "sharing.md"
     assert len(passages) > 1
+
+
+def test_a_provider_failing_halfway_through_a_document_stores_none_of_its_vectors(
+    local_embeddings, make_collection, upload, monkeypatch
+):
+    # Given a provider that embeds one text per call and fails on the second call
+    real = LocalEmbedder.embed
+    calls = []
+
+    def second_fails(self, texts):
+        calls.append(texts)
+        if len(calls) == 2:
+            raise EmbeddingError("The embedding server failed (HTTP 500).")
+        return real(self, texts)
+
+    monkeypatch.setattr("knowledge.embeddings.BATCH", 1)
+    monkeypatch.setattr(LocalEmbedder, "embed", second_fails)
+    collection = make_collection("Ops")
+
+    # When a document of three chunks is ingested
+    upload(collection.id, "long.md", "\n\n".join(f"Paragraph {n}: " + "backup words " * 40 for n in range(3)))
+
+    # Then no vector is stored and every chunk stays pending, searchable by words
+    assert Chunk.objects.filter(collection_id=collection.id).count() == 3
+    assert not ChunkEmbedding.objects.exists()
+    assert retrieve_passages(question="backup paragraph", collection_ids=[collection.id])
