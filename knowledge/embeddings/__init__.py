@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -19,6 +20,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 # Texts per provider call: bounds a request's size and a local batch's memory.
 BATCH = 32
+# What a local model directory holds (as sentence-transformers saves it).
+MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 
 class EmbeddingError(Exception):
@@ -53,7 +56,17 @@ def get_embedder() -> Embedder | None:
         return _cache[key]
 
 
-def _build(*, base_url: str, model: str, api_key: str, path: str, timeout: float) -> Embedder:
+def check_embedding_settings() -> None:
+    """Start-up check: one provider named whole, or none (a question never meets a bad setting)."""
+    _checked(
+        base_url=settings.WORKSPACE_EMBEDDINGS_BASE_URL,
+        model=settings.WORKSPACE_EMBEDDINGS_MODEL,
+        path=settings.WORKSPACE_EMBEDDINGS_PATH,
+        timeout=settings.WORKSPACE_EMBEDDINGS_TIMEOUT_SECONDS,
+    )
+
+
+def _checked(*, base_url: str, model: str, path: str, timeout: float) -> None:
     if base_url and path:
         raise ImproperlyConfigured(
             "Name one embedding provider: WORKSPACE_EMBEDDINGS_BASE_URL or WORKSPACE_EMBEDDINGS_PATH, not both."
@@ -67,6 +80,19 @@ def _build(*, base_url: str, model: str, api_key: str, path: str, timeout: float
             raise ImproperlyConfigured(
                 "WORKSPACE_EMBEDDINGS_BASE_URL is set, so WORKSPACE_EMBEDDINGS_MODEL must name the model."
             )
+        if timeout <= 0:
+            raise ImproperlyConfigured("WORKSPACE_EMBEDDINGS_TIMEOUT_SECONDS must be above 0.")
+    if path:
+        for name in MODEL_FILES:
+            if not (Path(path) / name).is_file():
+                raise ImproperlyConfigured(
+                    f"WORKSPACE_EMBEDDINGS_PATH {path!r} is not a sentence-transformers model directory: no {name}."
+                )
+
+
+def _build(*, base_url: str, model: str, api_key: str, path: str, timeout: float) -> Embedder:
+    _checked(base_url=base_url, model=model, path=path, timeout=timeout)
+    if base_url:
         from knowledge.embeddings.remote import RemoteEmbedder
 
         return RemoteEmbedder(base_url=base_url, model=model, api_key=api_key, timeout=timeout)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from django.core.exceptions import ImproperlyConfigured
 from threadpoolctl import threadpool_limits
 
 from knowledge.embeddings import EmbeddingError, unit_rows
@@ -47,11 +46,6 @@ class LocalEmbedder:
 
     def __init__(self, path: str) -> None:
         self.path = Path(path)
-        for name in ("config.json", "model.safetensors", "tokenizer.json"):
-            if not (self.path / name).is_file():
-                raise ImproperlyConfigured(
-                    f"WORKSPACE_EMBEDDINGS_PATH {path!r} is not a sentence-transformers model directory: no {name}."
-                )
         self.model = f"local:{_fingerprint(self.path / 'model.safetensors')}"
         self._lock = threading.Lock()
         self._weights: dict[str, np.ndarray] | None = None
@@ -122,7 +116,7 @@ def _load(path: Path) -> tuple[dict[str, np.ndarray], _Shape, object]:
     except (OSError, ValueError) as exc:
         raise EmbeddingError(f"The local embedding model in {path} could not be read: {exc}") from exc
     if config.get("hidden_act", "gelu") not in {"gelu", "gelu_new"}:
-        raise ImproperlyConfigured(f"The local embedding model uses {config['hidden_act']!r}; only GELU is supported.")
+        raise EmbeddingError(f"The local embedding model uses {config['hidden_act']!r}; only GELU is supported.")
     mode = "cls" if pooling.get("pooling_mode_cls_token") else "mean"
     shape = _Shape(
         layers=int(config["num_hidden_layers"]),

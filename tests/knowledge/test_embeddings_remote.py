@@ -11,7 +11,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from knowledge.answers import retrieve_passages
-from knowledge.embeddings import EmbeddingError, get_embedder
+from knowledge.embeddings import EmbeddingError, check_embedding_settings, get_embedder
 from knowledge.ingest import embeddings_backfill
 from knowledge.models import Chunk, ChunkEmbedding
 from tests.fixtures.llm import (
@@ -204,3 +204,13 @@ def test_an_endpoint_without_a_model_is_refused(settings):
     # When the provider is built / Then the missing setting is named
     with pytest.raises(ImproperlyConfigured, match="WORKSPACE_EMBEDDINGS_MODEL"):
         get_embedder()
+
+
+def test_a_bad_embedding_setting_stops_the_start_up(settings):
+    # Given an endpoint without a model
+    settings.WORKSPACE_EMBEDDINGS_BASE_URL = "http://127.0.0.1:11434/v1"
+    settings.WORKSPACE_EMBEDDINGS_MODEL = ""
+
+    # When the app's start-up check runs / Then it refuses, naming the setting
+    with pytest.raises(ImproperlyConfigured, match="WORKSPACE_EMBEDDINGS_MODEL"):
+        check_embedding_settings()
