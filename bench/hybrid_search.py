@@ -110,9 +110,8 @@ def main() -> None:
         return get_chunk_index().search(question=QUESTION, collection_ids=scope, limit=CANDIDATES)
 
     def dense(scope: list[str]) -> list:
-        return dense_search(
-            vector=question_vector, model=embedder.model, collection_ids=scope, limit=CANDIDATES, min_similarity=-1
-        )
+        blocks = vector_cache.blocks(model=embedder.model, collection_ids=scope)
+        return dense_search(vector=question_vector, blocks=blocks, limit=CANDIDATES, min_similarity=-1)
 
     def hybrid(scope: list[str]) -> list:
         return convex_combination(lexical(scope), dense(scope), limit=8)

@@ -120,7 +120,7 @@ def retrieval(questions: list[Question], paragraphs: list[str]) -> None:
     from knowledge.embeddings import get_embedder
     from knowledge.models import Chunk
     from knowledge.search import get_chunk_index
-    from knowledge.search.dense import dense_search
+    from knowledge.search.dense import dense_search, vector_cache
     from knowledge.search.hybrid import (
         CANDIDATES,
         LEXICAL_WEIGHT,
@@ -169,9 +169,8 @@ def retrieval(questions: list[Question], paragraphs: list[str]) -> None:
     for question in questions:
         lexical = get_chunk_index().search(question=question.text, collection_ids=scope, limit=CANDIDATES)
         vector = embedder.embed([question.text])[0]
-        dense = dense_search(
-            vector=vector, model=embedder.model, collection_ids=scope, limit=CANDIDATES, min_similarity=MIN_SIMILARITY
-        )
+        blocks = vector_cache.blocks(model=embedder.model, collection_ids=scope)
+        dense = dense_search(vector=vector, blocks=blocks, limit=CANDIDATES, min_similarity=MIN_SIMILARITY)
         ranked = {name: rank(lexical, dense) for name, rank in rankings.items()}
         ranked[service] = hybrid_search(question=question.text, collection_ids=scope, limit=CANDIDATES)
         for name, hits in ranked.items():

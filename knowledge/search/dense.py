@@ -23,7 +23,7 @@ from knowledge.search.base import SearchHit
 
 
 @dataclass(frozen=True)
-class _Block:
+class Block:
     """One collection's vectors under one model, as of (`count`, `last_id`)."""
 
     chunk_ids: np.ndarray  # of str, so a search picks its best ids in one indexing step
@@ -37,7 +37,7 @@ class _Block:
         return len(self.chunk_ids)
 
 
-_EMPTY = _Block(
+_EMPTY = Block(
     chunk_ids=np.array([], dtype=object), matrix=np.zeros((0, 0), dtype=np.float32), drops=0, last_id=0, row_of={}
 )
 
@@ -59,13 +59,13 @@ class VectorCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._blocks: dict[tuple[str, str], _Block] = {}
+        self._blocks: dict[tuple[str, str], Block] = {}
 
     def clear(self) -> None:
         with self._lock:
             self._blocks.clear()
 
-    def blocks(self, *, model: str, collection_ids: Sequence[str]) -> list[_Block]:
+    def blocks(self, *, model: str, collection_ids: Sequence[str]) -> list[Block]:
         newest = ChunkEmbedding.objects.filter(collection_id=OuterRef("pk"), model=model).order_by("-id")
         drops = CollectionVectors.objects.filter(pk=OuterRef("pk"))
         stored = {
@@ -88,7 +88,7 @@ class VectorCache:
                 found.append(block)
         return found
 
-    def _refreshed(self, block: _Block, *, model: str, collection_id: str, drops: int, last_id: int) -> _Block:
+    def _refreshed(self, block: Block, *, model: str, collection_id: str, drops: int, last_id: int) -> Block:
         rows = ChunkEmbedding.objects.filter(collection_id=collection_id, model=model, id__lte=last_id)
         if block.count and block.drops == drops:
             # Nothing deleted since: the cached part is exact, and the rows after it are the new ones.
@@ -97,7 +97,7 @@ class VectorCache:
         return _block(list(rows.order_by("id").values_list("chunk_id", "vector")), drops=drops, last_id=last_id)
 
 
-def _block(rows: list[tuple[str, bytes]], *, drops: int, last_id: int, after: _Block = _EMPTY) -> _Block:
+def _block(rows: list[tuple[str, bytes]], *, drops: int, last_id: int, after: Block = _EMPTY) -> Block:
     if not rows:
         return replace(after, drops=drops, last_id=last_id)
     ids = np.array([chunk_id for chunk_id, _ in rows], dtype=object)
@@ -105,21 +105,20 @@ def _block(rows: list[tuple[str, bytes]], *, drops: int, last_id: int, after: _B
     if after.count:
         ids, matrix = np.concatenate([after.chunk_ids, ids]), np.concatenate([after.matrix, matrix])
     row_of = {**after.row_of, **{chunk_id: after.count + row for row, (chunk_id, _) in enumerate(rows)}}
-    return _Block(chunk_ids=ids, matrix=matrix, drops=drops, last_id=last_id, row_of=row_of)
+    return Block(chunk_ids=ids, matrix=matrix, drops=drops, last_id=last_id, row_of=row_of)
 
 
 vector_cache = VectorCache()
 
 
-def dense_search(
-    *, vector: np.ndarray, model: str, collection_ids: Sequence[str], limit: int, min_similarity: float
-) -> list[SearchHit]:
-    """Best first, at most `limit`, none below `min_similarity` (cosine: the vectors are unit length)."""
-    if not collection_ids or limit <= 0:
+def dense_search(*, vector: np.ndarray, blocks: Sequence[Block], limit: int, min_similarity: float) -> list[SearchHit]:
+    """Best first among `blocks` (`vector_cache.blocks`), at most `limit`, none below
+    `min_similarity` (cosine: the vectors are unit length)."""
+    if limit <= 0:
         return []
     query = np.asarray(vector, dtype=np.float32)
     best_scores, best_ids = [], []
-    for block in vector_cache.blocks(model=model, collection_ids=collection_ids):
+    for block in blocks:
         if block.matrix.shape[1] != query.shape[0]:
             continue  # vectors of another width cannot be compared (a misconfigured model name)
         scores = block.matrix @ query
@@ -134,13 +133,11 @@ def dense_search(
     return [SearchHit(chunk_id=chunk_id, score=-negated) for negated, chunk_id in hits if -negated >= min_similarity]
 
 
-def similarities(
-    *, vector: np.ndarray, model: str, collection_ids: Sequence[str], chunk_ids: Sequence[str]
-) -> dict[str, float]:
-    """The cosine of each of `chunk_ids` that has a vector of `model` (pending chunks are left out)."""
+def similarities(*, vector: np.ndarray, blocks: Sequence[Block], chunk_ids: Sequence[str]) -> dict[str, float]:
+    """The cosine of each of `chunk_ids` that has a vector in `blocks` (pending chunks are left out)."""
     query = np.asarray(vector, dtype=np.float32)
     found: dict[str, float] = {}
-    for block in vector_cache.blocks(model=model, collection_ids=collection_ids):
+    for block in blocks:
         rows = [(chunk_id, block.row_of[chunk_id]) for chunk_id in chunk_ids if chunk_id in block.row_of]
         if rows and block.matrix.shape[1] == query.shape[0]:
             scores = block.matrix[[row for _, row in rows]] @ query

@@ -19,7 +19,7 @@ import numpy as np
 from knowledge.embeddings import EmbeddingError, get_embedder
 from knowledge.search import get_chunk_index
 from knowledge.search.base import SearchHit
-from knowledge.search.dense import dense_search, similarities
+from knowledge.search.dense import Block, dense_search, similarities, vector_cache
 
 logger = logging.getLogger(__name__)
 
@@ -60,14 +60,10 @@ def convex_combination(
     return [SearchHit(chunk_id=chunk_id, score=score) for chunk_id, score in best]
 
 
-def near_the_question(
-    hits: Sequence[SearchHit], *, vector: np.ndarray, model: str, collection_ids: Sequence[str]
-) -> list[SearchHit]:
+def near_the_question(hits: Sequence[SearchHit], *, vector: np.ndarray, blocks: Sequence[Block]) -> list[SearchHit]:
     """`hits` without those much further from the question in meaning than the nearest one; chunks
     without a vector yet (pending) are judged by their words alone and stay."""
-    cosine = similarities(
-        vector=vector, model=model, collection_ids=collection_ids, chunk_ids=[hit.chunk_id for hit in hits]
-    )
+    cosine = similarities(vector=vector, blocks=blocks, chunk_ids=[hit.chunk_id for hit in hits])
     if not cosine:
         return list(hits)
     floor = RELATIVE_SIMILARITY * max(cosine.values())
@@ -86,9 +82,7 @@ def hybrid_search(*, question: str, collection_ids: Sequence[str], limit: int) -
     except EmbeddingError as exc:
         logger.warning("Searching by words only: the question could not be embedded: %s", exc)
         return lexical[:limit]
-    model = embedder.model
-    dense = dense_search(
-        vector=vector, model=model, collection_ids=collection_ids, limit=depth, min_similarity=MIN_SIMILARITY
-    )
+    blocks = vector_cache.blocks(model=embedder.model, collection_ids=collection_ids)
+    dense = dense_search(vector=vector, blocks=blocks, limit=depth, min_similarity=MIN_SIMILARITY)
     fused = convex_combination(lexical, dense, limit=depth)
-    return near_the_question(fused, vector=vector, model=model, collection_ids=collection_ids)[:limit]
+    return near_the_question(fused, vector=vector, blocks=blocks)[:limit]

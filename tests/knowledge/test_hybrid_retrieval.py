@@ -194,9 +194,8 @@ def test_dense_search_sees_vectors_added_and_removed_since_its_cache_was_filled(
     vector = embedder.embed([OTHER_WORDS])[0]
 
     def found() -> set[str]:
-        hits = dense_search(
-            vector=vector, model=embedder.model, collection_ids=[collection.id], limit=10, min_similarity=-1
-        )
+        blocks = vector_cache.blocks(model=embedder.model, collection_ids=[collection.id])
+        hits = dense_search(vector=vector, blocks=blocks, limit=10, min_similarity=-1)
         return {Chunk.objects.get(pk=hit.chunk_id).document.filename for hit in hits}
 
     assert found() == {"backups.md", "runbook.md"}
@@ -214,12 +213,12 @@ def test_dense_search_reads_each_collections_vectors_once(local_embeddings, ops,
     # Given a collection searched once
     collection = ops()
     embedder = get_embedder()
-    vector = embedder.embed([OTHER_WORDS])[0]
-    dense_search(vector=vector, model=embedder.model, collection_ids=[collection.id], limit=5, min_similarity=0)
+    vector_cache.blocks(model=embedder.model, collection_ids=[collection.id])
 
     # When it is searched again / Then only the freshness check reaches the database
     with django_assert_max_num_queries(1):
-        dense_search(vector=vector, model=embedder.model, collection_ids=[collection.id], limit=5, min_similarity=0)
+        blocks = vector_cache.blocks(model=embedder.model, collection_ids=[collection.id])
+    assert dense_search(vector=embedder.embed([OTHER_WORDS])[0], blocks=blocks, limit=5, min_similarity=0)
 
 
 def test_fusion_puts_a_chunk_both_rankings_like_first():
@@ -277,11 +276,10 @@ def test_naming_two_providers_is_refused(settings, local_embeddings):
 def test_vector_cache_is_per_model(local_embeddings, ops):
     # Given an embedded collection
     collection = ops()
-    vector = get_embedder().embed([OTHER_WORDS])[0]
 
-    # When vectors of another model are asked for / Then none are compared
+    # When vectors of another model are asked for / Then there are none to compare
     vector_cache.clear()
-    assert dense_search(vector=vector, model="other", collection_ids=[collection.id], limit=5, min_similarity=-1) == []
+    assert vector_cache.blocks(model="other", collection_ids=[collection.id]) == []
 
 
 def test_staff_see_on_the_collection_page_how_many_passages_wait_for_a_vector(
