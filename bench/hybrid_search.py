@@ -114,7 +114,7 @@ def main() -> None:
         return dense_search(vector=question_vector, blocks=blocks, limit=CANDIDATES, min_similarity=-1)
 
     def hybrid(scope: list[str]) -> list:
-        return convex_combination(lexical(scope), dense(scope), limit=8)
+        return convex_combination(lexical(scope), dense(scope), limit=8, weight=get_chunk_index().fusion_weight)
 
     figures: list[Figure] = [
         measure("embed a question (local model)", 0, args.repeat, lambda: embedder.embed([QUESTION]))

@@ -123,7 +123,6 @@ def retrieval(questions: list[Question], paragraphs: list[str]) -> None:
     from knowledge.search.dense import dense_search, vector_cache
     from knowledge.search.hybrid import (
         CANDIDATES,
-        LEXICAL_WEIGHT,
         MIN_SIMILARITY,
         RELATIVE_SIMILARITY,
         convex_combination,
@@ -147,14 +146,11 @@ def retrieval(questions: list[Question], paragraphs: list[str]) -> None:
     rankings: dict[str, Callable[[list, list], list]] = {
         "lexical": lambda lexical, dense: lexical,
         "dense": lambda lexical, dense: dense,
-        f"hybrid, convex combination {LEXICAL_WEIGHT} alone": lambda lexical, dense: convex_combination(
-            lexical, dense, limit=CANDIDATES
-        ),
         **{
             f"hybrid, convex combination {weight}": lambda lexical, dense, weight=weight: convex_combination(
                 lexical, dense, limit=CANDIDATES, weight=weight
             )
-            for weight in (0.3, 0.7)
+            for weight in (0.3, 0.5, 0.7)
         },
         **{
             f"hybrid, reciprocal rank fusion k={k}": lambda lexical, dense, k=k: reciprocal_rank_fusion(
@@ -163,7 +159,8 @@ def retrieval(questions: list[Question], paragraphs: list[str]) -> None:
             for k in (10, 60)
         },
     }
-    service = f"hybrid (service: convex {LEXICAL_WEIGHT}, cosine >= {RELATIVE_SIMILARITY} x best)"
+    weight = get_chunk_index().fusion_weight
+    service = f"hybrid (service: convex {weight}, cosine >= {RELATIVE_SIMILARITY} x best)"
     totals = {name: [0.0, 0.0] for name in [*rankings, service]}
     began = time.perf_counter()
     for question in questions:

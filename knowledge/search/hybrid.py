@@ -2,11 +2,12 @@
 
 Without an embedding provider, or while it fails, or for chunks it has not embedded yet, retrieval is
 the lexical index alone, as before. Fusion is a convex combination of the two scores, each scaled
-to 0..1 over the candidates of its own ranking (min-max), half and half: bm25, ts_rank_cd and
-cosine live on scales that cannot be added as they are. Bruch, Gai and Ingber ("An Analysis of
-Fusion Functions for Hybrid Retrieval", ACM TOIS 2023) found it ahead of reciprocal rank fusion,
-and so did bench/retrieval.py on its set (nDCG@10 0.946 against 0.927 for RRF and 0.921 for
-lexical search alone).
+to 0..1 over the candidates of its own ranking (min-max), the lexical one weighted by how well
+that index ranks (`fusion_weight`: half for FTS5's bm25, 0.3 for PostgreSQL's ts_rank_cd): bm25,
+ts_rank_cd and cosine live on scales that cannot be added as they are. Bruch, Gai and Ingber ("An
+Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023) found it ahead of reciprocal
+rank fusion, and so did bench/retrieval.py on its set (SQLite: nDCG@10 0.947 against 0.927 for
+RRF and 0.921 for lexical search alone; PostgreSQL: 0.899, 0.865 and 0.749).
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ logger = logging.getLogger(__name__)
 # How deep each ranking is read before fusing: a passage ranked 30th by words and 2nd by meaning
 # must still be seen by the fusion.
 CANDIDATES = 40
-# The lexical score's share of the fused score (bench/retrieval.py: 0.5 and 0.6 were best on its set).
-LEXICAL_WEIGHT = 0.5
 # Cosine below which a chunk is not about the question at all (all-MiniLM-L6-v2 puts unrelated
 # English text near 0.0-0.15): such chunks never enter the answer through dense retrieval alone.
 MIN_SIMILARITY = 0.2
@@ -47,7 +46,7 @@ def _scaled(hits: Sequence[SearchHit]) -> dict[str, float]:
 
 
 def convex_combination(
-    lexical: Sequence[SearchHit], dense: Sequence[SearchHit], *, limit: int, weight: float = LEXICAL_WEIGHT
+    lexical: Sequence[SearchHit], dense: Sequence[SearchHit], *, limit: int, weight: float
 ) -> list[SearchHit]:
     """Best first by weight x lexical + (1 - weight) x dense, each scaled; a chunk one ranking did
     not return scores 0 there."""
@@ -73,7 +72,8 @@ def near_the_question(hits: Sequence[SearchHit], *, vector: np.ndarray, blocks: 
 def hybrid_search(*, question: str, collection_ids: Sequence[str], limit: int) -> list[SearchHit]:
     """Best first; scores are fusion scores when a dense ranking took part, the index's otherwise."""
     depth = max(limit, CANDIDATES)
-    lexical = get_chunk_index().search(question=question, collection_ids=collection_ids, limit=depth)
+    index = get_chunk_index()
+    lexical = index.search(question=question, collection_ids=collection_ids, limit=depth)
     embedder = get_embedder()
     if embedder is None:
         return lexical[:limit]
@@ -84,5 +84,5 @@ def hybrid_search(*, question: str, collection_ids: Sequence[str], limit: int) -
         return lexical[:limit]
     blocks = vector_cache.blocks(model=embedder.model, collection_ids=collection_ids)
     dense = dense_search(vector=vector, blocks=blocks, limit=depth, min_similarity=MIN_SIMILARITY)
-    fused = convex_combination(lexical, dense, limit=depth)
+    fused = convex_combination(lexical, dense, limit=depth, weight=index.fusion_weight)
     return near_the_question(fused, vector=vector, blocks=blocks)[:limit]

@@ -227,7 +227,7 @@ def test_fusion_puts_a_chunk_both_rankings_like_first():
     dense = [SearchHit("d", 0.9), SearchHit("b", 0.8), SearchHit("e", 0.2)]
 
     # When they are fused / Then "b" leads, the best of each follow, and the limit holds
-    fused = convex_combination(lexical, dense, limit=3)
+    fused = convex_combination(lexical, dense, limit=3, weight=0.5)
     assert [hit.chunk_id for hit in fused] == ["b", "a", "d"]
 
 
