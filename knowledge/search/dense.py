@@ -73,6 +73,7 @@ class VectorCache:
             for collection_id, last_id, drops in Collection.objects.filter(pk__in=list(collection_ids))
             .annotate(last_id=Subquery(newest.values("id")[:1]), drops=Subquery(drops.values("drops")[:1]))
             .values_list("pk", "last_id", "drops")
+            .order_by()
         }
         found = []
         for collection_id in dict.fromkeys(collection_ids):
