@@ -66,7 +66,11 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 
-# Workspace images stay mounted across restarts; unmount them before removing var/.
+# The var directory: var/, or /var/lib/workspace-<hash> for a root server in a clone under a
+# private directory (README "A clone under a private directory").
+VAR_DIR = $(shell $(PYTHON) -c 'import os, pathlib; from workspace.items.sandboxes.reach import default_var_dir; print(default_var_dir(pathlib.Path("$(CURDIR)"), as_root=os.geteuid() == 0))' 2>/dev/null || echo "$(CURDIR)/var")
+
+# Workspace images stay mounted across restarts; unmount them before removing the var directory.
 clean:
-	-awk '$$2 ~ "^$(CURDIR)/var/workspaces/" {print $$2}' /proc/mounts | xargs -r -n1 umount -l
-	rm -rf $(VENV) db.sqlite3 db.sqlite3-* var staticfiles .pytest_cache .ruff_cache
+	-for dir in "$(CURDIR)/var" "$(VAR_DIR)"; do awk -v root="$$dir/workspaces/" 'index($$2, root) == 1 {print $$2}' /proc/mounts; done | sort -u | xargs -r -n1 umount -l
+	rm -rf $(VENV) db.sqlite3 db.sqlite3-* var "$(VAR_DIR)" staticfiles .pytest_cache .ruff_cache

@@ -1,4 +1,5 @@
-"""The `<id:...>` path converter: a row id the database can hold, or no match (a 404).
+"""Path converters: `<id:...>`, a row id the database can hold, or no match (a 404); and
+`<filepath:...>`, a file path that may hold any character.
 
 Django's `<int:...>` matches any run of digits, and a number past the 64-bit key range then fails
 inside the database driver (a 500 on SQLite's "Python int too large", "out of range" on
@@ -32,3 +33,19 @@ class RowIdConverter:
 
 
 register_converter(RowIdConverter, "id")
+
+
+class FilePathConverter:
+    """Django's `<path:...>` is `.+`, and `.` matches no newline: a file named with one (sandbox
+    code can make it) could then be neither linked from a page (a 500) nor read or deleted (404)."""
+
+    regex = "[\\s\\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(FilePathConverter, "filepath")

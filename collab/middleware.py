@@ -20,6 +20,10 @@ from collab.identity import (
 )
 
 MOCK_SESSION_KEY = "mock_user_id"
+# The challenge of every 401. Never `Basic`: a browser answers that with a password prompt, then
+# sends the password on its own with every request to this site, another site's forms included.
+# Scripts sign in with a token (`Authorization: Bearer` or `Token`); Basic still works, unasked.
+API_CHALLENGE = 'Bearer realm="workspace"'
 
 
 @dataclass(frozen=True)
@@ -116,9 +120,7 @@ class CurrentUserMiddleware:
         except IdentityRejected as rejected:
             response = JsonResponse({"error": rejected.error, "detail": rejected.detail}, status=401)
             response["WWW-Authenticate"] = (
-                'Bearer realm="workspace", error="invalid_token"'
-                if rejected.error == "invalid_token"
-                else 'Basic realm="workspace"'
+                f'{API_CHALLENGE}, error="invalid_token"' if rejected.error == "invalid_token" else API_CHALLENGE
             )
             return response
         request.identity = identity

@@ -205,18 +205,27 @@ class ApiTokenApi(ServiceApiView):
         return Response(ApiTokenOutputSerializer(revoked).data)
 
 
+# The session key that carries a just-created token across the redirect after the POST, to the
+# one GET that shows it; that GET removes it.
+ISSUED_TOKEN_SESSION_KEY = "issued_token"
+
+
 @identity_required
 def tokens_page(request: HttpRequest) -> HttpResponse:
-    """Lists the person's tokens; creating one shows it once, on this answer only (never stored
-    in a message or a redirect), so it reaches nobody but the person who asked."""
+    """Lists the person's tokens. Creating one answers with a redirect (post/redirect/get, so a
+    reload creates nothing), and the next GET shows the token once: it waits in the person's own
+    session, never in a message or a URL, and is removed from it as it is shown."""
     user_id = request.identity.user_id
-    issued = None
     if request.method == "POST":
         try:
             issued = tokens.token_create(user_id=user_id, name=request.POST.get("name", ""))
         except ApiError as exc:
             messages.error(request, str(exc.detail))
-    response = render(request, "collab/tokens.html", {"tokens": tokens.tokens_of(user_id=user_id), "issued": issued})
+        else:
+            request.session[ISSUED_TOKEN_SESSION_KEY] = {"name": issued.row.name, "token": issued.token}
+        return HttpResponseRedirect(reverse("me-tokens"))
+    shown = request.session.pop(ISSUED_TOKEN_SESSION_KEY, None)
+    response = render(request, "collab/tokens.html", {"tokens": tokens.tokens_of(user_id=user_id), "issued": shown})
     response["Cache-Control"] = "no-store"
     return response
 

@@ -55,6 +55,7 @@ _EXPORTS = {
     "InvalidPatch": "crudgen.errors",
     "RevisionConflict": "crudgen.errors",
     "DuplicateResource": "crudgen.errors",
+    "NotDeletedError": "crudgen.errors",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import msgspec
 
 from crudgen.access import AccessAction, AccessPolicy, Caller, ListScope
-from crudgen.errors import NotFoundError, ResourceDeletedError, RevisionConflict
+from crudgen.errors import NotDeletedError, NotFoundError, ResourceDeletedError, RevisionConflict
 from crudgen.filters import build_filterset, filterable_fields
 from crudgen.metadata import MetadataConfig, ResourceMeta, Revision, meta_view, revision_view
 from crudgen.schema import ModelAdapter, to_plain
@@ -311,12 +311,21 @@ class SingleModelCRUD:
         return self._change(resource_id, if_match, change, action=AccessAction.PATCH, caller=caller)
 
     def _flag_deleted(
-        self, resource_id: str, deleted: bool, user: str | None, if_match: str | None, caller: Caller | None
+        self,
+        resource_id: str,
+        deleted: bool,
+        user: str | None,
+        if_match: str | None,
+        caller: Caller | None,
+        *,
+        require_change: bool = False,
     ) -> ResourceMeta:
         actor = self._user(user)
 
         def change(session: WriteSession, current: Stored) -> ResourceMeta:
             if current.meta.is_deleted == deleted:
+                if require_change:
+                    raise NotDeletedError(f"{self.resource_name} {resource_id} is not deleted; nothing to restore")
                 return current.meta
             meta = current.meta.evolve(is_deleted=deleted, updated_time=self.metadata_config.now(), updated_by=actor)
             session.save(meta, current.data)
@@ -332,9 +341,17 @@ class SingleModelCRUD:
         return self._flag_deleted(resource_id, True, user, if_match, caller)
 
     def restore_meta(
-        self, resource_id: str, *, user: str | None = None, if_match: str | None = None, caller: Caller | None = None
+        self,
+        resource_id: str,
+        *,
+        user: str | None = None,
+        if_match: str | None = None,
+        caller: Caller | None = None,
+        require_deleted: bool = False,
     ) -> ResourceMeta:
-        return self._flag_deleted(resource_id, False, user, if_match, caller)
+        """Undo a soft delete. Restoring a live resource changes nothing and answers its metadata,
+        unless `require_deleted` (the route's `is_deleted=true`): then it is NotDeletedError (409)."""
+        return self._flag_deleted(resource_id, False, user, if_match, caller, require_change=require_deleted)
 
     def switch_meta(
         self,
@@ -497,8 +514,13 @@ class SingleModelCRUD:
         *,
         scope: ListScope | None = None,
         data_filters: Sequence[DataFilter] = (),
+        params: ListQueryParams | None = None,
     ) -> int:
-        return self.storage.count(is_deleted, scope, self.checked_filters(data_filters))
+        """How many resources the list with these filters (`params`, page and sort aside, plus
+        `data_filters`) would hold in all."""
+        params = params or ListQueryParams()
+        params = replace(params, data_filters=(*params.data_filters, *data_filters))
+        return self.storage.count(is_deleted, scope, self._effective(params))
 
     def list_revisions(
         self, resource_id: str, page: int = 1, page_size: int = 20, *, caller: Caller | None = None

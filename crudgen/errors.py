@@ -50,6 +50,13 @@ class RevisionConflict(CrudError):
     code = "revision_conflict"
 
 
+class NotDeletedError(CrudError):
+    """A restore that states the resource is deleted (`is_deleted=true`) found it live."""
+
+    status_code = 409
+    code = "not_deleted"
+
+
 class DuplicateResource(CrudError):
     status_code = 409
     code = "duplicate_resource"

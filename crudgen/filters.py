@@ -39,8 +39,10 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 # SQLite binds integers as 64-bit; a bound past that range would be an OverflowError, not a 422.
 _INT_LIMITS = {"min_value": -(2**63), "max_value": 2**63 - 1}
 Kind = Literal["str", "int", "float", "bool"]
-#: An `in` list longer than this is refused: each value is one SQL parameter, and SQLite allows 32766.
-MAX_IN_VALUES = 1000
+#: An `in` list longer than this is refused (422). Sent as repeated keys, each value is one query
+#: field, and Django refuses a query of more than 1000 fields (DATA_UPLOAD_MAX_NUMBER_FIELDS)
+#: before crudgen sees it, so the bound leaves room for several lists in one query.
+MAX_IN_VALUES = 100
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from drf_spectacular.settings import spectacular_settings
 
 from crudgen.filters import MAX_IN_VALUES
 from crudgen.jsonschema import REF_TEMPLATE, for_openapi, model_components, nullable, request_body_schema
+from crudgen.parsers import route_parsers
 from crudgen.types import SORTABLE_FIELDS
 
 if TYPE_CHECKING:
@@ -114,8 +115,10 @@ _FILTER_VALUES: dict[str, dict[str, Any]] = {
 }
 _FILTER_HELP = {
     "exact": "equal to",
-    "in": "one of (comma-separated)",
-    "range": "between, inclusive (`low,high`; an empty side is open)",
+    "in": "one of (repeat the parameter, or separate values with commas)",
+    "range": (
+        "between, inclusive: two values, low and high (repeated or `low,high`; in the comma form an empty side is open)"
+    ),
     "contains": "containing (case-sensitive)",
     "isnull": "null (true) or not null (false)",
 }
@@ -171,7 +174,9 @@ def _filter_parameter(name: str, field: FilterableField, lookup: str) -> dict[st
         parameter["schema"] = {"type": "array", "items": value, "maxItems": MAX_IN_VALUES}
         if lookup == "range":
             parameter["schema"].update(minItems=2, maxItems=2)
-        parameter.update(style="form", explode=False)
+        # Repeated keys (`form`, exploded: OpenAPI's default, which generated clients send); the
+        # server takes the comma form as well.
+        parameter.update(style="form", explode=True)
     else:
         parameter["schema"] = value
     return parameter
@@ -259,8 +264,19 @@ class CrudAutoSchema(AutoSchema):
         ]
         if route.data_filters:
             parameters += data_filter_parameters(crud)
-        if method.upper() in {"PUT", "PATCH", "POST", "DELETE"}:
-            parameters.append({"name": "If-Match", "in": "header", "required": False, "schema": {"type": "string"}})
+        # A write to an existing resource is refused (412) unless it is still at the revision named;
+        # a create has no revision to compare with.
+        honours_if_match = method.upper() in {"PUT", "PATCH", "POST", "DELETE"} and "{resource_id}" in path
+        if honours_if_match:
+            parameters.append(
+                {
+                    "name": "If-Match",
+                    "in": "header",
+                    "required": False,
+                    "schema": {"type": "string"},
+                    "description": 'the current revision id as an entity tag (`"<revision id>"`), else 412',
+                }
+            )
         response_schema = for_openapi(
             self._body(route.response_model or "meta", model_schema, body_name), spectacular_settings.OAS_VERSION
         )
@@ -268,7 +284,9 @@ class CrudAutoSchema(AutoSchema):
         if route.name in {"read_data", "read_meta", "read_full", "get"} or route.response_model == "meta":
             success["headers"] = {"ETag": {"schema": {"type": "string"}, "description": "current revision id"}}
         responses: dict[str, Any] = {str(binding.status_code): success}
-        codes = list(_ERRORS_BY_METHOD.get(method.upper(), ()))
+        codes = [code for code in _ERRORS_BY_METHOD.get(method.upper(), ()) if code != 412 or honours_if_match]
+        if route.name == "restore":
+            codes.append(409)
         if method.upper() in {"POST", "PUT", "PATCH"}:
             codes += crud.access_policy.data_refusal_statuses
         for code in sorted(set(codes)):
@@ -276,6 +294,10 @@ class CrudAutoSchema(AutoSchema):
                 "description": "error",
                 "content": {"application/json": {"schema": _ref("CrudError")}},
             }
+        if route.data_filters:
+            # Long value lists make long URLs; the HTTP server refuses a request line past its limit
+            # (gunicorn: 4094 bytes) before the application sees it, in its own words.
+            responses["414"] = {"description": "URI too long for the HTTP server in front of the application."}
         operation: dict[str, Any] = {
             "operationId": re.sub(r"\W+", "_", f"{crud.resource_name}_{route.name}"),
             "tags": route.tags or [crud.resource_name],
@@ -287,8 +309,8 @@ class CrudAutoSchema(AutoSchema):
         if route.description:
             operation["description"] = route.description
         if route.request_model is not None:
-            media = "application/json-patch+json" if route.request_model == "json_patch" else "application/json"
             kind = "request" if route.request_model == "model" else route.request_model
             body_schema = self._body(kind, model_schema, body_name)
+            media = route_parsers(route.request_model)[0].media_type
             operation["requestBody"] = {"required": True, "content": {media: {"schema": body_schema}}}
         return operation

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from crudgen.access import Caller
 from crudgen.errors import ValidationFailed
 from crudgen.metadata import meta_view
-from crudgen.params import LIST_QUERY_PARAMETERS, bool_param, parse_data_filters, parse_list_params
+from crudgen.params import LIST_QUERY_PARAMETERS, bool_param, parse_filter_params, parse_list_params
 from crudgen.types import HTTPMethod, PluginRouteConfig
 
 if TYPE_CHECKING:
@@ -92,7 +92,13 @@ def handle_delete(ctx: RouteContext) -> dict[str, Any]:
 
 
 def handle_restore(ctx: RouteContext) -> dict[str, Any]:
-    return _meta_body(ctx, ctx.crud.restore_meta(ctx.kwargs["resource_id"], **_as_caller(ctx)))
+    # The spec's restore takes `is_deleted`: `true` states the resource is deleted (409 when it is
+    # not); left out, restoring a live resource is a harmless no-op; `false` asks for nothing.
+    stated = bool_param(ctx.query, "is_deleted")
+    if stated is False:
+        raise ValidationFailed({"is_deleted": "restore brings back a deleted resource: pass true, or leave it out"})
+    meta = ctx.crud.restore_meta(ctx.kwargs["resource_id"], require_deleted=bool(stated), **_as_caller(ctx))
+    return _meta_body(ctx, meta)
 
 
 def handle_switch(ctx: RouteContext) -> dict[str, Any]:
@@ -112,8 +118,8 @@ def _list_handler(view: str, deleted_param: bool = False) -> Callable[[RouteCont
 
 def handle_count(ctx: RouteContext) -> dict[str, Any]:
     is_deleted = bool_param(ctx.query, "is_deleted")
-    data_filters = parse_data_filters(ctx.query, ctx.crud.filterset)
-    return {"count": ctx.crud.count(is_deleted=bool(is_deleted), scope=ctx.caller.scope(), data_filters=data_filters)}
+    filters = parse_filter_params(ctx.query, ctx.crud.filterset)
+    return {"count": ctx.crud.count(is_deleted=bool(is_deleted), scope=ctx.caller.scope(), params=filters)}
 
 
 def handle_revision_list(ctx: RouteContext) -> dict[str, Any]:
@@ -141,6 +147,7 @@ class RoutePlugin:
     response_body: str = "meta"
     query_parameters: tuple[str, ...] = ()
     data_filters: bool = False
+    description: str = ""
 
     def get_routes(self, crud: SingleModelCRUD) -> list[PluginRouteConfig]:
         return [
@@ -151,6 +158,7 @@ class RoutePlugin:
                 handler=self.handler,
                 status_code=self.status_code,
                 summary=f"{self.summary} ({crud.resource_name})" if self.summary else None,
+                description=self.description or None,
                 tags=[crud.resource_name],
                 priority=self.priority,
                 response_model=self.response_body,
@@ -169,6 +177,17 @@ class ResolvedRoute:
 
 
 _LIST = LIST_QUERY_PARAMETERS
+_NO_OP_WRITE_HELP = (
+    "Data identical to the current revision (an identical PUT, a patch that changes nothing) makes no new "
+    "revision: the answer names the current one."
+)
+_RESTORE_HELP = (
+    "Brings back a soft-deleted resource. `is_deleted=true` states that it is deleted: when it is not, "
+    "409 `not_deleted` and nothing changes. Without it, restoring a live resource changes nothing and "
+    "answers its metadata. `is_deleted=false` is a 422."
+)
+# What a list is narrowed by (its page and sort aside): the count route takes exactly these.
+_FILTERS = tuple(name for name in LIST_QUERY_PARAMETERS if name not in ("page", "page_size", "sort_by", "sort_order"))
 _RID = "/{resource_id}"
 
 
@@ -225,7 +244,7 @@ def default_plugins() -> list[RoutePlugin]:
             "count",
             summary="Count",
             response_body="count",
-            query_parameters=("is_deleted",),
+            query_parameters=("is_deleted", *_FILTERS),
             data_filters=True,
         ),
         RoutePlugin(
@@ -284,13 +303,32 @@ def default_plugins() -> list[RoutePlugin]:
             upd,
             summary="Restore",
             query_parameters=("is_deleted",),
+            description=_RESTORE_HELP,
         ),
         RoutePlugin(
             "get", get, _RID, handle_read_data, 50, "get", summary="Read (earlier route set)", response_body="model"
         ),
-        RoutePlugin("update", HTTPMethod.PUT, _RID, handle_update, 50, upd, summary="Replace", request_body="model"),
         RoutePlugin(
-            "patch", HTTPMethod.PATCH, _RID, handle_patch, 50, upd, summary="JSON Patch", request_body="json_patch"
+            "update",
+            HTTPMethod.PUT,
+            _RID,
+            handle_update,
+            50,
+            upd,
+            summary="Replace",
+            request_body="model",
+            description=_NO_OP_WRITE_HELP,
+        ),
+        RoutePlugin(
+            "patch",
+            HTTPMethod.PATCH,
+            _RID,
+            handle_patch,
+            50,
+            upd,
+            summary="JSON Patch",
+            request_body="json_patch",
+            description=_NO_OP_WRITE_HELP,
         ),
         RoutePlugin("delete", HTTPMethod.DELETE, _RID, handle_delete, 50, "delete", summary="Soft delete"),
     ]

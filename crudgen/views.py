@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DataError
-from django.http import Http404, HttpResponseBase
+from django.http import Http404, HttpRequest, HttpResponseBase
 from django.urls import URLPattern, path
 from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
@@ -20,7 +20,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from crudgen.errors import CrudError
-from crudgen.parsers import BoundedJSONParser, JsonPatchParser
+from crudgen.parsers import route_parsers
 from crudgen.plugins import PluginManager, ResolvedRoute, RouteContext
 from crudgen.types import BackgroundTaskMode, Dependency, HTTPMethod, RouteConfig, RouteOptions
 
@@ -93,11 +93,20 @@ def error_response(exc: Exception) -> Response | None:
         exc = exceptions.PermissionDenied()
     if not isinstance(exc, exceptions.APIException):
         return None
-    code = next((name for cls, name in _CODES_BY_CLASS if isinstance(exc, cls)), "error")
-    response = Response({"error": code, "detail": str(exc.detail)}, status=exc.status_code)
+    response = Response({"error": _error_code(exc), "detail": str(exc.detail)}, status=exc.status_code)
     if isinstance(exc, exceptions.MethodNotAllowed | exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
         response.status_code = exc.status_code
     return response
+
+
+def _error_code(exc: exceptions.APIException) -> str:
+    """DRF's own exceptions by crudgen's names; any other keeps the code it was raised with (a host
+    project's authentication refusing a request, say), so no body says only `error`."""
+    named = next((name for cls, name in _CODES_BY_CLASS if isinstance(exc, cls)), None)
+    if named is not None:
+        return named
+    codes = exc.get_codes()
+    return codes if isinstance(codes, str) else exc.default_code
 
 
 def _schema() -> Any:
@@ -114,9 +123,16 @@ class CrudView(APIView):
     """Base of every generated view; subclasses carry `bindings` (HTTP method to RouteBinding)."""
 
     bindings: dict[str, RouteBinding] = {}
-    parser_classes = [BoundedJSONParser, JsonPatchParser]
     renderer_classes = [JSONRenderer]
     schema = _schema()
+
+    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
+        """Each method parses only the media types its route's schema advertises (`route_parsers`)."""
+        drf_request = super().initialize_request(request, *args, **kwargs)
+        binding = self.bindings.get(request.method or "")
+        model = binding.route.config.request_model if binding is not None else None
+        drf_request.parsers = [parser() for parser in route_parsers(model)]
+        return drf_request
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):

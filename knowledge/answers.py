@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from itertools import groupby
 from typing import Any, Protocol
@@ -28,7 +28,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
 
 @dataclass(frozen=True)
 class Passage:
-    """Retrieved text: one chunk, or a run of adjacent chunks of one document merged."""
+    """Retrieved text: one chunk, or a run of adjacent chunks of one section of a document merged;
+    `title` is the section's headings, which the text does not repeat."""
 
     collection_id: str
     document_id: str
@@ -36,6 +37,7 @@ class Passage:
     chunk_ids: tuple[str, ...]
     text: str
     score: float
+    title: str = ""
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ class Citation:
     document_name: str
     source_chunk_ids: tuple[str, ...]
     quote: str = ""
+    # The cited section's headings: the preview shows them once a re-upload has replaced the chunks.
+    title: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "source_chunk_ids": list(self.source_chunk_ids)}
@@ -61,6 +65,7 @@ class Citation:
             document_name=str(raw.get("document_name", "")),
             source_chunk_ids=tuple(str(chunk_id) for chunk_id in raw.get("source_chunk_ids", ())),
             quote=str(raw.get("quote", "")),
+            title=str(raw.get("title", "")),
         )
 
 
@@ -85,9 +90,22 @@ class Answer:
 
 
 class Answerer(Protocol):
-    """Turns retrieved passages into an answer; an LLM answerer plugs in here."""
+    """Turns retrieved passages into an answer; the model answerer (knowledge/model_answers.py)
+    plugs in here. One that can also `stream(question=, passages=)` yields `AnswerEvent`s."""
 
     def answer(self, *, question: str, passages: Sequence[Passage]) -> Answer: ...
+
+
+@dataclass(frozen=True)
+class Restart:
+    """The text streamed so far is withdrawn and the answer starts again: the model failed
+    midway (`reason`, one sentence) and the fallback answer follows."""
+
+    reason: str
+
+
+# What an answer stream yields: pieces of text as they are written, perhaps a Restart, then the Answer.
+AnswerEvent = str | Restart | Answer
 
 
 class ExtractiveAnswerer:
@@ -106,6 +124,7 @@ class ExtractiveAnswerer:
                 document_name=passage.document_name,
                 source_chunk_ids=passage.chunk_ids,
                 quote=best_sentences(passage.text, terms),
+                title=passage.title,
             )
             for number, passage in enumerate(chosen, start=1)
         )
@@ -118,10 +137,11 @@ def about_the_question(passages: Sequence[Passage], terms: list[str]) -> list[Pa
     the passage sharing most: retrieval lets in any passage with one word of the question ("database"
     brings a runbook's connection-pool step to a question on database backups), an answer should not.
 
-    When no passage shares a word as these prefixes see it (the search stems better), all stay.
+    A passage's section title counts as its words (the search indexes it too). When no passage
+    shares a word as these prefixes see it (the search stems better), all stay.
     """
     wanted = _stems(terms)
-    overlaps = [len(wanted & _text_stems(passage.text)) for passage in passages]
+    overlaps = [len(wanted & _text_stems(f"{passage.title}\n{passage.text}")) for passage in passages]
     best = max(overlaps, default=0)
     if best == 0:
         return list(passages)
@@ -155,15 +175,19 @@ def best_sentences(text: str, terms: list[str], *, limit: int = MAX_QUOTED_SENTE
 
 
 def default_answerer() -> Answerer:
-    """KNOWLEDGE_ANSWERER when set, else the extractive answerer."""
+    """KNOWLEDGE_ANSWERER when set, else the model answerer where a provider is configured, else
+    the extractive answerer."""
     if settings.KNOWLEDGE_ANSWERER:
         return import_string(settings.KNOWLEDGE_ANSWERER)()
+    if settings.WORKSPACE_LLM_BASE_URL:
+        return import_string("knowledge.model_answers.ModelAnswerer")()
     return ExtractiveAnswerer()
 
 
 def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: int = SEARCH_LIMIT) -> list[Passage]:
     """Best first (words and meaning fused where an embedding provider is configured: README
-    "Hybrid retrieval"); hits that are consecutive chunks of one document become one passage."""
+    "Hybrid retrieval"); hits that are consecutive chunks of one section of a document become one
+    passage."""
     hits = hybrid_search(question=question, collection_ids=collection_ids, limit=limit)
     if not hits:
         return []
@@ -172,7 +196,7 @@ def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: in
     rows = list(
         Chunk.objects.filter(pk__in=score_of)
         .order_by("document_id", "ordinal")
-        .values("id", "document_id", "collection_id", "ordinal", "text", "document__filename")
+        .values("id", "document_id", "collection_id", "ordinal", "title", "text", "document__filename")
     )
     passages: list[Passage] = []
     for _document_id, document_rows in groupby(rows, key=lambda row: row["document_id"]):
@@ -184,7 +208,8 @@ def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: in
 def _merged_runs(rows: list[dict[str, Any]], score_of: dict[str, float]) -> list[Passage]:
     runs: list[list[dict[str, Any]]] = []
     for row in rows:
-        if runs and runs[-1][-1]["ordinal"] + 1 == row["ordinal"]:
+        previous = runs[-1][-1] if runs else None
+        if previous and previous["ordinal"] + 1 == row["ordinal"] and previous["title"] == row["title"]:
             runs[-1].append(row)
         else:
             runs.append([row])
@@ -196,9 +221,36 @@ def _merged_runs(rows: list[dict[str, Any]], score_of: dict[str, float]) -> list
             chunk_ids=tuple(row["id"] for row in run),
             text="\n\n".join(row["text"] for row in run),
             score=max(score_of[row["id"]] for row in run),
+            title=run[0]["title"],
         )
         for run in runs
     ]
+
+
+def answer_events(
+    *, question: str, collection_ids: Sequence[str], answerer: Answerer | None = None
+) -> Iterator[AnswerEvent]:
+    """Retrieves, then answers as the answerer writes: text pieces (a whole answer at once from an
+    answerer that does not stream), perhaps a `Restart`, and last the `Answer`."""
+    passages = retrieve_passages(question=question, collection_ids=collection_ids)
+    chosen = answerer or default_answerer()
+    stream = getattr(chosen, "stream", None)
+    if stream is not None:
+        yield from stream(question=question, passages=passages)
+        return
+    answer = chosen.answer(question=question, passages=passages)
+    yield answer.text
+    yield answer
+
+
+def final_answer(events: Iterable[AnswerEvent]) -> Answer:
+    """The `Answer` that ends a stream of answer events."""
+    answer = None
+    for event in events:
+        answer = event
+    if not isinstance(answer, Answer):
+        raise TypeError(f"an answer stream must end with an Answer, not {answer!r}")
+    return answer
 
 
 def answer_question(
@@ -210,8 +262,7 @@ def answer_question(
 ) -> Answer:
     """Retrieves, answers, then hands the markers that count to `on_citations` (the KB chat and
     the investigation layer record events there, each with its own origin)."""
-    passages = retrieve_passages(question=question, collection_ids=collection_ids)
-    answer = (answerer or default_answerer()).answer(question=question, passages=passages)
+    answer = final_answer(answer_events(question=question, collection_ids=collection_ids, answerer=answerer))
     if on_citations is not None:
         on_citations(answer.persisted_citations())
     return answer

@@ -15,11 +15,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, QuerySet
 
+from knowledge.chunking import ChunkText
 from knowledge.embeddings import Embedder, EmbeddingError, embed_in_batches, get_embedder
-from knowledge.formats import ExtractionError, document_format, extract_text, split_into_chunks
+from knowledge.extraction import ExtractionLimits, extract_chunks
+from knowledge.formats import ExtractionError, document_format
 from knowledge.models import Chunk, ChunkEmbedding, CollectionVectors, Document
 from knowledge.search import get_chunk_index
 from knowledge.search.dense import vector_bytes
@@ -76,20 +79,27 @@ def _current_document(document_id: str, content_version: int) -> Document | None
 
 
 @transaction.atomic
-def document_chunks_store(*, document_id: str, content_version: int, texts: Sequence[str], user_id: str) -> bool:
+def document_chunks_store(*, document_id: str, content_version: int, chunks: Sequence[ChunkText], user_id: str) -> bool:
     """Replaces the document's chunks (new ids) and indexes them; False when superseded."""
     document = _current_document(document_id, content_version)
     if document is None:
         return False
     drop_chunks(document_id)
-    chunks = []
-    for ordinal, text in enumerate(texts):
-        chunk = Chunk(document=document, collection_id=document.collection_id, ordinal=ordinal, text=text)
-        chunk.stamp_created(user_id)
-        chunks.append(chunk)
-    Chunk.objects.bulk_create(chunks)
+    rows = []
+    for ordinal, chunk in enumerate(chunks):
+        row = Chunk(
+            document=document,
+            collection_id=document.collection_id,
+            ordinal=ordinal,
+            title=chunk.title,
+            page=chunk.page,
+            text=chunk.text,
+        )
+        row.stamp_created(user_id)
+        rows.append(row)
+    Chunk.objects.bulk_create(rows)
     get_chunk_index().index_chunks(
-        rows=[(chunk.id, document_id, document.collection_id, chunk.text) for chunk in chunks]
+        rows=[(row.id, document_id, document.collection_id, row.searchable_text) for row in rows]
     )
     document.status = Document.Status.READY
     document.reason = ""
@@ -108,11 +118,22 @@ def document_ingest_failed(*, document_id: str, content_version: int, reason: st
     return True
 
 
+def extraction_limits() -> ExtractionLimits:
+    return ExtractionLimits(
+        max_chars=settings.KNOWLEDGE_MAX_DOCUMENT_CHARS,
+        max_chunks=settings.KNOWLEDGE_MAX_DOCUMENT_CHUNKS,
+        memory_bytes=settings.KNOWLEDGE_EXTRACT_MEMORY_BYTES,
+        cpu_seconds=settings.KNOWLEDGE_EXTRACT_CPU_SECONDS,
+        timeout_seconds=settings.KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS,
+    )
+
+
 def ingest_document(*, document_id: str, content_version: int, user_id: str) -> None:
     """Extracts and stores the chunks of one uploaded version of a document.
 
-    Bytes that cannot be read (a broken PDF, an unknown encoding) mark the document `failed` with
-    the reason at once: running again would read the same bytes. Anything else (the database, the
+    Bytes that cannot be read (a broken PDF, an unknown encoding) or that pass a limit (too much
+    text, too many chunks, too much memory or time to read: knowledge/extraction.py) mark the
+    document `failed` with the reason at once: running again would read the same bytes. Anything else (the database, the
     search index) raises, so the worker tries again; the task marks the document failed after its
     last attempt.
     """
@@ -125,12 +146,12 @@ def ingest_document(*, document_id: str, content_version: int, user_id: str) -> 
         return  # done already, deleted, or replaced by a newer upload that has its own ingest
     fmt = document_format(row["filename"], row["content_type"]) or "text"
     try:
-        texts = split_into_chunks(extract_text(bytes(row["content"]), fmt))
+        chunks = extract_chunks(bytes(row["content"]), fmt, limits=extraction_limits())
     except ExtractionError as exc:
         document_ingest_failed(document_id=document_id, content_version=content_version, reason=str(exc))
         return
     stored = document_chunks_store(
-        document_id=document_id, content_version=content_version, texts=texts, user_id=user_id
+        document_id=document_id, content_version=content_version, chunks=chunks, user_id=user_id
     )
     embedder = get_embedder()
     if stored and embedder is not None:
@@ -145,20 +166,18 @@ def unembedded_chunks(model: str) -> QuerySet[Chunk]:
 def chunks_embed(*, embedder: Embedder, chunks: QuerySet[Chunk]) -> int:
     """Embeds and stores `chunks`; returns how many were stored. A provider failure is logged and
     leaves them pending (0): the document stays searchable by words, and the backfill tries again."""
-    rows = list(chunks.order_by("document_id", "ordinal").values_list("id", "document_id", "collection_id", "text"))
+    rows = list(chunks.order_by("document_id", "ordinal").only("document_id", "collection_id", "title", "text"))
     if not rows:
         return 0
     try:
-        vectors = embed_in_batches(embedder, [text for *_, text in rows])
+        # The title goes in with the text, as in the search index: "Restores" says what a passage is about.
+        vectors = embed_in_batches(embedder, [row.searchable_text for row in rows])
     except EmbeddingError as exc:
         logger.warning("%d chunks stay pending (searched by words only): %s", len(rows), exc)
         return 0
     return chunk_embeddings_store(
         model=embedder.model,
-        rows=[
-            (chunk_id, document_id, collection_id, vector)
-            for (chunk_id, document_id, collection_id, _), vector in zip(rows, vectors, strict=True)
-        ],
+        rows=[(row.pk, row.document_id, row.collection_id, vector) for row, vector in zip(rows, vectors, strict=True)],
     )
 
 

@@ -61,6 +61,10 @@ def check_provider_settings() -> None:
     """Start-up check: a provider is named whole (an http(s) URL and a model) or not at all."""
     base_url = settings.WORKSPACE_LLM_BASE_URL
     if not base_url:
+        if settings.KNOWLEDGE_ANSWERER == "knowledge.model_answers.ModelAnswerer":
+            raise ImproperlyConfigured(
+                "KNOWLEDGE_ANSWERER names the model answerer, so WORKSPACE_LLM_BASE_URL must name a provider."
+            )
         return
     if urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).hostname:
         raise ImproperlyConfigured(

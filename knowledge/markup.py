@@ -30,10 +30,11 @@ _MARKER = re.compile(r"\[(\d{1,4})\](?!\()")
 
 @dataclass(frozen=True)
 class CitationPreview:
-    """What hovering or focusing marker `[n]` shows: where the passage is from, and its text."""
+    """What hovering or focusing marker `[n]` shows: where the passage is from, its headings, its text."""
 
     source: str
     text: str
+    title: str = ""
 
 
 def link_allowed(url: str) -> bool:
@@ -67,12 +68,17 @@ def _render_marker(self: Any, tokens: Sequence[Token], idx: int, options: Any, e
     seen = env.setdefault("seen", {})
     seen[number] = seen.get(number, 0) + 1
     preview_id = f"preview-{message_id}-{number}-{seen[number]}"
+    title = (
+        f'<span class="kb-preview-title" data-testid="preview-title">{escapeHtml(preview.title)}</span> '
+        if preview.title
+        else ""
+    )
     return (
         '<span class="kb-cite">'
         f'<a class="kb-marker" href="#cite-{message_id}-{number}" data-marker="{number}" data-testid="marker" '
         f'aria-describedby="{preview_id}">[{number}]</a>'
         f'<span class="kb-preview" role="tooltip" id="{preview_id}" data-testid="citation-preview">'
-        f'<span class="kb-preview-source">{escapeHtml(preview.source)}</span> '
+        f'<span class="kb-preview-source">{escapeHtml(preview.source)}</span> {title}'
         f'<span class="kb-preview-text">{escapeHtml(preview.text)}</span>'
         "</span></span>"
     )

@@ -101,6 +101,12 @@ class Chunk(TrackedModel):
     # Copied from the document so a search restricted to collections needs no join.
     collection = models.ForeignKey(Collection, on_delete=models.PROTECT, related_name="chunks")
     ordinal = models.PositiveIntegerField()
+    # The headings the passage sits under (knowledge.formats.TITLE_SEPARATOR between them), kept out
+    # of its text, and the PDF page it is on (null for other formats). Both are shown with the
+    # passage; the title is also searched (`searchable_text`, and the PostgreSQL search vector of
+    # migration 0007).
+    title = models.CharField(max_length=300, blank=True, default="")
+    page = models.PositiveIntegerField(null=True, blank=True)
     text = models.TextField()
 
     class Meta:
@@ -109,6 +115,11 @@ class Chunk(TrackedModel):
 
     def __str__(self) -> str:
         return f"{self.document_id}#{self.ordinal}"
+
+    @property
+    def searchable_text(self) -> str:
+        """What the search index matches: the title, then the text."""
+        return f"{self.title}\n\n{self.text}" if self.title else self.text
 
 
 class ChunkEmbedding(models.Model):

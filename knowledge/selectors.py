@@ -7,9 +7,10 @@ list costs one statement whose work depends on the open slice, not on the size o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from django.db import connection, transaction
 from django.db.models import Count, Q, QuerySet
@@ -71,7 +72,8 @@ _DOCUMENTS_SQL = (
     f"FROM {Document._meta.db_table} d"
 )
 _CHUNKS_SQL = (
-    f"SELECT k.id, k.document_id, k.ordinal, k.text, {_cited(CitationTotal.Scope.CHUNK, of='k.id')} AS cited "
+    f"SELECT k.id, k.document_id, k.ordinal, k.title, k.page, k.text, "
+    f"{_cited(CitationTotal.Scope.CHUNK, of='k.id')} AS cited "
     f"FROM {Chunk._meta.db_table} k"
 )
 
@@ -112,6 +114,8 @@ class ChunkRow:
     id: str
     document_id: str
     ordinal: int
+    title: str
+    page: int | None
     text: str
     cited: int
 
@@ -281,15 +285,30 @@ class CitedSource:
     chunks: list[ChunkRow]
     quote: str
     document_exists: bool = True
+    title: str = ""
+
+    @property
+    def heading(self) -> str:
+        """The cited section's headings: as the chunks say now, or as saved with the quote."""
+        return self.chunks[0].title if self.chunks else self.title
+
+
+class CitingMessage(Protocol):
+    """A message whose `citations` are `Citation.as_dict()`s: a KB chat's, or an item
+    conversation's (the agent's answers render with the same component)."""
+
+    id: Any
+    content: str
+    citations: list[dict[str, Any]]
 
 
 @dataclass(frozen=True)
 class TranscriptEntry:
-    message: KbChatMessage
+    message: CitingMessage
     sources: list[CitedSource]
 
 
-def chat_transcript(*, messages: list[KbChatMessage]) -> list[TranscriptEntry]:
+def chat_transcript(*, messages: Sequence[CitingMessage]) -> list[TranscriptEntry]:
     """Messages with their cited chunks, read in one statement for the whole chat."""
     chunk_ids = [chunk_id for m in messages for c in m.citations for chunk_id in c.get("source_chunk_ids", [])]
     current = chunk_texts(chunk_ids=chunk_ids) if chunk_ids else {}
@@ -307,6 +326,7 @@ def chat_transcript(*, messages: list[KbChatMessage]) -> list[TranscriptEntry]:
                     chunks=[current[i] for i in citation.get("source_chunk_ids", []) if i in current],
                     quote=citation.get("quote", ""),
                     document_exists=citation["document_id"] in existing,
+                    title=citation.get("title", ""),
                 )
                 for citation in message.citations
             ],

@@ -68,6 +68,8 @@ class KbChunkOutputSerializer(serializers.Serializer):
     id = serializers.CharField()
     document_id = serializers.CharField()
     ordinal = serializers.IntegerField()
+    title = serializers.CharField(help_text="The headings the passage sits under, e.g. 'Backup policy › Schedule'.")
+    page = serializers.IntegerField(allow_null=True, help_text="The PDF page it is on; null for other formats.")
     text = serializers.CharField()
     cited = serializers.IntegerField(help_text="Citation events whose source_chunk_ids include this chunk.")
 
@@ -79,6 +81,10 @@ class KbCitationOutputSerializer(serializers.Serializer):
     document_name = serializers.CharField()
     source_chunk_ids = serializers.ListField(child=serializers.CharField())
     quote = serializers.CharField(allow_blank=True)
+    # Answers stored before chunks had titles carry none.
+    title = serializers.CharField(
+        allow_blank=True, default="", help_text="The headings of the cited section; empty when it has none."
+    )
 
 
 class KbChatMessageOutputSerializer(serializers.Serializer):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -24,7 +24,7 @@ from knowledge.access import (
     document_for_writer,
     document_held,
 )
-from knowledge.answers import Citation, answer_question
+from knowledge.answers import Answer, Citation, Restart, answer_events
 from knowledge.formats import SUPPORTED_DESCRIPTION, document_format
 from knowledge.ingest import drop_chunks, drop_collection_chunks
 from knowledge.models import (
@@ -359,42 +359,87 @@ class ChatExchange:
     answer: KbChatMessage
 
 
-@transaction.atomic
-def chat_message_send(*, chat_id: str, user_id: str, content: str) -> ChatExchange:
-    """Stores the question, answers it, stores the answer and one citation event per marker.
+@dataclass(frozen=True)
+class ChatQuestion:
+    """A question its chat's owner may ask, checked; nothing is stored yet."""
 
-    The chat row is locked first so concurrent sends to one chat number their messages in turn.
-    """
-    chat = chat_for_owner(chat_id, user_id, action="send messages", lock=True)
+    chat_id: str
+    user_id: str
+    text: str
+    collection_ids: list[str]
+
+
+def chat_question_check(*, chat_id: str, user_id: str, content: str) -> ChatQuestion:
+    """The refusals of a send, before anything is answered: a chat that is not the caller's
+    (404, a reader's 403 `read_only_share`) and an empty question (400)."""
+    chat = chat_for_owner(chat_id, user_id, action="send messages")
     question_text = content.strip()
     if not question_text:
         raise ApiError(status_code=400, error="validation_error", detail="The question is empty.")
-    sequence = (chat.messages.aggregate(last=Max("sequence"))["last"] or 0) + 1
-    question = _message(chat, user_id, KbChatMessage.Role.USER, question_text, sequence)
-    answer_id = new_id("msg")
-    answer = answer_question(
-        question=question_text,
+    return ChatQuestion(
+        chat_id=chat.id,
+        user_id=user_id,
+        text=question_text,
         collection_ids=list(chat.collections.values_list("pk", flat=True)),
-        on_citations=lambda citations: record_citations(
-            citations=citations,
-            origin_kind=CitationEvent.OriginKind.KB_CHAT,
-            origin_id=chat.id,
-            cited_by=chat.created_by,
-            message_id=answer_id,
-        ),
+    )
+
+
+def chat_answer_events(question: ChatQuestion) -> Iterator[str | Restart | ChatExchange]:
+    """Answers a checked question: the answer's text as it is written (a `Restart` should the
+    model fail midway, then the fallback), and last the exchange, stored whole.
+
+    No transaction spans the answering: a model may write for a minute, and the chat's lock (on
+    SQLite, the database's) would be held as long. The question and its answer are stored together
+    once the answer is done, so a failure anywhere before stores nothing, never half an exchange.
+    """
+    answer = None
+    for event in answer_events(question=question.text, collection_ids=question.collection_ids):
+        if isinstance(event, Answer):
+            answer = event
+        else:
+            yield event
+    if answer is None:
+        raise TypeError("the answerer ended without an answer")
+    yield _exchange_store(question, answer)
+
+
+def chat_message_send(*, chat_id: str, user_id: str, content: str) -> ChatExchange:
+    """Stores the question, answers it, stores the answer and one citation event per marker."""
+    question = chat_question_check(chat_id=chat_id, user_id=user_id, content=content)
+    *_, exchange = chat_answer_events(question)
+    return exchange
+
+
+@transaction.atomic
+def _exchange_store(question: ChatQuestion, answer: Answer) -> ChatExchange:
+    """The question, its answer and one citation event per marker that counts, in one transaction.
+
+    The chat row is locked (checked again: it may have been deleted or handed over meanwhile) so
+    concurrent sends to one chat number their messages in turn.
+    """
+    chat = chat_for_owner(question.chat_id, question.user_id, action="send messages", lock=True)
+    sequence = (chat.messages.aggregate(last=Max("sequence"))["last"] or 0) + 1
+    asked = _message(chat, question.user_id, KbChatMessage.Role.USER, question.text, sequence)
+    answer_id = new_id("msg")
+    record_citations(
+        citations=answer.persisted_citations(),
+        origin_kind=CitationEvent.OriginKind.KB_CHAT,
+        origin_id=chat.id,
+        cited_by=chat.created_by,
+        message_id=answer_id,
     )
     reply = _message(
         chat,
-        user_id,
+        question.user_id,
         KbChatMessage.Role.ASSISTANT,
         answer.text,
         sequence + 1,
         message_id=answer_id,
         citations=[citation.as_dict() for citation in answer.citations],
     )
-    chat.stamp_updated(user_id)
+    chat.stamp_updated(question.user_id)
     chat.save(update_fields=["updated_by", "updated_at"])
-    return ChatExchange(question=question, answer=reply)
+    return ChatExchange(question=asked, answer=reply)
 
 
 def _message(

@@ -145,3 +145,17 @@ def disk_write_check(write: GrowingWrite) -> None:
         )
     if refusals:
         raise quota_error(refusals)
+
+
+def owner_disk_headroom(*, owner: str, item_id: str, item_bytes: int) -> int | None:
+    """How much further an item's workspace (now `item_bytes`) may grow under its owner's per-user
+    disk total, the other items counted at their last measurement; negative when the owner is
+    over it, None when no per-user disk limit binds them (then nothing is read from the database).
+
+    Sandbox code is held to it as the file API is: growth stops at the total, reading and
+    shrinking never do.
+    """
+    limit = limits_for(owner).disk
+    if limit is None:
+        return None
+    return limit - selectors.owner_disk_bytes(owner=owner, excluding_item=item_id) - item_bytes

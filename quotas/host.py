@@ -47,6 +47,16 @@ class Handover:
     requested_at: datetime | None
 
 
+@dataclass(frozen=True)
+class PaidItem:
+    """An item someone else created that this person pays for: they may hand its bill back."""
+
+    item_id: str
+    app_slug: str
+    title: str
+    created_by: str
+
+
 class QuotaHost(Protocol):
     def site_limits(self) -> UserLimits:
         """`resources.per_user` of the config in force."""
@@ -66,6 +76,9 @@ class QuotaHost(Protocol):
 
     def pending_handovers(self, user_id: str) -> list[Handover]:
         """Items waiting for `user_id` to accept paying for them, oldest request first."""
+
+    def paid_for_others(self, user_id: str) -> list[PaidItem]:
+        """Items `user_id` pays for but did not create, oldest first: the bills they may hand back."""
 
     def sandbox_close(self, item_id: str) -> int:
         """Truly shuts the item's sandbox down; returns how many sandboxes were closed."""

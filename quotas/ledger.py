@@ -194,5 +194,11 @@ def disk_usage_forget(item_ids: Iterable[str | int]) -> int:
     return WorkspaceDiskUsage.current.filter(item_id__in=[str(item_id) for item_id in item_ids]).update(is_deleted=True)
 
 
+def disk_bytes_by_item() -> dict[str, int]:
+    """Every item's last measurement (rows exist only for owners with a disk limit), read before a
+    sweep records new ones so it can tell which workspaces grew."""
+    return dict(WorkspaceDiskUsage.current.values_list("item_id", "bytes"))
+
+
 def disk_usage_of_item(item_id: str | int) -> WorkspaceDiskUsage | None:
     return WorkspaceDiskUsage.current.filter(item_id=str(item_id)).first()

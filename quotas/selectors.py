@@ -59,6 +59,7 @@ class MyResources:
     disk_tracked: bool
     disk: list[DiskOfItem]
     handovers: list[host.Handover]
+    paying_for: list[host.PaidItem]
 
 
 # The two gate aggregates are written as SQL rather than built with the ORM: compiling the ORM
@@ -142,6 +143,7 @@ def my_resources(*, user_id: str) -> MyResources:
         disk_tracked=limits.disk is not None,
         disk=disk,
         handovers=installed.pending_handovers(user_id),
+        paying_for=installed.paid_for_others(user_id),
     )
 
 

@@ -46,6 +46,13 @@ class MyHandoverOutputSerializer(serializers.Serializer):
     requested_at = serializers.DateTimeField(allow_null=True)
 
 
+class MyPaidItemOutputSerializer(serializers.Serializer):
+    item_id = serializers.CharField()
+    app_slug = serializers.CharField()
+    title = serializers.CharField()
+    created_by = serializers.CharField(help_text="Who created the item, and pays again once you hand the bill back.")
+
+
 class MyResourcesOutputSerializer(serializers.Serializer):
     user_id = serializers.CharField()
     limits = QuotaLimitsOutputSerializer()
@@ -59,6 +66,11 @@ class MyResourcesOutputSerializer(serializers.Serializer):
     handovers = MyHandoverOutputSerializer(
         many=True,
         help_text="Items you are asked to pay for; answer at /me/resources/handovers/<item_id>/accept|decline.",
+    )
+    paying_for = MyPaidItemOutputSerializer(
+        many=True,
+        help_text="Items someone else created that you pay for; hand one back at "
+        "/me/resources/handovers/<item_id>/return.",
     )
 
 

@@ -5,12 +5,18 @@ from __future__ import annotations
 import re
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+# Matched in full against the stripped value: a `\s*` at each end as well as in the middle
+# backtracked quadratically on "1" and a long run of spaces.
+_SIZE = re.compile(r"(\d+)\s*([KMGT]?)(?:I?B)?", re.IGNORECASE)
 _DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)", re.IGNORECASE)
 
 # What "max" parses to where a field allows it: 0 is the service's "explicitly unlimited".
 UNLIMITED = 0
+# The largest size any column of ours holds (a signed 64-bit integer, 8 EiB): a larger one is
+# refused by name rather than left to the database (SQLite raises OverflowError, a 500).
+MAX_SIZE_BYTES = 2**63 - 1
+_TOO_LARGE = f"a size is at most 8 EiB ({MAX_SIZE_BYTES} bytes)"
 
 
 class SizeError(ValueError):
@@ -28,17 +34,27 @@ def parse_size(value: object, *, allow_max: bool = False) -> int:
     if isinstance(value, int):
         if value < 0:
             raise SizeError(f"a size cannot be negative, got {value}")
-        return value
+        return _bounded(value)
     if not isinstance(value, str):
         raise SizeError(f"expected a size string such as '512M', got {value!r}")
     if value.strip().lower() == "max":
         if not allow_max:
             raise SizeError("'max' is not allowed here")
         return UNLIMITED
-    match = _SIZE.match(value)
+    match = _SIZE.fullmatch(value.strip())
     if match is None:
         raise SizeError(f"expected an integer with an optional K, M, G or T suffix, got {value!r}")
-    return int(match.group(1)) * _UNITS[match.group(2).upper()]
+    digits = match.group(1).lstrip("0") or "0"
+    # Past 19 digits no unit can bring it back under the bound, and int() of thousands of digits raises.
+    if len(digits) > len(str(MAX_SIZE_BYTES)):
+        raise SizeError(_TOO_LARGE)
+    return _bounded(int(digits) * _UNITS[match.group(2).upper()])
+
+
+def _bounded(size: int) -> int:
+    if size > MAX_SIZE_BYTES:
+        raise SizeError(_TOO_LARGE)
+    return size
 
 
 def parse_optional_size(value: object, *, allow_max: bool = False) -> int | None:
@@ -54,7 +70,7 @@ def parse_duration_seconds(value: object) -> float:
         raise SizeError(f"expected a duration such as '90s' or '30m', got {value!r}")
     if isinstance(value, int | float):
         seconds = float(value)
-    elif isinstance(value, str) and (match := _DURATION.match(value)):
+    elif isinstance(value, str) and (match := _DURATION.fullmatch(value.strip())):
         seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2).lower()]
     else:
         raise SizeError(f"expected a duration such as '90s' or '30m', got {value!r}")

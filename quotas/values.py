@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from quotas.models import UserResourceOverride
 
 DIMENSIONS = ("count", "cpu", "memory", "disk")
+# The largest count and cpu an override takes: the count column's range, and more cores than any
+# machine has. Anything above is refused by name, not left to overflow a column or a float.
+MAX_COUNT = 2**31 - 1
+MAX_CPU_CORES = 1_000_000
 # Written in an override for "no limit"; stored as 0.
 UNLIMITED_WORD = "max"
 
@@ -39,6 +43,22 @@ class SandboxSize:
             cpu_cores=self.cpu_cores if self.cpu_cores is not None else defaults.cpu_cores,
             memory_bytes=self.memory_bytes if self.memory_bytes is not None else defaults.memory_bytes,
             pids_max=self.pids_max if self.pids_max is not None else defaults.pids_max,
+        )
+
+    def within(self, cap: SandboxSize) -> SandboxSize:
+        """What the kernel enforces: a dimension with no limit (None or 0) takes the cap's value.
+
+        Only the kernel sees the result; the ledger charges the size itself, so an app that
+        declares nothing still counts nothing against per-user totals (spec "Limits" 5).
+        """
+
+        def bound(value: Any, ceiling: Any) -> Any:
+            return ceiling if not value and ceiling else value
+
+        return SandboxSize(
+            cpu_cores=bound(self.cpu_cores, cap.cpu_cores),
+            memory_bytes=bound(self.memory_bytes, cap.memory_bytes),
+            pids_max=bound(self.pids_max, cap.pids_max),
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -127,8 +147,12 @@ def _number(raw: Any, *, integer: bool) -> int | float:
             raw = None
     if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
         raise ValueError(f"expected {kind} >= 0, 'max' for unlimited, or null for the site default")
-    if integer and raw != int(raw):
+    if raw != raw:  # NaN is not a limit
         raise ValueError(f"expected {kind}, got {raw!r}")
-    if raw != raw or raw == float("inf"):  # NaN and infinity are not limits
+    # Compared before any conversion: float() of a 400-digit integer raises OverflowError.
+    ceiling = MAX_COUNT if integer else MAX_CPU_CORES
+    if raw > ceiling:
+        raise ValueError(f"expected {kind} up to {ceiling}, or 'max' for unlimited")
+    if integer and raw != int(raw):
         raise ValueError(f"expected {kind}, got {raw!r}")
     return int(raw) if integer else float(raw)

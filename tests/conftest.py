@@ -25,6 +25,7 @@ pytest_plugins = [
     "tests.fixtures.investigations",
     "tests.fixtures.workflows",
     "tests.fixtures.llm",
+    "tests.fixtures.agent",
 ]
 
 
@@ -42,11 +43,32 @@ class MovableClock:
         return self.current
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing() -> Iterator[None]:
+    """No test here tests the hash itself, and PBKDF2 costs a noticeable part of a second per
+    account (the demo makes five); servers in subprocesses keep the real hashers, and
+    PBKDF2 stays listed so that what they stored still verifies in this process."""
+    from django.test.utils import override_settings
+
+    with override_settings(
+        PASSWORD_HASHERS=[
+            "django.contrib.auth.hashers.MD5PasswordHasher",
+            "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        ]
+    ):
+        yield
+
+
 @pytest.fixture(scope="session")
 def traversable_tmp() -> Iterator[Path]:
     """A temp root that sandbox uids may pass through (0711): bubblewrap reaches workspaces by path,
-    and pytest's own temp root is private to root (0700)."""
-    base = Path(tempfile.mkdtemp(prefix="ws-tests-"))
+    and pytest's own temp root is private to root (0700). Wherever the clone lives; under /tmp
+    when TMPDIR is a private directory."""
+    from workspace.items.sandboxes.reach import closed_dir
+
+    candidates = [Path(tempfile.gettempdir()), Path("/tmp")]
+    parent = next((path for path in candidates if closed_dir(path) is None), candidates[0])
+    base = Path(tempfile.mkdtemp(prefix="ws-tests-", dir=parent))
     base.chmod(0o711)
     yield base
     from workspace.items.volumes import unmount_under

@@ -17,9 +17,12 @@ from rest_framework.response import Response
 from collab import clock
 from collab.api import ServiceApiView
 from workspace.items.config import get_config
+from workspace.items.sandboxes.boundary import configured_boundary
 from workspace.items.sandboxes.http import HttpBackend
 from workspace.items.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, configured_driver
+from workspace.items.sandboxes.reach import passable_dirs, unreachable_reason
 from workspace.items.sandboxes.registry import var_dir
+from workspace.items.volumes import workspaces_root
 from workspace.worker import latest_beat
 
 # A probe a load balancer waits on must answer well within its own timeout.
@@ -89,11 +92,14 @@ def _local_check() -> dict[str, Any]:
         raise CheckFailed("no writable cgroup and no prlimit binary: limits cannot be enforced")
     root = var_dir()
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        passable_dirs(root)
     except OSError as exc:
         raise CheckFailed(f"the sandbox directory {root} cannot be created: {exc}") from exc
     if not os.access(root, os.W_OK):
         raise CheckFailed(f"the sandbox directory {root} is not writable")
+    unreachable = unreachable_reason(workspaces_root(), configured_boundary().uid_for("0"))
+    if unreachable:
+        raise CheckFailed(unreachable)
     return {"driver": driver.name}
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from workspace.items.sandboxes.reach import default_var_dir
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -165,12 +167,11 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["collab.authentication.WorkspaceAuthentication"],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": [
-        # A body nested past 64 levels is a 400, not a RecursionError (crudgen.parsers).
-        "crudgen.parsers.BoundedJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # JSON only: the API takes what its schema says, and a form body (which another site's page
+    # can post, credentials attached) is a 415. Uploads name MultiPartParser themselves; pages
+    # post their forms to views of their own (collab.web.html_or_api). A body nested past 64
+    # levels is a 400, not a RecursionError (crudgen.parsers).
+    "DEFAULT_PARSER_CLASSES": ["crudgen.parsers.BoundedJSONParser"],
     "EXCEPTION_HANDLER": "collab.errors.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
@@ -249,12 +250,24 @@ WORKSPACE_WORKER_INTERVAL_SECONDS = float(os.environ.get("WORKSPACE_WORKER_INTER
 WORKSPACE_CONFIG = os.environ.get("WORKSPACE_CONFIG", "")
 WORKSPACE_APPS_DIR = os.environ.get("WORKSPACE_APPS_DIR", "")
 
-# Where per-deployment files (workspaces, cgroup roots in tests) live.
-WORKSPACE_VAR_DIR = Path(os.environ.get("WORKSPACE_VAR_DIR", str(BASE_DIR / "var")))
+# Where per-deployment files (workspaces, sandbox state, cgroup roots in tests) live. Unset: var/
+# in the clone, unless the server is root and the clone lies under a directory sandbox uids may
+# not pass through (root's home is 0700): then /var/lib/workspace-<hash of the clone's path>,
+# created 0711 (README "A clone under a private directory").
+WORKSPACE_VAR_DIR = Path(os.environ.get("WORKSPACE_VAR_DIR") or default_var_dir(BASE_DIR, as_root=os.geteuid() == 0))
 # The largest file the file API stores in one write.
 WORKSPACE_MAX_FILE_BYTES = int(os.environ.get("WORKSPACE_MAX_FILE_BYTES", str(256 * 1024 * 1024)))
-# The agent that answers item chat messages (a dotted class path).
+# The agent that answers item chat messages in apps that do not choose the model agent (a dotted
+# class path); an app descriptor's `agent = "model"` picks the model agent where a provider is set.
 WORKSPACE_AGENT = os.environ.get("WORKSPACE_AGENT", "workspace.agent.deterministic.DeterministicAgent")
+# The model agent's bounds on one turn (README "Choosing an agent"): tool calls, seconds of wall
+# clock, the tokens of conversation sent to the model (older messages are left out first), and the
+# characters of one tool's output the model is given. Hitting one ends the turn, saying which. Less
+# than 1, 1, 1000 and 100 leaves no room for a turn and stops start-up.
+WORKSPACE_AGENT_MAX_TOOL_CALLS = int(os.environ.get("WORKSPACE_AGENT_MAX_TOOL_CALLS", "8"))
+WORKSPACE_AGENT_TURN_SECONDS = float(os.environ.get("WORKSPACE_AGENT_TURN_SECONDS", "120"))
+WORKSPACE_AGENT_CONTEXT_TOKENS = int(os.environ.get("WORKSPACE_AGENT_CONTEXT_TOKENS", "8000"))
+WORKSPACE_AGENT_TOOL_OUTPUT_CHARS = int(os.environ.get("WORKSPACE_AGENT_TOOL_OUTPUT_CHARS", "4000"))
 # Where cgroups are mounted, and which driver limits sandboxes: auto, cgroup-v2, cgroup-v1 or prlimit.
 WORKSPACE_CGROUP_ROOT = os.environ.get("WORKSPACE_CGROUP_ROOT", "/sys/fs/cgroup")
 WORKSPACE_CGROUP_DRIVER = os.environ.get("WORKSPACE_CGROUP_DRIVER", "auto")
@@ -285,6 +298,15 @@ WORKSPACE_LLM_CONNECT_TIMEOUT = float(os.environ.get("WORKSPACE_LLM_CONNECT_TIME
 WORKSPACE_LLM_TIMEOUT = float(os.environ.get("WORKSPACE_LLM_TIMEOUT", "60"))
 # The most tokens the model may write in one answer (what a hosted API bills, with the prompt).
 WORKSPACE_LLM_MAX_TOKENS = int(os.environ.get("WORKSPACE_LLM_MAX_TOKENS", "800"))
+# Ingest reads each upload in a child process (knowledge/extraction.py), so a small file that expands
+# (a PDF "decompression bomb") fails with a reason instead of filling the worker and the database:
+# the most text and chunks one document may give, the child's address space and CPU time, and how
+# long the worker waits for it.
+KNOWLEDGE_MAX_DOCUMENT_CHARS = int(os.environ.get("KNOWLEDGE_MAX_DOCUMENT_CHARS", "5000000"))
+KNOWLEDGE_MAX_DOCUMENT_CHUNKS = int(os.environ.get("KNOWLEDGE_MAX_DOCUMENT_CHUNKS", "10000"))
+KNOWLEDGE_EXTRACT_MEMORY_BYTES = int(os.environ.get("KNOWLEDGE_EXTRACT_MEMORY_BYTES", str(512 * 1024 * 1024)))
+KNOWLEDGE_EXTRACT_CPU_SECONDS = int(os.environ.get("KNOWLEDGE_EXTRACT_CPU_SECONDS", "60"))
+KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS = float(os.environ.get("KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS", "120"))
 
 # Embeddings for hybrid retrieval (README "Hybrid retrieval"): an OpenAI-compatible /v1/embeddings
 # endpoint (BASE_URL and MODEL; API_KEY where the server asks for one, sent to it alone) or a
@@ -306,6 +328,13 @@ WORKSPACE_BWRAP = os.environ.get("WORKSPACE_BWRAP", "/usr/bin/bwrap")
 # never the server's uid. Unprivileged servers cannot switch uid; their sandboxes keep the server's.
 WORKSPACE_SANDBOX_UID_BASE = int(os.environ.get("WORKSPACE_SANDBOX_UID_BASE", "1500000000"))
 WORKSPACE_SANDBOX_UID_COUNT = int(os.environ.get("WORKSPACE_SANDBOX_UID_COUNT", "500000000"))
+# The kernel ceiling of every sandbox whose app resolves to no cpu, memory or pids limit (none, or
+# 0 = unlimited): such a sandbox counts nothing against per-user totals, so this cap is what keeps
+# it from taking the machine. Cores, a size string, a process count; empty turns that dimension's
+# cap off (start-up warns about every app left without a kernel limit).
+WORKSPACE_SANDBOX_CAP_CPU = os.environ.get("WORKSPACE_SANDBOX_CAP_CPU", "1")
+WORKSPACE_SANDBOX_CAP_MEMORY = os.environ.get("WORKSPACE_SANDBOX_CAP_MEMORY", "1G")
+WORKSPACE_SANDBOX_CAP_PIDS = os.environ.get("WORKSPACE_SANDBOX_CAP_PIDS", "512")
 # The private /tmp of each sandbox (a tmpfs; its pages also count against the memory limit).
 WORKSPACE_SANDBOX_TMP_BYTES = int(os.environ.get("WORKSPACE_SANDBOX_TMP_BYTES", str(64 * 1024 * 1024)))
 # Disk bound of each workspace: "image" (a filesystem image of the app's disk limit, mounted at

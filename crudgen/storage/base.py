@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from crudgen.access import ListScope
 from crudgen.filters import passes
 from crudgen.metadata import ResourceMeta, Revision
-from crudgen.types import DataFilter, ListQueryParams, SortOrder
+from crudgen.types import ListQueryParams, SortOrder
 
 if TYPE_CHECKING:
     from crudgen.filters import FilterableField
@@ -117,8 +117,9 @@ class Storage(ABC):
 
     @abstractmethod
     def count(
-        self, is_deleted: bool | None = False, scope: ListScope | None = None, data_filters: Sequence[DataFilter] = ()
-    ) -> int: ...
+        self, is_deleted: bool | None = False, scope: ListScope | None = None, params: ListQueryParams | None = None
+    ) -> int:
+        """How many resources `select` would match in all with these params (their page and sort aside)."""
 
     @abstractmethod
     def revisions(self, resource_id: str, offset: int, limit: int) -> tuple[list[Revision], int]:
@@ -164,11 +165,11 @@ def in_scope(candidates: Iterable[Stored], is_deleted: bool | None, scope: ListS
     ]
 
 
-def filter_sort_page(
+def matching(
     candidates: Iterable[Stored], params: ListQueryParams, is_deleted: bool | None, scope: ListScope | None = None
-) -> tuple[list[Stored], int]:
-    """The same semantics DjangoStorage runs in SQL, for backends without a query engine."""
-    matches = [
+) -> list[Stored]:
+    """The candidates that pass the params' filters within the scope, in no particular order."""
+    return [
         item
         for item in in_scope(candidates, is_deleted, scope)
         if (not params.created_by_filter or item.meta.created_by in params.created_by_filter)
@@ -177,6 +178,13 @@ def filter_sort_page(
         and _in_range(item.meta.updated_time, params.updated_time_range)
         and passes(item.data, params.data_filters)
     ]
+
+
+def filter_sort_page(
+    candidates: Iterable[Stored], params: ListQueryParams, is_deleted: bool | None, scope: ListScope | None = None
+) -> tuple[list[Stored], int]:
+    """The same semantics DjangoStorage runs in SQL, for backends without a query engine."""
+    matches = matching(candidates, params, is_deleted, scope)
     key_field = params.sort_by or "created_time"
     reverse = params.sort_order == SortOrder.DESC
 
@@ -221,6 +229,6 @@ class ScannedStorage(Storage):
         return filter_sort_page(self._all(), params, is_deleted, scope)
 
     def count(
-        self, is_deleted: bool | None = False, scope: ListScope | None = None, data_filters: Sequence[DataFilter] = ()
+        self, is_deleted: bool | None = False, scope: ListScope | None = None, params: ListQueryParams | None = None
     ) -> int:
-        return sum(1 for item in in_scope(self._all(), is_deleted, scope) if passes(item.data, data_filters))
+        return len(matching(self._all(), params or ListQueryParams(), is_deleted, scope))

@@ -661,23 +661,27 @@ class DjangoStorage(Storage):
         self, params: ListQueryParams, is_deleted: bool | None, scope: ListScope | None = None
     ) -> tuple[list[Stored], int]:
         rows = self._filtered(params, is_deleted, scope)
-        scoped = scope is not None and not scope.is_everything
-        filtered = scoped or params.created_by_filter or params.updated_by_filter or params.data_filters
-        ranged = params.created_time_range or params.updated_time_range
-        total = rows.count() if filtered or ranged else self._tallied_total(is_deleted)
+        total = self._total(rows, params, is_deleted, scope)
         if total <= params.offset:
             return [], total
         page = rows.order_by(*self._ordering(params))[params.offset : params.offset + params.page_size]
         return [_stored(row) for row in page], total
 
     def count(
-        self, is_deleted: bool | None = False, scope: ListScope | None = None, data_filters: Sequence[DataFilter] = ()
+        self, is_deleted: bool | None = False, scope: ListScope | None = None, params: ListQueryParams | None = None
     ) -> int:
-        if (scope is None or scope.is_everything) and not data_filters:
-            return self._tallied_total(is_deleted)
-        # One caller's part (an index range count on (namespace, is_deleted, created_by)) or the
-        # rows passing data filters (an index range count where the field is indexed).
-        return self._with_data_filters(self._scoped(is_deleted, scope), data_filters).count()
+        params = params or ListQueryParams()
+        return self._total(self._filtered(params, is_deleted, scope), params, is_deleted, scope)
+
+    def _total(
+        self, rows: QuerySet[StoredResource], params: ListQueryParams, is_deleted: bool | None, scope: ListScope | None
+    ) -> int:
+        """The namespace's tally when nothing narrows it; else an index range count of one caller's
+        part (namespace, is_deleted, created_by) or of the rows passing the filters."""
+        scoped = scope is not None and not scope.is_everything
+        filtered = scoped or params.created_by_filter or params.updated_by_filter or params.data_filters
+        ranged = params.created_time_range or params.updated_time_range
+        return rows.count() if filtered or ranged else self._tallied_total(is_deleted)
 
     def index_sql(self, field: FilterableField, vendor: str) -> tuple[str, str]:
         """(name, CREATE INDEX statement) of one indexed data field: led by the namespace and the

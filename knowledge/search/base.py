@@ -40,7 +40,7 @@ class ChunkIndex(Protocol):
     fusion_weight: float
 
     def index_chunks(self, *, rows: Sequence[tuple[str, str, str, str]]) -> None:
-        """Adds (chunk_id, document_id, collection_id, text) rows."""
+        """Adds (chunk_id, document_id, collection_id, text) rows; the text is `Chunk.searchable_text`."""
         ...
 
     def forget_document(self, *, document_id: str) -> None:

@@ -16,20 +16,31 @@ PREVIEW_CHARS = 420
 
 
 def citation_preview(source: CitedSource) -> CitationPreview:
-    """The cited chunks as they read now, or the saved quote once a re-upload replaced them."""
+    """The cited chunks as they read now, or the saved quote once a re-upload replaced them; the
+    section's headings apart from the text, and the PDF page where there is one."""
     if source.chunks:
-        first = source.chunks[0].ordinal + 1
-        last = source.chunks[-1].ordinal + 1
-        where = f"chunk {first}" if first == last else f"chunks {first}–{last}"
+        pages = _span("page", [chunk.page for chunk in source.chunks if chunk.page is not None])
+        chunks = _span("chunk", [chunk.ordinal + 1 for chunk in source.chunks])
+        where = f"{pages}, {chunks}" if pages else chunks
         text = "\n\n".join(chunk.text for chunk in source.chunks)
     else:
         where, text = "as quoted", source.quote
-    # One line per paragraph (the preview keeps line breaks), spaces within a line collapsed.
-    paragraphs = (" ".join(paragraph.split()) for paragraph in text.split("\n\n"))
+    # The preview keeps line breaks: one line per line of the text (a list item, a line of code),
+    # blank lines dropped and spaces within a line collapsed.
+    lines = (" ".join(line.split()) for line in text.split("\n"))
     return CitationPreview(
         source=f"[{source.marker}] {source.document_name}, {where}:",
-        text=_shortened("\n".join(paragraph for paragraph in paragraphs if paragraph)),
+        text=_shortened("\n".join(line for line in lines if line)),
+        title=source.heading,
     )
+
+
+def _span(noun: str, numbers: list[int]) -> str:
+    """`chunk 3` or `chunks 3–4`; empty without numbers."""
+    if not numbers:
+        return ""
+    first, last = min(numbers), max(numbers)
+    return f"{noun} {first}" if first == last else f"{noun}s {first}–{last}"
 
 
 def _shortened(text: str) -> str:
@@ -44,7 +55,7 @@ def _shortened(text: str) -> str:
 def message_markup(entry: TranscriptEntry) -> SafeString:
     """The message rendered by `knowledge.markup`, which escapes everything it does not build."""
     previews = {source.marker: citation_preview(source) for source in entry.sources}
-    return mark_safe(message_html(entry.message.content, message_id=entry.message.id, previews=previews))
+    return mark_safe(message_html(entry.message.content, message_id=str(entry.message.id), previews=previews))
 
 
 @register.filter

@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
-from django.http import Http404
+from django.db import DataError
+from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers as drf_serializers
-from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab.api import ServiceApiView
+from collab.errors import ApiError, unstorable_value
+from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
 from crudgen.parsers import BoundedJSONParser
 from knowledge import selectors, services
 from knowledge.access import chat_for_reader, collection_or_404, document_or_404
+from knowledge.answers import Restart
 from knowledge.serializers import (
     KbChatCopyInputSerializer,
     KbChatCreateInputSerializer,
@@ -97,7 +104,8 @@ def _collection_row(collection_id: str) -> selectors.CollectionRow:
 
 
 class KbCollectionDocumentsApi(ServiceApiView):
-    parser_classes = [MultiPartParser, FormParser]
+    # An upload: multipart only (a file is not JSON, and a form-encoded body cannot carry one).
+    parser_classes = [MultiPartParser]
 
     @extend_schema(responses={200: KbDocumentOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, collection_id: str) -> Response:
@@ -264,16 +272,61 @@ class KbChatCopyApi(ServiceApiView):
         return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data, status=201)
 
 
+def answer_event_frames(events: Iterator[str | Restart | services.ChatExchange]) -> Iterator[bytes]:
+    """`delta` events ({text}) as the answer is written, `restart` ({detail}) when the model failed
+    midway and the fallback follows, then `answer` (the stored exchange, as the JSON answer has it)
+    or `error` ({error, detail}).
+
+    A reader who leaves mid-answer closes this stream: the answer is still finished and stored
+    (within the provider's timeout), so the question is never lost with the page.
+    """
+    try:
+        for event in events:
+            if isinstance(event, str):
+                yield event_frame("delta", {"text": event})
+            elif isinstance(event, Restart):
+                yield event_frame("restart", {"detail": event.reason})
+            else:
+                yield event_frame("answer", KbChatExchangeOutputSerializer(event).data)
+    except GeneratorExit:
+        with contextlib.suppress(ApiError, Http404, DataError):
+            for _event in events:
+                pass
+        raise
+    except (ApiError, Http404, DataError) as exc:
+        # What the JSON answer's handler would say: the chat went meanwhile (404), a value the database refused.
+        refusal = exc if isinstance(exc, ApiError) else _NOT_FOUND if isinstance(exc, Http404) else unstorable_value()
+        yield event_frame("error", {"error": refusal.error, "detail": str(refusal.detail), **refusal.extra})
+
+
+_NOT_FOUND = ApiError(status_code=404, error="not_found", detail="Not found.")
+
+
 class KbChatMessagesApi(ServiceApiView):
     parser_classes = [BoundedJSONParser]
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(
         request=KbChatMessageInputSerializer,
-        responses={201: KbChatExchangeOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
-        description="Owner only; a shared reader gets 403 `read_only_share` and nothing is stored.",
+        responses={
+            (201, "application/json"): KbChatExchangeOutputSerializer,
+            (200, "text/event-stream"): event_schema("delta", "restart", "answer", "error"),
+            403: ErrorOutputSerializer,
+            **_ERRORS,
+        },
+        description=(
+            "Owner only; a shared reader gets 403 `read_only_share` and nothing is stored. The question and "
+            "its answer are stored together once the answer is done. With `Accept: text/event-stream` the "
+            "answer streams as it is written: `delta` events ({text}), a `restart` ({detail}) if the model "
+            "fails midway and the quoted fallback follows, then one `answer` event (this JSON answer) or an "
+            "`error` event. Refusals (400, 403, 404) come back as JSON before any event."
+        ),
     )
-    def post(self, request: Request, chat_id: str) -> Response:
+    def post(self, request: Request, chat_id: str) -> Response | StreamingHttpResponse:
         content = _valid(KbChatMessageInputSerializer, request.data)["content"]
+        if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
+            question = services.chat_question_check(chat_id=chat_id, user_id=request.user.id, content=content)
+            return event_stream(answer_event_frames(services.chat_answer_events(question)))
         exchange = services.chat_message_send(chat_id=chat_id, user_id=request.user.id, content=content)
         return Response(KbChatExchangeOutputSerializer(exchange).data, status=201)
 

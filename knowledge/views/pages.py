@@ -17,6 +17,7 @@ from collab.identity import get_user_directory
 from collab.web import identity_required
 from knowledge import selectors, services
 from knowledge.access import chat_for_reader, collection_or_404, document_or_404
+from knowledge.model_answers import answer_model
 
 T = TypeVar("T")
 
@@ -299,6 +300,7 @@ def _chat_response(
         "shareable": [user for user in directory if user.id != chat.owner and user.id not in chat.shared_with],
         "collection_names": selectors.collection_names(collection_ids=chat.collection_ids),
         "refused": refused,
+        "answer_model": answer_model(),
     }
     return render(request, "knowledge/chat.html", context, status=status)
 

@@ -1,13 +1,8 @@
-/* The item page's Files card: a delete asks first, opening "Rename" puts the cursor on the name
-   ready to type over (and closes any other), and Escape closes it again. */
+/* The item page's Files card: opening "Rename" puts the cursor on the name ready to type over
+   (and closes any other), and Escape closes it again. A delete asks first (workspace.js). */
 (function () {
   const card = document.getElementById("files");
   if (!card) return;
-
-  card.addEventListener("submit", function (event) {
-    const question = event.target.dataset.confirm;
-    if (question && !window.confirm(question)) event.preventDefault();
-  });
 
   card.addEventListener("toggle", function (event) {
     const rename = event.target;

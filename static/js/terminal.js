@@ -156,7 +156,7 @@
         refuse(view, response.status, body, response.status === 507 ? "refused: over a limit" : "refused");
         return;
       }
-      await readEvents(response, (message) => {
+      await Workspace.readEvents(response, (message) => {
         if (message.event === "started") {
           limit = message.data.timeout_seconds + " s";
           tick();
@@ -178,31 +178,6 @@
       save();
       refreshCards();
     }
-  }
-
-  async function readEvents(response, onMessage) {
-    const reader = response.body.getReader();
-    const decoder = new TextDecoder();
-    let pending = "";
-    for (;;) {
-      const {value, done} = await reader.read();
-      if (done) break;
-      pending += decoder.decode(value, {stream: true});
-      let end;
-      while ((end = pending.indexOf("\n\n")) >= 0) {
-        onMessage(parse(pending.slice(0, end)));
-        pending = pending.slice(end + 2);
-      }
-    }
-  }
-
-  function parse(frame) {
-    const fields = {};
-    frame.split("\n").forEach((line) => {
-      const at = line.indexOf(": ");
-      if (at > 0) fields[line.slice(0, at)] = line.slice(at + 2);
-    });
-    return {event: fields.event, data: fields.data ? JSON.parse(fields.data) : {}};
   }
 
   function handle(message, view) {

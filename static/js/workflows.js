@@ -1,4 +1,4 @@
-/* Workflow pages: the step editor (add, remove, reorder), a run's busy state, and confirmations. */
+/* Workflow pages: the step editor (add, remove, reorder) and a run's busy state; confirmations are workspace.js's. */
 (function () {
   function stepEditor(list) {
     const fieldset = list.closest("fieldset");
@@ -86,19 +86,12 @@
     });
   }
 
-  function confirmBeforeSubmit(form) {
-    form.addEventListener("submit", function (event) {
-      if (!window.confirm(form.dataset.confirm)) event.preventDefault();
-    });
-  }
-
   function start() {
     // A refused save: the summary of what to change is read out first.
     const summary = document.getElementById("error-summary");
     if (summary) summary.focus();
     document.querySelectorAll("[data-step-list]").forEach(stepEditor);
     document.querySelectorAll("form[data-running-text]").forEach(busyWhileSubmitting);
-    document.querySelectorAll("form[data-confirm]").forEach(confirmBeforeSubmit);
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();

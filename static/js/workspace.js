@@ -52,6 +52,33 @@
     return box;
   }
 
+  /* Reads a fetch response of server-sent events, calling onMessage({event, data}) for each as it
+     arrives (data is the event's JSON line, parsed). */
+  async function readEvents(response, onMessage) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    let pending = "";
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done) break;
+      pending += decoder.decode(value, {stream: true});
+      let end;
+      while ((end = pending.indexOf("\n\n")) >= 0) {
+        onMessage(parseEvent(pending.slice(0, end)));
+        pending = pending.slice(end + 2);
+      }
+    }
+  }
+
+  function parseEvent(frame) {
+    const fields = {};
+    frame.split("\n").forEach((line) => {
+      const at = line.indexOf(": ");
+      if (at > 0) fields[line.slice(0, at)] = line.slice(at + 2);
+    });
+    return {event: fields.event, data: fields.data ? JSON.parse(fields.data) : {}};
+  }
+
   /* The header's menu button (narrow screens): shows and hides the menu, Escape closes it. */
   function foldableMenu() {
     const toggle = document.querySelector(".menu-toggle");
@@ -113,9 +140,18 @@
     if (best) best.setAttribute("aria-current", "page");
   }
 
-  function start() { foldableMenu(); markCurrentArea(); markReadWhenFollowed(); }
+  /* Any form with `data-confirm` asks its question first; "Cancel" sends nothing. One listener on
+     the document serves every page, forms added later included. */
+  function confirmBeforeSubmit() {
+    document.addEventListener("submit", function (event) {
+      const question = event.target.dataset && event.target.dataset.confirm;
+      if (question && !window.confirm(question)) event.preventDefault();
+    });
+  }
+
+  function start() { foldableMenu(); markCurrentArea(); markReadWhenFollowed(); confirmBeforeSubmit(); }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
 
-  window.Workspace = {csrfToken: csrfToken, sendJson: sendJson, refusal: refusal};
+  window.Workspace = {csrfToken: csrfToken, sendJson: sendJson, refusal: refusal, readEvents: readEvents};
 })();

@@ -49,8 +49,8 @@ def test_a_dollar_line_runs_in_the_items_sandbox(alice_api, make_item):
     alice_api.put(item_url(item, "/files/notes.txt"), b"x", content_type="application/octet-stream")
     # When she sends `$ ls`
     reply = _send(alice_api, item, "$ ls").json()["replies"][0]["content"]
-    # Then the agent's reply is the command, its output and its exit code
-    assert reply == "$ ls\nnotes.txt\n[exit 0]"
+    # Then the agent's reply is the command and its output as a Markdown code block, then its exit code
+    assert reply == "```\n$ ls\nnotes.txt\n```\n[exit 0]"
 
 
 def test_a_fenced_sh_block_runs_as_one_command(alice_api, make_item):
@@ -58,7 +58,7 @@ def test_a_fenced_sh_block_runs_as_one_command(alice_api, make_item):
     # When she sends prose around a fenced sh block of three lines
     reply = _send(alice_api, make_item(), "Please run:\n```sh\necho one\necho two >&2\nexit 4\n```").json()
     # Then the block runs as one command: both streams are in the reply, and its exit code
-    assert reply["replies"][0]["content"] == "$ echo one\necho two >&2\nexit 4\none\ntwo\n[exit 4]"
+    assert reply["replies"][0]["content"] == "```\n$ echo one\necho two >&2\nexit 4\none\ntwo\n```\n[exit 4]"
 
 
 @pytest.mark.parametrize("content", ["", "   ", None, 42, ["echo"]])
@@ -153,7 +153,7 @@ def test_the_conversation_reads_back_oldest_first(alice_api, make_item, django_a
     with django_assert_max_num_queries(6):
         rows = alice_api.get(item_url(item, "/messages")).json()
     # Then it lists her messages and the agent's replies oldest first, the replies by nobody
-    assert [(row["role"], row["content"][:8]) for row in rows] == [
+    assert [(row["role"], row["content"].strip("`\n")[:8]) for row in rows] == [
         ("user", "$ echo a"), ("agent", "$ echo a"), ("user", "$ echo b"), ("agent", "$ echo b"),
     ]  # fmt: skip
     assert rows[1]["created_by"] is None

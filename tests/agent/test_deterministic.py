@@ -104,4 +104,14 @@ def test_command_output_ends_with_the_exit_code():
     # When the agent runs it
     replies, _tools = _respond("$ hostname")
     # Then its reply is the command, its output and the exit code, last
-    assert replies[0].content == "$ hostname\nran hostname\n[exit 0]"
+    assert replies[0].content == "```\n$ hostname\nran hostname\n```\n[exit 0]"
+
+
+def test_output_holding_backticks_stays_inside_its_code_block():
+    # Given a command whose output holds a Markdown fence of its own
+    tools = FakeTools()
+    tools.run_command = lambda command: ExecResult(exit_code=0, stdout="```\nnot a fence\n```\n", stderr="")
+    # When the agent runs it
+    replies, _tools = _respond("$ cat README.md", tools)
+    # Then the reply's fence is longer than any run of backticks in the output, so the block holds it all
+    assert replies[0].content == "````\n$ cat README.md\n```\nnot a fence\n```\n````\n[exit 0]"

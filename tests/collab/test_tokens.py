@@ -126,16 +126,38 @@ def test_last_use_is_recorded_at_most_once_a_minute(bob_api, clock, django_asser
     assert ApiToken.objects.get().last_used_at == first + timedelta(seconds=61)
 
 
-def test_the_tokens_page_shows_a_new_token_once(client: Client):
+def test_the_tokens_page_shows_a_new_token_once_after_the_redirect(client: Client):
     # Given bob on the tokens page; When he creates a token
     created = client.post("/me/tokens", {"name": "laptop"}, HTTP_X_USER_ID="bob", **HTML)
+    shown = client.get(created["Location"], HTTP_X_USER_ID="bob", **HTML)
     again = client.get("/me/tokens", HTTP_X_USER_ID="bob", **HTML)
     token_prefix = ApiToken.objects.get().prefix
-    # Then the answer shows it, uncached, and the next visit lists it without the token
-    assert 'data-testid="token-value"' in created.content.decode()
-    assert created["Cache-Control"] == "no-store"
+    # Then the POST answers with a redirect (nothing to create again on reload), the page after it
+    # shows the token, uncached, and the next visit lists it without the token
+    assert created.status_code == 302
+    assert 'data-testid="token-value"' in shown.content.decode()
+    assert shown["Cache-Control"] == "no-store"
     assert 'data-testid="token-value"' not in again.content.decode()
     assert token_prefix in again.content.decode()
+
+
+def test_reloading_the_page_after_creating_a_token_creates_no_second_one(client: Client):
+    # Given bob, who created a token and was redirected to the list
+    client.post("/me/tokens", {"name": "laptop"}, HTTP_X_USER_ID="bob", follow=True, **HTML)
+    # When he reloads the page twice
+    for _ in range(2):
+        client.get("/me/tokens", HTTP_X_USER_ID="bob", **HTML)
+    # Then he has one token
+    assert ApiToken.objects.count() == 1
+
+
+def test_a_token_name_the_service_refuses_creates_nothing_and_says_why(client: Client):
+    # Given bob on the tokens page; When he creates a token with an empty name
+    response = client.post("/me/tokens", {"name": "  "}, HTTP_X_USER_ID="bob", follow=True, **HTML)
+    # Then nothing is stored, no token is shown, and the page says why
+    assert ApiToken.objects.count() == 0
+    assert 'data-testid="token-value"' not in response.content.decode()
+    assert "A token needs a name of 1 to 100 characters." in response.content.decode()
 
 
 def test_the_tokens_page_revokes(client: Client, bob_api):

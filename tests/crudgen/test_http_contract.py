@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from rest_framework import exceptions
 from rest_framework.test import APIClient
 
-from crudgen import CRUDSystem, RouteConfig
+from crudgen import CRUDSystem, RouteConfig, RouteOptions
 from crudgen.storage.base import Storage
 from tests.crudgen.conftest import Clock
 
@@ -359,6 +360,54 @@ def test_restore_makes_data_readable_again(api: APIClient, created: dict) -> Non
     assert api.get(f"/api/workflow/{rid}/data").status_code == 200
 
 
+def test_a_patch_that_changes_nothing_creates_no_revision(api: APIClient, created: dict) -> None:
+    # Given a workflow named build
+    rid = created["resource_id"]
+    # When a patch replaces the name with the name it already has
+    response = api.patch(f"/api/workflow/{rid}", [{"op": "replace", "path": "/name", "value": "build"}], format="json")
+    # Then the answer names the current revision and no revision is added
+    assert response.status_code == 200
+    assert response.json()["current_revision_id"] == created["current_revision_id"]
+    assert api.get(f"/api/workflow/{rid}/revision-list").json()["total"] == 1
+
+
+def test_restore_of_a_live_resource_without_is_deleted_changes_nothing(api: APIClient, created: dict) -> None:
+    # Given a live workflow
+    rid = created["resource_id"]
+    # When it is restored without stating that it is deleted
+    response = api.post(f"/api/workflow/{rid}/restore")
+    # Then it answers its unchanged metadata
+    assert response.status_code == 200
+    assert response.json()["is_deleted"] is False
+    assert response.json()["updated_time"] == created["updated_time"]
+
+
+def test_restore_stating_is_deleted_of_a_live_resource_is_409_and_changes_nothing(
+    api: APIClient, created: dict
+) -> None:
+    # Given a live workflow
+    rid = created["resource_id"]
+    # When a restore states that it is deleted
+    response = api.post(f"/api/workflow/{rid}/restore?is_deleted=true")
+    # Then it is 409 not_deleted, and the resource is as it was
+    assert response.status_code == 409
+    assert response.json()["error"] == "not_deleted"
+    assert api.get(f"/api/workflow/{rid}/meta").json()["updated_time"] == created["updated_time"]
+
+
+@pytest.mark.parametrize("value", ["false", "maybe"])
+def test_restore_with_an_is_deleted_that_is_not_true_is_422(api: APIClient, created: dict, value: str) -> None:
+    # Given a deleted workflow
+    rid = created["resource_id"]
+    api.delete(f"/api/workflow/{rid}")
+    # When a restore passes is_deleted other than true
+    response = api.post(f"/api/workflow/{rid}/restore?is_deleted={value}")
+    # Then it is 422 naming is_deleted, and the workflow stays deleted
+    assert response.status_code == 422
+    assert "is_deleted" in response.json()["fields"]
+    assert api.get(f"/api/workflow/{rid}/meta").json()["is_deleted"] is True
+
+
 def test_switch_makes_an_older_revision_current(api: APIClient, created: dict) -> None:
     # Given a workflow renamed v2
     rid = created["resource_id"]
@@ -518,3 +567,49 @@ def test_updated_by_tracks_the_caller(api: APIClient, created: dict) -> None:
     # Then bob is its last editor and alice still its creator
     assert response.json()["updated_by"] == "bob"
     assert response.json()["created_by"] == "alice"
+
+
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "multipart/form-data; boundary=x"])
+@pytest.mark.parametrize(("method", "path"), [("POST", ""), ("PUT", "/{rid}"), ("PATCH", "/{rid}")])
+def test_a_form_body_is_415_on_every_write_and_stores_nothing(
+    api: APIClient, created: dict, method: str, path: str, content_type: str
+) -> None:
+    # Given a workflow
+    rid = created["resource_id"]
+    # When a create, a replace or a patch comes as a form body
+    target = "/api/workflow" + path.format(rid=rid)
+    response = api.generic(method, target, "name=x&steps=make", content_type=content_type)
+    # Then it is 415 unsupported_media_type, and the workflow is the one revision it was
+    assert (response.status_code, response.json()["error"]) == (415, "unsupported_media_type")
+    assert api.get("/api/workflow/count").json() == {"count": 1}
+    assert api.get(f"/api/workflow/{rid}/meta").json()["current_revision_id"] == created["current_revision_id"]
+
+
+def test_a_json_patch_is_not_taken_where_a_model_is_expected(api: APIClient) -> None:
+    # Given a workflow API
+    # When a create is sent as application/json-patch+json
+    body = b'{"name": "build", "steps": ["make"]}'
+    response = api.generic("POST", "/api/workflow", body, content_type="application/json-patch+json")
+    # Then it is 415: a create takes the model as application/json only
+    assert response.status_code == 415
+
+
+def test_patch_also_takes_plain_json(api: APIClient, created: dict) -> None:
+    # Given a workflow
+    rid = created["resource_id"]
+    # When a patch is sent as application/json, as curl users do
+    response = api.patch(f"/api/workflow/{rid}", [{"op": "replace", "path": "/name", "value": "b2"}], format="json")
+    # Then it is applied
+    assert (response.status_code, api.get(f"/api/workflow/{rid}/data").json()["name"]) == (200, "b2")
+
+
+def test_an_error_the_host_project_raises_keeps_its_code(system: CRUDSystem, mount: Callable[..., None]) -> None:
+    # Given create guarded by a host check that refuses with a code of its own (as a CSRF check does)
+    def refuse(request: Any) -> bool:
+        raise exceptions.APIException(detail="The host says no.", code="host_refused")
+
+    mount(system.create_router("/api", RouteConfig(create=RouteOptions(custom_dependencies=[refuse]))))
+    # When a workflow is posted
+    response = APIClient().post("/api/workflow", {"name": "w", "steps": []}, format="json")
+    # Then the body names that code with the detail, not a bare "error"
+    assert response.json() == {"error": "host_refused", "detail": "The host says no."}

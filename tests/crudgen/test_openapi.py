@@ -190,10 +190,10 @@ def test_data_filters_are_described_on_the_list_routes(schema: dict, path: str, 
     # Given a list route of Workflow (name, description: strings; every_seconds: optional int; enabled: bool)
     parameters = {p["name"]: p for p in schema["paths"][path][method]["parameters"]}
     # When its parameters are read
-    # Then each scalar field's lookups are query parameters, lists as comma-separated arrays
+    # Then each scalar field's lookups are query parameters, lists as arrays sent as repeated keys
     assert {"name", "name__in", "name__range", "name__contains", "every_seconds__isnull", "enabled"} <= set(parameters)
     assert parameters["every_seconds__range"]["schema"]["items"]["type"] == "integer"
-    assert (parameters["name__in"]["style"], parameters["name__in"]["explode"]) == ("form", False)
+    assert (parameters["name__in"]["style"], parameters["name__in"]["explode"]) == ("form", True)
     assert not any(name.startswith("steps") for name in parameters)
 
 
@@ -205,8 +205,42 @@ def test_data_filters_are_described_on_count(mount: Callable[..., None]) -> None
     # When the count operation is read
     document = APIClient().get("/api/v1/openapi.json").json()
     parameters = {p["name"] for p in document["paths"]["/api/v1/workflow/count"]["get"]["parameters"]}
-    # Then it takes the same filters as the lists
-    assert {"is_deleted", "name", "enabled", "every_seconds__range"} <= parameters
+    # Then it takes the same filters as the lists, their page and sort aside
+    list_parameters = {p["name"] for p in document["paths"]["/api/v1/workflow/meta"]["get"]["parameters"]}
+    assert parameters == list_parameters - {"page", "page_size", "sort_by", "sort_order"}
+    assert {"is_deleted", "created_by", "name", "enabled", "every_seconds__range"} <= parameters
+
+
+def test_if_match_is_offered_only_where_a_write_honours_it(schema: dict) -> None:
+    # Given the document of a model
+    def headers(path: str, method: str) -> set[str]:
+        operation = schema["paths"][path][method]
+        return {p["name"] for p in operation["parameters"] if p["in"] == "header"}
+
+    # When the writes are read
+    # Then a create offers no If-Match and no 412; writes to an existing resource offer both
+    assert "If-Match" not in headers("/api/v1/workflow", "post")
+    assert "412" not in schema["paths"]["/api/v1/workflow"]["post"]["responses"]
+    for path, method in [
+        ("/api/v1/workflow/{resource_id}", "put"),
+        ("/api/v1/workflow/{resource_id}", "patch"),
+        ("/api/v1/workflow/{resource_id}", "delete"),
+        ("/api/v1/workflow/{resource_id}/restore", "post"),
+        ("/api/v1/workflow/{resource_id}/switch/{revision_id}", "post"),
+    ]:
+        assert "If-Match" in headers(path, method)
+        assert "412" in schema["paths"][path][method]["responses"]
+
+
+def test_restore_and_no_op_writes_say_what_they_do(schema: dict) -> None:
+    # Given the document of a model
+    restore = schema["paths"]["/api/v1/workflow/{resource_id}/restore"]["post"]
+    # When restore, replace and patch are read
+    # Then restore documents its is_deleted precondition and its 409; writes say identical data makes no revision
+    assert "409" in restore["responses"]
+    assert "not_deleted" in restore["description"]
+    for method in ("put", "patch"):
+        assert "no new revision" in schema["paths"]["/api/v1/workflow/{resource_id}"][method]["description"]
 
 
 def test_null_members_become_nullable_in_openapi_30_and_stay_in_31() -> None:
@@ -232,3 +266,20 @@ def test_null_members_become_nullable_in_openapi_30_and_stay_in_31() -> None:
     assert v30["properties"]["pair"] == {"type": "array", "items": {"anyOf": [{"type": "integer"}]}}
     assert v30["properties"]["positive"] == {"type": "integer", "minimum": 0, "exclusiveMinimum": True}
     assert v31 == source
+
+
+def test_each_request_body_advertises_the_one_media_type_its_route_parses(schema: dict) -> None:
+    # Given the document of a system
+    # When the request bodies of the workflow's writes are read
+    media = {
+        (path, method): list(operation["requestBody"]["content"])
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+        if path.startswith("/api/v1/workflow") and "requestBody" in operation
+    }
+    # Then a create and a replace take JSON, a patch JSON Patch, and none offers a form encoding
+    assert media == {
+        ("/api/v1/workflow", "post"): ["application/json"],
+        ("/api/v1/workflow/{resource_id}", "put"): ["application/json"],
+        ("/api/v1/workflow/{resource_id}", "patch"): ["application/json-patch+json"],
+    }

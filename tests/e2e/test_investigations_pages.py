@@ -1,5 +1,6 @@
-"""Browser: mention a colleague and see their bell rise; move the status and see the member notified;
-the people search picks with Enter; the list and the page fit a phone."""
+"""Browser: mention a colleague and see their bell rise, while only the owner's adding lets them in;
+move the status and see the member notified; the people search picks with Enter; the list and the
+page fit a phone."""
 
 from __future__ import annotations
 
@@ -7,33 +8,42 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
+from workspace.agent.models import ItemMessage
 from workspace.investigations import services
 from workspace.investigations.models import InvestigationMember
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_mentioning_a_colleague_raises_their_bell_count(page_as):
+def test_mentioning_a_colleague_rings_their_bell_and_only_adding_them_lets_them_in(page_as):
     # Given alice's investigation, and carol's bell at zero
     investigation = services.investigation_create(title="Latency spike", user_id="alice")
     carol = page_as("carol")
     carol.goto("/")
     assert carol.locator("[data-testid=bell-count]").inner_text() == "0"
 
-    # When alice picks carol in the mention search and sends her a note
+    # When alice picks carol in the mention search
     alice = page_as("alice")
     alice.goto(f"/investigations/{investigation.pk}")
     alice.fill("[data-testid=mention-search]", "car")
     alice.click("[data-testid=mention-options] [data-user-id=carol]")
+    # Then she is warned that carol, no member, will not be able to open it
+    expect(alice.get_by_test_id("mention-outsiders")).to_contain_text("carol is not a member")
+
+    # When she sends carol a note
     alice.fill("[data-testid=mention-note]", "can you check the data pipeline?")
     alice.click("[data-testid=mention-send]")
     alice.locator("[data-testid=message][data-role=mention]").filter(has_text="data pipeline").wait_for()
-    # Then carol is listed among the members
-    assert "carol" in alice.locator("[data-testid=members]").inner_text()
-
-    # Then carol's bell shows one after a reload, and she may open the investigation
+    # Then carol's bell shows one after a reload, but the investigation is a 404 to her
     carol.reload()
     assert carol.locator("[data-testid=bell-count]").inner_text() == "1"
+    assert carol.goto(f"/investigations/{investigation.pk}").status == 404
+
+    # When alice adds carol as a member
+    alice.get_by_test_id("members-add").fill("carol")
+    alice.get_by_test_id("members-send").click()
+    expect(alice.get_by_test_id("members")).to_have_text("carol")
+    # Then carol opens the investigation
     carol.goto(f"/investigations/{investigation.pk}")
     assert carol.locator("h1").inner_text().startswith("Latency spike")
 
@@ -86,8 +96,9 @@ def test_enter_in_the_people_search_picks_the_highlighted_person(page_as, viewpo
     alice.get_by_test_id("mention-note").press("Enter")
     alice.locator("[data-testid=message][data-role=mention]").filter(has_text="please look").wait_for()
 
-    # Then both are members
-    assert set(InvestigationMember.objects.values_list("user_id", flat=True)) == {first_two[1], "carol"}
+    # Then both are mentioned, and the mention made neither a member
+    assert ItemMessage.objects.get(role="mention").mentions == [first_two[1], "carol"]
+    assert not InvestigationMember.objects.exists()
 
 
 def test_sending_a_mention_with_nobody_picked_says_what_to_do(page_as):

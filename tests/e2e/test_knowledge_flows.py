@@ -83,9 +83,11 @@ def test_hovering_or_focusing_a_marker_previews_its_passage(page_as, answered_ch
     # When she hovers marker [1]
     marker.hover()
 
-    # Then its passage shows in place, naming the document, with the page still fitting the screen
+    # Then its passage shows in place, naming the document, its heading apart from the text, with the
+    # page still fitting the screen
     expect(preview).to_be_visible()
     expect(preview).to_contain_text("quotas.md")
+    expect(preview.get_by_test_id("preview-title")).to_have_text("Quotas")
     expect(preview).to_contain_text("my-resources screen")
     assert_no_sideways_scroll(tab)
     screenshot(tab, "kb-citation-preview-hover")

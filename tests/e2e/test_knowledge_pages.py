@@ -59,13 +59,14 @@ def test_upload_a_document_then_see_its_chunks(page_as) -> None:
     )
     tab.get_by_test_id("upload").click()
 
-    # Then its row turns ready with one chunk, and its page shows that chunk, cited zero times
+    # Then its row turns ready with one chunk, and its page shows that chunk under its heading, cited zero times
     row = tab.get_by_test_id("document-row").filter(has_text="sandboxes.md")
     expect(row.get_by_test_id("document-status")).to_have_text("ready")
     expect(row.get_by_test_id("document-chunks")).to_have_text("1")
     row.get_by_test_id("document-link").click()
     expect(tab.get_by_test_id("chunk")).to_have_count(1)
-    expect(tab.get_by_test_id("chunk")).to_contain_text("Close idle sandboxes.")
+    expect(tab.get_by_test_id("chunk-title")).to_have_text("Sandboxes")
+    expect(tab.get_by_test_id("chunk-text")).to_have_text("Close idle sandboxes.")
     expect(tab.get_by_test_id("chunk-cited")).to_have_text("cited 0")
 
 

@@ -73,8 +73,8 @@ def test_the_detail_carries_status_members_and_messages(alice_api, make_investig
     # When she mentions carol and reads the investigation
     alice_api.post(f"/investigations/{investigation.pk}/mentions", {"user_ids": ["carol"]}, format="json")
     body = alice_api.get(f"/investigations/{investigation.pk}").json()
-    # Then it is open, carol joined the members and the conversation holds the mention
-    assert (body["status"], body["members"]) == ("open", ["bob", "carol"])
+    # Then it is open, bob is still the one member and the conversation holds the mention
+    assert (body["status"], body["members"]) == ("open", ["bob"])
     assert [(m["role"], m["mentions"]) for m in body["messages"]] == [("mention", ["carol"])]
 
 

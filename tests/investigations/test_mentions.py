@@ -1,4 +1,5 @@
-"""Mentions: one `mention` message, one notification per other user, members added, no agent."""
+"""Mentions: one `mention` message, one notification per other user, no agent, and no membership:
+a mention notifies, only the owner adds members (issue 25.7)."""
 
 from __future__ import annotations
 
@@ -46,16 +47,35 @@ def test_the_caller_is_never_notified_of_their_own_mention(
     assert list(Notification.objects.values_list("recipient", flat=True)) == ["alice"]
 
 
-def test_mentioned_users_become_members_and_can_open_the_link(
+def test_a_member_cannot_bring_someone_in_by_mentioning_them(
+    bob_api, api_client_for, make_investigation, django_capture_on_commit_callbacks
+):
+    # Given alice's investigation with bob as member
+    investigation = make_investigation(owner="alice", members=("bob",))
+    # When bob mentions dave in it
+    response = _mention(bob_api, investigation, {"user_ids": ["dave"]}, django_capture_on_commit_callbacks)
+    # Then dave is notified with the link, yet is no member: the investigation, its item and its exec are 404 to him
+    assert response.status_code == 201
+    assert Notification.objects.filter(recipient="dave", link=f"/investigations/{investigation.pk}").exists()
+    dave = api_client_for("dave")
+    assert dave.get(f"/investigations/{investigation.pk}").status_code == 404
+    assert dave.get(f"/a/rca/items/{investigation.pk}").status_code == 404
+    exec_response = dave.post(f"/a/rca/items/{investigation.pk}/exec", {"command": "id"}, format="json")
+    assert exec_response.status_code == 404
+    assert list(InvestigationMember.objects.values_list("user_id", flat=True)) == ["bob"]
+
+
+def test_not_even_the_owners_mention_makes_a_member(
     alice_api, carol_api, make_investigation, django_capture_on_commit_callbacks
 ):
     # Given alice's investigation
     investigation = make_investigation()
     # When she mentions carol
     _mention(alice_api, investigation, {"user_ids": ["carol"]}, django_capture_on_commit_callbacks)
-    # Then carol may open it and is now its one member
-    assert carol_api.get(f"/investigations/{investigation.pk}").status_code == 200
-    assert list(InvestigationMember.objects.values_list("user_id", flat=True)) == ["carol"]
+    # Then carol is notified but cannot open it: members are added as such, by the owner
+    assert Notification.objects.filter(recipient="carol").exists()
+    assert carol_api.get(f"/investigations/{investigation.pk}").status_code == 404
+    assert not InvestigationMember.objects.exists()
 
 
 def test_unknown_ids_are_named_and_nothing_is_stored_nor_sent(
@@ -145,6 +165,8 @@ def test_the_agent_tool_mentions_with_actor_null(alice_api, make_investigation, 
     assert (mention.mentions, mention.created_by, mention.content) == (["bob", "carol"], "", "please look")
     sent = Notification.objects.order_by("recipient").values_list("recipient", "actor")
     assert list(sent) == [("bob", None), ("carol", None)]
+    # And neither became a member by it
+    assert not InvestigationMember.objects.exists()
 
 
 def test_the_agent_tool_reports_unknown_users_and_sends_nothing(alice_api, make_investigation):

@@ -48,9 +48,10 @@ def test_the_page_shows_the_conversation_status_control_and_picker(alice_api, ma
     )
     # When she opens its page
     page = alice_api.get(f"/investigations/{investigation.pk}", **HTML).content.decode()
-    # Then it shows the status control, the mention picker, the mention, and both members
-    for expected in ('data-testid="status-form"', 'data-testid="mention-search"', "@carol", "ping", "bob, carol"):
+    # Then it shows the status control, the mention picker, the mention, and bob, the one member
+    for expected in ('data-testid="status-form"', 'data-testid="mention-search"', "@carol", "ping"):
         assert expected in page
+    assert '<span data-testid="members">bob</span>' in page
 
 
 def test_a_stranger_gets_the_404_page(carol_api, make_investigation):
@@ -132,3 +133,24 @@ def test_a_mention_naming_nobody_says_so_plainly(alice_api, make_investigation):
     assert response.status_code == 400
     assert response.json()["detail"] == "user_ids: Name at least one person to mention."
     assert not investigation.item.messages.exists()
+
+
+def test_the_owner_gets_the_add_members_form_and_a_member_is_told_who_adds(alice_api, bob_api, make_investigation):
+    # Given alice's investigation with bob as member
+    investigation = make_investigation(members=("bob",))
+    # When alice and bob open its page
+    owners = alice_api.get(f"/investigations/{investigation.pk}", **HTML).content.decode()
+    members = bob_api.get(f"/investigations/{investigation.pk}", **HTML).content.decode()
+    # Then alice has the form that adds members; bob reads that only alice adds them
+    assert 'data-testid="members-form"' in owners
+    assert 'data-testid="members-form"' not in members
+    assert "Only the owner, alice, adds members." in members
+
+
+def test_the_page_gives_the_picker_who_can_open_the_investigation(alice_api, make_investigation):
+    # Given alice's investigation with bob as member
+    investigation = make_investigation(members=("bob",))
+    # When she opens its page
+    page = alice_api.get(f"/investigations/{investigation.pk}", **HTML).content.decode()
+    # Then the picker is given the owner and the members, so it can warn about anyone else
+    assert '<script id="investigation-participants" type="application/json">["alice", "bob"]</script>' in page

@@ -22,7 +22,7 @@ from knowledge.models import Document, KbChatMessage, KbChatShare
 from quotas.models import SandboxActivity
 from tests.factories import make_notification
 from workspace.agent.models import ItemMessage
-from workspace.investigations.models import Investigation
+from workspace.investigations.models import Investigation, InvestigationMember
 from workspace.investigations.services import investigation_create
 from workspace.items import services as ws
 from workspace.items.filestore import workspace_dir
@@ -83,6 +83,7 @@ def _snapshot(world: World) -> tuple:
         ItemMessage.objects.count(),
         WorkflowRun.objects.count(),
         list(Investigation.objects.values_list("status", flat=True)),
+        sorted(InvestigationMember.objects.values_list("user_id", flat=True)),
         list(StoredResource.objects.values_list("current_revision_id", "is_deleted", "data")),
         list(Document.objects.values_list("filename", "content_version")),
         KbChatMessage.objects.count(),
@@ -134,6 +135,14 @@ ROWS = [
     Row("investigation", "get", INV, None, {"carol": 404, "dave": 404}, "bob"),
     Row("investigation", "post", INV + "/status", {"status": "closed"}, {"carol": 404, "dave": 404}, "bob"),
     Row("investigation", "post", INV + "/mentions", {"user_ids": ["carol"]}, {"carol": 404, "dave": 404}, "bob"),
+    Row(
+        "investigation",
+        "post",
+        INV + "/members",
+        {"user_ids": ["dave"]},
+        {"bob": 403, "carol": 404, "dave": 404},
+        "alice",
+    ),
     Row("kb chat", "get", "/kb/chats/{chat}", None, {"bob": 404, "carol": 404}, "dave"),
     Row("kb chat", "post", "/kb/chats/{chat}/messages", {"content": "Why?"}, {"bob": 404, "dave": 403}, "alice"),
     Row("kb chat", "post", "/kb/chats/{chat}/share", {"user_ids": ["bob"]}, {"bob": 404, "dave": 403}, "alice"),
@@ -141,6 +150,7 @@ ROWS = [
     Row("kb documents", "delete", "/kb/documents/{document}", None, {"bob": 403, "dave": 403}, "alice"),
     Row("kb writers", "post", "/kb/collections/{collection}/writers", {"user_ids": ["bob"]}, {"bob": 403}, "alice"),
     Row("my resources", "delete", "/me/resources/live/{notebook}", None, {"bob": 404, "dave": 404}, "carol"),
+    Row("handover", "post", "/me/resources/handovers/{notebook}/return", None, {"bob": 404, "dave": 404}, "carol"),
     Row("tokens", "delete", "/me/tokens/{token}", None, {"bob": 404, "dave": 404}, "alice"),
     Row("notifications", "post", "/notifications/{notification}/read", None, {"bob": 404, "dave": 404}, "alice"),
 ]

@@ -34,15 +34,27 @@ def test_shipped_config_loads_notebook_and_rca():
     assert config.sandbox.idle_reclaim == timedelta(minutes=30)
 
 
-def test_notebook_declares_cpu_and_memory_and_rca_declares_nothing():
+def test_notebook_declares_cpu_and_memory_and_rca_takes_the_shipped_default():
     # Given the config and app descriptors the repository ships
     # When they are loaded
     config = load_config(DEFAULT_CONFIG, DEFAULT_APPS_DIR)
     notebook, rca = config.apps["notebook"].resources, config.apps["rca"].resources
-    # Then notebook asks 1 cpu and 512M, rca asks neither, and rca's disk comes from workspace_quota
+    # Then notebook asks 1 cpu and 512M, rca declares neither and gets the default's, and rca's
+    # disk comes from workspace_quota
     assert (notebook.sandbox.cpu_cores, notebook.sandbox.memory_bytes) == (1.0, 512 * MIB)
-    assert (rca.sandbox.cpu_cores, rca.sandbox.memory_bytes) == (None, None)
+    assert config.apps["rca"].declared.cpu is None
+    assert (rca.sandbox.cpu_cores, rca.sandbox.memory_bytes) == (1.0, 512 * MIB)
     assert rca.disk_bytes == GIB  # the legacy workspace_quota
+
+
+@pytest.mark.parametrize("config_name", ["default.toml", "demo.toml"])
+def test_the_shipped_configs_give_every_app_a_cpu_memory_and_pids_size(config_name):
+    # Given a config the repository ships, with the shipped app descriptors
+    # When they are loaded
+    config = load_config(DEFAULT_CONFIG.parent / config_name, DEFAULT_APPS_DIR)
+    # Then no app resolves to "no limit" in any dimension the kernel bounds
+    sizes = {slug: app.resources.sandbox for slug, app in config.apps.items()}
+    assert all(size.cpu_cores and size.memory_bytes and size.pids_max for size in sizes.values()), sizes
 
 
 def test_resolution_takes_the_app_value_then_the_default_then_the_legacy_setting(tmp_path):
@@ -107,6 +119,30 @@ def test_unknown_key_in_a_descriptor_fails_start_up(tmp_path):
     # When the config is loaded / Then it fails naming the key
     with pytest.raises(ImproperlyConfigured, match="memroy"):
         _load(tmp_path, "", {"a.toml": 'slug = "a"\nname = "A"\n[resources]\nmemroy = "1G"\n'})
+
+
+def test_an_app_chooses_its_agent_and_the_deterministic_agent_is_the_default(tmp_path):
+    # Given one app asking for the model agent, one for the deterministic one, one saying nothing
+    # When the config is loaded
+    config = _load(
+        tmp_path,
+        "",
+        {
+            "a.toml": 'slug = "a"\nname = "A"\nagent = "model"\n',
+            "b.toml": 'slug = "b"\nname = "B"\nagent = "deterministic"\n',
+            "c.toml": 'slug = "c"\nname = "C"\n',
+        },
+    )
+    # Then each has the agent it chose, and the silent one the deterministic agent
+    assert [config.apps[slug].agent for slug in "abc"] == ["model", "deterministic", "deterministic"]
+
+
+@pytest.mark.parametrize("value", ['"gpt"', '"Model"', "1", '["model"]'])
+def test_an_unknown_agent_fails_start_up_naming_the_file_and_key(tmp_path, value):
+    # Given a descriptor whose agent is neither "model" nor "deterministic"
+    # When the config is loaded / Then it fails naming the file and the key
+    with pytest.raises(ImproperlyConfigured, match=r"a\.toml: agent: expected \"deterministic\" or \"model\""):
+        _load(tmp_path, "", {"a.toml": f'slug = "a"\nname = "A"\nagent = {value}\n'})
 
 
 def test_bad_key_in_the_deployment_config_names_it(tmp_path):

@@ -66,8 +66,9 @@ def test_the_ledger_row_carries_owner_and_resolved_size(alice_api, make_item):
     assert (row.owner, row.app_slug, row.cpu_cores, row.memory_bytes) == ("bob", "notebook", 1.0, 512 * MIB)
 
 
-def test_an_app_that_declares_nothing_charges_unspecified_not_zero(alice_api, make_item):
-    # Given alice's rca item, whose app declares no cpu or memory
+def test_an_app_that_declares_nothing_charges_unspecified_not_zero(alice_api, make_item, write_config):
+    # Given alice's rca item, whose app declares no cpu or memory, in a deployment without a default size
+    write_config("[sandbox]\n")
     item = make_item(app_slug="rca")
     # When she runs a command in it
     _exec(alice_api, item, "true")

@@ -210,6 +210,18 @@ def test_batch_copies_a_folder_replaces_text_and_stages_inputs(alice_api, item):
     assert (root / "inputs/data.bin").read_bytes() == b"\x00\x01\x02"
 
 
+def test_a_glob_longer_than_its_limit_is_refused_without_being_matched(alice_api, item):
+    # Given alice's file src/a.py
+    _put(alice_api, item, "src/a.py", b"name = 'old'\n")
+    # When she sends a replace whose glob is 10^5 `[` (turning it into a pattern took minutes)
+    operation = {"op": "replace", "search": "old", "replace": "new", "glob": "[" * 100_000}
+    response = alice_api.post(item_url(item, "/files:batch"), {"operations": [operation]}, format="json")
+    # Then it is 400 naming the limit, and the file is unchanged
+    assert (response.status_code, response.json()["error"]) == (400, "invalid_batch")
+    assert "at most 256 characters" in response.json()["detail"]
+    assert (workspace_dir(item.pk) / "src/a.py").read_text() == "name = 'old'\n"
+
+
 def test_a_batch_passes_the_write_check_once_and_is_refused_whole(alice_api, item, refusing_check):
     # Given a write check that refuses all growth
     # When alice sends a batch staging two files

@@ -8,16 +8,24 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from quotas.values import SandboxSize
 from workspace.items.sandboxes.boundary import configured_boundary
-from workspace.items.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, detect_driver
+from workspace.items.sandboxes.isolation import (
+    CgroupV1Driver,
+    CgroupV2Driver,
+    PrlimitDriver,
+    cap_warnings,
+    configured_cap,
+    detect_driver,
+)
 from workspace.items.sandboxes.local import LocalBackend
 
 GIB = 1024**3
 
 
-def _backend(tmp_path: Path, driver) -> LocalBackend:
+def _backend(tmp_path: Path, driver, cap: SandboxSize | None = None) -> LocalBackend:
     """A backend with its own driver over the settings' var dir, so the sandboxes a test leaves
     open are closed after it like any other."""
     var_dir = Path(settings.WORKSPACE_VAR_DIR)
@@ -26,6 +34,7 @@ def _backend(tmp_path: Path, driver) -> LocalBackend:
         workspace_root=var_dir / "workspaces",
         driver=driver,
         boundary=configured_boundary(),
+        cap=cap,
     )
 
 
@@ -220,3 +229,70 @@ def test_a_process_over_its_memory_limit_is_killed(settings, tmp_path):
     # Then the kernel kills it before it can print
     assert result.exit_code == 137
     assert "survived" not in result.stdout
+
+
+CAP = SandboxSize(cpu_cores=1.0, memory_bytes=256 * 1024**2, pids_max=100)
+
+
+def _limit_files(tmp_path: Path, sandbox_id: str) -> tuple[str, str, str]:
+    group = tmp_path / "cg" / "workspace-sandboxes" / sandbox_id
+    return tuple((group / name).read_text().strip() for name in ("memory.max", "cpu.max", "pids.max"))
+
+
+@pytest.mark.parametrize("spec", [SandboxSize(), SandboxSize(0, 0, 0)], ids=["unspecified", "explicitly-unlimited"])
+def test_a_sandbox_without_a_limit_runs_under_the_cap_and_is_charged_as_declared(tmp_path, spec):
+    # Given a local backend on cgroup v2 with a cap of 1 cpu, 256M and 100 pids
+    (tmp_path / "cg").mkdir()
+    backend = _backend(tmp_path, CgroupV2Driver(tmp_path / "cg"), cap=CAP)
+    # When it opens a sandbox whose size sets no limit
+    opened = backend.open(item_id="1", spec=spec)
+    # Then the kernel holds it to the cap, while the size it reports (what the ledger charges) is unchanged
+    assert _limit_files(tmp_path, opened.id) == (str(256 * 1024**2), "100000 100000", "100")
+    assert opened.spec == spec
+
+
+def test_a_declared_size_is_enforced_as_declared_under_the_cap(tmp_path):
+    # Given a local backend with a cap of 1 cpu, 256M and 100 pids
+    (tmp_path / "cg").mkdir()
+    backend = _backend(tmp_path, CgroupV2Driver(tmp_path / "cg"), cap=CAP)
+    # When it opens a sandbox that declares 2 cpu, 1 GiB and 64 pids
+    opened = backend.open(item_id="1", spec=SandboxSize(cpu_cores=2, memory_bytes=GIB, pids_max=64))
+    # Then those are its limits: the cap only bounds what has none
+    assert _limit_files(tmp_path, opened.id) == (str(GIB), "200000 100000", "64")
+
+
+def test_the_cap_is_read_from_the_settings_and_an_empty_one_is_off(settings):
+    # Given a cap of 0.5 cpu and 768M, with the pids cap left empty
+    settings.WORKSPACE_SANDBOX_CAP_CPU = "0.5"
+    settings.WORKSPACE_SANDBOX_CAP_MEMORY = "768M"
+    settings.WORKSPACE_SANDBOX_CAP_PIDS = ""
+    # When it is read / Then pids have no cap
+    assert configured_cap() == SandboxSize(cpu_cores=0.5, memory_bytes=768 * 1024**2, pids_max=None)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("WORKSPACE_SANDBOX_CAP_MEMORY", "lots"),
+        ("WORKSPACE_SANDBOX_CAP_CPU", "0"),
+        ("WORKSPACE_SANDBOX_CAP_PIDS", "-5"),
+    ],
+)
+def test_a_cap_that_is_no_limit_stops_start_up_naming_the_setting(settings, name, value):
+    # Given a cap setting that is no positive value
+    setattr(settings, name, value)
+    # When it is read / Then start-up fails naming it
+    with pytest.raises(ImproperlyConfigured, match=name):
+        configured_cap()
+
+
+def test_start_up_names_apps_under_the_cap_and_warns_loudly_without_one():
+    # Given rca resolving to no cpu or memory, notebook to 1 cpu and 512M, and a cap on memory only
+    sizes = {"rca": SandboxSize(pids_max=512), "notebook": SandboxSize(1.0, 512 * 1024**2, 512)}
+    # When start-up looks at them
+    warnings = cap_warnings(sizes, SandboxSize(memory_bytes=GIB))
+    # Then cpu says rca has no limit at all, memory names rca under the cap, and notebook is not named
+    cpu, memory = warnings
+    assert cpu.startswith("Apps without a cpu size (rca) run with NO cpu limit in the kernel")
+    assert memory.startswith("Apps without a memory size (rca) run under the deployment cap")
+    assert "WORKSPACE_SANDBOX_CAP_MEMORY = 1G per sandbox" in memory

@@ -136,3 +136,14 @@ def test_demo_loader_is_idempotent(db):
     # Then alice has its two notebooks once, and the second load said nothing
     assert Item.objects.filter(created_by="alice", app_slug="notebook").count() == 2
     assert len(lines) == 2
+
+
+@pytest.mark.parametrize("data", [b"x" * (pages.EDITABLE_BYTES + 1), b"\xff\xfe binary"], ids=["too-long", "not-utf8"])
+def test_a_file_the_editor_cannot_hold_opens_without_the_editor(client, make_item, data: bytes):
+    # Given a file longer than the editor takes, or not UTF-8
+    item = make_item(files={"data.txt": data})
+    # When alice opens it on its page
+    response = client.get(item_url(item, "/files/data.txt"), **HTML)
+    # Then the page answers without the edit form
+    assert response.status_code == 200
+    assert 'data-testid="edit-file"' not in response.content.decode()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,48 +20,16 @@ import pytest
 from django.core.management import call_command
 
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
-from tests.fixtures.items import item_url
+from tests.fixtures.items import exec_ok, item_url
 from workspace.items import volumes
 from workspace.items.filestore import workspace_bytes, workspace_dir
 from workspace.items.models import Item
+from workspace.items.sandboxes import lifecycle
 from workspace.items.sandboxes.registry import backend_named
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("real_boundary")]
 MIB = 1024**2
 HOG = "a = bytearray(400 * 1024 * 1024); a[::4096] = b'x' * len(a[::4096]); print('survived')"
-
-
-def _missing_isolation() -> str:
-    if os.geteuid() != 0:
-        return "the process is not root"
-    if not shutil.which("bwrap"):
-        return "bubblewrap is not installed"
-    if not os.access("/sys/fs/cgroup", os.W_OK) and not os.access("/sys/fs/cgroup/memory", os.W_OK):
-        return "no writable cgroup hierarchy"
-    return ""
-
-
-@pytest.fixture(autouse=True)
-def real_boundary(settings, write_config) -> None:
-    """Real cgroups, bubblewrap and workspace images; the notebook app is 64M of memory and 1M of disk."""
-    missing = _missing_isolation()
-    if missing:
-        if os.environ.get("WORKSPACE_REQUIRE_ISOLATION"):
-            pytest.fail(f"isolation tests must run here: {missing}")
-        pytest.skip(missing)
-    settings.WORKSPACE_CGROUP_ROOT = "/sys/fs/cgroup"
-    settings.WORKSPACE_CGROUP_DRIVER = "auto"
-    settings.WORKSPACE_DISK_ENFORCEMENT = "image"
-    write_config(
-        "[sandbox]\nlease = '90s'\n",
-        apps={"notebook.toml": 'slug = "notebook"\nname = "Notebook"\n[resources]\nmemory = "64M"\ndisk = "1M"\n'},
-    )
-
-
-def _exec(api, item: Item, command, **extra) -> dict:
-    response = api.post(item_url(item, "/exec"), {"command": command, **extra}, format="json")
-    assert response.status_code == 200, response.content
-    return response.json()
 
 
 def _put(api, item: Item, path: str, data: bytes):
@@ -115,7 +82,7 @@ def test_another_persons_workspace_is_not_visible(api_client_for, make_item):
     assert _put(api_client_for("bob"), bob_item, "secret.txt", b"bob-secret").status_code == 200
     host_path = workspace_dir(bob_item.pk) / "secret.txt"
     # When carol's command looks for it by the relative and the host path
-    body = _exec(
+    body = exec_ok(
         api_client_for("carol"),
         carol_item,
         f"cat ../{bob_item.pk}/secret.txt {host_path}; ls /; find / -name secret.txt 2>/dev/null",
@@ -142,7 +109,7 @@ def test_the_project_database_and_secret_key_are_not_visible(settings, api_clien
     key.parent.mkdir(parents=True, exist_ok=True)
     key.write_text("server-secret-key")
     # When a sandbox command tries to read them
-    body = _exec(
+    body = exec_ok(
         api_client_for("carol"),
         make_item(created_by="carol"),
         f"cat {key}; ls {settings.BASE_DIR}; cat {settings.BASE_DIR / 'db.sqlite3'} | head -c 100",
@@ -157,7 +124,7 @@ def test_the_servers_environment_is_not_visible(monkeypatch, api_client_for, mak
     # Given a secret in the server's environment
     monkeypatch.setenv("DJANGO_SECRET_KEY", "env-secret-value")
     # When sandbox code reads every environ it can reach
-    body = _exec(
+    body = exec_ok(
         api_client_for("carol"), make_item(created_by="carol"), f"env; cat /proc/*/environ /proc/{os.getpid()}/environ"
     )
     # Then the secret is nowhere, and the server's pid does not exist in the sandbox
@@ -168,12 +135,12 @@ def test_the_servers_environment_is_not_visible(monkeypatch, api_client_for, mak
 def test_the_server_and_other_sandboxes_cannot_be_signalled(api_client_for, make_item):
     # Given bob's sandbox running a background process
     bob_api, bob_item = api_client_for("bob"), make_item(created_by="bob")
-    _exec(bob_api, bob_item, "sleep 300 >/dev/null 2>&1 &")
+    exec_ok(bob_api, bob_item, "sleep 300 >/dev/null 2>&1 &")
     pidns = _sandbox_pidns(bob_item)
     assert _eventually(lambda: len(_sleepers(pidns)) == 1)
     (victim,) = _sleepers(pidns)
     # When carol's command tries to kill it and the server by their host pids
-    body = _exec(api_client_for("carol"), make_item(created_by="carol"), f"kill -9 {victim} {os.getpid()}; echo $?")
+    body = exec_ok(api_client_for("carol"), make_item(created_by="carol"), f"kill -9 {victim} {os.getpid()}; echo $?")
     # Then the kill fails and both still run
     assert body["stdout"].strip() != "0"
     assert Path(f"/proc/{victim}").exists()
@@ -194,7 +161,7 @@ def test_no_connection_to_loopback_succeeds(api_client_for, make_item):
     )
     try:
         # When sandbox code connects to it, to PostgreSQL and to the service
-        body = _exec(api_client_for("carol"), make_item(created_by="carol"), ["python3", "-c", probe])
+        body = exec_ok(api_client_for("carol"), make_item(created_by="carol"), ["python3", "-c", probe])
         listener.settimeout(0.2)
         with pytest.raises(TimeoutError):
             listener.accept()
@@ -209,7 +176,7 @@ def test_writes_outside_the_workspace_fail(api_client_for, make_item):
     # Given a sandbox
     item = make_item(created_by="carol")
     # When its command writes into system directories, the root and /tmp
-    body = _exec(
+    body = exec_ok(
         api_client_for("carol"),
         item,
         "for f in /etc/x /usr/x /x /workspace/../y; do touch $f 2>/dev/null && echo wrote $f; done;"
@@ -225,7 +192,7 @@ def test_dev_is_read_only_and_shared_memory_is_bounded(settings, api_client_for,
     # Given a sandbox whose private /tmp and /dev/shm hold 8M each
     settings.WORKSPACE_SANDBOX_TMP_BYTES = 8 * MIB
     # When its command writes into /dev, and 32M into /dev/shm and /tmp
-    body = _exec(
+    body = exec_ok(
         api_client_for("carol"),
         make_item(created_by="carol"),
         "touch /dev/planted 2>/dev/null && echo dev-writable; "
@@ -242,7 +209,7 @@ def test_sandbox_code_runs_as_an_unprivileged_host_uid(api_client_for, make_item
     # Given a sandbox
     item = make_item(created_by="carol")
     # When its command writes a file and reports its ids
-    body = _exec(api_client_for("carol"), item, "id -u; touch mine; grep NoNewPrivs /proc/self/status")
+    body = exec_ok(api_client_for("carol"), item, "id -u; touch mine; grep NoNewPrivs /proc/self/status")
     # Then the file's owner on the host is neither root nor the server's uid, and no_new_privs is on
     owner = (workspace_dir(item.pk) / "mine").stat().st_uid
     assert owner not in (0, os.geteuid())
@@ -257,7 +224,7 @@ def test_a_memory_hog_is_killed_even_after_trying_to_leave_its_cgroup(api_client
         "for f in /sys/fs/cgroup/cgroup.procs /sys/fs/cgroup/memory/cgroup.procs; do echo $$ > $f; done 2>/dev/null"
     )
     # When its command tries to move itself to the root cgroup and then allocates 400M
-    body = _exec(api_client_for("carol"), item, f'{escape}; python3 -c "{HOG}"')
+    body = exec_ok(api_client_for("carol"), item, f'{escape}; python3 -c "{HOG}"')
     # Then the kernel kills it
     assert body["exit_code"] == 137
     assert "survived" not in body["stdout"]
@@ -266,7 +233,7 @@ def test_a_memory_hog_is_killed_even_after_trying_to_leave_its_cgroup(api_client
 def test_nothing_survives_close(api_client_for, make_item):
     # Given a sandbox that left a setsid process with a cleared environment
     carol_api, item = api_client_for("carol"), make_item(created_by="carol")
-    _exec(carol_api, item, "setsid env -i sh -c 'sleep 300' >/dev/null 2>&1 &")
+    exec_ok(carol_api, item, "setsid env -i sh -c 'sleep 300' >/dev/null 2>&1 &")
     survivors = _host_pids_in(_sandbox_pidns(item))
     assert survivors
     # When its payer closes it from My resources
@@ -279,7 +246,7 @@ def test_a_command_cannot_grow_the_workspace_past_its_disk_limit(api_client_for,
     # Given an item whose app allows 1M of disk
     item = make_item(created_by="carol")
     # When a command writes eight 1M files and one 8M file
-    _exec(
+    exec_ok(
         api_client_for("carol"),
         item,
         "for i in 1 2 3 4 5 6 7 8; do head -c 1048576 /dev/zero > f$i; done; head -c 8388608 /dev/zero > big; true",
@@ -291,7 +258,7 @@ def test_a_command_cannot_grow_the_workspace_past_its_disk_limit(api_client_for,
 def test_python_and_the_shell_work_inside(api_client_for, make_item):
     # Given carol's notebook inside the real boundary
     # When she runs python3 there as an argument list
-    body = _exec(api_client_for("carol"), make_item(created_by="carol"), ["python3", "-c", "print(sum(range(10)))"])
+    body = exec_ok(api_client_for("carol"), make_item(created_by="carol"), ["python3", "-c", "print(sum(range(10)))"])
     # Then it prints its answer and exits 0
     assert (body["exit_code"], body["stdout"]) == (0, "45\n")
 
@@ -301,7 +268,7 @@ def test_file_api_writes_land_in_the_bounded_workspace_and_sandbox_code_may_chan
     carol_api, item = api_client_for("carol"), make_item(created_by="carol")
     assert _put(carol_api, item, "notes/a.txt", b"from the api").status_code == 200
     # When sandbox code reads it, appends to it and adds a file beside it
-    body = _exec(carol_api, item, "cat notes/a.txt && echo ' and the sandbox' >> notes/a.txt && touch notes/b")
+    body = exec_ok(carol_api, item, "cat notes/a.txt && echo ' and the sandbox' >> notes/a.txt && touch notes/b")
     # Then both sides see one workspace
     assert body["exit_code"] == 0, body["stderr"]
     assert body["stdout"] == "from the api"
@@ -322,16 +289,91 @@ def test_the_file_api_answers_its_exact_507_before_the_kernel_would(api_client_f
 
 
 def test_a_write_into_a_workspace_a_command_filled_gets_the_507_not_a_server_error(api_client_for, make_item):
-    # Given a command filled the workspace's image to the last block
+    # Given a command used up every inode of the workspace's image with empty files
     carol_api, item = api_client_for("carol"), make_item(created_by="carol")
-    _exec(carol_api, item, "dd if=/dev/zero of=filler bs=1024 count=2048 2>/dev/null; true")
-    # When a small file that the byte count alone would admit is uploaded
+    exec_ok(carol_api, item, "for i in $(seq 1000); do : > f$i || break; done 2>/dev/null; true")
+    before = sorted(p.name for p in workspace_dir(item.pk).iterdir())
+    # When a small file that the byte count alone would admit is uploaded, and a folder made
     response = _put(carol_api, item, "small.txt", b"tiny")
+    folder = carol_api.post(item_url(item, "/files:mkdir"), {"path": "sub"}, format="json")
     # Then the kernel's refusal comes back as the workspace's 507, and nothing is stored
-    assert response.status_code == 507
+    assert (response.status_code, folder.status_code) == (507, 507)
     assert response.json()["error"] == "workspace_quota_exceeded"
-    assert not (workspace_dir(item.pk) / "small.txt").exists()
-    assert [p.name for p in workspace_dir(item.pk).iterdir()] == ["filler"]
+    assert sorted(p.name for p in workspace_dir(item.pk).iterdir()) == before
+
+
+def _filled(carol_api, item: Item) -> int:
+    """Fills the item's image as far as sandbox code can; returns the filler's length."""
+    exec_ok(carol_api, item, "dd if=/dev/zero of=filler bs=1024 count=4096 2>/dev/null; true")
+    return (workspace_dir(item.pk) / "filler").stat().st_size
+
+
+def test_same_size_and_shrinking_overwrites_of_a_full_workspace_pass(api_client_for, make_item):
+    # Given a command filled the workspace's image as far as it could
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    size = _filled(carol_api, item)
+    assert size > MIB // 2
+    # When the filler is overwritten with as many bytes, then with half as many
+    same = _put(carol_api, item, "filler", b"s" * size)
+    shrunk = _put(carol_api, item, "filler", b"h" * (size // 2))
+    # Then both pass (spec "Errors" 2), each landing whole
+    assert (same.status_code, shrunk.status_code) == (200, 200)
+    assert (workspace_dir(item.pk) / "filler").read_bytes() == b"h" * (size // 2)
+
+
+def test_a_same_size_batch_replace_in_a_full_workspace_passes(api_client_for, make_item):
+    # Given a text file, then a command that filled the workspace's image as far as it could
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    assert _put(carol_api, item, "notes.txt", b"old text " * 1000).status_code == 200
+    _filled(carol_api, item)
+    # When "old" is replaced by "new" across the workspace
+    operations = [{"op": "replace", "search": "old", "replace": "new", "glob": "*.txt"}]
+    response = carol_api.post(item_url(item, "/files:batch"), {"operations": operations}, format="json")
+    # Then it passes and the text changed
+    assert response.status_code == 200, response.content
+    assert (workspace_dir(item.pk) / "notes.txt").read_bytes() == b"new text " * 1000
+
+
+def test_a_fifo_made_by_sandbox_code_never_blocks_the_file_api(client, api_client_for, make_item, fifo_guard):
+    # Given sandbox code made FIFOs beside a text file, in the workspace and in a folder
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    body = exec_ok(carol_api, item, "mkfifo p1 && mkdir d && mkfifo d/p2 && echo old > d/a.txt")
+    assert body["exit_code"] == 0, body["stderr"]
+    root = workspace_dir(item.pk)
+    # When carol downloads a FIFO, replaces text everywhere, copies the folder and writes a file
+    with fifo_guard(root / "p1", root / "d" / "p2"):
+        download = carol_api.get(item_url(item, "/files/p1"))
+        replaced = carol_api.post(
+            item_url(item, "/files:batch"),
+            {"operations": [{"op": "replace", "search": "old", "replace": "new"}]},
+            format="json",
+        )
+        copied = carol_api.post(
+            item_url(item, "/files:batch"), {"operations": [{"op": "copy", "from": "d", "to": "e"}]}, format="json"
+        )
+        written = _put(carol_api, item, "after.txt", b"still writable")
+        health = client.get("/healthz")
+    # Then the download is a 400, everything else answers, and the FIFOs were never opened
+    assert (download.status_code, download.json()["error"]) == (400, "not_a_regular_file")
+    assert (replaced.status_code, copied.status_code, written.status_code) == (200, 200, 200)
+    assert health.status_code != 500
+    assert (root / "e" / "a.txt").read_text() == "new\n"
+    assert not (root / "e" / "p2").exists()
+
+
+def test_an_image_and_its_mounted_workspace_are_private_on_the_host(api_client_for, make_item):
+    # Given a workspace on its image, with a file written through the file API
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    assert _put(carol_api, item, "a.txt", b"secret").status_code == 200
+    root = workspace_dir(item.pk)
+    image = root.parent / ".images" / f"{item.pk}.img"
+    # When the modes are read / Then only the owner reaches the workspace, and only root the image
+    assert volumes.is_bounded(root)
+    assert (root.stat().st_mode & 0o777, (root / "a.txt").stat().st_mode & 0o777) == (0o700, 0o600)
+    assert (image.parent.stat().st_mode & 0o777, image.stat().st_mode & 0o777) == (0o700, 0o600)
+    # And sandbox code, running as the owner, still reads and changes it
+    body = exec_ok(carol_api, item, "cat a.txt && echo more >> a.txt && mkdir sub && touch sub/b")
+    assert (body["exit_code"], body["stdout"]) == (0, "secret")
 
 
 def test_the_disk_ledger_counts_what_commands_wrote(per_user_disk, api_client_for, make_item):
@@ -339,23 +381,9 @@ def test_the_disk_ledger_counts_what_commands_wrote(per_user_disk, api_client_fo
     per_user_disk("carol", "10M")
     item = make_item(created_by="carol")
     # When a command writes 512K
-    _exec(api_client_for("carol"), item, "head -c 524288 /dev/zero > half")
+    exec_ok(api_client_for("carol"), item, "head -c 524288 /dev/zero > half")
     # Then the disk ledger already holds it, without waiting for a sweep
     assert WorkspaceDiskUsage.objects.get(item_id=str(item.pk)).bytes >= 512 * 1024
-
-
-@pytest.fixture
-def per_user_disk() -> Callable[[str, str], None]:
-    from quotas.limits import forget_memos
-    from quotas.models import UserResourceOverride
-
-    def set_limit(user_id: str, size: str) -> None:
-        from quotas.sizes import parse_optional_size
-
-        UserResourceOverride.objects.create(user_id=user_id, disk=parse_optional_size(size, allow_max=True))
-        forget_memos()
-
-    return set_limit
 
 
 def test_where_images_are_not_used_an_overrunning_sandbox_is_stopped(settings, api_client_for, make_item):
@@ -363,7 +391,7 @@ def test_where_images_are_not_used_an_overrunning_sandbox_is_stopped(settings, a
     settings.WORKSPACE_DISK_ENFORCEMENT = "measure"
     carol_api, item = api_client_for("carol"), make_item(created_by="carol")
     # When a command writes 2M into a workspace whose app allows 1M
-    body = _exec(carol_api, item, "head -c 2097152 /dev/zero > big")
+    body = exec_ok(carol_api, item, "head -c 2097152 /dev/zero > big")
     # Then the reply says so and the sandbox is closed, its ledger row forgotten
     assert "over its app's disk limit" in body["stderr"]
     assert SandboxActivity.current.filter(item_id=str(item.pk)).count() == 0
@@ -375,13 +403,14 @@ def test_an_exec_whose_sandbox_was_stopped_says_so_in_its_result(settings, api_c
     settings.WORKSPACE_DISK_ENFORCEMENT = "measure"
     carol_api, item = api_client_for("carol"), make_item(created_by="carol")
     # When one command stays within the app's 1M and the next writes 2M
-    within = _exec(carol_api, item, "true")
-    past = _exec(carol_api, item, "head -c 2097152 /dev/zero > big")
+    within = exec_ok(carol_api, item, "true")
+    past = exec_ok(carol_api, item, "head -c 2097152 /dev/zero > big")
     # Then only the second result says its sandbox was closed
     assert (within["sandbox_closed"], past["sandbox_closed"]) == (False, True)
 
 
-UNPRIVILEGED_SERVER = """
+# The start of a script run as an unprivileged server: a local backend of its own, one sandbox open.
+UNPRIVILEGED_BACKEND = """
 import json, os, sys
 from pathlib import Path
 import django
@@ -391,37 +420,38 @@ from quotas.values import SandboxSize
 from workspace.items.sandboxes.boundary import configured_boundary
 from workspace.items.sandboxes.isolation import PrlimitDriver
 from workspace.items.sandboxes.local import LocalBackend
+# Started as root only to load the code, which may live where uid 65534 cannot go (a clone under
+# root's 0700 home); from here on it is an ordinary user that reads no file of the clone.
 var = Path(sys.argv[1])
+os.chdir(var)
+os.setgroups([])
+os.setgid(65534)
+os.setuid(65534)
 backend = LocalBackend(
     state_dir=var / "state", workspace_root=var / "ws", driver=PrlimitDriver(), boundary=configured_boundary()
 )
 opened = backend.open(item_id="3", spec=SandboxSize())
+"""
+UNPRIVILEGED_SERVER = (
+    UNPRIVILEGED_BACKEND
+    + """
 probe = "import socket; s = socket.socket(); s.settimeout(2); print(s.connect_ex(('127.0.0.1', 5432)))"
 result = backend.exec(opened.id, command=f"id -u; ls /; python3 -c \\"{probe}\\"", timeout=20)
 backend.close(opened.id)
 print(json.dumps({"privileged": configured_boundary().privileged, "stdout": result.stdout, "stderr": result.stderr}))
 """
+)
 
 
-def test_an_unprivileged_server_still_confines_sandboxes_in_namespaces(traversable_tmp):
-    # Given the service running as an ordinary user (uid 65534), with a var directory of its own
+def _as_unprivileged_server(traversable_tmp: Path, script: str) -> dict:
+    """Runs `script` as the service would as an ordinary user (uid 65534) with a var directory
+    of its own; returns the JSON it printed last."""
     var = Path(tempfile.mkdtemp(dir=traversable_tmp))
     os.chown(var, 65534, 65534)
     root = Path(__file__).resolve().parents[2]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "DJANGO_DEBUG": "1", "WORKSPACE_LOG_LEVEL": "ERROR"}
-    # When it opens a sandbox and runs a command there
     done = subprocess.run(
-        [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            sys.executable,
-            "-c",
-            UNPRIVILEGED_SERVER,
-            str(var),
-        ],
+        [sys.executable, "-c", script, str(var)],
         cwd=root,
         env=env,
         capture_output=True,
@@ -430,7 +460,13 @@ def test_an_unprivileged_server_still_confines_sandboxes_in_namespaces(traversab
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_an_unprivileged_server_still_confines_sandboxes_in_namespaces(traversable_tmp):
+    # Given the service running as an ordinary user (uid 65534), with a var directory of its own
+    # When it opens a sandbox and runs a command there
+    report = _as_unprivileged_server(traversable_tmp, UNPRIVILEGED_SERVER)
     assert report["stdout"], report
     uid, *listing, connected = report["stdout"].split()
     # Then the sandbox keeps the server's uid (all it can do) but sees only its own filesystem and network
@@ -441,9 +477,40 @@ def test_an_unprivileged_server_still_confines_sandboxes_in_namespaces(traversab
     assert connected != "0"
 
 
+UNPRIVILEGED_WORKSPACE = (
+    UNPRIVILEGED_BACKEND
+    + """
+from workspace.items import filestore
+root = var / "ws" / "3"
+filestore.stage(root, "api/a.txt", [b"from the api"]).commit()
+result = backend.exec(opened.id, command="cat api/a.txt && echo sandbox > s.txt && mkdir d && ls -d d", timeout=20)
+backend.close(opened.id)
+modes = {name: oct(path.stat().st_mode & 0o777) for name, path in
+         {"ws": var / "ws", "workspace": root, "api": root / "api", "file": root / "api" / "a.txt"}.items()}
+print(json.dumps({"stdout": result.stdout, "stderr": result.stderr, "modes": modes}))
+"""
+)
+
+
+def test_an_unprivileged_servers_workspaces_are_private_and_its_sandboxes_still_use_them(traversable_tmp):
+    # Given the service running as an ordinary user, writing a file into a workspace
+    # When its sandbox reads that file and writes files and folders of its own
+    report = _as_unprivileged_server(traversable_tmp, UNPRIVILEGED_WORKSPACE)
+    # Then the sandbox could, and the workspace is the server's alone on the host
+    assert report["stdout"] == "from the apid\n", report
+    assert report["modes"] == {"ws": "0o711", "workspace": "0o700", "api": "0o700", "file": "0o600"}
+
+
 def _capacity(directory: Path) -> int:
+    """What sandbox code (not root) may fill: the filesystem less the share reserved for root."""
     stats = os.statvfs(directory)
-    return stats.f_blocks * stats.f_frsize
+    reserved = stats.f_bfree - stats.f_bavail
+    return (stats.f_blocks - reserved) * stats.f_frsize
+
+
+def _unmount(directory: Path) -> None:
+    """As after a restart: the workspace and its image unmounted."""
+    assert volumes.unmount_under(directory.parent) == 1
 
 
 def test_a_raised_disk_limit_grows_the_image_and_keeps_its_files(tmp_path):
@@ -451,7 +518,7 @@ def test_a_raised_disk_limit_grows_the_image_and_keeps_its_files(tmp_path):
     directory = volumes.workspace_prepare(tmp_path / "w", limit_bytes=MIB, uid=None)
     (directory / "a.txt").write_text("kept")
     before = _capacity(directory)
-    subprocess.run(["umount", str(directory)], check=True)
+    _unmount(directory)
     # When it is prepared under a 4M limit
     volumes.workspace_prepare(directory, limit_bytes=4 * MIB, uid=None)
     # Then the filesystem is bigger and the file is still there
@@ -463,7 +530,7 @@ def test_a_lowered_disk_limit_shrinks_the_image_when_it_is_next_mounted(tmp_path
     # Given a workspace on a 4M image holding little
     directory = volumes.workspace_prepare(tmp_path / "w", limit_bytes=4 * MIB, uid=None)
     (directory / "small.txt").write_text("small")
-    subprocess.run(["umount", str(directory)], check=True)
+    _unmount(directory)
     # When it is mounted again under a 2M limit
     volumes.workspace_prepare(directory, limit_bytes=2 * MIB, uid=None)
     # Then the image is 2M and the file is still there
@@ -500,7 +567,7 @@ def test_a_raised_limit_on_a_mounted_image_is_never_lost(tmp_path):
     directory = volumes.workspace_prepare(tmp_path / "w", limit_bytes=MIB, uid=None)
     volumes.workspace_prepare(directory, limit_bytes=4 * MIB, uid=None)
     # When it is next mounted (online growth may need a capability this host lacks)
-    subprocess.run(["umount", str(directory)], check=True)
+    _unmount(directory)
     volumes.workspace_prepare(directory, limit_bytes=4 * MIB, uid=None)
     # Then it has the raised size
     assert _capacity(directory) > 3 * MIB
@@ -509,7 +576,7 @@ def test_a_raised_limit_on_a_mounted_image_is_never_lost(tmp_path):
 def test_after_release_sandboxes_a_changed_limit_resizes_the_image(settings, api_client_for, make_item, write_config):
     # Given an item whose workspace image was made under a 1M limit, with a sandbox open
     carol_api, item = api_client_for("carol"), make_item(created_by="carol")
-    _exec(carol_api, item, "echo kept > note.txt")
+    exec_ok(carol_api, item, "echo kept > note.txt")
     before = _capacity(workspace_dir(item.pk))
     # When the app's limit becomes 4M, and the operator releases sandboxes after the restart
     write_config(
@@ -517,7 +584,92 @@ def test_after_release_sandboxes_a_changed_limit_resizes_the_image(settings, api
         apps={"notebook.toml": 'slug = "notebook"\nname = "Notebook"\n[resources]\nmemory = "64M"\ndisk = "4M"\n'},
     )
     call_command("release_sandboxes")
-    body = _exec(carol_api, item, "cat note.txt")
+    body = exec_ok(carol_api, item, "cat note.txt")
     # Then the next use mounts it at the new size, files intact
     assert body["stdout"] == "kept\n"
     assert _capacity(workspace_dir(item.pk)) > before + 2 * MIB
+
+
+def _kill_holder(item: Item) -> None:
+    """Kills the process execs enter a sandbox through, as a `kill -9 2` from inside would, and
+    waits until the kernel has (SIGKILL lands asynchronously)."""
+    backend = backend_named("local")
+    (sandbox_id,) = [s for s in backend.sandboxes() if backend._state(s)["item_id"] == str(item.pk)]
+    holder = backend._state(sandbox_id)["init"]["holder"]
+    os.kill(holder, 9)
+
+    def dead() -> bool:
+        try:
+            return Path(f"/proc/{holder}/stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X")
+        except OSError:
+            return True
+
+    assert _eventually(dead)
+
+
+def test_killing_the_namespace_holder_from_inside_closes_the_sandbox_and_says_so(api_client_for, make_item):
+    # Given carol's sandbox with a background process that keeps its init waiting
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    exec_ok(carol_api, item, "sleep 300 >/dev/null 2>&1 &")
+    pidns = _sandbox_pidns(item)
+    assert _eventually(lambda: len(_sleepers(pidns)) == 1)
+    # When her command kills pid 2, the process every exec enters through, and sees it gone
+    body = exec_ok(carol_api, item, "kill -9 2; while kill -0 2 2>/dev/null; do :; done; echo killed")
+    # Then the reply says the sandbox was closed, nothing of it runs, and the ledger no longer counts it
+    assert body["sandbox_closed"] is True
+    assert "stopped working" in body["stderr"]
+    assert _eventually(lambda: not _host_pids_in(pidns))
+    assert SandboxActivity.objects.get(backend_sandbox_id=body["sandbox_id"]).close_reason == "gone"
+    assert not SandboxActivity.current.filter(item_id=str(item.pk)).exists()
+
+
+def test_after_the_holder_was_killed_the_next_command_runs_in_a_new_sandbox(api_client_for, make_item):
+    # Given carol's sandbox whose holder died between two commands (killed from the host), a sleeper left inside
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    first = exec_ok(carol_api, item, "sleep 300 >/dev/null 2>&1 &")
+    pidns = _sandbox_pidns(item)
+    assert _eventually(lambda: len(_sleepers(pidns)) == 1)
+    _kill_holder(item)
+    # When she runs a command
+    body = exec_ok(carol_api, item, "echo hello")
+    # Then it runs in a new sandbox, the reply says why, and the old one's processes are gone
+    assert body["stdout"] == "hello\n"
+    assert body["sandbox_id"] != first["sandbox_id"]
+    assert "had stopped working" in body["stderr"]
+    assert _eventually(lambda: not _host_pids_in(pidns))
+
+
+def test_a_probe_closes_a_sandbox_whose_holder_was_killed(api_client_for, make_item):
+    # Given carol's sandbox whose holder died, a sleeper keeping its init alive
+    carol_api, item = api_client_for("carol"), make_item(created_by="carol")
+    exec_ok(carol_api, item, "sleep 300 >/dev/null 2>&1 &")
+    pidns = _sandbox_pidns(item)
+    assert _eventually(lambda: len(_sleepers(pidns)) == 1)
+    _kill_holder(item)
+    # When the worker probes the sandboxes
+    closed = lifecycle.sandboxes_probe().closed
+    # Then it is closed, not counted, and nothing of it runs
+    assert closed == 1
+    assert not SandboxActivity.current.filter(item_id=str(item.pk)).exists()
+    assert _eventually(lambda: not _host_pids_in(pidns))
+
+
+def test_an_app_without_a_size_runs_under_the_kernel_cap_and_is_charged_nothing(
+    settings, write_config, api_client_for, make_item
+):
+    # Given rca, which declares no size, in a deployment without a default one, and a 64M memory cap
+    write_config("[sandbox]\nlease = '90s'\n", apps={"rca.toml": 'slug = "rca"\nname = "Investigations"\n'})
+    settings.WORKSPACE_SANDBOX_CAP_MEMORY = "64M"
+    item = make_item(app_slug="rca", created_by="carol")
+    # When its command allocates 600M
+    hog = "a = bytearray(600 * 1024 * 1024); a[::4096] = b'x' * len(a[::4096]); print('survived')"
+    body = exec_ok(api_client_for("carol"), item, ["python3", "-c", hog])
+    # Then the kernel kills it at the cap, its cgroup holds the cap, and the ledger charges nothing
+    assert body["exit_code"] == 137
+    assert "survived" not in body["stdout"]
+    backend = backend_named("local")
+    (group, *_) = backend._state(body["sandbox_id"])["confinement"]["groups"]
+    limit_file = Path(group) / ("memory.max" if (Path(group) / "memory.max").exists() else "memory.limit_in_bytes")
+    assert limit_file.read_text().strip() == str(64 * MIB)
+    row = SandboxActivity.objects.get(backend_sandbox_id=body["sandbox_id"])
+    assert (row.memory_bytes, row.cpu_cores, row.charges_cost) == (None, None, False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
+import urllib.parse
 import urllib.request
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +21,7 @@ from quotas.values import SandboxSize
 from tests.fixtures.items import SANDBOX_HOST_TOKEN as TOKEN
 from tests.fixtures.items import item_url
 from tests.fixtures.quotas import GIB
+from workspace.items.sandboxes import host as host_module
 from workspace.items.sandboxes import lifecycle
 from workspace.items.sandboxes.host import HostSettings, build_server
 from workspace.items.sandboxes.http import HttpBackend
@@ -280,3 +283,128 @@ def test_a_deeply_nested_body_is_a_400_and_opens_nothing(host, workspace_dirs):
     # Then it is refused as a bad request and no sandbox exists
     assert status == 400
     assert not list((workspace_dirs / "host-state").glob("loc-*"))
+
+
+def _raw(url: str, request: bytes) -> tuple[int, dict]:
+    """Sends `request` as it is (headers a client library would never write) and reads one answer."""
+    address = urllib.parse.urlsplit(url)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as connection:
+        connection.sendall(request)
+        connection.shutdown(socket.SHUT_WR)
+        return _answer(connection)
+
+
+def _answer(connection: socket.socket) -> tuple[int, dict]:
+    """One reply, read until the host closes the connection (it does after every refusal)."""
+    answer = b""
+    while chunk := connection.recv(65536):
+        answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(body)
+
+
+def _post_with(headers: str, body: bytes = b"") -> bytes:
+    return (
+        f"POST /sandboxes HTTP/1.1\r\nHost: sandbox-host\r\nAuthorization: Bearer {TOKEN}\r\n{headers}\r\n"
+    ).encode() + body
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "Content-Length: -1\r\n",
+        "Content-Length: 12abc\r\n",
+        "Content-Length: 1e3\r\n",
+        "Content-Length: 5\r\nContent-Length: 6\r\n",
+        "Content-Length: 99999999999999999999999\r\n",
+        "Transfer-Encoding: chunked\r\n",
+    ],
+    ids=["negative", "not-a-number", "exponent", "conflicting", "too-long", "chunked"],
+)
+def test_a_malformed_content_length_is_a_400_with_a_json_error_and_opens_nothing(host, workspace_dirs, headers):
+    # Given a host; When a caller with the token sends a create whose body length cannot be taken
+    status, body = _raw(host, _post_with(headers, b'{"item_id": "5"}'))
+    # Then it is a 400 that says why, and no sandbox exists
+    assert (status, body["error"]) == (400, "bad_request")
+    assert body["detail"]
+    assert not list((workspace_dirs / "host-state").glob("loc-*"))
+
+
+def test_a_body_shorter_than_its_content_length_is_a_400(host, workspace_dirs):
+    # Given a host; When a caller announces 100 bytes, sends 16 and stops
+    status, body = _raw(host, _post_with("Content-Length: 100\r\n", b'{"item_id": "5"}'))
+    # Then it is a 400 and nothing opened
+    assert (status, body["error"]) == (400, "bad_request")
+    assert not list((workspace_dirs / "host-state").glob("loc-*"))
+
+
+def test_a_malformed_request_line_is_answered_in_json(host):
+    # Given a host; When a client sends a request line that is not HTTP
+    status, body = _raw(host, b"NOT HTTP AT ALL\r\n\r\n")
+    # Then the stdlib's refusal comes back as a JSON error, not an HTML page
+    assert status == 400
+    assert body["error"] == "bad_request"
+
+
+@pytest.mark.parametrize(
+    ("field", "raw"),
+    [("cpu", "NaN"), ("cpu", "Infinity"), ("cpu", "1e308"), ("pids", "1e20"), ("memory", "1" + "0" * 400)],
+    ids=["nan-cpu", "infinite-cpu", "huge-cpu", "huge-pids", "400-digit-memory"],
+)
+def test_a_size_no_kernel_takes_is_a_400_not_a_server_error(host, workspace_dirs, field, raw):
+    # Given a host; When a sandbox is asked for with a value JSON allows but no cgroup takes
+    body = f'{{"item_id": "5", "{field}": {raw}}}'.encode()
+    status, answer = _raw(host, _post_with(f"Content-Length: {len(body)}\r\n", body))
+    # Then it is a 400 naming the field, and nothing opened
+    assert (status, answer["error"]) == (400, "bad_request")
+    assert field in answer["detail"]
+    assert not list((workspace_dirs / "host-state").glob("loc-*"))
+
+
+def test_an_exec_timeout_of_infinity_is_a_400(host):
+    # Given a sandbox on the host
+    _status, created = _call(f"{host}/sandboxes", "POST", {"item_id": "5"})
+    body = b'{"command": "true", "timeout": Infinity}'
+    request = (
+        f"POST /sandboxes/{created['id']}/exec HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer {TOKEN}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    # When an exec asks for an endless timeout / Then it is refused as a bad request
+    assert _raw(host, request)[0] == 400
+
+
+def test_a_stalled_body_frees_its_thread_with_a_408(host, monkeypatch):
+    # Given a host that waits half a second for a body to arrive
+    monkeypatch.setattr(host_module._Handler, "timeout", 0.5)
+    address = urllib.parse.urlsplit(host)
+    with socket.create_connection((address.hostname, address.port), timeout=10) as connection:
+        # When a caller announces 100 bytes, sends 16 and then nothing, keeping the connection open
+        connection.sendall(_post_with("Content-Length: 100\r\n", b'{"item_id": "5"}'))
+        status, body = _answer(connection)
+    # Then the host gives up on it with a 408 in JSON
+    assert (status, body["error"]) == (408, "request_timeout")
+
+
+def test_a_host_without_defaults_runs_sandboxes_sent_without_a_size_under_its_cap(settings, workspace_dirs):
+    # Given a host with no cpu or memory defaults, under a cap of 1 core and 128M
+    settings.WORKSPACE_SANDBOX_CAP_CPU = "1"
+    settings.WORKSPACE_SANDBOX_CAP_MEMORY = "128M"
+    chosen = HostSettings(SandboxSize(), workspace_dirs / "workspaces", workspace_dirs / "host-state", TOKEN)
+    server = build_server("127.0.0.1", 0, chosen)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        # When the app opens a sandbox whose cpu and memory it sends as null
+        status, created = _call(f"{url}/sandboxes", "POST", {"item_id": "5", "cpu": None, "memory": None})
+        group = Path(settings.WORKSPACE_CGROUP_ROOT) / "workspace-sandboxes" / created["id"]
+        limits = [(group / name).read_text().strip() for name in ("cpu.max", "memory.max")]
+        health = _call(f"{url}/healthz")[1]
+        HttpBackend(url, token=TOKEN).close(created["id"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    # Then it reports the sizes as unspecified (nothing to charge), its kernel group holds the cap,
+    # and /healthz names the cap
+    assert (status, created["cpu_cores"], created["memory_bytes"]) == (201, None, None)
+    assert limits == ["100000 100000", str(128 * 1024**2)]
+    assert health["cap"] == {"cpu_cores": 1.0, "memory_bytes": 128 * 1024**2, "pids_max": 512}

@@ -6,7 +6,7 @@ import pytest
 
 from knowledge import demo
 from knowledge.answers import answer_question
-from knowledge.models import CitationEvent, Collection, Document, KbChat
+from knowledge.models import Chunk, CitationEvent, Collection, Document, KbChat
 
 pytestmark = pytest.mark.django_db
 
@@ -35,6 +35,21 @@ def test_demo_loads_ready_documents_and_a_chat_shared_with_bob():
     chat = KbChat.objects.get(title=demo.CHAT_TITLE)
     assert list(chat.shares.values_list("user_id", flat=True)) == ["bob"]
     assert chat.messages.filter(role="assistant").get().citations
+
+
+def test_demo_documents_chunk_under_their_heading_without_repeating_it():
+    # Given an empty database
+    # When the demo loads
+    demo.load(say=lambda line: None)
+
+    # Then every chunk of every handbook document is titled with the document's heading, which no
+    # chunk's text repeats, and each is a passage of at most 700 characters
+    for document in Document.objects.all():
+        heading = (demo.DOCS_DIR / document.filename).read_text().splitlines()[0].lstrip("# ")
+        chunks = list(Chunk.objects.filter(document=document))
+        assert chunks
+        assert {chunk.title for chunk in chunks} == {heading}
+        assert not any(chunk.text.startswith(heading) or len(chunk.text) > 700 for chunk in chunks)
 
 
 def test_loading_the_demo_twice_duplicates_nothing():

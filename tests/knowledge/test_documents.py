@@ -109,9 +109,9 @@ def test_markdown_is_ingested_without_its_markup(make_collection, upload, alice_
         collection.id, "guide.md", "# Heading\n\nSee **the [screen](http://x)** now.", content_type="text/markdown"
     ).json()["id"]
 
-    # Then the chunk holds the words without the markup
+    # Then the chunk holds the words without the markup, under the heading as its title
     chunks = alice_api.get(f"/kb/documents/{document_id}/chunks").json()
-    assert [chunk["text"] for chunk in chunks] == ["Heading\n\nSee the screen now."]
+    assert [(chunk["title"], chunk["text"]) for chunk in chunks] == [("Heading", "See the screen now.")]
 
 
 def test_pdf_text_is_extracted_into_chunks(make_collection, upload, alice_api):

@@ -294,6 +294,15 @@ def test_no_base_url_means_no_provider(settings):
     assert chat_provider() is None
 
 
+def test_the_model_answerer_without_a_provider_is_refused_at_start_up(settings):
+    # Given the model answerer chosen by name and no provider
+    settings.KNOWLEDGE_ANSWERER, settings.WORKSPACE_LLM_BASE_URL = "knowledge.model_answers.ModelAnswerer", ""
+
+    # When the settings are checked / Then start-up fails naming the missing setting
+    with pytest.raises(ImproperlyConfigured, match="WORKSPACE_LLM_BASE_URL must name a provider"):
+        check_provider_settings()
+
+
 @pytest.mark.parametrize(
     ("base_url", "model", "complaint"),
     [

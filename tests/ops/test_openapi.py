@@ -179,3 +179,24 @@ def test_times_are_iso_8601_except_where_the_spec_says_epoch_milliseconds(schema
     for name, field, definition in times:
         expected = "integer" if (name, field) in _EPOCH_MS_TIMES else "date-time"
         assert definition.get("format", definition.get("type")) == expected, (name, field, definition)
+
+
+# The request media types an endpoint parses besides JSON: an upload, and the raw bytes of a file write.
+_NOT_JSON = {
+    ("/kb/collections/{collection_id}/documents", "post"): ["multipart/form-data"],
+    ("/a/{slug}/items/{item_id}/files/{file_path}", "put"): ["application/octet-stream"],
+    ("/api/v1/workflow/{resource_id}", "patch"): ["application/json-patch+json"],
+}
+
+
+def test_every_request_body_advertises_only_the_media_type_its_endpoint_takes(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    # When each operation's request media types are read
+    media = {
+        (path, method): list(operation["requestBody"]["content"])
+        for path, method, operation in _operations(schema)
+        if "requestBody" in operation
+    }
+    # Then JSON endpoints take JSON only, the upload multipart only, and no form encoding is offered
+    assert {key: types for key, types in media.items() if types != ["application/json"]} == _NOT_JSON
+    assert len(media) > 20

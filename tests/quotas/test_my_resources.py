@@ -121,6 +121,27 @@ def test_the_page_shows_usage_links_and_close_buttons(per_user, client, alice_ap
     assert "2.0\xa0KB" in page
 
 
+def test_at_the_disk_total_the_page_says_why_growth_is_blocked_and_what_still_works(per_user, client, make_item):
+    # Given alice whose measured workspaces hold her whole 1M disk total
+    per_user(disk="1M")
+    item = make_item()
+    WorkspaceDiskUsage.objects.create(item_id=str(item.pk), app_slug="notebook", owner="alice", bytes=MIB)
+    # When her browser opens My resources
+    page = client.get("/my-resources", HTTP_X_USER_ID="alice").content.decode()
+    # Then it says that her commands and uploads cannot grow anything, and that deleting still works
+    assert 'data-testid="disk-full"' in page
+    assert "No space left on device" in page
+    assert "delete or shrink files" in page
+
+
+def test_under_the_disk_total_the_page_has_no_blocked_notice(per_user, client, make_item):
+    # Given alice with room left under her disk total
+    per_user(disk="1G")
+    WorkspaceDiskUsage.objects.create(item_id=str(make_item().pk), app_slug="notebook", owner="alice", bytes=MIB)
+    # When her browser opens My resources / Then it shows no blocked-growth notice
+    assert 'data-testid="disk-full"' not in client.get("/my-resources", HTTP_X_USER_ID="alice").content.decode()
+
+
 def test_the_page_close_button_shuts_down_and_comes_back_with_a_message(per_user, client, alice_api, make_item):
     # Given alice's live sandbox
     per_user()

@@ -185,6 +185,16 @@ def test_delete_reverts_to_the_defaults(per_user, staff):
         ({"disk": "1.5G"}, "disk"),
         ({"disk": ["1G"]}, "disk"),
         ({"swap": "1G"}, "swap"),
+        # Past what a column or a float holds (issue 25.15: a 400-digit memory was a 500 on SQLite)
+        ({"memory": 10**400}, "memory"),
+        ({"memory": "9" * 400}, "memory"),
+        ({"disk": 2**63}, "disk"),
+        ({"disk": "8388608T"}, "disk"),
+        ({"count": 10**400}, "count"),
+        ({"count": 2**31}, "count"),
+        ({"cpu": 10**400}, "cpu"),
+        ({"cpu": 1e300}, "cpu"),
+        ({"cpu": "1" + "0" * 400}, "cpu"),
     ],
 )
 def test_bad_values_are_400_naming_the_field_and_change_nothing(staff, body, field):
@@ -199,6 +209,17 @@ def test_bad_values_are_400_naming_the_field_and_change_nothing(staff, body, fie
     assert field in payload["fields"]
     assert field in payload["detail"]
     assert UserResourceOverride.objects.get(user_id="bob").count == 2
+
+
+def test_the_largest_values_the_columns_hold_are_taken(staff):
+    # Given alice, staff
+    # When she puts the largest count, cpu, memory and disk an override takes
+    biggest = {"count": 2**31 - 1, "cpu": 1_000_000, "memory": 2**63 - 1, "disk": "8388607T"}
+    response = staff.put(f"{URL}/bob", biggest, format="json")
+    # Then they are stored as given
+    assert response.status_code == 200
+    row = UserResourceOverride.objects.get(user_id="bob")
+    assert (row.count, row.cpu, row.memory, row.disk) == (2**31 - 1, 1_000_000, 2**63 - 1, 8388607 * 1024**4)
 
 
 def test_a_body_that_is_not_an_object_is_400(staff):
@@ -259,3 +280,15 @@ def test_admin_edits_overrides_with_the_same_syntax(settings, per_user, admin_cl
     # Then the form is shown again and nothing is stored for carol
     assert bad.status_code == 200
     assert not UserResourceOverride.objects.filter(user_id="carol").exists()
+
+
+def test_admin_refuses_a_value_past_what_the_column_holds(admin_client):
+    # Given staff in Django admin
+    # When they add bob's override with a 400-digit memory and count
+    response = admin_client.post(
+        "/admin/quotas/userresourceoverride/add/", {"user_id": "bob", "count": "9" * 400, "memory": "9" * 400}
+    )
+    # Then the form comes back saying how large a size may be, and nothing is stored
+    assert response.status_code == 200
+    assert "8 EiB" in response.content.decode()
+    assert not UserResourceOverride.objects.exists()

@@ -184,3 +184,27 @@ def test_the_shipped_config_starts_without_quota_warnings(write_config):
     write_config(Path("workspace/default.toml").read_text())
     # When start-up looks for limits it cannot enforce / Then it finds none
     assert quota_warnings() == []
+
+
+@pytest.mark.django_db
+def test_start_up_warns_that_an_app_without_a_size_runs_under_the_kernel_cap(write_config, caplog):
+    # Given a deployment config that gives rca (which declares nothing) no size
+    write_config("[sandbox]\n")
+    # When the items app starts
+    with caplog.at_level(logging.WARNING, logger="workspace.quotas"):
+        django_apps.get_app_config("items").ready()
+    # Then it names rca under the memory and cpu caps
+    logged = [record.getMessage() for record in caplog.records if record.name == "workspace.quotas"]
+    assert any("rca" in message and "WORKSPACE_SANDBOX_CAP_MEMORY" in message for message in logged)
+    assert any("rca" in message and "WORKSPACE_SANDBOX_CAP_CPU" in message for message in logged)
+
+
+@pytest.mark.django_db
+def test_the_shipped_config_leaves_no_app_to_the_kernel_cap(write_config, caplog):
+    # Given the deployment config the repository ships
+    write_config(Path("workspace/default.toml").read_text())
+    # When the items app starts
+    with caplog.at_level(logging.WARNING, logger="workspace.quotas"):
+        django_apps.get_app_config("items").ready()
+    # Then no app is named as running under the cap
+    assert not any("WORKSPACE_SANDBOX_CAP" in record.getMessage() for record in caplog.records)

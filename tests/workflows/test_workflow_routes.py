@@ -116,3 +116,17 @@ def test_a_nul_character_in_a_filter_is_422_not_a_server_error(alice_api: APICli
     # Then it is 422 validation_error, not a server error
     assert response.status_code == 422
     assert response.json()["error"] == "validation_error"
+
+
+def test_counting_workflows_by_creator_answers_what_the_list_holds(settings, make_workflow, api_client_for) -> None:
+    # Given staff (who see everyone's workflows), two workflows of bob and one of carol
+    settings.WORKSPACE_MOCK_STAFF = ["alice"]
+    for creator in ("bob", "bob", "carol"):
+        make_workflow(["true"], user=creator)
+    staff = api_client_for("alice")
+    # When staff count and list them by creator, one key repeated and the comma form
+    for query in ("created_by=carol", "created_by=bob&created_by=carol", "created_by=bob,carol", "created_by=dave"):
+        counted = staff.get(f"/api/v1/workflow/count?{query}").json()["count"]
+        listed = staff.get(f"/api/v1/workflow/meta?{query}").json()["total"]
+        # Then the count is the list's total each time, not the unfiltered three
+        assert counted == listed == {"created_by=carol": 1, "created_by=dave": 0}.get(query, 3)

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from workspace.agent.protocol import AgentReply, AgentTools, AgentTurn, ToolRefused
 
 _FENCE = re.compile(r"```(sh|bash|shell)?[ \t]*\n(.*?)```", re.DOTALL)
-_MENTION = re.compile(r"^@mention\s+(?P<users>[^:]+?)\s*(?::\s*(?P<note>.*))?$")
+# Greedy and unable to fail once it has a user (the lazy `[^:]+?\s*` it replaces backtracked
+# quadratically on a long run of spaces); the users are right-stripped where they are read.
+_MENTION = re.compile(r"^@mention\s+(?P<users>[^:]+)(?::\s*(?P<note>.*))?$")
 _STATUS = re.compile(r"^@status\s+(?P<status>\S+)\s*$")
 OUTPUT_LIMIT = 4000
 HELP = (
@@ -51,11 +53,19 @@ def _parse_lines(text: str, actions: list[_Action], prose: list[str]) -> None:
         if line.startswith("$ ") and line[2:].strip():
             actions.append(_Action("command", line[2:].strip()))
         elif mention := _MENTION.match(line):
-            actions.append(_Action("mention", mention.group("users"), mention.group("note") or ""))
+            actions.append(_Action("mention", mention.group("users").rstrip(), mention.group("note") or ""))
         elif status := _STATUS.match(line):
             actions.append(_Action("status", status.group("status")))
         elif line:
             prose.append(line)
+
+
+def fenced(text: str) -> str:
+    """`text` as a Markdown code block (replies render as Markdown), whatever backticks it holds."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    body = text if text.endswith("\n") else text + "\n"
+    return f"{fence}\n{body}{fence}"
 
 
 def _clip(text: str) -> str:
@@ -81,7 +91,8 @@ class DeterministicAgent:
                 result = tools.run_command(action.text)
                 output = _clip(result.stdout + result.stderr)
                 ending = " (timed out)" if result.timed_out else ""
-                return AgentReply(content=f"$ {action.text}\n{output}[exit {result.exit_code}]{ending}")
+                block = fenced(f"$ {action.text}\n{output}")
+                return AgentReply(content=f"{block}\n[exit {result.exit_code}]{ending}")
             if action.kind == "mention":
                 user_ids = [part.lstrip("@") for part in re.split(r"[\s,]+", action.text) if part.strip("@ ")]
                 tools.mention_user(user_ids, action.extra)

@@ -7,7 +7,8 @@ from typing import Any
 
 from django.db import transaction
 
-from workspace.agent.models import ItemMessage
+from workspace.agent.models import AgentStep, ItemMessage
+from workspace.agent.protocol import TrailStep
 from workspace.items.models import Item
 
 
@@ -20,9 +21,45 @@ def message_append(
     user_id: str | None,
     mentions: Sequence[str] = (),
     citations: Sequence[dict[str, Any]] = (),
+    steps: Sequence[TrailStep] = (),
 ) -> ItemMessage:
-    """One message of the item's conversation; `user_id` None marks the agent as its author."""
-    message = ItemMessage(item=item, role=role, content=content, mentions=list(mentions), citations=list(citations))
+    """One message of the item's conversation; `user_id` None marks the agent as its author.
+
+    An agent message and its trail (`steps`) are stored together or not at all.
+    """
+    message = ItemMessage(
+        item=item, role=role, content=storable(content), mentions=list(mentions), citations=list(citations)
+    )
     message.stamp_created(user_id)
     message.save(force_insert=True)
+    if steps:
+        rows = [
+            AgentStep(
+                message=message,
+                position=position,
+                kind=step.kind,
+                tool=step.tool,
+                arguments=storable(step.arguments),
+                ok=step.ok,
+                summary=storable(step.summary)[:300],
+                output=storable(step.output),
+                detail=storable(step.detail),
+            )
+            for position, step in enumerate(steps)
+        ]
+        for row in rows:
+            row.stamp_created(None)
+        AgentStep.objects.bulk_create(rows)
     return message
+
+
+def storable(value: Any) -> Any:
+    """`value` with every NUL character replaced: PostgreSQL stores none in text or JSON, and a
+    model, a command or a file may well produce one."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {storable(key): storable(part) for key, part in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(part) for part in value]
+    return value

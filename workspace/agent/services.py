@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from collab.errors import ApiError
 from workspace.agent.messages import message_append
 from workspace.agent.models import ItemMessage
-from workspace.agent.turns import agent_turn_run
+from workspace.agent.turns import TurnEvent, agent_turn_events
 from workspace.items.config import AppDescriptor
 from workspace.items.models import Item
 from workspace.items.sandboxes import lifecycle
@@ -61,9 +62,22 @@ def chat_send(*, item: Item, app: AppDescriptor, user_id: str, content: Any) -> 
     Not one transaction: the agent's commands run for seconds, and each message commits on its
     own so the conversation shows what happened even when a later step fails.
     """
+    message, events = chat_send_streaming(item=item, app=app, user_id=user_id, content=content)
+    return ChatTurn(message=message, replies=[event for event in events if isinstance(event, ItemMessage)])
+
+
+def chat_send_streaming(
+    *, item: Item, app: AppDescriptor, user_id: str, content: Any
+) -> tuple[ItemMessage, Iterator[TurnEvent]]:
+    """`chat_send` as it happens: validated, gated and the user's message stored before this
+    returns (so refusals come back as plain errors and nothing is stored); the turn runs as the
+    events are read: the agent's text as written, its tool calls, each reply once stored."""
     text = _validated_content(content)
     chat_send_gate(item=item, app=app)
     message = message_append(item=item, role=ItemMessage.Role.USER, content=text, user_id=user_id)
-    _warm_up(item, app)
-    replies = agent_turn_run(item=item, app=app, user_id=user_id, message=message)
-    return ChatTurn(message=message, replies=replies)
+
+    def turn() -> Iterator[TurnEvent]:
+        _warm_up(item, app)
+        yield from agent_turn_events(item=item, app=app, user_id=user_id, message=message)
+
+    return message, turn()

@@ -2,21 +2,67 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from dataclasses import asdict
+
+from django.db import DataError
+from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab.api import ServiceApiView
-from collab.errors import ApiError
+from collab.errors import ApiError, unstorable_value
+from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
+from knowledge.answers import Restart
 from workspace.agent import selectors, services
+from workspace.agent.models import ItemMessage
+from workspace.agent.protocol import ToolStarted, TrailStep
 from workspace.agent.serializers import ChatMessageOutputSerializer, ChatSendInputSerializer, ChatTurnOutputSerializer
+from workspace.agent.turns import TurnEvent
 from workspace.items.access import item_for_viewer
 
 _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
 
 
+def _turn_frames(message: ItemMessage, events: Iterator[TurnEvent]) -> Iterator[bytes]:
+    """`delta` ({text}) as the reply is written, `restart` ({detail}) when what was shown is
+    withdrawn, `tool` ({tool, summary}) as a tool call starts and `step` (the trail entry) when it
+    ends, then `turn` (the JSON answer: the message and the stored replies) or `error`.
+
+    A reader who leaves mid-turn closes this stream: the turn still runs to its end (within its
+    limits) and is stored, so what the agent did is never lost with the page.
+    """
+    replies: list[ItemMessage] = []
+    try:
+        for event in events:
+            if isinstance(event, str):
+                yield event_frame("delta", {"text": event})
+            elif isinstance(event, Restart):
+                yield event_frame("restart", {"detail": event.reason})
+            elif isinstance(event, ToolStarted):
+                yield event_frame("tool", {"tool": event.tool, "summary": event.summary})
+            elif isinstance(event, TrailStep):
+                yield event_frame("step", asdict(event))
+            else:
+                replies.append(event)
+        yield event_frame("turn", ChatTurnOutputSerializer(services.ChatTurn(message=message, replies=replies)).data)
+    except GeneratorExit:
+        with contextlib.suppress(ApiError, DataError):
+            for _event in events:
+                pass
+        raise
+    except (ApiError, DataError) as exc:
+        refusal = exc if isinstance(exc, ApiError) else unstorable_value()
+        yield event_frame("error", {"error": refusal.error, "detail": str(refusal.detail), **refusal.extra})
+
+
 class ItemMessagesApi(ServiceApiView):
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
     @extend_schema(responses={200: ChatMessageOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
         _app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
@@ -24,11 +70,30 @@ class ItemMessagesApi(ServiceApiView):
 
     @extend_schema(
         request=ChatSendInputSerializer,
-        responses={201: ChatTurnOutputSerializer, 503: ErrorOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
+        responses={
+            (201, "application/json"): ChatTurnOutputSerializer,
+            (200, "text/event-stream"): event_schema("delta", "restart", "tool", "step", "turn", "error"),
+            500: ErrorOutputSerializer,
+            503: ErrorOutputSerializer,
+            507: ErrorOutputSerializer,
+            **_ERRORS,
+        },
+        description=(
+            "The quota gate runs first, then the message is stored, then the agent's turn; each agent "
+            "message is stored whole with its trail (`steps`) once done. With `Accept: text/event-stream` "
+            "the turn streams: `delta` events ({text}) as the reply is written, `restart` ({detail}) when "
+            "the text shown so far is withdrawn, `tool` ({tool, summary}) as a tool call starts and `step` "
+            "(its trail entry) when it ends, then one `turn` event (this JSON answer) or an `error` event. "
+            "Refusals (400, 404, 507...) come back as JSON before any event, with nothing stored."
+        ),
     )
-    def post(self, request: Request, slug: str, item_id: int) -> Response:
+    def post(self, request: Request, slug: str, item_id: int) -> Response | StreamingHttpResponse:
         app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
         if not isinstance(request.data, dict):
             raise ApiError(status_code=400, error="empty_message", detail="The body needs a 'content'.")
-        turn = services.chat_send(item=item, app=app, user_id=request.user.id, content=request.data.get("content"))
+        content = request.data.get("content")
+        if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
+            message, events = services.chat_send_streaming(item=item, app=app, user_id=request.user.id, content=content)
+            return event_stream(_turn_frames(message, events))
+        turn = services.chat_send(item=item, app=app, user_id=request.user.id, content=content)
         return Response(ChatTurnOutputSerializer(turn).data, status=201)

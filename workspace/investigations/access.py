@@ -1,9 +1,11 @@
-"""Fetch-and-authorise for investigations: missing, not an investigation and not yours all 404."""
+"""Fetch-and-authorise for investigations: missing, not an investigation and not yours all 404; a
+member asking for what only the owner may do is 403."""
 
 from __future__ import annotations
 
 from django.http import Http404
 
+from collab.errors import ApiError
 from workspace.investigations.models import Investigation, InvestigationMember
 from workspace.items.models import Item
 
@@ -36,14 +38,38 @@ def investigation_adopt(investigation_id: int, *, store: bool = True) -> Investi
     return investigation
 
 
-def investigation_for_member(investigation_id: int, user_id: str, *, lock: bool = False) -> Investigation:
-    """The investigation with its item, if `user_id` owns it or is a member; `lock` for writers."""
+def _investigation(investigation_id: int, *, lock: bool) -> Investigation | None:
     rows = Investigation.objects.select_related("item")
     if lock:
         rows = rows.select_for_update(of=("self",))
     investigation = rows.filter(pk=investigation_id).first()
     if investigation is None:
         investigation = investigation_adopt(investigation_id, store=lock)
+    return investigation
+
+
+def investigation_for_member(investigation_id: int, user_id: str, *, lock: bool = False) -> Investigation:
+    """The investigation with its item, if `user_id` owns it or is a member; `lock` for writers."""
+    investigation = _investigation(investigation_id, lock=lock)
     if investigation is None or not is_participant(investigation, user_id):
         raise Http404("No such investigation.")
+    return investigation
+
+
+def investigation_for_owner(
+    investigation_id: int, user_id: str, *, is_staff: bool, action: str, lock: bool = False
+) -> Investigation:
+    """The owner (the creator) or staff get the investigation; a member learns that only the owner
+    may `action` (403), anyone else that there is no such investigation (404)."""
+    if is_staff:
+        investigation = _investigation(investigation_id, lock=lock)
+        if investigation is None:
+            raise Http404("No such investigation.")
+        return investigation
+    investigation = investigation_for_member(investigation_id, user_id, lock=lock)
+    owner = investigation.item.created_by
+    if owner != user_id:
+        raise ApiError(
+            status_code=403, error="owner_only", detail=f"Only the investigation's owner ({owner}) can {action}."
+        )
     return investigation

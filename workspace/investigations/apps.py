@@ -30,15 +30,15 @@ class InvestigationRoom:
 
         return investigation_adopt(item.pk) is not None
 
-    def mention(self, *, item_id: int, user_ids: list[str], note: str) -> None:
+    def mention(self, *, item_id: int, user_ids: list[str], note: str, asked_by: str) -> None:
         from workspace.investigations.services import mention_create_by_agent
 
-        mention_create_by_agent(investigation_id=item_id, user_ids=user_ids, note=note)
+        mention_create_by_agent(investigation_id=item_id, user_ids=user_ids, note=note, asked_by=asked_by)
 
-    def set_status(self, *, item_id: int, status: str) -> None:
+    def set_status(self, *, item_id: int, status: str, asked_by: str) -> None:
         from workspace.investigations.services import status_change_by_agent
 
-        status_change_by_agent(investigation_id=item_id, status=status)
+        status_change_by_agent(investigation_id=item_id, status=status, asked_by=asked_by)
 
 
 class InvestigationsConfig(AppConfig):

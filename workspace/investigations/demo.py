@@ -1,4 +1,4 @@
-"""Demo investigation: alice's, with bob as a member and carol mentioned."""
+"""Demo investigation: alice's, with bob and carol as members and carol mentioned."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ DEMO_INVESTIGATION = "Checkout latency spike"
 def load_investigation(say: Callable[[str], None]) -> None:
     if Investigation.objects.filter(item__created_by="alice", item__title=DEMO_INVESTIGATION).exists():
         return
+    # carol is added as well as mentioned: a mention notifies, only the owner adds members.
     investigation = investigation_services.investigation_create(
-        title=DEMO_INVESTIGATION, user_id="alice", members=["bob"]
+        title=DEMO_INVESTIGATION, user_id="alice", members=["bob", "carol"]
     )
     investigation_services.mention_create(
         investigation_id=investigation.pk,

@@ -9,9 +9,11 @@ from django.urls import reverse
 
 from collab.errors import ApiError
 from collab.web import identity_required
-from workspace.agent.selectors import messages_of_item
+from workspace.agent.selectors import conversation_of_item
+from workspace.agent.turns import answering_agent
 from workspace.investigations import selectors, services
-from workspace.investigations.access import investigation_for_member
+from workspace.investigations.access import INVESTIGATION_APP, investigation_for_member
+from workspace.items.access import app_or_404
 
 
 @identity_required
@@ -33,13 +35,18 @@ def investigations_page(request: HttpRequest) -> HttpResponse:
 
 @identity_required
 def investigation_page(request: HttpRequest, investigation_id: int) -> HttpResponse:
-    investigation = investigation_for_member(investigation_id, request.identity.user_id)
-    conversation = messages_of_item(investigation.pk)
+    identity = request.identity
+    investigation = investigation_for_member(investigation_id, identity.user_id)
+    members = investigation.member_ids
     context = {
         "investigation": investigation,
         "item": investigation.item,
-        "members": investigation.member_ids,
-        "conversation": conversation,
+        "members": members,
+        # Who can open the investigation: the mention picker warns about anyone else.
+        "participants": [investigation.item.created_by, *members],
+        "adds_members": identity.is_staff or investigation.item.created_by == identity.user_id,
+        "conversation": conversation_of_item(investigation.pk),
+        "answering": answering_agent(app_or_404(INVESTIGATION_APP)),
         "moves": services.status_moves(investigation.status),
     }
     return render(request, "investigations/investigation.html", context)

@@ -18,8 +18,17 @@ class InvestigationMentionInputSerializer(serializers.Serializer):
         child=serializers.CharField(max_length=150),
         min_length=1,
         error_messages={"min_length": "Name at least one person to mention."},
+        help_text="Each is notified; a mention does not make anyone a member (the owner adds members).",
     )
     note = serializers.CharField(required=False, allow_blank=True, default="", max_length=5000)
+
+
+class InvestigationMembersInputSerializer(serializers.Serializer):
+    user_ids = serializers.ListField(
+        child=serializers.CharField(max_length=150),
+        min_length=1,
+        error_messages={"min_length": "Name at least one person to add."},
+    )
 
 
 class InvestigationStatusInputSerializer(serializers.Serializer):

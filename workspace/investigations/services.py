@@ -1,4 +1,4 @@
-"""Writes of investigations: create, mention (by a person or the agent), status moves."""
+"""Writes of investigations: create, add members, mention (by a person or the agent), status moves."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
 from workspace.agent.messages import message_append
 from workspace.agent.models import ItemMessage
-from workspace.investigations.access import INVESTIGATION_APP, investigation_for_member
+from workspace.investigations.access import INVESTIGATION_APP, investigation_for_member, investigation_for_owner
 from workspace.investigations.models import Investigation, InvestigationMember
 from workspace.items import services as item_services
 from workspace.items.access import app_or_404
@@ -28,6 +28,12 @@ def _display_name(user_id: str | None) -> str:
         return AGENT_NAME
     user = get_user_directory().get(user_id)
     return user.name if user else user_id
+
+
+def _asked_by(user_id: str) -> str:
+    """ ", asked by Alice": an agent's act names the person whose message asked for it, while its
+    actor stays null (spec "Resources": null when the agent triggered it)."""
+    return f", asked by {_display_name(user_id)}" if user_id else ""
 
 
 def _known_user_ids(user_ids: Sequence[str]) -> list[str]:
@@ -70,7 +76,26 @@ def investigation_create(*, title: str, user_id: str, members: Sequence[str] = (
     return investigation
 
 
-def _mention(investigation: Investigation, user_ids: Sequence[str], note: str, actor: str | None) -> ItemMessage:
+@transaction.atomic
+def members_add(*, investigation_id: int, user_id: str, is_staff: bool, user_ids: Sequence[str]) -> Investigation:
+    """Only the owner (the creator, who holds the permissions) or staff add members: a member
+    sees and runs commands in the owner's sandbox, billed to the owner. Unknown ids are a 400
+    naming them, with nobody added; people already in are left as they are."""
+    investigation = investigation_for_owner(
+        investigation_id, user_id, is_staff=is_staff, action="add members", lock=True
+    )
+    wanted = _known_user_ids(user_ids)
+    if not wanted:
+        raise ApiError(status_code=400, error="validation_error", detail="Name at least one person to add.")
+    if _members_add(investigation, wanted, by=user_id):
+        investigation.stamp_updated(user_id)
+        investigation.save(update_fields=["updated_by", "updated_at"])
+    return investigation
+
+
+def _mention(
+    investigation: Investigation, user_ids: Sequence[str], note: str, actor: str | None, asked_by: str = ""
+) -> ItemMessage:
     mentioned = _known_user_ids(user_ids)
     if not mentioned:
         raise ApiError(status_code=400, error="validation_error", detail="Name at least one user to mention.")
@@ -82,12 +107,15 @@ def _mention(investigation: Investigation, user_ids: Sequence[str], note: str, a
         user_id=actor,
         mentions=mentioned,
     )
-    # Members, so the notification's link opens for them.
-    _members_add(investigation, mentioned, by=actor)
+    # A mention grants nothing: a mentioned non-member is told, and the link is a 404 for them
+    # until the owner adds them (`members_add`). Otherwise any member could bring anyone in to
+    # run commands billed to the owner.
+    if asked_by:
+        note = f"{_display_name(asked_by)} asked the agent to mention you{': ' + note if note else '.'}"
     notify(
         [user_id for user_id in mentioned if user_id != actor],
         "mention",
-        title=f"{_display_name(actor)} mentioned you in {investigation.item.title}",
+        title=f"{_display_name(actor)} mentioned you in {investigation.item.title}{_asked_by(asked_by)}",
         body=note,
         link=investigation_link(investigation.pk),
         actor=actor,
@@ -106,12 +134,15 @@ def mention_create(*, investigation_id: int, user_id: str, user_ids: Sequence[st
 
 
 @transaction.atomic
-def mention_create_by_agent(*, investigation_id: int, user_ids: Sequence[str], note: str = "") -> ItemMessage:
-    """The agent tool `mention_user`: the same entry and notifications, with actor null."""
+def mention_create_by_agent(
+    *, investigation_id: int, user_ids: Sequence[str], note: str = "", asked_by: str = ""
+) -> ItemMessage:
+    """The agent tool `mention_user`: the same entry and notifications, with actor null; their
+    title and body name `asked_by`, the person whose message the agent was answering."""
     investigation = (
         Investigation.objects.select_for_update(of=("self",)).select_related("item").get(pk=investigation_id)
     )
-    return _mention(investigation, user_ids, note, None)
+    return _mention(investigation, user_ids, note, None, asked_by)
 
 
 def status_moves(current: str) -> list[Investigation.Status]:
@@ -119,7 +150,7 @@ def status_moves(current: str) -> list[Investigation.Status]:
     return [status for status in Investigation.Status if status != current]
 
 
-def _move(investigation: Investigation, status: str, actor: str | None) -> Investigation:
+def _move(investigation: Investigation, status: str, actor: str | None, asked_by: str = "") -> Investigation:
     if status not in Investigation.Status.values:
         raise ApiError(
             status_code=400,
@@ -133,7 +164,8 @@ def _move(investigation: Investigation, status: str, actor: str | None) -> Inves
     investigation.stamp_updated(actor)
     investigation.save(update_fields=["status", "updated_by", "updated_at"])
     after = Investigation.Status(status).label
-    summary = f"{_display_name(actor)} moved the status from {before} to {after}."
+    who = f"{_display_name(actor)}{_asked_by(asked_by)}," if asked_by else _display_name(actor)
+    summary = f"{who} moved the status from {before} to {after}."
     message_append(item=investigation.item, role=ItemMessage.Role.SYSTEM, content=summary, user_id=actor)
     everyone = [investigation.item.created_by, *investigation.members.values_list("user_id", flat=True)]
     notify(
@@ -157,9 +189,10 @@ def status_change(*, investigation_id: int, user_id: str, status: str) -> Invest
 
 
 @transaction.atomic
-def status_change_by_agent(*, investigation_id: int, status: str) -> Investigation:
-    """The agent flips the status: actor null, so everyone (owner and members) is notified."""
+def status_change_by_agent(*, investigation_id: int, status: str, asked_by: str = "") -> Investigation:
+    """The agent flips the status: actor null, so everyone (owner and members) is notified; the
+    message names `asked_by`, whose message the agent was answering."""
     investigation = (
         Investigation.objects.select_for_update(of=("self",)).select_related("item").get(pk=investigation_id)
     )
-    return _move(investigation, status, None)
+    return _move(investigation, status, None, asked_by)

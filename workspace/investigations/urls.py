@@ -15,6 +15,7 @@ urlpatterns = [
         name="investigations",
     ),
     path(_INVESTIGATION, html_or_api(page=pages.investigation_page, api=views.InvestigationApi), name="investigation"),
+    path(f"{_INVESTIGATION}/members", views.InvestigationMembersApi.as_view(), name="investigation-members"),
     path(f"{_INVESTIGATION}/mentions", views.InvestigationMentionsApi.as_view(), name="investigation-mentions"),
     path(f"{_INVESTIGATION}/status", views.InvestigationStatusApi.as_view(), name="investigation-status"),
 ]

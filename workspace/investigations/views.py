@@ -12,10 +12,11 @@ from collab.api import ServiceApiView
 from collab.serializers import ErrorOutputSerializer
 from workspace.agent.serializers import ChatMessageOutputSerializer
 from workspace.investigations import selectors, services
-from workspace.investigations.access import investigation_for_member
+from workspace.investigations.access import investigation_for_member, investigation_for_owner
 from workspace.investigations.serializers import (
     InvestigationCreateInputSerializer,
     InvestigationDetailOutputSerializer,
+    InvestigationMembersInputSerializer,
     InvestigationMentionInputSerializer,
     InvestigationOutputSerializer,
     InvestigationStatusInputSerializer,
@@ -49,6 +50,27 @@ class InvestigationApi(ServiceApiView):
     @extend_schema(responses={200: InvestigationDetailOutputSerializer, **_ERRORS})
     def get(self, request: Request, investigation_id: int) -> Response:
         return Response(_detail(investigation_id, request.user.id))
+
+
+class InvestigationMembersApi(ServiceApiView):
+    @extend_schema(
+        request=InvestigationMembersInputSerializer,
+        responses={200: InvestigationOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
+        description="The owner (its creator) or staff add members; a member gets 403 `owner_only`. "
+        "People already in stay as they are; unknown ids are a 400 naming them, with nobody added.",
+    )
+    def post(self, request: Request, investigation_id: int) -> Response:
+        # Who may add is checked before the body, so a stranger learns nothing from a 400.
+        investigation_for_owner(investigation_id, request.user.id, is_staff=request.user.is_staff, action="add members")
+        body = InvestigationMembersInputSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        investigation = services.members_add(
+            investigation_id=investigation_id,
+            user_id=request.user.id,
+            is_staff=request.user.is_staff,
+            user_ids=body.validated_data["user_ids"],
+        )
+        return Response(InvestigationOutputSerializer(investigation).data)
 
 
 class InvestigationMentionsApi(ServiceApiView):

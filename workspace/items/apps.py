@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from django.apps import AppConfig
 
 if TYPE_CHECKING:
-    from quotas.host import Handover, ItemFacts, ItemLink
+    from quotas.host import Handover, ItemFacts, ItemLink, PaidItem
     from quotas.values import UserLimits
 
 logger = logging.getLogger("workspace.quotas")
@@ -94,6 +94,18 @@ class WorkspaceQuotaHost:
             for row in rows[:100]
         ]
 
+    def paid_for_others(self, user_id: str) -> list[PaidItem]:
+        from django.db.models import F
+
+        from quotas.host import PaidItem
+        from workspace.items.models import Item
+
+        rows = Item.objects.filter(owner=user_id).exclude(created_by=F("owner")).order_by("pk")
+        return [
+            PaidItem(item_id=str(row.pk), app_slug=row.app_slug, title=row.title, created_by=row.created_by)
+            for row in rows[:100]
+        ]
+
     def sandbox_close(self, item_id: str) -> int:
         from workspace.items.models import Item
         from workspace.items.sandboxes.lifecycle import sandbox_close
@@ -111,17 +123,25 @@ class ItemsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from workspace.items import checks  # noqa: F401 (registers the system checks)
         from workspace.items.config import get_config
         from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
-        from workspace.items.sandboxes.isolation import configured_driver, warn_about_enforcement
+        from workspace.items.sandboxes.isolation import (
+            cap_warnings,
+            configured_cap,
+            configured_driver,
+            warn_about_enforcement,
+        )
         from workspace.items.volumes import enforcement_warnings
 
         # A bad config or descriptor raises ImproperlyConfigured naming the file and key; so does
-        # a local backend without bubblewrap outside DEBUG.
+        # a local backend without bubblewrap outside DEBUG, or a cap that is no size.
         config = get_config()
+        cap = configured_cap()
         if config.sandbox.backend == "local":
             warn_about_enforcement(configured_driver())
-            for warning in boundary_warnings(configured_boundary()) + enforcement_warnings():
+            sizes = {app.slug: app.resources.sandbox for app in config.apps.values()}
+            for warning in boundary_warnings(configured_boundary()) + enforcement_warnings() + cap_warnings(sizes, cap):
                 logger.warning(warning)
         install_quotas()
         for warning in quota_warnings():

@@ -21,8 +21,8 @@ from pathlib import Path
 _SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}.get(platform.machine())
 _RESOLVE_NO_XDEV = 0x01
 _RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
-_RESOLVE = _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | _RESOLVE_NO_XDEV
 _libc = ctypes.CDLL(None, use_errno=True)
 _has_openat2: bool | None = None
 
@@ -39,7 +39,7 @@ def open_beneath(root: Path, relative: str, flags: int, mode: int = 0o600) -> in
     """A descriptor for `relative` inside `root`; raises Escape if resolving it would leave `root`."""
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        return _open_at(root_fd, relative, flags, mode)
+        return open_at(root_fd, relative, flags, mode)
     finally:
         os.close(root_fd)
 
@@ -56,13 +56,13 @@ def open_parent(root: Path, relative: str, *, on_created: Callable[[int], None] 
     try:
         for folder in folders:
             try:
-                following = _open_at(current, folder, os.O_RDONLY | os.O_DIRECTORY)
+                following = open_at(current, folder, os.O_RDONLY | os.O_DIRECTORY)
             except FileNotFoundError:
                 if on_created is None:
                     raise
                 with contextlib.suppress(FileExistsError):
-                    os.mkdir(folder, 0o755, dir_fd=current)
-                following = _open_at(current, folder, os.O_RDONLY | os.O_DIRECTORY)
+                    os.mkdir(folder, 0o700, dir_fd=current)
+                following = open_at(current, folder, os.O_RDONLY | os.O_DIRECTORY)
                 on_created(following)
             if current != root_fd:
                 os.close(current)
@@ -78,13 +78,19 @@ def open_parent(root: Path, relative: str, *, on_created: Callable[[int], None] 
         os.close(root_fd)
 
 
-def _open_at(directory_fd: int, relative: str, flags: int, mode: int = 0o600) -> int:
+def open_at(directory_fd: int, relative: str, flags: int, mode: int = 0o600, *, follow_symlinks: bool = True) -> int:
+    """`relative` below the open folder `directory_fd`, never leaving it (Escape otherwise).
+
+    Symlinks that stay inside are followed unless `follow_symlinks` is off, as a walk needs (it
+    must not reach one folder twice): then any symlink on the way is an Escape.
+    """
     global _has_openat2
     if _has_openat2 is not False and _SYS_OPENAT2 is not None:
+        resolve = _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | _RESOLVE_NO_XDEV
         how = _OpenHow(
             flags | os.O_CLOEXEC,
             mode if flags & os.O_CREAT else 0,
-            _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | _RESOLVE_NO_XDEV,
+            resolve if follow_symlinks else resolve | _RESOLVE_NO_SYMLINKS,
         )
         descriptor = _libc.syscall(_SYS_OPENAT2, directory_fd, relative.encode(), ctypes.byref(how), ctypes.sizeof(how))
         if descriptor >= 0:
@@ -103,6 +109,8 @@ def _walk_without_symlinks(directory_fd: int, relative: str, flags: int, mode: i
     parts = [part for part in relative.split("/") if part not in ("", ".")]
     if any(part == ".." for part in parts):
         raise Escape(errno.EXDEV, "the path leaves the workspace", relative)
+    if not parts:
+        return os.open(".", flags | os.O_CLOEXEC, mode, dir_fd=directory_fd)
     current = directory_fd
     try:
         for part in parts[:-1]:

@@ -28,6 +28,9 @@ _SANDBOX_KEYS = {
     "idle_reclaim", "lease", "exec_timeout", "exec_timeout_max",
 }  # fmt: skip
 _RESOURCE_KEYS = {"cpu", "memory", "disk"}
+# Who answers an app's chats (README "Choosing an agent"): the built-in agent, or the model agent
+# where a provider is connected.
+AGENTS = ("deterministic", "model")
 _PER_USER_KEYS = {"count", "cpu", "memory", "disk"}
 
 
@@ -80,6 +83,7 @@ class AppDescriptor:
     source: Path
     declared: ResourceValues
     resources: ResolvedResources
+    agent: str = "deterministic"
 
 
 @dataclass(frozen=True)
@@ -226,21 +230,24 @@ def load_app(
     path: Path, *, default: ResourceValues, maximum: ResourceValues, sandbox: SandboxSettings
 ) -> AppDescriptor:
     raw = _read_toml(path)
-    if unknown := sorted(set(raw) - {"slug", "name", "resources"}):
-        raise ConfigError(path, unknown[0], "is not a known key (expected slug, name, resources)")
+    if unknown := sorted(set(raw) - {"slug", "name", "resources", "agent"}):
+        raise ConfigError(path, unknown[0], "is not a known key (expected slug, name, resources, agent)")
     slug = raw.get("slug")
     if not isinstance(slug, str) or not _SLUG.match(slug):
         raise ConfigError(path, "slug", f"expected lowercase letters, digits and dashes, got {slug!r}")
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(path, "name", "must be a non-empty string")
+    agent = raw.get("agent", AGENTS[0])
+    if agent not in AGENTS:
+        raise ConfigError(path, "agent", f'expected "deterministic" or "model", got {agent!r}')
     declared = _resource_values(_table(raw, "resources", path, _RESOURCE_KEYS), path, "resources")
     resolved = resolve_resources(declared, default=default, sandbox=sandbox)
     where = f"app {slug!r}"
     _check_ceiling(resolved.sandbox.cpu_cores, maximum.cpu, where, path, "resources.cpu")
     _check_ceiling(resolved.sandbox.memory_bytes, maximum.memory, where, path, "resources.memory")
     _check_ceiling(resolved.disk_bytes, maximum.disk, where, path, "resources.disk")
-    return AppDescriptor(slug=slug, name=name.strip(), source=path, declared=declared, resources=resolved)
+    return AppDescriptor(slug=slug, name=name.strip(), source=path, declared=declared, resources=resolved, agent=agent)
 
 
 def load_config(config_path: Path, apps_dir: Path) -> WorkspaceConfig:

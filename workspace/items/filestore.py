@@ -3,6 +3,10 @@
 Every change in size passes through `check_write`, the one place the disk quotas hook into.
 A write lands in a temp file next to its target, is fsynced, checked, and only then renamed
 over the old file, so a refused or failed write leaves the old bytes intact.
+
+What sandbox code leaves here is hostile input (docs/ARCHITECTURE.md §5): only regular files and
+folders are ever opened, and never in a way that can wait (a FIFO, a socket, a device is refused),
+every walk is iterative and bounded, and a name that is not UTF-8 is shown escaped.
 """
 
 from __future__ import annotations
@@ -10,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import secrets
 import stat
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,9 +33,15 @@ from workspace.items.config import get_config
 from workspace.items.sandboxes.boundary import configured_boundary
 from workspace.items.volumes import workspace_prepare, workspaces_root
 
+logger = logging.getLogger(__name__)
+
 CHUNK = 1024 * 1024
 MAX_LISTED = 5000
+# A measurement reads at most this many entries (about a second): sandbox code can make millions.
+MAX_MEASURED = 1_000_000
 _TEMP_PREFIX = ".ws-tmp-"
+# New files are the workspace owner's alone (its folder is 0700 too); sandbox code runs as that owner.
+_FILE_MODE = 0o600
 # The filesystem's own limits (NAME_MAX, PATH_MAX less the workspace's prefix).
 _MAX_NAME_BYTES = 255
 _MAX_PATH_BYTES = 3072
@@ -62,7 +74,7 @@ class WriteIntent:
 
 @dataclass(frozen=True)
 class FileEntry:
-    path: str
+    path: str  # a name that is not UTF-8 shows its bytes escaped (`\\xff`), and no path names it
     size: int
     is_dir: bool
     modified: datetime
@@ -183,8 +195,8 @@ def resolve(root: Path, path: str) -> Path:
     `..` and absolute paths are refused by name; symlinks are caught by resolving the real path
     and checking it still lies under the workspace.
     """
-    if not path or "\x00" in path or "\\" in path:
-        raise invalid_path(path, "is not a usable path")
+    if not path or "\x00" in path or "\\" in path or not _is_utf8(path):
+        raise invalid_path(shown_name(path), "is not a usable path")
     if path.startswith("/"):
         raise invalid_path(path, "is absolute; paths are relative to the workspace")
     parts = [part for part in path.split("/") if part not in ("", ".")]
@@ -208,46 +220,151 @@ def relative(root: Path, path: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def shown_name(name: str) -> str:
+    """`name` as text a page or JSON can carry: bytes that are not UTF-8 (surrogates from the
+    filesystem) are escaped as `\\xff`, which the file API then refuses by its backslash."""
+    return name if _is_utf8(name) else name.encode(errors="surrogateescape").decode(errors="backslashreplace")
+
+
+def charged_bytes(info: os.stat_result) -> int:
+    """What an entry takes on disk, never more than its length: a sparse file counts the blocks
+    it holds (a 10 GB hole costs nothing), a folder nothing, any other file its bytes."""
+    if stat.S_ISDIR(info.st_mode):
+        return 0
+    return min(info.st_size, info.st_blocks * 512)
+
+
+class Walk:
+    """Every entry below an open folder, breadth first: a folder's own entries (by name when
+    `sorted`) before those below it, their paths relative to it.
+
+    Built for folders that sandbox code may be changing: nothing is opened but folders (without
+    blocking, never through a symlink, never out of the start), entries are read with `lstat`,
+    there is no recursion however deep the folders go, and at most `most` entries are read.
+    `complete` says afterwards whether the walk saw everything.
+    """
+
+    def __init__(self, start_fd: int, *, most: int, sorted_by_name: bool = False) -> None:
+        self.start_fd, self.most, self.sorted_by_name = start_fd, most, sorted_by_name
+        self.complete = True
+
+    def __iter__(self) -> Iterator[tuple[str, os.stat_result]]:
+        pending, seen = deque([""]), 0
+        while pending:
+            folder = pending.popleft()
+            for name, info in self._entries(folder, self.most - seen):
+                seen += 1
+                path = f"{folder}/{name}" if folder else name
+                if stat.S_ISDIR(info.st_mode):
+                    pending.append(path)
+                yield path, info
+            if seen >= self.most:
+                self.complete = False
+                return
+
+    def _entries(self, folder: str, most: int) -> Iterable[tuple[str, os.stat_result]]:
+        try:
+            descriptor = beneath.open_at(self.start_fd, folder or ".", _FOLDER_FLAGS, follow_symlinks=False)
+        except OSError:
+            # Gone, swapped for a symlink or a file meanwhile, or deeper than a path can name.
+            self.complete = False
+            return ()
+        entries = _folder_entries(descriptor, most)
+        return sorted(entries) if self.sorted_by_name else entries
+
+
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
+
+
+def _folder_entries(descriptor: int, most: int) -> Iterator[tuple[str, os.stat_result]]:
+    """Up to `most` (name, lstat) pairs of the open folder, which this closes."""
+    try:
+        with os.scandir(descriptor) as scan:
+            for count, entry in enumerate(scan):
+                if count >= most:
+                    return
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                yield entry.name, info
+    finally:
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def opened_folder(root: Path, path: str = "") -> Iterator[int]:
+    """The workspace (or `path` inside it, through symlinks that stay inside) as an open folder."""
+    try:
+        descriptor = (
+            beneath.open_beneath(root, path, _FOLDER_FLAGS)
+            if path
+            else os.open(root, _FOLDER_FLAGS | os.O_CLOEXEC | os.O_NOFOLLOW)
+        )
+    except beneath.Escape as exc:
+        raise invalid_path(path, "leads out of the workspace through a symlink") from exc
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        raise _not_found(path) from exc
+    try:
+        yield descriptor
+    finally:
+        os.close(descriptor)
+
+
 def list_files(root: Path, *, limit: int = MAX_LISTED) -> list[FileEntry]:
     """Files and folders under the workspace, sorted by path; symlinks are listed, never followed.
 
-    At most `limit` entries, the walk stopping there (a folder's own entries before those below it).
+    At most `limit` entries (a folder's own entries before those below it); the walk reads at
+    most twice that many, so a folder of a million names is never read whole for a page.
     """
     if not root.is_dir():
         return []
     entries: list[FileEntry] = []
-    for current, dirs, files in os.walk(root):
-        dirs.sort()
-        for name in sorted(dirs) + sorted(files):
-            if name.startswith(_TEMP_PREFIX):
+    with opened_folder(root) as start:
+        for path, info in Walk(start, most=2 * limit, sorted_by_name=True):
+            if path.rsplit("/", 1)[-1].startswith(_TEMP_PREFIX):
                 continue
-            full = Path(current) / name
-            try:
-                info = full.lstat()
-            except FileNotFoundError:
-                continue
-            is_dir = name in dirs and not full.is_symlink()
+            is_dir = stat.S_ISDIR(info.st_mode)
             modified = datetime.fromtimestamp(info.st_mtime, tz=UTC)
-            entries.append(FileEntry(relative(root, full), 0 if is_dir else info.st_size, is_dir, modified))
+            entries.append(FileEntry(shown_name(path), 0 if is_dir else info.st_size, is_dir, modified))
             if len(entries) >= limit:
-                return sorted(entries, key=lambda entry: entry.path)
+                break
     return sorted(entries, key=lambda entry: entry.path)
 
 
+def regular_files(root: Path, folder: str = "", *, most: int = MAX_LISTED) -> Iterator[tuple[str, int]]:
+    """(path relative to `folder`, length) of the regular files below it that the file API can
+    name, for the batch: FIFOs, sockets, devices and symlinks are left out, and so are names
+    that are not UTF-8 and temp files of writes in flight."""
+    with opened_folder(root, folder) as start:
+        for path, info in Walk(start, most=most, sorted_by_name=True):
+            name = path.rsplit("/", 1)[-1]
+            if stat.S_ISREG(info.st_mode) and not name.startswith(_TEMP_PREFIX) and _is_utf8(path):
+                yield path, info.st_size
+
+
 def workspace_bytes(root: Path) -> int:
-    """Bytes of the regular files under `root` (symlinks count as themselves, not their targets)."""
-    total = 0
-    stack = [root]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as scan:
-                for entry in scan:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(Path(entry.path))
-                    else:
-                        total += entry.stat(follow_symlinks=False).st_size
-        except (FileNotFoundError, NotADirectoryError):
-            continue
+    """The disk the workspace takes: each entry's `charged_bytes`, found by a bounded `Walk`
+    (symlinks count as themselves, not their targets; FIFOs, sockets and devices as nothing)."""
+    try:
+        start = os.open(root, _FOLDER_FLAGS | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    try:
+        walk = Walk(start, most=MAX_MEASURED)
+        total = sum(charged_bytes(info) for _path, info in walk)
+    finally:
+        os.close(start)
+    if not walk.complete:
+        logger.warning("%s holds more than a measurement reads (%d entries); counted up to there", root, MAX_MEASURED)
     return total
 
 
@@ -255,25 +372,83 @@ def _not_found(path: str) -> ApiError:
     return ApiError(status_code=404, error="file_not_found", detail=f"There is no file {path!r}.", path=path)
 
 
+def not_regular(path: str, mode: int) -> ApiError:
+    """A FIFO, socket or device where the file API expected a file (sandbox code can make them)."""
+    what = next((name for test, name in _OTHER_KINDS if test(mode)), "special file")
+    return ApiError(
+        status_code=400,
+        error="not_a_regular_file",
+        detail=f"{path!r} is a {what}, not a regular file; the file API opens only files and folders.",
+        path=path,
+    )
+
+
+_OTHER_KINDS = (
+    (stat.S_ISFIFO, "FIFO (named pipe)"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
+
+
+def _unopenable(path: str, exc: OSError) -> ApiError:
+    """A socket (ENXIO), a device on a nodev mount (EACCES), a symlink loop, a file sandbox code
+    made unreadable: each a refusal of that file, none an error of the server."""
+    return ApiError(
+        status_code=400,
+        error="not_a_regular_file" if exc.errno in (errno.ENXIO, errno.ENODEV) else "file_unreadable",
+        detail=f"{path!r} cannot be opened as a file ({os.strerror(exc.errno or 0)}).",
+        path=path,
+    )
+
+
+def _is_directory(path: str) -> ApiError:
+    return ApiError(status_code=400, error="is_directory", detail=f"{path!r} is a folder, not a file.", path=path)
+
+
 def read_file(root: Path, path: str) -> Path:
-    """The file to send back; missing is 404, a folder is 400. Open it with `open_read`."""
+    """The file to send back; missing is 404, a folder or a FIFO, socket or device is 400. Open
+    it with `open_read`, which checks again on what it actually opened."""
     target = resolve(root, path)
-    if target.is_dir():
-        raise ApiError(status_code=400, error="is_directory", detail=f"{path!r} is a folder, not a file.", path=path)
-    if not target.is_file():
-        raise _not_found(path)
+    try:
+        mode = target.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise _not_found(path) from None
+    except OSError as exc:
+        raise _unopenable(path, exc) from exc
+    if stat.S_ISDIR(mode):
+        raise _is_directory(path)
+    if not stat.S_ISREG(mode):
+        raise not_regular(path, mode)
     return target
 
 
 def open_read(root: Path, target: Path) -> BinaryIO:
-    """`target` (from `read_file`) opened for reading, never outside `root` whatever changed since."""
+    """`target` (from `read_file`) opened for reading, never outside `root` whatever changed since.
+
+    Opened without blocking and checked on the descriptor itself: a file that became a FIFO
+    since it was checked is refused, not waited on.
+    """
     path = relative(root, target)
     try:
-        return os.fdopen(beneath.open_beneath(root, path, os.O_RDONLY), "rb")
+        descriptor = beneath.open_beneath(root, path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except beneath.Escape as exc:
         raise invalid_path(path, "leads out of the workspace through a symlink") from exc
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, NotADirectoryError) as exc:
         raise _not_found(path) from exc
+    except OSError as exc:
+        raise _unopenable(path, exc) from exc
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise _is_directory(path)
+        if not stat.S_ISREG(mode):
+            raise not_regular(path, mode)
+        os.set_blocking(descriptor, True)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return os.fdopen(descriptor, "rb")
 
 
 def iter_file(root: Path, target: Path) -> Iterator[bytes]:
@@ -308,22 +483,24 @@ def stage(root: Path, path: str, chunks: Iterable[bytes], *, budget: _StreamBudg
     """Writes `chunks` to a temp file beside the target, fsynced; the target is untouched so far."""
     target = resolve(root, path)
     if target.is_dir():
-        raise ApiError(status_code=400, error="is_directory", detail=f"{path!r} is a folder.", path=path)
+        raise _is_directory(path)
     folder_fd, name = _open_folder(root, target, path, create=True)
     try:
         existing = _lstat(folder_fd, name)
-        old_size = existing.st_size if existing and stat.S_ISREG(existing.st_mode) else 0
+        # What the old file holds on disk: filling a sparse file with data is growth.
+        old_size = charged_bytes(existing) if existing and stat.S_ISREG(existing.st_mode) else 0
         temp_name = f"{_TEMP_PREFIX}{secrets.token_hex(8)}"
-        handle = os.open(
-            temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder_fd
-        )
+        change_so_far = FileChange(relative(root, target), old_size, 0)
+        with _kernel_full(change_so_far):  # no inode left
+            handle = os.open(
+                temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder_fd
+            )
     except BaseException:
         os.close(folder_fd)
         raise
-    change_so_far = FileChange(relative(root, target), old_size, 0)
     try:
         _give_to_sandbox(root, handle)
-        os.fchmod(handle, stat.S_IMODE(existing.st_mode) if existing and stat.S_ISREG(existing.st_mode) else 0o644)
+        os.fchmod(handle, stat.S_IMODE(existing.st_mode) if existing and stat.S_ISREG(existing.st_mode) else _FILE_MODE)
         limit = max_file_bytes()
         written = 0
         out = os.fdopen(handle, "wb")
@@ -335,11 +512,13 @@ def stage(root: Path, path: str, chunks: Iterable[bytes], *, budget: _StreamBudg
                         status_code=413, error="file_too_large", detail=f"A file may hold at most {limit} bytes."
                     )
                 change_so_far = FileChange(change_so_far.path, old_size, written)
-                _written_or_full(out.write, chunk, change_so_far)
+                with _kernel_full(change_so_far):
+                    out.write(chunk)
                 if budget is not None:
                     budget.after_chunk(change_so_far)
-            _written_or_full(out.flush, None, change_so_far)
-            os.fsync(out.fileno())
+            with _kernel_full(change_so_far):
+                out.flush()
+                os.fsync(out.fileno())
         finally:
             # After a full disk, closing would try the same flush again and hide the real reason.
             with contextlib.suppress(OSError):
@@ -353,9 +532,10 @@ def stage(root: Path, path: str, chunks: Iterable[bytes], *, budget: _StreamBudg
 def _open_folder(root: Path, target: Path, path: str, *, create: bool) -> tuple[int, str]:
     """The open folder of `target` and its name there; made (for the sandbox's uid) when `create`."""
     try:
-        return beneath.open_parent(
-            root, relative(root, target), on_created=(lambda fd: _give_to_sandbox(root, fd)) if create else None
-        )
+        with _kernel_full(FileChange(relative(root, target), 0, 0)):  # no room for a folder on the way
+            return beneath.open_parent(
+                root, relative(root, target), on_created=(lambda fd: _give_to_sandbox(root, fd)) if create else None
+            )
     except beneath.Escape as exc:
         raise invalid_path(path, "leads out of the workspace through a symlink") from exc
     except (NotADirectoryError, FileExistsError) as exc:
@@ -379,9 +559,11 @@ class DiskFull(Exception):
         self.change = change
 
 
-def _written_or_full(operation: Callable[..., object], argument: bytes | None, change: FileChange) -> None:
+@contextlib.contextmanager
+def _kernel_full(change: FileChange) -> Iterator[None]:
+    """The image's bound (no block or inode left) inside becomes DiskFull, answered as a 507."""
     try:
-        operation() if argument is None else operation(argument)
+        yield
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFull(change) from exc
@@ -446,7 +628,10 @@ def move_path(ref: WorkspaceRef, source: str, target: str) -> FileChange:
             info = _lstat(source_fd, source_name)
             if info is None:
                 raise _not_found(source)
-            target_fd, target_name = _open_folder(root, target_path, target, create=True)
+            try:
+                target_fd, target_name = _open_folder(root, target_path, target, create=True)
+            except DiskFull as full:
+                raise refuse_full(ref, (full.change,)) from full
             try:
                 if _lstat(target_fd, target_name) is not None:
                     raise ApiError(status_code=409, error="path_exists", detail=f"{target!r} already exists.")
@@ -457,7 +642,7 @@ def move_path(ref: WorkspaceRef, source: str, target: str) -> FileChange:
                 os.close(target_fd)
         finally:
             os.close(source_fd)
-    size = 0 if stat.S_ISDIR(info.st_mode) else info.st_size
+    size = charged_bytes(info)
     return FileChange(relative(root, target_path), size, size)
 
 
@@ -465,12 +650,19 @@ def make_folder(ref: WorkspaceRef, path: str) -> FileChange:
     """A new empty folder (and any missing ones above it); one that exists is a 409."""
     root = ref.root
     target = resolve(root, path)
-    folder_fd, name = _open_folder(root, target, path, create=True)
+    change = FileChange(relative(root, target), 0, 0)
+    try:
+        folder_fd, name = _open_folder(root, target, path, create=True)
+    except DiskFull as full:
+        raise refuse_full(ref, (full.change,)) from full
     try:
         try:
-            os.mkdir(name, 0o755, dir_fd=folder_fd)
+            with _kernel_full(change):
+                os.mkdir(name, 0o700, dir_fd=folder_fd)
         except FileExistsError as exc:
             raise ApiError(status_code=409, error="path_exists", detail=f"{path!r} already exists.") from exc
+        except DiskFull as full:
+            raise refuse_full(ref, (full.change,)) from full
         made = beneath.open_beneath(root, relative(root, target), os.O_RDONLY | os.O_DIRECTORY)
         try:
             _give_to_sandbox(root, made)
@@ -478,7 +670,7 @@ def make_folder(ref: WorkspaceRef, path: str) -> FileChange:
             os.close(made)
     finally:
         os.close(folder_fd)
-    return FileChange(relative(root, target), 0, 0)
+    return change
 
 
 def delete_path(ref: WorkspaceRef, path: str) -> FileChange:
@@ -496,7 +688,7 @@ def delete_path(ref: WorkspaceRef, path: str) -> FileChange:
             except OSError as exc:
                 raise ApiError(status_code=409, error="folder_not_empty", detail=f"{path!r} is not empty.") from exc
             return FileChange(relative(root, target), 0, 0)
-        change = FileChange(relative(root, target), info.st_size, 0)
+        change = FileChange(relative(root, target), charged_bytes(info), 0)
         check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, (change,)))
         os.unlink(name, dir_fd=folder_fd)
         return change

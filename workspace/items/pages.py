@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import wraps
+from pathlib import Path
 from typing import Any, Literal
 
 from django.contrib import messages
@@ -222,18 +224,27 @@ def _file_open(request: HttpRequest, slug: str, item_id: int, *, file_path: str)
         return render(request, "items/file.html", context)
     if request.GET.get("raw"):
         return FileResponse(open_read(root, target), as_attachment=True, filename=target.name)
-    content, editable = "", target.stat().st_size <= EDITABLE_BYTES
-    if editable:
-        try:
-            with open_read(root, target) as handle:
-                content = handle.read().decode("utf-8")
-        except UnicodeDecodeError:
-            editable = False
+    text = _editable_text(root, target)
     return render(
         request,
         "items/file.html",
-        {"app": app, "item": item, "path": file_path, "content": content, "editable": editable},
+        {"app": app, "item": item, "path": file_path, "content": text or "", "editable": text is not None},
     )
+
+
+def _editable_text(root: Path, target: Path) -> str | None:
+    """The file's text for the editor; None when it is longer than the editor takes or not UTF-8.
+    Never read past that length: sandbox code may be growing the file meanwhile."""
+    with open_read(root, target) as handle:
+        if os.fstat(handle.fileno()).st_size > EDITABLE_BYTES:
+            return None
+        data = handle.read(EDITABLE_BYTES + 1)
+    if len(data) > EDITABLE_BYTES:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 @identity_required
@@ -286,16 +297,19 @@ def sandbox_close_page(request: HttpRequest, slug: str, item_id: int) -> HttpRes
 @identity_required
 @require_POST
 def handover_answer_page(request: HttpRequest, item_id: int, answer: str) -> HttpResponse:
-    """Accept or decline paying for an item, from the My resources page."""
-    if answer not in {"accept", "decline"}:
+    """Accept or decline paying for an item, or hand its bill back, from the My resources page."""
+    if answer not in {"accept", "decline", "return"}:
         raise Http404("No such answer.")
+    identity = request.identity
     try:
-        item = services.item_handover_answer(
-            item_id=item_id, user_id=request.identity.user_id, accept=answer == "accept"
-        )
+        if answer == "return":
+            item = services.item_bill_return(item_id=item_id, user_id=identity.user_id, is_staff=identity.is_staff)
+            done = f"{item.created_by} pays for {item.title} again."
+        else:
+            item = services.item_handover_answer(item_id=item_id, user_id=identity.user_id, accept=answer == "accept")
+            done = f"{'You pay for' if answer == 'accept' else 'You declined paying for'} {item.title}."
     except ApiError as exc:
         messages.error(request, str(exc.detail))
     else:
-        done = "You pay for" if answer == "accept" else "You declined paying for"
-        messages.success(request, f"{done} {item.title}.")
+        messages.success(request, done)
     return HttpResponseRedirect(reverse("my-resources"))

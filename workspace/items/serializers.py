@@ -68,9 +68,12 @@ class ItemOutputSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
-class HandoverAnswerOutputSerializer(serializers.Serializer):
+class HandoverReturnOutputSerializer(serializers.Serializer):
     item_id = serializers.IntegerField()
     owner = serializers.CharField(help_text="Who pays for the item now.")
+
+
+class HandoverAnswerOutputSerializer(HandoverReturnOutputSerializer):
     accepted = serializers.BooleanField()
 
 

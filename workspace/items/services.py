@@ -142,6 +142,24 @@ def item_handover_answer(*, item_id: int, user_id: str, accept: bool) -> Item:
     return item
 
 
+@transaction.atomic
+def item_bill_return(*, item_id: int, user_id: str, is_staff: bool) -> Item:
+    """Ends an accepted handover: the item's creator pays again. The payer may (consent given can
+    be taken back), as may the creator and staff, who could name the creator as payer anyway
+    (`_bill_to`). Anyone else, or an item its creator pays for already, is 404. A handover that
+    is still waiting for an answer stays; a live sandbox stays counted to whoever it was opened
+    for until it closes."""
+    item = Item.objects.select_for_update().filter(pk=item_id).first() if user_id and is_row_id(item_id) else None
+    if item is None or item.debtor == item.created_by or not (is_staff or user_id in (item.owner, item.created_by)):
+        raise ApiError(
+            status_code=404, error="no_handover", detail=f"There is no handover of item {item_id} for you to end."
+        )
+    item.owner = item.created_by
+    item.stamp_updated(user_id)
+    item.save(update_fields=["owner", "updated_by", "updated_at"])
+    return item
+
+
 def workspace_ref(item: Item) -> filestore.WorkspaceRef:
     return filestore.WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner=item.debtor)
 
@@ -226,6 +244,7 @@ def workspaces_sweep() -> int:
         for pk, slug, owner, creator in Item.objects.order_by("pk").values_list("pk", "app_slug", "owner", "created_by")
     ]
     tracked = ledger.owners_with_disk_limit({owner for _, _, owner in rows})
+    before = ledger.disk_bytes_by_item()
     measurements = [
         ledger.DiskMeasurement(
             item_id=item_id,
@@ -235,4 +254,7 @@ def workspaces_sweep() -> int:
         )
         for item_id, slug, owner in rows
     ]
-    return ledger.record_disk_measurements(measurements)
+    written = ledger.record_disk_measurements(measurements)
+    # An owner the sweep found over their total stops growing now, not at their next command.
+    lifecycle.sandboxes_hold_to_disk_totals([m for m in measurements if m.owner in tracked], before=before)
+    return written

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from collab import converters as _converters  # noqa: F401 - registers <id:...>
+from collab import converters as _converters  # noqa: F401 - registers <id:...> and <filepath:...>
 from collab.web import html_or_api
 from workspace.items import pages, views
 
@@ -12,6 +12,7 @@ ITEM_PATH = "a/<slug:slug>/items/<id:item_id>"
 urlpatterns = [
     path("me/resources/handovers/<id:item_id>/accept", views.HandoverAnswerApi.as_view(), name="me-handover-accept"),
     path("me/resources/handovers/<id:item_id>/decline", views.HandoverDeclineApi.as_view(), name="me-handover-decline"),
+    path("me/resources/handovers/<id:item_id>/return", views.HandoverReturnApi.as_view(), name="me-handover-return"),
     path("my-resources/handovers/<id:item_id>/<str:answer>", pages.handover_answer_page, name="my-handover-answer"),
     path("a", html_or_api(page=pages.apps_page, api=views.WorkspaceAppListApi), name="ws-apps"),
     path("a/<slug:slug>/items", html_or_api(page=pages.items_page, api=views.ItemListCreateApi), name="ws-items"),
@@ -36,7 +37,7 @@ urlpatterns = [
     ),
     path(f"{ITEM_PATH}/upload", pages.upload_page, name="ws-item-upload"),
     path(
-        f"{ITEM_PATH}/files/<path:file_path>",
+        f"{ITEM_PATH}/files/<filepath:file_path>",
         html_or_api(page=pages.file_page, api=views.ItemFileApi),
         name="ws-item-file",
     ),

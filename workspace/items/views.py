@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import codecs
-import json
 import mimetypes
 from collections.abc import Iterator
 from typing import Any
@@ -11,12 +10,13 @@ from typing import Any
 from django.http import FileResponse, HttpRequest, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab.api import ServiceApiView
 from collab.errors import ApiError
+from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
 from workspace.items import selectors, services
 from workspace.items.access import app_or_404, item_for_viewer
@@ -34,6 +34,7 @@ from workspace.items.serializers import (
     FileMoveInputSerializer,
     FolderCreateInputSerializer,
     HandoverAnswerOutputSerializer,
+    HandoverReturnOutputSerializer,
     ItemCreateInputSerializer,
     ItemDetailOutputSerializer,
     ItemListOutputSerializer,
@@ -110,49 +111,21 @@ class ItemApi(ServiceApiView):
         return Response(_detail(item))
 
 
-class EventStreamRenderer(BaseRenderer):
-    """`Accept: text/event-stream` on exec: the output as server-sent events while it runs."""
-
-    media_type = "text/event-stream"
-    format = "sse"
-    charset = "utf-8"
-
-    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
-        # Only refusals get here (the stream itself bypasses renderers): they stay JSON.
-        return json.dumps(data).encode()
-
-
 def _server_sent_events(events: Iterator[ExecStarted | tuple[str, bytes] | ExecOutcome]) -> Iterator[bytes]:
     """One `started` event ({sandbox_id, sandbox_opened, timeout_seconds}), `output` events
     ({stream, text}) as the command writes, then one `result` (the JSON exec answer) or one
     `error` ({error, detail})."""
     decoders = {name: codecs.getincrementaldecoder("utf-8")(errors="replace") for name in ("stdout", "stderr")}
-
-    def frame(event: str, data: dict[str, Any]) -> bytes:
-        return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
-
     try:
         for event in events:
             if isinstance(event, ExecStarted):
-                yield frame("started", ExecStartedOutputSerializer(event).data)
+                yield event_frame("started", ExecStartedOutputSerializer(event).data)
             elif isinstance(event, ExecOutcome):
-                yield frame("result", ExecOutputSerializer(event).data)
+                yield event_frame("result", ExecOutputSerializer(event).data)
             elif text := decoders[event[0]].decode(event[1]):
-                yield frame("output", {"stream": event[0], "text": text})
+                yield event_frame("output", {"stream": event[0], "text": text})
     except ApiError as exc:
-        yield frame("error", {"error": exc.error, "detail": str(exc.detail), **exc.extra})
-
-
-# One server-sent event of a streamed exec: every event carries a name and a JSON `data` line
-# (said in words: OpenAPI 3.0 has no `contentMediaType`).
-_EXEC_EVENT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["event", "data"],
-    "properties": {
-        "event": {"type": "string", "enum": ["started", "output", "result", "error"]},
-        "data": {"type": "string", "description": "a JSON document"},
-    },
-}
+        yield event_frame("error", {"error": exc.error, "detail": str(exc.detail), **exc.extra})
 
 
 class ItemExecApi(ServiceApiView):
@@ -162,7 +135,8 @@ class ItemExecApi(ServiceApiView):
         request=ExecInputSerializer,
         responses={
             (200, "application/json"): ExecOutputSerializer,
-            (200, "text/event-stream"): _EXEC_EVENT_SCHEMA,
+            (200, "text/event-stream"): event_schema("started", "output", "result", "error"),
+            500: ErrorOutputSerializer,
             503: ErrorOutputSerializer,
             507: ErrorOutputSerializer,
             **_ERRORS,
@@ -183,10 +157,7 @@ class ItemExecApi(ServiceApiView):
         command, timeout = body.validated_data["command"], body.validated_data.get("timeout")
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
             events = services.item_exec_streaming(item=item, app=app, command=command, timeout=timeout)
-            response = StreamingHttpResponse(_server_sent_events(events), content_type="text/event-stream")
-            response["Cache-Control"] = "no-store"
-            response["X-Accel-Buffering"] = "no"  # proxies pass each event on as it comes
-            return response
+            return event_stream(_server_sent_events(events))
         outcome = services.item_exec(item=item, app=app, command=command, timeout=timeout)
         return Response(ExecOutputSerializer(outcome).data)
 
@@ -301,3 +272,17 @@ class HandoverAnswerApi(ServiceApiView):
 
 class HandoverDeclineApi(HandoverAnswerApi):
     accept = False
+
+
+class HandoverReturnApi(ServiceApiView):
+    """The payer of someone else's item hands the bill back to its creator (docs/ARCHITECTURE.md §5)."""
+
+    @extend_schema(
+        request=None,
+        responses={200: HandoverReturnOutputSerializer, **_ERRORS},
+        description="Ends an accepted handover: the item's creator pays again. For the payer, the creator and "
+        "staff; anyone else, or an item its creator pays for already, is 404 `no_handover`.",
+    )
+    def post(self, request: Request, item_id: int) -> Response:
+        item = services.item_bill_return(item_id=item_id, user_id=request.user.id, is_staff=request.user.is_staff)
+        return Response(HandoverReturnOutputSerializer({"item_id": item.pk, "owner": item.debtor}).data)

@@ -28,7 +28,13 @@ class WorkflowRunListApi(ServiceApiView):
 class WorkflowRunApi(ServiceApiView):
     @extend_schema(
         request=None,
-        responses={201: WorkflowRunOutputSerializer, 503: ErrorOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
+        responses={
+            201: WorkflowRunOutputSerializer,
+            500: ErrorOutputSerializer,
+            503: ErrorOutputSerializer,
+            507: ErrorOutputSerializer,
+            **_ERRORS,
+        },
     )
     def post(self, request: Request, slug: str, item_id: int, workflow_id: str) -> Response:
         app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)

@@ -6,7 +6,8 @@ from typing import Any
 
 from django import template
 
-from workspace.agent.selectors import messages_of_item
+from workspace.agent.selectors import conversation_of_item
+from workspace.agent.turns import answering_agent
 from workspace.items.config import AppDescriptor
 from workspace.items.models import Item
 
@@ -19,5 +20,6 @@ def chat_panel(app: AppDescriptor, item: Item) -> dict[str, Any]:
     return {
         "app": app,
         "item": item,
-        "conversation": messages_of_item(item.pk, limit=PANEL_MESSAGES),
+        "conversation": conversation_of_item(item.pk, limit=PANEL_MESSAGES),
+        "answering": answering_agent(app),
     }

@@ -22,6 +22,15 @@ class SandboxUnavailable(Exception):
     """The backend cannot be reached or cannot open a sandbox now (503 to the caller)."""
 
 
+# The error code of a SandboxMisconfigured, to callers and between an app and its sandbox hosts.
+MISCONFIGURED = "sandbox_misconfigured"
+
+
+class SandboxMisconfigured(SandboxUnavailable):
+    """The backend cannot open sandboxes until an administrator changes its configuration (500 to
+    the caller, never "try again": waiting does not fix it)."""
+
+
 class SandboxGone(Exception):
     """The backend no longer knows this sandbox (closed, reclaimed, host restarted)."""
 

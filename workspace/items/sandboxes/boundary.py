@@ -21,6 +21,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from workspace.items.sandboxes.reach import closed_dir
+
 logger = logging.getLogger(__name__)
 
 WORKSPACE_MOUNT = "/workspace"
@@ -190,11 +192,7 @@ def untraversable_parent(directory: Path, uid: int | None) -> Path | None:
     """
     if uid is None:
         return None
-    for parent in directory.resolve().parents:
-        info = parent.stat()
-        if not (info.st_mode & 0o001 or (info.st_uid == uid and info.st_mode & 0o100)):
-            return parent
-    return None
+    return closed_dir(directory.resolve().parent, uid)
 
 
 def configured_boundary() -> Boundary:

@@ -24,22 +24,47 @@ from django.core.exceptions import ImproperlyConfigured
 from crudgen.parsers import loads_bounded
 from quotas.sizes import SizeError, parse_optional_size
 from quotas.values import SandboxSize
-from workspace.items.sandboxes.base import CommandInvalid, SandboxGone, validate_command
+from workspace.items.sandboxes.base import (
+    MISCONFIGURED,
+    CommandInvalid,
+    SandboxGone,
+    SandboxMisconfigured,
+    SandboxUnavailable,
+    validate_command,
+)
 from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
-from workspace.items.sandboxes.isolation import configured_driver, warn_about_enforcement
+from workspace.items.sandboxes.isolation import cap_warnings, configured_cap, configured_driver, warn_about_enforcement
 from workspace.items.sandboxes.local import LocalBackend
+from workspace.items.sandboxes.reach import unreachable_reason
 from workspace.items.volumes import enforcement_warnings
 
 logger = logging.getLogger(__name__)
 _ITEM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SANDBOX_PATH = re.compile(r"^/sandboxes/([A-Za-z0-9_-]{1,100})(/exec)?$")
+_CONTENT_LENGTH = re.compile(r"^[0-9]{1,19}$")
 MAX_BODY_BYTES = 1024 * 1024
+# A client that stops sending (a stalled body, an idle kept-alive connection) frees its thread after this.
+READ_TIMEOUT_SECONDS = 30.0
 DEFAULT_EXEC_TIMEOUT = 30.0
 MAX_EXEC_TIMEOUT = 3600.0
+# Beyond these no kernel takes the value (cgroup files refuse it, a loop image cannot be that big):
+# a caller asking for more made a mistake, and hears so as a 400 rather than a 500.
+MAX_CPU_CORES = 4096.0
+MAX_PIDS = 4 * 1024 * 1024
+MAX_MEMORY_BYTES = 2**60
+MAX_DISK_BYTES = 2**50
 
 
 class BadRequest(Exception):
-    pass
+    """A request the host cannot take as sent: a 400 (or `status`) with a JSON error."""
+
+    status = 400
+    error = "bad_request"
+
+
+class BodyTimeout(BadRequest):
+    status = 408
+    error = "request_timeout"
 
 
 def _setting(name: str, default: str = "") -> str:
@@ -71,11 +96,14 @@ class HostSettings:
         )
 
 
-def _number(value: Any, key: str) -> float | None:
+def _number(value: Any, key: str, maximum: float) -> float | None:
+    """JSON allows NaN, Infinity and 400-digit numbers; none of them is a limit or a timeout."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise BadRequest(f"{key} must be a non-negative number or null")
+    if not 0 <= value <= maximum:  # NaN compares false, so it is refused here too
+        raise BadRequest(f"{key} must be a number from 0 to {maximum:g}, or null")
     return float(value)
 
 
@@ -83,16 +111,19 @@ def _memory(value: Any) -> int | None:
     if value is None:
         return None
     try:
-        return parse_optional_size(value, allow_max=True)
+        memory = parse_optional_size(value, allow_max=True)
     except SizeError as exc:
         raise BadRequest(f"memory: {exc}") from exc
+    if memory is not None and memory > MAX_MEMORY_BYTES:
+        raise BadRequest(f"memory must be at most {MAX_MEMORY_BYTES} bytes")
+    return memory
 
 
 def _disk(value: Any) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise BadRequest("disk must be a non-negative number of bytes or null")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_DISK_BYTES:
+        raise BadRequest(f"disk must be a number of bytes from 0 to {MAX_DISK_BYTES}, or null")
     return value
 
 
@@ -104,20 +135,26 @@ class SandboxHost:
 
     def healthz(self) -> tuple[int, dict]:
         spec = self.backend.defaults
-        return 200, {"status": "ok", "defaults": spec.as_dict()}
+        return 200, {"status": "ok", "defaults": spec.as_dict(), "cap": self.backend.cap.as_dict()}
 
     def create(self, body: dict) -> tuple[int, dict]:
         # Unknown fields are ignored on purpose: newer apps may send more than this host knows.
         item_id = str(body.get("item_id", ""))
         if not _ITEM_ID.match(item_id):
             raise BadRequest("item_id must be 1-64 letters, digits, dashes or underscores")
-        pids = _number(body.get("pids"), "pids")
+        pids = _number(body.get("pids"), "pids", MAX_PIDS)
         spec = SandboxSize(
-            cpu_cores=_number(body.get("cpu"), "cpu"),
+            cpu_cores=_number(body.get("cpu"), "cpu", MAX_CPU_CORES),
             memory_bytes=_memory(body.get("memory")),
             pids_max=None if pids is None else int(pids),
         )
-        opened = self.backend.open(item_id=item_id, spec=spec, disk_bytes=_disk(body.get("disk")))
+        try:
+            opened = self.backend.open(item_id=item_id, spec=spec, disk_bytes=_disk(body.get("disk")))
+        except SandboxMisconfigured:
+            raise  # an operator's to fix, not a moment's: answered as such by the handler
+        except (SandboxUnavailable, OSError) as exc:
+            logger.warning("sandbox host could not open a sandbox for item %s: %s", item_id, exc)
+            return 503, {"error": "sandbox_unavailable", "detail": "This host cannot open a sandbox right now."}
         return 201, {"id": opened.id, **opened.spec.as_dict()}
 
     def listing(self, query: str) -> tuple[int, dict]:
@@ -139,7 +176,7 @@ class SandboxHost:
             command = validate_command(body.get("command"))
         except CommandInvalid as exc:
             raise BadRequest(str(exc)) from exc
-        timeout = _number(body.get("timeout"), "timeout") or DEFAULT_EXEC_TIMEOUT
+        timeout = _number(body.get("timeout"), "timeout", MAX_EXEC_TIMEOUT) or DEFAULT_EXEC_TIMEOUT
         try:
             result = self.backend.exec(sandbox_id, command=command, timeout=min(timeout, MAX_EXEC_TIMEOUT))
         except SandboxGone:
@@ -157,9 +194,20 @@ class _Handler(BaseHTTPRequestHandler):
     host: SandboxHost
     token: str
     protocol_version = "HTTP/1.1"
+    timeout = READ_TIMEOUT_SECONDS
+    body_read = False
 
     def log_message(self, format: str, *args: Any) -> None:
         logger.info("sandbox host: " + format, *args)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """What the stdlib refuses before a route runs (a bad request line, too long a header, an
+        unknown method) is answered in JSON too, and the connection closed: its rest is unread."""
+        self.close_connection = True
+        # A line too garbled to name its version leaves HTTP/0.9, which has no status line to send.
+        self.request_version = "HTTP/1.0" if self.request_version == "HTTP/0.9" else self.request_version
+        error = "bad_request" if code == HTTPStatus.BAD_REQUEST else HTTPStatus(code).phrase.lower().replace(" ", "_")
+        self._reply(code, {"error": error, "detail": message or HTTPStatus(code).phrase})
 
     def _reply(self, status: int, body: dict | None) -> None:
         raw = b"" if body is None else json.dumps(body).encode()
@@ -170,11 +218,31 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(raw)
 
+    def _content_length(self) -> int:
+        """The body's length from its one Content-Length, a plain decimal; anything else is a 400."""
+        if self.headers.get("Transfer-Encoding") is not None:
+            raise BadRequest("send the body with a Content-Length; Transfer-Encoding is not supported")
+        values = {value.strip() for value in self.headers.get_all("Content-Length") or []}
+        if not values:
+            return 0
+        if len(values) > 1:
+            raise BadRequest("the request has conflicting Content-Length headers")
+        (value,) = values
+        if not _CONTENT_LENGTH.match(value):
+            raise BadRequest(f"Content-Length must be a non-negative whole number, got {value[:40]!r}")
+        return int(value)
+
     def _body(self) -> dict:
-        length = int(self.headers.get("Content-Length") or 0)
+        length = self._content_length()
         if length > MAX_BODY_BYTES:
             raise BadRequest("the request body is too large")
-        raw = self.rfile.read(length) if length else b"{}"
+        try:
+            raw = self.rfile.read(length) if length else b"{}"
+        except TimeoutError as exc:
+            raise BodyTimeout(f"the body did not arrive within {READ_TIMEOUT_SECONDS:g} seconds") from exc
+        self.body_read = True
+        if len(raw) < length:
+            raise BadRequest("the body is shorter than its Content-Length")
         try:
             body = loads_bounded(raw or b"{}")
         except ValueError as exc:
@@ -196,10 +264,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._reply(401, {"error": "unauthorized", "detail": "This sandbox host needs its shared token."})
             return
+        self.body_read = False
         try:
-            self._reply(*self._dispatch(method))
+            answer = self._dispatch(method)
+            # A body nobody read (a GET or DELETE that carried one) would be taken for the next request.
+            if not self.body_read and self.headers.get("Content-Length", "0").strip() != "0":
+                self.close_connection = True
+            self._reply(*answer)
         except BadRequest as exc:
-            self._reply(400, {"error": "bad_request", "detail": str(exc)})
+            # Whatever the client sent after the bad part is unread: this connection is done.
+            self.close_connection = True
+            self._reply(exc.status, {"error": exc.error, "detail": str(exc)})
+        except SandboxMisconfigured as exc:
+            logger.error("sandbox host misconfigured: %s", exc)
+            self._reply(500, {"error": MISCONFIGURED, "detail": str(exc)})
         except Exception:
             logger.exception("sandbox host failed on %s %s", method, self.path)
             self._reply(500, {"error": "server_error", "detail": "The sandbox host failed."})
@@ -244,7 +322,13 @@ def build_server(address: str, port: int, host_settings: HostSettings | None = N
     driver = configured_driver()
     warn_about_enforcement(driver)
     boundary = configured_boundary()
-    for warning in boundary_warnings(boundary) + enforcement_warnings():
+    unreachable = unreachable_reason(chosen.workspace_root, boundary.uid_for("0"), setting="SANDBOX_HOST_WORKSPACES")
+    if unreachable:
+        raise ImproperlyConfigured(unreachable)
+    cap = configured_cap()
+    # What the host enforces for a dimension an app sends as null is its own default.
+    loose = cap_warnings({"host": chosen.defaults}, cap, label="Sandboxes asked for without a {dimension} size")
+    for warning in boundary_warnings(boundary) + enforcement_warnings() + loose:
         logger.warning(warning)
     backend = LocalBackend(
         state_dir=chosen.state_dir,
@@ -252,6 +336,7 @@ def build_server(address: str, port: int, host_settings: HostSettings | None = N
         driver=driver,
         boundary=boundary,
         defaults=chosen.defaults,
+        cap=cap,
     )
     handler = type("SandboxHostHandler", (_Handler,), {"host": SandboxHost(backend), "token": chosen.token})
     server = ThreadingHTTPServer((address, port), handler)

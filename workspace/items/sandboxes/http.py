@@ -11,11 +11,13 @@ from typing import Any
 
 from quotas.values import SandboxSize
 from workspace.items.sandboxes.base import (
+    MISCONFIGURED,
     Command,
     ExecEvent,
     ExecResult,
     OpenedSandbox,
     SandboxGone,
+    SandboxMisconfigured,
     SandboxUnavailable,
 )
 
@@ -50,6 +52,8 @@ class HttpBackend:
             if exc.code == 404:
                 raise SandboxGone(f"the sandbox host does not know {path}") from exc
             detail = exc.read()[:500].decode("utf-8", errors="replace")
+            if _error_code(detail) == MISCONFIGURED:
+                raise SandboxMisconfigured(f"the sandbox host is misconfigured: {detail}") from exc
             raise SandboxUnavailable(f"the sandbox host answered {exc.code}: {detail}") from exc
         except (urllib.error.URLError, OSError, TimeoutError) as exc:
             raise SandboxUnavailable(f"the sandbox host at {self.base_url} cannot be reached: {exc}") from exc
@@ -121,3 +125,12 @@ class HttpBackend:
             self._call("DELETE", f"/sandboxes/{sandbox_id}")
         except SandboxGone:
             return
+
+
+def _error_code(body: str) -> str:
+    """The `error` of a host's JSON error body; empty when it is not one."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return ""
+    return str(parsed.get("error", "")) if isinstance(parsed, dict) else ""

@@ -13,12 +13,15 @@ import logging
 import os
 import shutil
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
+from quotas.sizes import SizeError, format_size, parse_optional_size
 from quotas.values import SandboxSize
 
 logger = logging.getLogger(__name__)
@@ -259,3 +262,60 @@ def warn_about_enforcement(driver: IsolationDriver) -> None:
             driver.name,
             ", ".join(driver.unenforced),
         )
+
+
+# (dimension, SandboxSize attribute, setting) of the deployment-wide kernel cap.
+_CAP_SETTINGS = (
+    ("cpu", "cpu_cores", "WORKSPACE_SANDBOX_CAP_CPU"),
+    ("memory", "memory_bytes", "WORKSPACE_SANDBOX_CAP_MEMORY"),
+    ("pids", "pids_max", "WORKSPACE_SANDBOX_CAP_PIDS"),
+)
+
+
+def configured_cap() -> SandboxSize:
+    """The kernel ceiling of sandboxes that resolve to no limit; None where a setting is empty."""
+    values: dict[str, float | int | None] = {}
+    for dimension, attribute, name in _CAP_SETTINGS:
+        raw = str(getattr(settings, name)).strip()
+        try:
+            if dimension == "memory":
+                value: float | int | None = parse_optional_size(raw)
+            else:
+                value = (float(raw) if dimension == "cpu" else int(raw)) if raw else None
+        except (SizeError, ValueError) as exc:
+            raise ImproperlyConfigured(f"{name} must be empty or a positive {dimension} value, not {raw!r}.") from exc
+        if value is not None and not value > 0:
+            raise ImproperlyConfigured(f"{name} must be empty (no cap) or above 0, not {raw!r}.")
+        values[attribute] = value
+    return SandboxSize(**values)
+
+
+def _shown(dimension: str, value: float | int) -> str:
+    if dimension == "memory":
+        return format_size(int(value))
+    return f"{value:g} cores" if dimension == "cpu" else f"{int(value)} processes"
+
+
+def cap_warnings(
+    sizes: Mapping[str, SandboxSize], cap: SandboxSize, *, label: str = "Apps without a {dimension} size ({names})"
+) -> list[str]:
+    """Start-up names each app that resolves to no limit in a dimension: under the cap it still has
+    a kernel ceiling, but counts nothing against per-user totals; without one it has none."""
+    warnings = []
+    for dimension, attribute, name in _CAP_SETTINGS:
+        loose = sorted(slug for slug, size in sizes.items() if not getattr(size, attribute))
+        if not loose:
+            continue
+        ceiling = getattr(cap, attribute)
+        who = label.format(dimension=dimension, names=", ".join(loose))
+        if ceiling:
+            uncounted = "" if dimension == "pids" else f" and count nothing against per-user {dimension}"
+            warnings.append(
+                f"{who} run under the deployment cap {name} = {_shown(dimension, ceiling)} per sandbox{uncounted}."
+            )
+        else:
+            warnings.append(
+                f"{who} run with NO {dimension} limit in the kernel: {name} is empty. Give them a size "
+                "(the app descriptor or [resources.per_app.default]), or set the cap."
+            )
+    return warnings

@@ -17,14 +17,22 @@ from pathlib import Path
 from collab import clock
 from collab.errors import ApiError
 from quotas import ledger
-from quotas.limits import limits_for
+from quotas.disk import owner_disk_headroom
+from quotas.limits import limits_for, limits_for_many
 from quotas.models import SandboxActivity
 from workspace.items import volumes
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.filestore import workspace_bytes, workspace_dir, workspace_prepared
 from workspace.items.models import Item
 from workspace.items.sandboxes.admission import before_sandbox_open
-from workspace.items.sandboxes.base import Command, ExecResult, SandboxGone, SandboxUnavailable
+from workspace.items.sandboxes.base import (
+    MISCONFIGURED,
+    Command,
+    ExecResult,
+    SandboxGone,
+    SandboxMisconfigured,
+    SandboxUnavailable,
+)
 from workspace.items.sandboxes.registry import backend_named, default_backend
 
 logger = logging.getLogger(__name__)
@@ -35,6 +43,18 @@ _OPENING_WAIT_SECONDS = 20.0
 RECONCILE_GRACE = timedelta(minutes=2)
 _DISK_STOP_NOTE = (
     "\n[The workspace is over its app's disk limit, so its sandbox was stopped. Delete or shrink files to go on.]\n"
+)
+_USER_DISK_STOP_NOTE = (
+    "\n[This command grew the workspace while its owner is over their per-user disk total, so the sandbox was "
+    "stopped. Delete or shrink files (here or in other items: My resources lists them) to go on.]\n"
+)
+_BROKEN_NOTE = (
+    "\n[The sandbox stopped working during this command (the process holding it open was killed), so it was "
+    "closed. The next command opens a new one.]\n"
+)
+_REPLACED_NOTE = (
+    "[The item's sandbox had stopped working (the process holding it open was gone), so it was closed and this "
+    "command runs in a new one: background processes and /tmp of the old one are gone.]\n"
 )
 
 
@@ -64,8 +84,18 @@ class SweepCounts:
 
 
 def _unavailable(exc: Exception) -> ApiError:
-    # The reason names internal hosts and ports: it goes to the log and to staff on /healthz,
-    # not to whoever ran the command.
+    # The reason names internal hosts, ports and paths: it goes to the log and to staff on
+    # /healthz, not to whoever ran the command.
+    if isinstance(exc, SandboxMisconfigured):
+        logger.error("sandbox backend misconfigured: %s", exc)
+        return ApiError(
+            status_code=500,
+            error=MISCONFIGURED,
+            detail=(
+                "Sandboxes cannot start on this server because of how it is configured, so nothing ran; "
+                "waiting will not help. Please tell its administrator (the server log and /healthz say what to fix)."
+            ),
+        )
     logger.warning("sandbox backend unavailable: %s", exc)
     return ApiError(
         status_code=503,
@@ -74,8 +104,9 @@ def _unavailable(exc: Exception) -> ApiError:
     )
 
 
-def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool) -> None:
-    """Stops the processes, then forgets the row; `strict` refuses to forget what it could not stop."""
+def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool) -> bool:
+    """Stops the processes, then forgets the row (False if it was forgotten already); `strict`
+    refuses to forget what it could not stop."""
     if activity.backend_sandbox_id:
         try:
             backend_named(activity.backend).close(activity.backend_sandbox_id)
@@ -83,7 +114,7 @@ def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool) -> None:
             if strict:
                 raise _unavailable(exc) from exc
             logger.warning("could not reach the backend to close %s: %s", activity, exc)
-    ledger.activity_close(activity_id=activity.pk, reason=reason)
+    return ledger.activity_close(activity_id=activity.pk, reason=reason)
 
 
 def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
@@ -170,6 +201,7 @@ def sandbox_exec_streaming(
     # The lease covers the whole command, so a long exec is not reclaimed as dead halfway.
     running_lease = lease + timedelta(seconds=timeout)
     opened_any = False
+    replaced = ""
     for attempt in range(2):
         activity, opened = ready if (ready and attempt == 0) else sandbox_for_item(item=item, app=app)
         opened_any = opened_any or opened
@@ -177,6 +209,8 @@ def sandbox_exec_streaming(
             # Its lease ran out (or it was closed) a moment ago: it no longer counts, so it stops.
             _shut_down(activity, reason=Reason.EXPIRED, strict=False)
             continue
+        if activity.backend == "local":
+            _hold_growth(item, workspace_dir(item.pk))
         result: ExecResult | None = None
         try:
             for event in backend_named(activity.backend).exec_streaming(
@@ -187,28 +221,55 @@ def sandbox_exec_streaming(
                 else:
                     yield event
         except SandboxGone:
-            # The backend lost it (host restart, manual cleanup): forget it and open a new one once.
-            ledger.activity_close(activity_id=activity.pk, reason=Reason.GONE)
+            # The backend lost it (host restart, its holder killed from inside): whatever of it
+            # still runs is stopped, the row forgotten, and the command runs in a new one, once.
+            logger.warning("sandbox %s of item %s stopped working; it is closed", activity.backend_sandbox_id, item.pk)
+            _shut_down(activity, reason=Reason.GONE, strict=False)
+            replaced = _REPLACED_NOTE
+            yield "stderr", replaced.encode()
             continue
         except SandboxUnavailable as exc:
             raise _unavailable(exc) from exc
         if result is None:
             raise _unavailable(SandboxUnavailable("the exec ended without a result"))
         ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
-        closed = activity.backend == "local" and _account_disk(item, app, activity)
-        if closed:
-            note = _DISK_STOP_NOTE
+        note = _stopped_after_exec(item, app, activity)
+        if note:
             yield "stderr", note.encode()
-            result = replace(result, stderr=result.stderr + note)
-        yield ExecOutcome(result=result, activity=activity, opened=opened_any, closed=closed)
+        result = replace(result, stderr=replaced + result.stderr + (note or ""))
+        yield ExecOutcome(result=result, activity=activity, opened=opened_any, closed=note is not None)
         return
     raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The sandbox vanished twice in a row.")
 
 
-def _account_disk(item: Item, app: AppDescriptor, activity: SandboxActivity) -> bool:
+def _stopped_after_exec(item: Item, app: AppDescriptor, activity: SandboxActivity) -> str | None:
+    """Stops a local sandbox the command broke or that passed its disk limit; returns what the
+    reply says about it, or None when it runs on."""
+    if activity.backend != "local":
+        return None
+    if not backend_named("local").probe(activity.backend_sandbox_id):
+        # Its namespace holder died (`kill -9 2` from inside): every later exec would fail.
+        logger.warning("sandbox %s of item %s lost its holder; it is closed", activity.backend_sandbox_id, item.pk)
+        _shut_down(activity, reason=Reason.GONE, strict=False)
+        return _BROKEN_NOTE
+    return _account_disk(item, app, activity)
+
+
+def _hold_growth(item: Item, directory: Path, used: int | None = None) -> None:
+    """On an image, the kernel holds sandbox code to what its owner's per-user disk total has left
+    (the ballast); `used` is the workspace's size when the caller just measured it."""
+    if not volumes.is_bounded(directory):
+        return
+    size = volumes.used_bytes(directory) if used is None else used
+    headroom = owner_disk_headroom(owner=item.debtor, item_id=str(item.pk), item_bytes=size)
+    volumes.ballast_set(directory, None if headroom is None else max(0, headroom))
+
+
+def _account_disk(item: Item, app: AppDescriptor, activity: SandboxActivity) -> str | None:
     """After an exec: the disk ledger learns what the command wrote (when the owner has a disk
-    limit), and a workspace the kernel does not bound is stopped once it passes its app's limit.
-    Returns True when it stopped the sandbox.
+    limit) and an image's ballast is sized anew. A workspace the kernel does not bound is stopped
+    once it passes its app's limit, or when it grew while its owner is over the per-user total.
+    Returns the reply's note when it stopped the sandbox.
     """
     directory = workspace_dir(item.pk)
     limit = app.resources.disk_bytes or 0
@@ -216,17 +277,56 @@ def _account_disk(item: Item, app: AppDescriptor, activity: SandboxActivity) -> 
     tracked = limits_for(owner).disk is not None
     bounded = volumes.is_bounded(directory)
     if not tracked and (bounded or not limit):
-        return False
+        return None
     used = volumes.used_bytes(directory) if bounded else workspace_bytes(directory)
+    before = 0
     if tracked:
+        before = getattr(ledger.disk_usage_of_item(item.pk), "bytes", 0)
         ledger.record_disk_measurements(
             [ledger.DiskMeasurement(item_id=str(item.pk), app_slug=item.app_slug, owner=owner, bytes=used)]
         )
-    if bounded or not limit or used <= limit:
-        return False
-    logger.warning("item %s wrote %d bytes past its %d byte limit; its sandbox is stopped", item.pk, used, limit)
-    _shut_down(activity, reason=Reason.DISK, strict=False)
-    return True
+    if bounded:
+        _hold_growth(item, directory, used)
+        return None
+    if limit and used > limit:
+        logger.warning("item %s wrote %d bytes past its %d byte limit; its sandbox is stopped", item.pk, used, limit)
+        _shut_down(activity, reason=Reason.DISK, strict=False)
+        return _DISK_STOP_NOTE
+    headroom = owner_disk_headroom(owner=owner, item_id=str(item.pk), item_bytes=used) if used > before else None
+    if headroom is not None and headroom < 0:
+        logger.warning(
+            "item %s grew while %s is over their per-user disk total; its sandbox is stopped", item.pk, owner
+        )
+        _shut_down(activity, reason=Reason.DISK, strict=False)
+        return _USER_DISK_STOP_NOTE
+    return None
+
+
+def sandboxes_hold_to_disk_totals(measurements: list[ledger.DiskMeasurement], *, before: dict[str, int]) -> int:
+    """After a sweep: each image of an owner with a per-user disk total gets a ballast sized to what
+    the total has left, and where workspaces are only measured, a sandbox whose workspace grew
+    (since `before`, the previous measurements) while its owner is over the total is stopped, so
+    a background writer does not go on. Returns how many sandboxes it stopped."""
+    totals: dict[str, int] = {}
+    for measurement in measurements:
+        totals[measurement.owner] = totals.get(measurement.owner, 0) + measurement.bytes
+    limits = limits_for_many(totals)
+    stopped = 0
+    for measurement in measurements:
+        limit = limits[measurement.owner].disk
+        if limit is None:
+            continue
+        headroom = limit - totals[measurement.owner]
+        directory = workspace_dir(measurement.item_id)
+        if volumes.is_bounded(directory):
+            volumes.ballast_set(directory, max(0, headroom))
+        elif headroom < 0 and measurement.bytes > before.get(measurement.item_id, 0):
+            for activity in ledger.open_rows_of_item(measurement.item_id).filter(backend="local"):
+                logger.warning(
+                    "item %s grew while its owner is over their disk total; its sandbox is stopped", measurement.item_id
+                )
+                stopped += _shut_down(activity, reason=Reason.DISK, strict=False)
+    return stopped
 
 
 def sandbox_close(*, item: Item) -> int:
@@ -250,7 +350,11 @@ def sandboxes_probe() -> SweepCounts:
         if alive:
             refreshed += ledger.heartbeat(activity_id=activity.pk, lease=lease)
         else:
-            closed += ledger.activity_close(activity_id=activity.pk, reason=Reason.GONE)
+            # What is left of it (a broken sandbox's other processes) is stopped before it is forgotten.
+            logger.warning(
+                "sandbox %s of item %s stopped working; it is closed", activity.backend_sandbox_id, activity.item_id
+            )
+            closed += _shut_down(activity, reason=Reason.GONE, strict=False)
     return SweepCounts(probed=probed, refreshed=refreshed, closed=closed)
 
 

@@ -26,6 +26,7 @@ from workspace.items.sandboxes.base import (
     ExecResult,
     OpenedSandbox,
     SandboxGone,
+    SandboxMisconfigured,
     SandboxUnavailable,
     command_argv,
     final_result,
@@ -59,12 +60,15 @@ class LocalBackend:
         driver: IsolationDriver,
         boundary: Boundary,
         defaults: SandboxSize | None = None,
+        cap: SandboxSize | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.workspace_root = workspace_root
         self.driver = driver
         self.boundary = boundary
         self.defaults = defaults or SandboxSize()
+        # The kernel ceiling of a dimension that resolves to no limit (WORKSPACE_SANDBOX_CAP_*).
+        self.cap = cap or SandboxSize()
 
     def _home(self, sandbox_id: str) -> Path:
         if not sandbox_id or "/" in sandbox_id or sandbox_id.startswith("."):
@@ -87,7 +91,9 @@ class LocalBackend:
         effective = spec.inherit(self.defaults)
         uid = self.boundary.uid_for(str(item_id))
         directory = workspace or workspace_prepare(self.workspace_root / str(item_id), limit_bytes=disk_bytes, uid=uid)
-        confinement = self.driver.create(sandbox_id, effective)
+        # The kernel gets the capped size; the ledger is handed `effective`, so what an app leaves
+        # undeclared is bounded here and still charged as nothing.
+        confinement = self.driver.create(sandbox_id, effective.within(self.cap))
         home = self._home(sandbox_id)
         (home / "pids").mkdir(parents=True)
         init: dict | None = None
@@ -119,7 +125,7 @@ class LocalBackend:
         """Starts the bubblewrap init inside the sandbox's cgroups and waits until it is set up."""
         blocked = untraversable_parent(directory, uid)
         if blocked is not None:
-            raise SandboxUnavailable(
+            raise SandboxMisconfigured(
                 f"the sandbox uid cannot reach its workspace: {blocked} needs the x bit for others (chmod o+x)"
             )
         info_read, info_write = os.pipe()
@@ -283,8 +289,25 @@ def _pid_namespace(pid: int) -> str:
 
 
 def _init_alive(init: dict) -> bool:
-    """The init still runs; the namespace check guards against a reused pid."""
-    return bool(init.get("pidns")) and _pid_namespace(int(init["pid"])) == init["pidns"]
+    """The init and the holder execs enter through both still run (the namespace check guards
+    against reused pids). Sandbox code can kill the holder (`kill -9 2`) while a background
+    process keeps the init waiting: every exec would then fail, so the sandbox counts as gone."""
+    namespace = init.get("pidns")
+    return bool(namespace) and all(
+        _running_in(int(pid), namespace) for pid in (init["pid"], init.get("holder", init["pid"]))
+    )
+
+
+def _running_in(pid: int, namespace: str) -> bool:
+    """`pid` runs in `namespace`; a killed process not yet reaped (a zombie) still shows the
+    namespace, so its state decides."""
+    if _pid_namespace(pid) != namespace:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def _reap_finished_inits() -> None:

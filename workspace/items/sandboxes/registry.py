@@ -11,7 +11,7 @@ from workspace.items.config import get_config
 from workspace.items.sandboxes.base import SandboxBackend
 from workspace.items.sandboxes.boundary import configured_boundary
 from workspace.items.sandboxes.http import HttpBackend
-from workspace.items.sandboxes.isolation import configured_driver
+from workspace.items.sandboxes.isolation import configured_cap, configured_driver
 from workspace.items.sandboxes.local import LocalBackend
 from workspace.items.volumes import unmount_under
 
@@ -32,6 +32,7 @@ def _key(name: str) -> tuple:
         settings.WORKSPACE_CGROUP_DRIVER,
         settings.WORKSPACE_SANDBOX_ISOLATION,
         settings.WORKSPACE_SANDBOX_HOST_TOKEN,
+        configured_cap(),
     )
 
 
@@ -58,6 +59,7 @@ def _build(name: str) -> SandboxBackend:
             workspace_root=root / "workspaces",
             driver=configured_driver(),
             boundary=configured_boundary(),
+            cap=configured_cap(),
         )
     raise ValueError(f"Unknown sandbox backend {name!r}.")
 

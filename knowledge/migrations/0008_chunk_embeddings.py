@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('knowledge', '0006_chunk_fts_keys'),
+        ('knowledge', '0007_chunk_title_page'),
     ]
 
     operations = [
