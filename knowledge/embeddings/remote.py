@@ -14,7 +14,7 @@ import numpy as np
 import openai
 
 from knowledge.embeddings import EmbeddingError, unit_rows
-from knowledge.llm import NO_KEY, ProviderConfig, ProviderError, _failures_mapped
+from knowledge.llm import NO_KEY, ProviderConfig, ProviderError, failures_mapped
 
 # Connecting takes no longer than this even where the whole call may take longer.
 CONNECT_SECONDS = 5.0
@@ -48,7 +48,7 @@ class RemoteEmbedder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         try:
-            with _failures_mapped(self._config):
+            with failures_mapped(self._config):
                 response = self._client.embeddings.create(
                     model=self._config.model, input=list(texts), encoding_format="float"
                 )
