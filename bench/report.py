@@ -128,6 +128,25 @@ def _exec(text: str) -> list[Row]:
     return rows
 
 
+def _retrieval(text: str) -> list[Row]:
+    """bench/retrieval.py: retrieval quality, answers through the chat API, the demo's questions."""
+    rows = []
+    number = r"\s+([\d.]+) \|"
+    for match in re.finditer(rf"^\| (lexical|dense|hybrid[^|]*?)\s+\|\s+([\d,]+) \|{number}{number}$", text, re.M):
+        name, questions, ndcg, recall = match.groups()
+        rows.append((f"retrieval: {name}", f"{questions} questions", f"nDCG@10 {ndcg}, recall@10 {recall}"))
+    for match in re.finditer(rf"^\| (lexical|hybrid)\s+\|\s+([\d,]+) \|{number}{number}\s+(\d+) \|", text, re.M):
+        mode, questions, holds, markers, _none = match.groups()
+        value = f"[1] holds an answer {holds}, {markers} markers per answer"
+        rows.append((f"answers through the chat API: {mode}", f"{questions} questions", value))
+    for match in re.finditer(
+        r"^\| demo questions, (\w+)\s+\|\s+(\d+) \| markers (\d+) \| off-topic (\d+) \|$", text, re.M
+    ):
+        mode, questions, markers, off_topic = match.groups()
+        rows.append((f"demo questions: {mode}", f"{questions} questions", f"{markers} markers, {off_topic} off-topic"))
+    return rows
+
+
 SCRIPTS = [
     Script(
         "notifications",
@@ -187,6 +206,14 @@ SCRIPTS = [
         _table_rows("knowledge base"),
         setup_name="knowledge_pages",
     ),
+    Script(
+        "hybrid_search",
+        ["--sizes", "1000,10000,100000", "--repeat", "30"],
+        ["--sizes", "1000,10000", "--repeat", "10"],
+        _table_rows("question retrieval"),
+        setup_name="hybrid_search",
+    ),
+    Script("retrieval", [], ["--questions", "100"], _retrieval, setup_name="retrieval"),
 ]
 
 

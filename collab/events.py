@@ -3,12 +3,15 @@ the type, one event's frame, and the streaming response every stream shares."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from django.http import StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
+
+Event = TypeVar("Event")
 
 
 class EventStreamRenderer(BaseRenderer):
@@ -45,3 +48,24 @@ def event_schema(*events: str) -> dict[str, Any]:
             "data": {"type": "string", "description": "a JSON document"},
         },
     }
+
+
+def frames_to_the_end(
+    events: Iterator[Event],
+    frames: Callable[[Iterator[Event]], Iterator[bytes]],
+    *,
+    refusals: tuple[type[Exception], ...],
+    refusal_body: Callable[[Exception], dict[str, Any]],
+) -> Iterator[bytes]:
+    """`frames(events)`, ended by an `error` event (`refusal_body`) when one of `refusals` stops the
+    work. A reader who leaves closes this stream, but the work behind `events` still runs to its end
+    (within its own limits), so what it stores is never lost with the page."""
+    try:
+        yield from frames(events)
+    except GeneratorExit:
+        with contextlib.suppress(*refusals):
+            for _event in events:
+                pass
+        raise
+    except refusals as exc:
+        yield event_frame("error", refusal_body(exc))

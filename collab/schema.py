@@ -59,6 +59,17 @@ class WorkspaceAuthenticationScheme(OpenApiAuthenticationExtension):
         ]
 
 
+def lib_doc_excludes() -> list[type]:
+    """drf-spectacular's GET_LIB_DOC_EXCLUDES: its own list and `ServiceApiView`, whose docstring
+    (about parsing) otherwise became the description of every view that has none of its own."""
+    # Imported here, as drf-spectacular's own default does, so loading the settings imports no view.
+    from drf_spectacular.plumbing import get_lib_doc_excludes
+
+    from collab.api import ServiceApiView
+
+    return [*get_lib_doc_excludes(), ServiceApiView]
+
+
 def _error_response(description: str) -> dict[str, Any]:
     return {
         "description": description,

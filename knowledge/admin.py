@@ -12,6 +12,7 @@ from django.template.defaultfilters import filesizeformat
 
 from collab.errors import ApiError
 from knowledge.models import CitationEvent, Collection, CollectionWriter, Document, KbChat
+from knowledge.selectors import collection_embedding_progress
 from knowledge.services import collections_purge, document_rename_by_staff, documents_purge
 
 
@@ -28,8 +29,21 @@ class CollectionWriterInline(admin.TabularInline):
 class CollectionAdmin(admin.ModelAdmin):
     list_display = ("name", "created_by", "updated_at")
     search_fields = ("name",)
-    readonly_fields = ("created_by", "updated_by", "created_at", "updated_at")
+    readonly_fields = ("created_by", "updated_by", "created_at", "updated_at", "embeddings")
     inlines = [CollectionWriterInline]
+
+    @admin.display(description="Embeddings")
+    def embeddings(self, obj: Collection) -> str:
+        """Staff see chunks still waiting for a vector (found by words only until then)."""
+        progress = collection_embedding_progress(collection_id=obj.pk) if obj.pk else None
+        if progress is None:
+            return "No embedding provider: lexical search only."
+        if progress.pending:
+            return (
+                f"{progress.pending} of {progress.chunks} chunks pending (searched by words only until "
+                f"embedded); model {progress.model}"
+            )
+        return f"All {progress.chunks} chunks embedded; model {progress.model}"
 
     # Deleting goes through the service: documents, chunks and search-index rows go first (they
     # protect the collection), the citation log stays.

@@ -12,7 +12,8 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from knowledge.models import Chunk
-from knowledge.search import get_chunk_index, search_terms
+from knowledge.search import search_terms
+from knowledge.search.hybrid import hybrid_search
 
 SEARCH_LIMIT = 8
 MAX_PASSAGES = 3
@@ -184,8 +185,10 @@ def default_answerer() -> Answerer:
 
 
 def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: int = SEARCH_LIMIT) -> list[Passage]:
-    """Best first; hits that are consecutive chunks of one section of a document become one passage."""
-    hits = get_chunk_index().search(question=question, collection_ids=collection_ids, limit=limit)
+    """Best first (words and meaning fused where an embedding provider is configured: README
+    "Hybrid retrieval"); hits that are consecutive chunks of one section of a document become one
+    passage."""
+    hits = hybrid_search(question=question, collection_ids=collection_ids, limit=limit)
     if not hits:
         return []
     score_of = {hit.chunk_id: hit.score for hit in hits}

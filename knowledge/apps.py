@@ -8,6 +8,8 @@ class KnowledgeConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from knowledge.embeddings import check_embedding_settings
         from knowledge.llm import check_provider_settings
 
         check_provider_settings()
+        check_embedding_settings()

@@ -3,6 +3,11 @@
 Runs in `manage.py worker` as the `ingest_document_task` task (knowledge/tasks.py); the upload
 service enqueues it in its own transaction. Each step is guarded by the document's
 `content_version`, so an ingest of bytes a newer upload replaced changes nothing.
+
+Where an embedding provider is configured, the chunks are embedded once they are stored and
+searchable by words: outside any transaction (a provider may take seconds), and a provider that
+fails leaves them pending for the worker's backfill (`embeddings_backfill`), never the document
+failed.
 """
 
 from __future__ import annotations
@@ -12,19 +17,57 @@ from collections.abc import Sequence
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, F, OuterRef, QuerySet
 
 from knowledge.chunking import ChunkText
+from knowledge.embeddings import Embedder, EmbeddingError, embed_in_batches, get_embedder
 from knowledge.extraction import ExtractionLimits, extract_chunks
 from knowledge.formats import ExtractionError, document_format
-from knowledge.models import Chunk, Document
+from knowledge.models import Chunk, ChunkEmbedding, CollectionVectors, Document
 from knowledge.search import get_chunk_index
+from knowledge.search.dense import vector_bytes
 
 logger = logging.getLogger(__name__)
+
+# Chunks one backfill run embeds: bounds a worker's turn (a local model embeds a few a second).
+BACKFILL_BATCH = 64
 
 
 def drop_chunks(document_id: str) -> None:
     get_chunk_index().forget_document(document_id=document_id)
+    dropped, _ = ChunkEmbedding.objects.filter(document_id=document_id).delete()
+    if dropped:
+        collection_id = Document.objects.filter(pk=document_id).values_list("collection_id", flat=True).first()
+        if collection_id is not None:
+            _vectors_dropped(collection_id)
     Chunk.objects.filter(document_id=document_id).delete()
+
+
+def drop_collection_chunks(collection_id: str) -> None:
+    get_chunk_index().forget_collection(collection_id=collection_id)
+    if ChunkEmbedding.objects.filter(collection_id=collection_id).delete()[0]:
+        # Gone with the collection: a search process's cache of it no longer matches (no row reads
+        # as no drops and no vectors) and is emptied.
+        CollectionVectors.objects.filter(pk=collection_id).delete()
+    Chunk.objects.filter(collection_id=collection_id).delete()
+
+
+def _vectors_dropped(collection_id: str) -> None:
+    """Tells search processes to read the collection's vectors again (knowledge/search/dense.py)."""
+    if not CollectionVectors.objects.filter(pk=collection_id).update(drops=F("drops") + 1):
+        CollectionVectors.objects.bulk_create(
+            [CollectionVectors(collection_id=collection_id, drops=1)], ignore_conflicts=True
+        )
+
+
+def _vectors_held(collection_ids: set[str]) -> None:
+    """Holds the collections' CollectionVectors rows (made if missing), in id order, until commit:
+    their vectors' ids are then drawn and committed in order (knowledge/search/dense.py)."""
+    ordered = sorted(collection_ids)
+    CollectionVectors.objects.bulk_create(
+        [CollectionVectors(collection_id=collection_id) for collection_id in ordered], ignore_conflicts=True
+    )
+    list(CollectionVectors.objects.select_for_update().filter(pk__in=ordered).order_by("pk").values_list("pk"))
 
 
 def _current_document(document_id: str, content_version: int) -> Document | None:
@@ -107,4 +150,73 @@ def ingest_document(*, document_id: str, content_version: int, user_id: str) -> 
     except ExtractionError as exc:
         document_ingest_failed(document_id=document_id, content_version=content_version, reason=str(exc))
         return
-    document_chunks_store(document_id=document_id, content_version=content_version, chunks=chunks, user_id=user_id)
+    stored = document_chunks_store(
+        document_id=document_id, content_version=content_version, chunks=chunks, user_id=user_id
+    )
+    embedder = get_embedder()
+    if stored and embedder is not None:
+        chunks_embed(embedder=embedder, chunks=unembedded_chunks(embedder.model).filter(document_id=document_id))
+
+
+def unembedded_chunks(model: str) -> QuerySet[Chunk]:
+    """Chunks with no vector of `model` (none yet, or one of a model no longer configured)."""
+    return Chunk.objects.filter(~Exists(ChunkEmbedding.objects.filter(chunk_id=OuterRef("pk"), model=model)))
+
+
+def chunks_embed(*, embedder: Embedder, chunks: QuerySet[Chunk]) -> int:
+    """Embeds and stores `chunks`; returns how many were stored. A provider failure is logged and
+    leaves them pending (0): the document stays searchable by words, and the backfill tries again."""
+    rows = list(chunks.order_by("document_id", "ordinal").only("document_id", "collection_id", "title", "text"))
+    if not rows:
+        return 0
+    try:
+        # The title goes in with the text, as in the search index: "Restores" says what a passage is about.
+        vectors = embed_in_batches(embedder, [row.searchable_text for row in rows])
+    except EmbeddingError as exc:
+        logger.warning("%d chunks stay pending (searched by words only): %s", len(rows), exc)
+        return 0
+    return chunk_embeddings_store(
+        model=embedder.model,
+        rows=[(row.pk, row.document_id, row.collection_id, vector) for row, vector in zip(rows, vectors, strict=True)],
+    )
+
+
+@transaction.atomic
+def chunk_embeddings_store(*, model: str, rows: Sequence[tuple[str, str, str, object]]) -> int:
+    """Stores (chunk_id, document_id, collection_id, vector) rows for the chunks that still exist:
+    a re-upload or a delete while the provider worked leaves nothing behind. A vector of another
+    model for the same chunk is replaced."""
+    _vectors_held({row[2] for row in rows})
+    existing = set(Chunk.objects.filter(pk__in=[row[0] for row in rows]).values_list("pk", flat=True))
+    kept = [row for row in rows if row[0] in existing]
+    replaced = ChunkEmbedding.objects.filter(chunk_id__in=[row[0] for row in kept]).exclude(model=model)
+    for collection_id in set(replaced.values_list("collection_id", flat=True)):
+        _vectors_dropped(collection_id)
+    replaced.delete()
+    ChunkEmbedding.objects.bulk_create(
+        [
+            ChunkEmbedding(
+                chunk_id=chunk_id,
+                document_id=document_id,
+                collection_id=collection_id,
+                model=model,
+                vector=vector_bytes(vector),
+            )
+            for chunk_id, document_id, collection_id, vector in kept
+        ],
+        # Two embedders of one chunk (the ingest task and a backfill) store the same vector: one wins.
+        ignore_conflicts=True,
+    )
+    return len(kept)
+
+
+def embeddings_backfill(*, limit: int = BACKFILL_BATCH) -> dict[str, int]:
+    """The worker's periodic turn: embeds up to `limit` pending chunks (those a failed provider
+    left, those ingested before a provider was configured, those of a previous model)."""
+    embedder = get_embedder()
+    if embedder is None:
+        return {"embedded": 0, "pending": 0}
+    pending = unembedded_chunks(embedder.model)
+    batch = pending.order_by("document_id", "ordinal").values_list("pk", flat=True)[:limit]
+    embedded = chunks_embed(embedder=embedder, chunks=Chunk.objects.filter(pk__in=list(batch)))
+    return {"embedded": embedded, "pending": pending.count()}

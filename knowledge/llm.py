@@ -133,7 +133,7 @@ class ChatProvider:
         self, *, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] = (), max_tokens: int | None = None
     ) -> Completion:
         """The whole answer at once."""
-        with _failures_mapped(self.config):
+        with failures_mapped(self.config):
             response = self._client.chat.completions.create(**self._request(messages, tools, max_tokens))
             choices = getattr(response, "choices", None)
             if not choices or getattr(choices[0], "message", None) is None:
@@ -157,7 +157,7 @@ class ChatProvider:
         tool calls assembled from their deltas). Raises `ProviderError` at any point; a stream
         that ends without saying it finished is cut short, and so an error too."""
         deadline = time.monotonic() + self.config.timeout
-        with _failures_mapped(self.config):
+        with failures_mapped(self.config):
             chunks = self._client.chat.completions.create(**self._request(messages, tools, max_tokens), stream=True)
             try:
                 yield from _assembled(chunks, deadline, self.config)
@@ -213,7 +213,7 @@ def _too_slow(config: ProviderConfig) -> ProviderError:
 
 
 @contextmanager
-def _failures_mapped(config: ProviderConfig) -> Iterator[None]:
+def failures_mapped(config: ProviderConfig) -> Iterator[None]:
     """Turns whatever the client raises into a `ProviderError`, logged without the key.
 
     AttributeError and TypeError count: the client builds its objects without validating them, so

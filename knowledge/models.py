@@ -122,6 +122,42 @@ class Chunk(TrackedModel):
         return f"{self.title}\n\n{self.text}" if self.title else self.text
 
 
+class ChunkEmbedding(models.Model):
+    """A chunk's vector under one embedding model (README "Hybrid retrieval"): float32 bytes, unit
+    length. A chunk without a row of the configured model is pending: it is found by words only
+    until the ingest task or the worker's backfill embeds it.
+
+    Plain ids rather than a foreign key, like the citation log: a chunk delete stays one statement
+    (no cascade collector reading every chunk first), and the deletes that drop chunks drop their
+    vectors beside them by the indexed document or collection (knowledge/ingest.py `drop_chunks`).
+    """
+
+    # Ids only grow, and a collection's are drawn one writer at a time (CollectionVectors): rows
+    # above the highest id a search process has read are the ones added since.
+    id = models.BigAutoField(primary_key=True)
+    chunk_id = models.CharField(max_length=40, unique=True)
+    document_id = models.CharField(max_length=40, db_index=True)
+    collection_id = models.CharField(max_length=40)
+    model = models.CharField(max_length=200)
+    vector = models.BinaryField()
+
+    class Meta:
+        indexes = [models.Index(fields=["collection_id", "model", "id"], name="kb_embedding_collection_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.chunk_id} ({self.model})"
+
+
+class CollectionVectors(models.Model):
+    """What a search process needs to know its cached vectors of a collection are current, in one
+    indexed read (knowledge/search/dense.py): `drops` counts the deletes of the collection's
+    vectors (a cache reloads on a change), and writers of its vectors hold this row while they
+    insert, so ids are drawn and committed in order and the highest id read tells what was added."""
+
+    collection_id = models.CharField(primary_key=True, max_length=40)
+    drops = models.BigIntegerField(default=0)
+
+
 class KbChat(TrackedModel):
     """A chat over one or more collections; `created_by` is the owner, the only one who may write."""
 

@@ -15,8 +15,10 @@ from typing import Any, Protocol, TypeVar
 from django.db import connection, transaction
 from django.db.models import Count, Q, QuerySet
 
+from knowledge.embeddings import get_embedder
 from knowledge.models import (
     Chunk,
+    ChunkEmbedding,
     CitationEvent,
     CitationEventChunk,
     CitationRollup,
@@ -167,6 +169,32 @@ def collections_with_counts() -> list[CollectionRow]:
 
 def collection_with_counts(*, collection_id: str) -> CollectionRow | None:
     return next(iter(_collections("WHERE c.id = %s", (collection_id,))), None)
+
+
+@dataclass(frozen=True)
+class EmbeddingProgress:
+    """How far a collection's chunks are embedded under the configured model (staff see it: until a
+    chunk is embedded, questions find it by its words only)."""
+
+    model: str
+    chunks: int
+    embedded: int
+
+    @property
+    def pending(self) -> int:
+        return max(self.chunks - self.embedded, 0)
+
+
+def collection_embedding_progress(*, collection_id: str) -> EmbeddingProgress | None:
+    """None without an embedding provider (retrieval is lexical only)."""
+    embedder = get_embedder()
+    if embedder is None:
+        return None
+    return EmbeddingProgress(
+        model=embedder.model,
+        chunks=Chunk.objects.filter(collection_id=collection_id).count(),
+        embedded=ChunkEmbedding.objects.filter(collection_id=collection_id, model=embedder.model).count(),
+    )
 
 
 def collection_names(*, collection_ids: list[str]) -> dict[str, str]:

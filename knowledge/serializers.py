@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from knowledge.models import Document, KbChatMessage
@@ -33,9 +35,15 @@ class KbCollectionOutputSerializer(serializers.Serializer):
     updated_at = serializers.DateTimeField()
 
 
+@extend_schema_field(OpenApiTypes.BINARY)
+class _UploadedFileField(serializers.FileField):
+    """A file part of a multipart body, documented as binary: drf-spectacular documents a FileField as a
+    URI string, and clients generated from that send the upload as a text field."""
+
+
 class KbDocumentUploadInputSerializer(serializers.Serializer):
     # Empty files pass here so the service can refuse them with its own clear error.
-    file = serializers.FileField(allow_empty_file=True)
+    file = _UploadedFileField(allow_empty_file=True)
 
 
 class KbDocumentAcceptedOutputSerializer(serializers.Serializer):

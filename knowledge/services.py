@@ -26,9 +26,8 @@ from knowledge.access import (
 )
 from knowledge.answers import Answer, Citation, Restart, answer_events
 from knowledge.formats import SUPPORTED_DESCRIPTION, document_format
-from knowledge.ingest import drop_chunks
+from knowledge.ingest import drop_chunks, drop_collection_chunks
 from knowledge.models import (
-    Chunk,
     CitationEvent,
     CitationEventChunk,
     CitationRollup,
@@ -41,7 +40,6 @@ from knowledge.models import (
     KbChatShare,
     new_id,
 )
-from knowledge.search import get_chunk_index
 from knowledge.tasks import ingest_document_task
 
 NAME_MAX = 200
@@ -108,8 +106,7 @@ def collections_purge(*, collection_ids: Sequence[str]) -> int:
 
 def _purge_collection(collection: Collection) -> None:
     # Documents and chunks protect their collection, so they go first, in one statement each.
-    get_chunk_index().forget_collection(collection_id=collection.id)
-    Chunk.objects.filter(collection=collection).delete()
+    drop_collection_chunks(collection.id)
     Document.objects.filter(collection=collection).only("pk").delete()
     collection.delete()
 

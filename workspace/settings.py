@@ -192,6 +192,8 @@ SPECTACULAR_SETTINGS = {
         "InvestigationStatusEnum": "workspace.investigations.models.Investigation.Status",
         "HealthCheckEnum": "workspace.health.CHECK_STATES",
     },
+    # Descriptions come from a view's own docstring, never from the base view every API view extends.
+    "GET_LIB_DOC_EXCLUDES": "collab.schema.lib_doc_excludes",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "collab.schema.add_shared_error_responses",
@@ -326,6 +328,17 @@ KNOWLEDGE_MAX_DOCUMENT_CHUNKS = int(os.environ.get("KNOWLEDGE_MAX_DOCUMENT_CHUNK
 KNOWLEDGE_EXTRACT_MEMORY_BYTES = int(os.environ.get("KNOWLEDGE_EXTRACT_MEMORY_BYTES", str(512 * 1024 * 1024)))
 KNOWLEDGE_EXTRACT_CPU_SECONDS = int(os.environ.get("KNOWLEDGE_EXTRACT_CPU_SECONDS", "60"))
 KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS = float(os.environ.get("KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS", "120"))
+
+# Embeddings for hybrid retrieval (README "Hybrid retrieval"): an OpenAI-compatible /v1/embeddings
+# endpoint (BASE_URL and MODEL; API_KEY where the server asks for one, sent to it alone) or a
+# sentence-transformers model directory on disk (PATH; `make run` names the packaged
+# all-MiniLM-L6-v2). Neither: lexical search only. TIMEOUT bounds one call to the endpoint: a
+# question waits that long at most before it is answered by words alone.
+WORKSPACE_EMBEDDINGS_BASE_URL = os.environ.get("WORKSPACE_EMBEDDINGS_BASE_URL", "")
+WORKSPACE_EMBEDDINGS_MODEL = os.environ.get("WORKSPACE_EMBEDDINGS_MODEL", "")
+WORKSPACE_EMBEDDINGS_API_KEY = os.environ.get("WORKSPACE_EMBEDDINGS_API_KEY", "")
+WORKSPACE_EMBEDDINGS_PATH = os.environ.get("WORKSPACE_EMBEDDINGS_PATH", "")
+WORKSPACE_EMBEDDINGS_TIMEOUT_SECONDS = float(os.environ.get("WORKSPACE_EMBEDDINGS_TIMEOUT_SECONDS", "10"))
 
 # The sandbox boundary (README "What sandbox code can and cannot do"). "bwrap" runs every command
 # of the local backend under bubblewrap; "none" is refused unless DEBUG is on (then it warns and

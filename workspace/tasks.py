@@ -16,6 +16,7 @@ from django_tasks.base import Task
 from django_tasks_db.models import DBTaskResult
 
 from collab import clock
+from knowledge.ingest import embeddings_backfill
 from knowledge.services import citation_slices_close
 from workspace.items.sandboxes import lifecycle
 from workspace.items.services import workspaces_sweep
@@ -60,6 +61,12 @@ def citation_slices_task() -> dict[str, int]:
 
 
 @task()
+def embeddings_backfill_task() -> dict[str, int]:
+    """Embeds a batch of the chunks still pending (a provider that failed at ingest, a new model)."""
+    return embeddings_backfill()
+
+
+@task()
 def task_results_prune_task() -> dict[str, int]:
     """Deletes finished task results older than WORKSPACE_TASK_RESULT_DAYS (admin shows the rest)
     and the heartbeats of workers gone that long."""
@@ -76,5 +83,6 @@ PERIODIC: tuple[Task, ...] = (
     disk_sweep_task,
     schedules_task,
     citation_slices_task,
+    embeddings_backfill_task,
     task_results_prune_task,
 )

@@ -36,6 +36,9 @@ def search_terms(question: str) -> list[str]:
 class ChunkIndex(Protocol):
     """Where chunks become searchable. Calls run inside the caller's transaction."""
 
+    # The share of this index's score when it is fused with dense retrieval (knowledge/search/hybrid.py).
+    fusion_weight: float
+
     def index_chunks(self, *, rows: Sequence[tuple[str, str, str, str]]) -> None:
         """Adds (chunk_id, document_id, collection_id, text) rows; the text is `Chunk.searchable_text`."""
         ...

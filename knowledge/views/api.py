@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ from rest_framework.response import Response
 
 from collab.api import ServiceApiView, created, location_header
 from collab.errors import ApiError, unstorable_value
-from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
+from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream, frames_to_the_end
 from collab.serializers import ErrorOutputSerializer
 from crudgen.parsers import BoundedJSONParser
 from knowledge import selectors, services
@@ -289,12 +288,11 @@ class KbChatCopyApi(ServiceApiView):
 def answer_event_frames(events: Iterator[str | Restart | services.ChatExchange]) -> Iterator[bytes]:
     """`delta` events ({text}) as the answer is written, `restart` ({detail}) when the model failed
     midway and the fallback follows, then `answer` (the stored exchange, as the JSON answer has it)
-    or `error` ({error, detail}).
-
-    A reader who leaves mid-answer closes this stream: the answer is still finished and stored
-    (within the provider's timeout), so the question is never lost with the page.
+    or `error` ({error, detail}). A reader who leaves mid-answer does not stop it: it is finished and
+    stored (within the provider's timeout), so the question is never lost with the page.
     """
-    try:
+
+    def frames(events: Iterator[str | Restart | services.ChatExchange]) -> Iterator[bytes]:
         for event in events:
             if isinstance(event, str):
                 yield event_frame("delta", {"text": event})
@@ -302,15 +300,14 @@ def answer_event_frames(events: Iterator[str | Restart | services.ChatExchange])
                 yield event_frame("restart", {"detail": event.reason})
             else:
                 yield event_frame("answer", KbChatExchangeOutputSerializer(event).data)
-    except GeneratorExit:
-        with contextlib.suppress(ApiError, Http404, DataError):
-            for _event in events:
-                pass
-        raise
-    except (ApiError, Http404, DataError) as exc:
-        # What the JSON answer's handler would say: the chat went meanwhile (404), a value the database refused.
-        refusal = exc if isinstance(exc, ApiError) else _NOT_FOUND if isinstance(exc, Http404) else unstorable_value()
-        yield event_frame("error", {"error": refusal.error, "detail": str(refusal.detail), **refusal.extra})
+
+    return frames_to_the_end(events, frames, refusals=(ApiError, Http404, DataError), refusal_body=_refusal_body)
+
+
+def _refusal_body(exc: Exception) -> dict[str, Any]:
+    """What the JSON answer's handler would say: the chat went meanwhile (404), a value the database refused."""
+    refusal = exc if isinstance(exc, ApiError) else _NOT_FOUND if isinstance(exc, Http404) else unstorable_value()
+    return {"error": refusal.error, "detail": str(refusal.detail), **refusal.extra}
 
 
 _NOT_FOUND = ApiError(status_code=404, error="not_found", detail="Not found.")

@@ -124,6 +124,10 @@ def _documents_response(
         "is_creator": user_id == collection.owner,
         "ingesting": any(document.status == "pending" for document in documents),
         "refused": refused,
+        "staff": request.identity.is_staff,
+        "embeddings": selectors.collection_embedding_progress(collection_id=collection_id)
+        if request.identity.is_staff
+        else None,
     }
     return render(request, "knowledge/documents.html", context, status=status)
 

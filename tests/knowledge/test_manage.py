@@ -189,7 +189,7 @@ def test_deleting_a_collection_costs_the_same_statements_for_many_documents(
         upload(collection.id, f"note-{number}.txt", f"Note {number} about sandboxes.")
 
     # When she deletes it
-    with django_assert_max_num_queries(14):
+    with django_assert_max_num_queries(15):
         response = alice_api.delete(f"/kb/collections/{collection.id}")
 
     # Then one statement per table did it, not one per document

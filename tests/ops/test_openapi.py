@@ -181,14 +181,47 @@ def test_status_enums_are_named_after_their_models(schema: dict) -> None:
     assert components["InvestigationStatusEnum"]["enum"] == ["open", "in_progress", "resolved", "closed"]
 
 
-def test_file_download_is_documented_with_any_media_type(schema: dict) -> None:
-    # Found by the fuzzer: a stored README.md comes back as text/markdown, not octet-stream.
+def test_file_download_is_documented_as_bytes_of_any_media_type(schema: dict) -> None:
+    # Found by the fuzzer: a stored README.md comes back as text/markdown, not octet-stream; and
+    # openapi-python-client skips a response it only knows as `*/*`.
     # Given the OpenAPI schema the service serves
     # When the file download's 200 response is read
     content = schema["paths"]["/a/{slug}/items/{item_id}/files/{file_path}"]["get"]["responses"]["200"]["content"]
 
-    # Then it admits any media type
-    assert set(content) == {"*/*"}
+    # Then it is binary, first as application/octet-stream (which generators read), and admits any media type
+    assert list(content) == ["application/octet-stream", "*/*"]
+    assert {media["schema"]["format"] for media in content.values()} == {"binary"}
+
+
+def test_the_knowledge_base_upload_documents_its_file_as_binary(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    # When the upload's multipart body is read
+    body = schema["paths"]["/kb/collections/{collection_id}/documents"]["post"]["requestBody"]["content"]
+    upload = schema["components"]["schemas"][body["multipart/form-data"]["schema"]["$ref"].rpartition("/")[2]]
+
+    # Then its file is a binary part (a client sends the bytes as a file), not a URI string
+    assert upload["properties"]["file"] == {"type": "string", "format": "binary"}
+
+
+def test_a_chat_message_is_documented_as_text(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    # When chat send's content property is read
+    content = schema["components"]["schemas"]["ChatSendInput"]["properties"]["content"]
+
+    # Then it is a string (the service refuses anything else with 400 `empty_message`)
+    assert content["type"] == "string"
+
+
+def test_no_operation_is_described_by_the_docstring_of_the_base_api_view(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves, and the base view every API view extends
+    from collab.api import ServiceApiView
+
+    base_doc = ServiceApiView.__doc__.split("\n")[0]
+    # When every operation's description is read
+    described = [operation.get("description", "") for _path, _method, operation in _operations(schema)]
+
+    # Then none repeats the base view's docstring (about parsing, not about any endpoint)
+    assert [description for description in described if base_doc in description] == []
 
 
 def test_health_check_needs_no_credentials_in_the_schema(schema: dict) -> None:

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from collab.serializers import BlankAsNullField
 from knowledge.serializers import KbCitationOutputSerializer
 
 
+@extend_schema_field(OpenApiTypes.STR)
+class _MessageTextField(serializers.JSONField):
+    """Any JSON value, so the service answers a non-string, an empty or a too long message with its own
+    codes (400 `empty_message` / `message_too_long`); documented as the string it must be."""
+
+
 class ChatSendInputSerializer(serializers.Serializer):
-    # Validated by the service (empty or too long is 400 `empty_message` / `message_too_long`).
-    content = serializers.JSONField(help_text="The message text; fenced sh blocks and `$ ` lines run.")
+    content = _MessageTextField(help_text="The message text; fenced sh blocks and `$ ` lines run.")
 
 
 class AgentStepOutputSerializer(serializers.Serializer):

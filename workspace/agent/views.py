@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
 from dataclasses import asdict
+from typing import Any
 
 from django.db import DataError
 from django.http import StreamingHttpResponse
@@ -15,7 +15,7 @@ from rest_framework.response import Response
 
 from collab.api import ServiceApiView
 from collab.errors import ApiError, unstorable_value
-from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
+from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream, frames_to_the_end
 from collab.serializers import ErrorOutputSerializer
 from knowledge.answers import Restart
 from workspace.agent import selectors, services
@@ -32,13 +32,13 @@ _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
 def _turn_frames(message: ItemMessage, events: Iterator[TurnEvent]) -> Iterator[bytes]:
     """`delta` ({text}) as the reply is written, `restart` ({detail}) when what was shown is
     withdrawn, `tool` ({tool, summary}) as a tool call starts and `step` (the trail entry) when it
-    ends, then `turn` (the JSON answer: the message and the stored replies) or `error`.
-
-    A reader who leaves mid-turn closes this stream: the turn still runs to its end (within its
-    limits) and is stored, so what the agent did is never lost with the page.
+    ends, then `turn` (the JSON answer: the message and the stored replies) or `error`. A reader who
+    leaves mid-turn does not stop it: the turn runs to its end (within its limits) and is stored, so
+    what the agent did is never lost with the page.
     """
-    replies: list[ItemMessage] = []
-    try:
+
+    def frames(events: Iterator[TurnEvent]) -> Iterator[bytes]:
+        replies: list[ItemMessage] = []
         for event in events:
             if isinstance(event, str):
                 yield event_frame("delta", {"text": event})
@@ -50,15 +50,15 @@ def _turn_frames(message: ItemMessage, events: Iterator[TurnEvent]) -> Iterator[
                 yield event_frame("step", asdict(event))
             else:
                 replies.append(event)
-        yield event_frame("turn", ChatTurnOutputSerializer(services.ChatTurn(message=message, replies=replies)).data)
-    except GeneratorExit:
-        with contextlib.suppress(ApiError, DataError):
-            for _event in events:
-                pass
-        raise
-    except (ApiError, DataError) as exc:
-        refusal = exc if isinstance(exc, ApiError) else unstorable_value()
-        yield event_frame("error", {"error": refusal.error, "detail": str(refusal.detail), **refusal.extra})
+        turn = services.ChatTurn(message=message, replies=replies)
+        yield event_frame("turn", ChatTurnOutputSerializer(turn).data)
+
+    return frames_to_the_end(events, frames, refusals=(ApiError, DataError), refusal_body=_refusal_body)
+
+
+def _refusal_body(exc: Exception) -> dict[str, Any]:
+    refusal = exc if isinstance(exc, ApiError) else unstorable_value()
+    return {"error": refusal.error, "detail": str(refusal.detail), **refusal.extra}
 
 
 class ItemMessagesApi(RetryAfterOnRefusal, ServiceApiView):

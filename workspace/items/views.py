@@ -249,8 +249,16 @@ def _request_chunks(request: HttpRequest) -> Iterator[bytes]:
 class ItemFileApi(ServiceApiView):
     reads_raw_body = True  # PUT streams the body to the workspace (`_request_chunks`)
 
-    # The stored bytes with a type guessed from the name: any media type may come back.
-    @extend_schema(responses={(200, "*/*"): OpenApiTypes.BINARY, **_ERRORS})
+    # The stored bytes, typed by a guess from the name (`text/plain`, `image/png`...), else
+    # `application/octet-stream`. That one is listed first: client generators read a binary body from
+    # it, and skip the whole response when they meet only `*/*` (openapi-python-client does).
+    @extend_schema(
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            (200, "*/*"): OpenApiTypes.BINARY,
+            **_ERRORS,
+        }
+    )
     def get(self, request: Request, slug: str, item_id: int, file_path: str) -> FileResponse:
         _app, item = _viewer_item(request, slug, item_id)
         root = workspace_prepared(item.pk, item.app_slug)

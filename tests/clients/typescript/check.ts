@@ -1,0 +1,60 @@
+// Compiled with `tsc --strict --noEmit` beside `api.d.ts`, the types openapi-typescript generates
+// from the live schema (tests/clients/test_generated_typescript_types.py). Each check stops compiling
+// when a type the document gives slips to `any` or `unknown`, or drifts from what the API sends.
+import type { components, operations, paths } from "./api";
+
+type Schemas = components["schemas"];
+// True only when A and B are the same type: `any` is the same as nothing but `any`.
+type Exactly<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+function holds<T extends true>(): T | undefined {
+  return undefined;
+}
+
+// Every error body: a code and a human detail.
+type ErrorBody = Schemas["ErrorOutput"];
+holds<Exactly<ErrorBody, { error: string; detail: string }>>();
+export function explain(failure: ErrorBody): string {
+  return `${failure.error}: ${failure.detail}`;
+}
+
+// Creating an item takes JSON with a text title, and only JSON.
+type ItemCreate = paths["/a/{slug}/items"]["post"]["requestBody"]["content"];
+holds<Exactly<keyof ItemCreate, "application/json">>();
+export const draft: ItemCreate["application/json"] = { title: "From TypeScript" };
+// @ts-expect-error a title is text
+export const wrongDraft: ItemCreate["application/json"] = { title: 42 };
+
+// Exec: a shell string or an argv; the answer's exit code is a number.
+holds<Exactly<Schemas["ExecInput"]["command"], string | string[]>>();
+holds<Exactly<Schemas["ExecOutput"]["exit_code"], number>>();
+
+// A chat message is text.
+holds<Exactly<Schemas["ChatSendInput"]["content"], string>>();
+
+// A file download is the raw bytes; the upload to the knowledge base is a multipart file.
+type Download = operations["a_items_files_retrieve"]["responses"][200]["content"];
+holds<Exactly<Download["application/octet-stream"], string>>();
+type Upload = operations["kb_collections_documents_create"]["requestBody"]["content"];
+holds<Exactly<keyof Upload, "multipart/form-data">>();
+holds<Exactly<Upload["multipart/form-data"]["file"], string>>();
+
+// Workflow filters: a multi-valued `__in` and a two-value range; count takes the list's filters.
+type WorkflowFilters = NonNullable<operations["workflow_list"]["parameters"]["query"]>;
+holds<Exactly<WorkflowFilters["name__in"], string[] | undefined>>();
+holds<Exactly<WorkflowFilters["every_seconds__range"], number[] | undefined>>();
+type CountFilters = NonNullable<operations["workflow_count"]["parameters"]["query"]>;
+holds<Exactly<Exclude<keyof WorkflowFilters, keyof CountFilters>, "page" | "page_size" | "sort_by" | "sort_order">>();
+
+// The notifications poll: If-None-Match in, ETag and X-Poll-Interval out, and a 304 with no body.
+type Poll = operations["notifications_retrieve"];
+holds<Exactly<NonNullable<Poll["parameters"]["header"]>["If-None-Match"], string | undefined>>();
+holds<Exactly<Poll["responses"][200]["headers"]["ETag"], string | undefined>>();
+holds<Exactly<Poll["responses"][304]["headers"]["X-Poll-Interval"], number | undefined>>();
+holds<Exactly<Poll["responses"][304]["content"], undefined>>();
+type Inbox = Poll["responses"][200]["content"]["application/json"];
+export function unread(inbox: Inbox): string[] {
+  return inbox.results.filter((notification) => !notification.read).map((notification) => notification.title);
+}
+
+// A personal token is shown once, as text.
+holds<Exactly<Schemas["ApiTokenIssuedOutput"]["token"], string>>();
