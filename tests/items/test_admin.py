@@ -131,3 +131,14 @@ def test_a_sandbox_the_backend_cannot_close_refuses_the_delete_and_keeps_the_ite
     assert b"The sandbox host did not answer." in response.content
     assert Item.objects.filter(pk=item.pk).exists()
     assert workspace_dir(item.pk).exists()
+
+
+def test_staff_assigning_a_payer_in_admin_leaves_the_payer_a_record(admin_client_logged_in, make_item):
+    # Given alice's item
+    item = make_item(created_by="alice")
+    # When staff name carol as its payer in admin
+    response = _change(admin_client_logged_in, item, title=item.title, owner="carol")
+    # Then carol pays, and the item records that staff assigned it without asking her
+    assert response.status_code == 302
+    item.refresh_from_db()
+    assert (item.debtor, item.owner_named_by, item.owner_assigned) == ("carol", "root", True)

@@ -1,4 +1,6 @@
-"""Fetch-and-authorise helpers: an unknown app, a missing item and someone else's item all 404."""
+"""Fetch-and-authorise helpers: an unknown app, a missing item and someone else's item all 404;
+the payer of an item someone else created may tend it (`ItemRight.TEND`), and asking for more is a
+403 that says what they may do."""
 
 from __future__ import annotations
 

@@ -43,8 +43,15 @@ class ItemAdmin(admin.ModelAdmin):
     list_filter = ("app_slug",)
     search_fields = ("title", "owner", "created_by")
     ordering = ("-id",)
-    fields = ("app_slug", "title", "owner", "pending_owner", "created_by", "created_at", "updated_by", "updated_at")
-    readonly_fields = ("app_slug", "pending_owner", "created_at", "updated_at", "created_by", "updated_by")
+    fields = (
+        "app_slug", "title", "owner", "pending_owner", "owner_named_by", "owner_named_at", "owner_assigned",
+        "created_by", "created_at", "updated_by", "updated_at",
+    )  # fmt: skip
+    # How the payer came to pay is the services' record: staff assigning here writes it too.
+    readonly_fields = (
+        "app_slug", "pending_owner", "owner_named_by", "owner_named_at", "owner_assigned",
+        "created_at", "updated_at", "created_by", "updated_by",
+    )  # fmt: skip
     show_full_result_count = False
 
     def has_add_permission(self, request: HttpRequest) -> bool:
