@@ -8,9 +8,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.defaultfilters import filesizeformat
 
 from collab.errors import ApiError
+from collab.sizes import format_bytes
 from knowledge.models import CitationEvent, Collection, CollectionWriter, Document, KbChat
 from knowledge.selectors import collection_embedding_progress
 from knowledge.services import collections_purge, document_rename_by_staff, documents_purge
@@ -98,7 +98,7 @@ class DocumentAdmin(admin.ModelAdmin):
 
     @admin.display(description="size", ordering="size")
     def shown_size(self, obj: Document) -> str:
-        return filesizeformat(obj.size)  # as the knowledge base pages show it
+        return format_bytes(obj.size)  # as every page shows sizes
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
         return super().get_queryset(request).defer("content")
