@@ -18,6 +18,9 @@
   let queue = Promise.resolve();
   let recall = null;
   let refreshes = 0;
+  /* The card's "shut down" note, kept until a command opens a sandbox again: a run's own
+     refresh of the card may land after the close's and must not wipe it. */
+  let closedNote = null;
 
   form.addEventListener("submit", function (event) {
     event.preventDefault();
@@ -60,14 +63,13 @@
     button.disabled = true;
     const {response, body} = await Workspace.sendJson(close.action, "DELETE");
     if (response.ok) {
+      closedNote = document.createElement("p");
+      closedNote.className = "ws-card-said";
+      closedNote.setAttribute("role", "status");
+      closedNote.dataset.testid = "sandbox-closed";
+      closedNote.textContent = "The sandbox is shut down: whatever ran in it has stopped.";
       await refreshCards();
-      const said = document.createElement("p");
-      said.className = "ws-card-said";
-      said.setAttribute("role", "status");
-      said.dataset.testid = "sandbox-closed";
-      said.textContent = "The sandbox is shut down: whatever ran in it has stopped.";
-      const card = document.querySelector("[data-testid=sandbox]");
-      if (card) card.appendChild(said);
+      showClosedNote();
     } else {
       button.disabled = false;
       close.after(Workspace.refusal(response.status, body));
@@ -283,6 +285,7 @@
       const page = new DOMParser().parseFromString(await response.text(), "text/html");
       if (mine !== refreshes) return;  /* a later refresh knows better */
       swap(page, "[data-testid=sandbox]");
+      showClosedNote();
       swap(page, "[data-testid=item-meta]");
       const files = document.querySelector("[data-testid=files-list]");
       if (files && !files.contains(document.activeElement) && !files.querySelector("details[open]")) {
@@ -290,6 +293,17 @@
       }
     } catch (error) {
       /* The next page load shows them; the run itself is already on screen. */
+    }
+  }
+
+  function showClosedNote() {
+    if (!closedNote) return;
+    const card = document.querySelector("[data-testid=sandbox]");
+    if (!card) return;
+    if (card.querySelector("[data-testid=no-sandbox]")) {
+      if (!card.contains(closedNote)) card.appendChild(closedNote);
+    } else {
+      closedNote = null;  /* a command opened a sandbox again */
     }
   }
 
