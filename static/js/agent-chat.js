@@ -44,7 +44,12 @@
       const response = await fetch(window.location.pathname, {credentials: "same-origin", headers: {"Accept": "text/html"}});
       if (!response.ok) { window.location.reload(); return; }
       const page = new DOMParser().parseFromString(await response.text(), "text/html");
-      ["conversation", "members"].forEach(function (testid) {
+      /* The agent's commands and file writes show on the item's Sandbox card and file list too
+         (a file list someone is working in is left alone). */
+      const files = document.querySelector("[data-testid=files-list]");
+      const busyFiles = files && (files.contains(document.activeElement) || files.querySelector("details[open]"));
+      ["conversation", "members", "sandbox", "item-meta", busyFiles ? null : "files-list"].forEach(function (testid) {
+        if (!testid) return;
         const fresh = page.querySelector("[data-testid=" + testid + "]");
         const current = document.querySelector("[data-testid=" + testid + "]");
         if (fresh && current) current.replaceWith(document.adoptNode(fresh));

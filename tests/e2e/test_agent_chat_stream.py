@@ -1,7 +1,7 @@
 """In a real browser, with the local OpenAI-compatible test server as the model agent's provider: the
 reply shows while the model writes it, each tool call listed as it runs; then the stored reply takes
 its place, as Markdown with linked [n] sources, its trail collapsed under it (command, exit code,
-output), on the item page and on an investigation page alike."""
+output), on the item page and on an investigation page alike; the item's Sandbox card follows."""
 
 from __future__ import annotations
 
@@ -70,6 +70,8 @@ def test_the_item_chat_streams_the_reply_then_shows_it_stored_with_its_trail(
     expect(trail.get_by_test_id("step-exit")).to_have_text("Exit code 0")
     expect(trail.get_by_test_id("step-output")).to_contain_text("disk is 91% full")
     expect(tab.get_by_test_id("chat-content")).to_have_value("")
+    # And the Sandbox card shows the sandbox the agent's command opened, without a page load
+    expect(tab.get_by_test_id("sandbox-id")).to_be_visible()
     assert_no_sideways_scroll(tab)
     assert_accessible(tab)
     screenshot(tab, "agent-reply-stored")
