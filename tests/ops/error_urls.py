@@ -5,7 +5,7 @@ from django.db import DataError
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 
-from collab.errors import ApiError
+from collab.errors import Conflict, QuotaExceeded
 from workspace.urls import handler400, handler403, handler404, handler500  # noqa: F401 - this URLconf's handlers
 from workspace.urls import urlpatterns as site_urlpatterns
 
@@ -19,12 +19,12 @@ def forbidden_page(request: HttpRequest) -> HttpResponse:
 
 
 def refusing_page(request: HttpRequest) -> HttpResponse:
-    raise ApiError(status_code=409, error="filename_taken", detail="'notes.md' already names a file here.")
+    raise Conflict(error="filename_taken", detail="'notes.md' already names a file here.")
 
 
 def quota_refusing_page(request: HttpRequest) -> HttpResponse:
     detail = "Opening a sandbox would exceed alice's count limit."
-    raise ApiError(status_code=507, error="quota_exceeded", detail=detail)
+    raise QuotaExceeded(error="quota_exceeded", detail=detail)
 
 
 def unstorable_value_page(request: HttpRequest) -> HttpResponse:
