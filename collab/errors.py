@@ -58,21 +58,26 @@ class UnsupportedType(DomainError):
     """The content is of a kind this cannot take."""
 
 
-class TooManyRequests(DomainError):
-    """The caller already holds as much as they may at once; `retry_after` (seconds) says when to
-    come back. Not a body field: the edge sends it as a header."""
+class _WorthRetrying(DomainError):
+    """`retry_after` (seconds, optional) says when the same request may work. Not a body field:
+    the edge sends it as a header (Retry-After)."""
 
     def __init__(self, *, error: str, detail: str, retry_after: int | None = None, **extra: Any) -> None:
         super().__init__(error=error, detail=detail, **extra)
         self.retry_after = retry_after
 
 
+class TooManyRequests(_WorthRetrying):
+    """The caller already holds as much as they may at once (running commands, password guesses)."""
+
+
 class Misconfigured(DomainError):
     """The server is set up so that this cannot work; waiting will not help, its administrator can."""
 
 
-class Unavailable(DomainError):
-    """Something this needs does not answer now; the same request may work in a moment."""
+class Unavailable(_WorthRetrying):
+    """Something this needs does not answer now (a sandbox host, the database); the same request may
+    work in a moment."""
 
 
 class QuotaExceeded(DomainError):

@@ -17,7 +17,7 @@ from django.template import loader
 from django.views.debug import ExceptionReporter
 
 from collab.edge import headers_of, json_response, status_of, unstorable_value
-from collab.errors import DomainError
+from collab.errors import DomainError, Unavailable
 from collab.web import prefers_html
 from workspace.serving import RequestBodyTimeout
 
@@ -106,16 +106,10 @@ _DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 def database_unavailable(request: HttpRequest) -> HttpResponse:
     """503 with Retry-After; rendered without context processors, which would ask the database."""
     seconds = settings.WORKSPACE_DATABASE_RETRY_AFTER_SECONDS
-    if prefers_html(request):
-        response = HttpResponse(loader.get_template("503.html").render({"retry_after": seconds}), status=503)
-    else:
-        response = JsonResponse(
-            {
-                "error": "database_unavailable",
-                "detail": f"The database is not answering; nothing was changed. Try again in {seconds} seconds.",
-            },
-            status=503,
-        )
+    if not prefers_html(request):
+        detail = f"The database is not answering; nothing was changed. Try again in {seconds} seconds."
+        return json_response(Unavailable(error="database_unavailable", detail=detail, retry_after=seconds))
+    response = HttpResponse(loader.get_template("503.html").render({"retry_after": seconds}), status=503)
     response["Retry-After"] = str(seconds)
     return response
 

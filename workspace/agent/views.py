@@ -56,6 +56,9 @@ def _turn_frames(message: ItemMessage, events: Iterator[TurnEvent]) -> Iterator[
 
 
 class ItemMessagesApi(ServiceApiView):
+    """For the APIs that start commands: a refusal that says when to come back (429, a person's
+    command slots all taken) carries Retry-After."""
+
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(responses={200: ChatMessageOutputSerializer(many=True), **_ERRORS})

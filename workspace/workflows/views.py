@@ -26,6 +26,9 @@ class WorkflowRunListApi(ServiceApiView):
 
 
 class WorkflowRunApi(ServiceApiView):
+    """For the APIs that start commands: a refusal that says when to come back (429, a person's
+    command slots all taken) carries Retry-After."""
+
     @extend_schema(
         request=None,
         responses={
