@@ -102,26 +102,15 @@ def test_knowledge_refuses_a_stranger_with_a_domain_error():
 
 
 @pytest.mark.urls("tests.ops.error_urls")
+@pytest.mark.parametrize("view", ["api", "kind"], ids=["drf_view", "plain_view"])
 @pytest.mark.parametrize(("kind", "status"), KINDS)
-def test_each_kind_answers_an_api_client_with_its_status_and_json_body(client, kind, status):
-    # Given a DRF view that raises one kind of domain error
+def test_each_kind_answers_an_api_client_with_its_status_json_body_and_headers(client, view, kind, status):
+    # Given a DRF view, or a plain Django view, that raises one kind of domain error
     # When an API client calls it
-    response = client.get(f"/test-errors/api/{kind}", **JSON)
+    response = client.get(f"/test-errors/{view}/{kind}", **JSON)
 
-    # Then it gets the kind's status, the body {"error", "detail", ...extra} and Retry-After only where it applies
-    assert response.status_code == status
-    assert response.json() == _expected_body(kind)
-    assert response.get("Retry-After") == ("7" if kind in RETRYABLE else None)
-
-
-@pytest.mark.urls("tests.ops.error_urls")
-@pytest.mark.parametrize(("kind", "status"), KINDS)
-def test_each_kind_raised_by_a_plain_view_answers_json_the_same_as_the_api(client, kind, status):
-    # Given a plain Django view that lets a domain error through
-    # When an API client calls it
-    response = client.get(f"/test-errors/kind/{kind}", **JSON)
-
-    # Then the site's errors middleware answers exactly as the API does
+    # Then it gets the kind's status, the body {"error", "detail", ...extra} and Retry-After only
+    # where the error says when to come back: DRF's handler and the site's middleware agree
     assert response.status_code == status
     assert response.json() == _expected_body(kind)
     assert response.get("Retry-After") == ("7" if kind in RETRYABLE else None)
