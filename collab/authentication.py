@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rest_framework.authentication import BaseAuthentication, CSRFCheck
 from rest_framework.request import Request
 
+from collab.errors import Forbidden
 from collab.middleware import API_CHALLENGE
-
-if TYPE_CHECKING:
-    from collab.errors import ApiError
 
 
 @dataclass(frozen=True)
@@ -92,8 +90,5 @@ def _csrf_check() -> CSRFCheck:
     return CSRFCheck(no_view)
 
 
-def _csrf_failed(detail: str) -> ApiError:
-    # Imported here: collab.errors loads DRF's settings, which load this module.
-    from collab.errors import ApiError
-
-    return ApiError(status_code=403, error="csrf_failed", detail=detail)
+def _csrf_failed(detail: str) -> Forbidden:
+    return Forbidden(error="csrf_failed", detail=detail)

@@ -1,72 +1,85 @@
-"""One error shape for every endpoint: JSON with an `error` code and a human `detail`."""
+"""Domain errors: what services, the file store, the sandbox lifecycle and the gates raise when
+they refuse. Plain Python, no HTTP in them, so a task, a command or another service can call
+business code and catch what it means; `collab.edge` is the one place that turns them into a
+status, a JSON body, a page, an admin message or a task's failure line.
+
+Each carries the `error` code clients branch on, a human `detail`, and the extra fields of its
+answer (`limit`, `path`, `used`...). The kind (the class) is what the edge maps to a status.
+Lives in `collab`, the lowest of our layers, so every layer that refuses may import it.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.db import DataError
-from django.http import Http404
-from rest_framework import exceptions, status
-from rest_framework.response import Response
-from rest_framework.views import exception_handler
 
+class DomainError(Exception):
+    """A refusal the caller caused (or a state they must wait out); never a bug."""
 
-class ApiError(exceptions.APIException):
-    """An error a caller caused, raised from services or views and rendered as-is."""
-
-    def __init__(self, *, status_code: int, error: str, detail: str, **extra: Any) -> None:
-        super().__init__(detail=detail, code=error)
-        self.status_code = status_code
+    def __init__(self, *, error: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
         self.error = error
+        self.detail = detail
         self.extra = extra
 
-
-_CODES_BY_CLASS: list[tuple[type[exceptions.APIException], str]] = [
-    (exceptions.ParseError, "malformed_request"),
-    (exceptions.UnsupportedMediaType, "unsupported_media_type"),
-    (exceptions.NotAuthenticated, "not_authenticated"),
-    (exceptions.AuthenticationFailed, "invalid_credentials"),
-    (exceptions.PermissionDenied, "permission_denied"),
-    (exceptions.NotFound, "not_found"),
-    (exceptions.MethodNotAllowed, "method_not_allowed"),
-    (exceptions.NotAcceptable, "not_acceptable"),
-    (exceptions.Throttled, "throttled"),
-]
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(error={self.error!r}, detail={self.detail!r})"
 
 
-def flattened_detail(detail: Any) -> str:
-    """A validation error's nested detail as one readable line (`field: message; ...`)."""
-    if isinstance(detail, dict):
-        return "; ".join(f"{key}: {flattened_detail(value)}" for key, value in detail.items())
-    if isinstance(detail, list):
-        return " ".join(flattened_detail(item) for item in detail)
-    return str(detail)
+class Invalid(DomainError):
+    """What was asked cannot be done as asked (a blank title, a path out of the workspace)."""
 
 
-def unstorable_value() -> ApiError:
-    """The answer to a DataError: the database refused a value Python accepted (PostgreSQL: a NUL
-    character), so nothing was stored; the caller sent it, so it is a 400, not a 500."""
-    return ApiError(status_code=400, error="invalid_value", detail="A value cannot be stored (e.g. a NUL character).")
+class NotAuthenticated(DomainError):
+    """Nobody we know is asking."""
 
 
-def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    if isinstance(exc, DataError):
-        exc = unstorable_value()
-    if isinstance(exc, Http404):
-        exc = exceptions.NotFound("Not found.")
-    elif isinstance(exc, DjangoPermissionDenied):
-        exc = exceptions.PermissionDenied()
-    if isinstance(exc, ApiError):
-        body = {"error": exc.error, "detail": str(exc.detail), **exc.extra}
-        return Response(body, status=exc.status_code)
-    response = exception_handler(exc, context)
-    if response is None:
-        return None
-    if isinstance(exc, exceptions.ValidationError):
-        response.data = {"error": "validation_error", "detail": flattened_detail(exc.detail), "fields": exc.detail}
-        response.status_code = status.HTTP_400_BAD_REQUEST
-        return response
-    code = next((name for cls, name in _CODES_BY_CLASS if isinstance(exc, cls)), "error")
-    response.data = {"error": code, "detail": flattened_detail(getattr(exc, "detail", str(exc)))}
-    return response
+class Forbidden(DomainError):
+    """The caller is known and the thing exists, but they may not do this to it."""
+
+
+class NotFound(DomainError):
+    """Missing, or not the caller's to see (both read the same)."""
+
+
+class Conflict(DomainError):
+    """The thing is in a state that refuses this now (a name taken, a sandbox still opening)."""
+
+
+class Gone(DomainError):
+    """It existed and was deleted; restoring it comes first."""
+
+
+class TooLarge(DomainError):
+    """The content is larger than this may hold."""
+
+
+class UnsupportedType(DomainError):
+    """The content is of a kind this cannot take."""
+
+
+class _WorthRetrying(DomainError):
+    """`retry_after` (seconds, optional) says when the same request may work. Not a body field:
+    the edge sends it as a header (Retry-After)."""
+
+    def __init__(self, *, error: str, detail: str, retry_after: int | None = None, **extra: Any) -> None:
+        super().__init__(error=error, detail=detail, **extra)
+        self.retry_after = retry_after
+
+
+class TooManyRequests(_WorthRetrying):
+    """The caller already holds as much as they may at once (running commands, password guesses)."""
+
+
+class Misconfigured(DomainError):
+    """The server is set up so that this cannot work; waiting will not help, its administrator can."""
+
+
+class Unavailable(_WorthRetrying):
+    """Something this needs does not answer now (a sandbox host, the database); the same request may
+    work in a moment."""
+
+
+class QuotaExceeded(DomainError):
+    """A limit on what the owner may hold binds; only a new action by the person frees it (no
+    retry_after, ever). `also` lists the other binding limits as QuotaExceeded errors too."""

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import authenticate
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 
+from collab.edge import json_response
+from collab.errors import NotAuthenticated
 from collab.identity import (
     MockUserProvider,
     bind_request_user,
@@ -33,11 +35,9 @@ class RequestIdentity:
     is_staff: bool = False
 
 
-class IdentityRejected(Exception):
+class IdentityRejected(NotAuthenticated):
     def __init__(self, error: str, detail: str) -> None:
-        super().__init__(detail)
-        self.error = error
-        self.detail = detail
+        super().__init__(error=error, detail=detail)
 
 
 def _mock_identity(request: HttpRequest, provider: MockUserProvider) -> RequestIdentity:
@@ -118,7 +118,7 @@ class CurrentUserMiddleware:
         try:
             identity = resolve_identity(request)
         except IdentityRejected as rejected:
-            response = JsonResponse({"error": rejected.error, "detail": rejected.detail}, status=401)
+            response = json_response(rejected)
             response["WWW-Authenticate"] = (
                 f'{API_CHALLENGE}, error="invalid_token"' if rejected.error == "invalid_token" else API_CHALLENGE
             )

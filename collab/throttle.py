@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+
+from collab.edge import json_response
+from collab.errors import TooManyRequests
 
 
 def lockout_response(
@@ -15,10 +18,9 @@ def lockout_response(
     """429 with Retry-After: JSON for API callers, the login page with the reason for browsers."""
     seconds = int(settings.AXES_COOLOFF_TIME.total_seconds())
     detail = f"Too many wrong passwords. Try again in {seconds // 60} minutes."
-    if "text/html" in request.headers.get("Accept", "") and request.path.endswith("/login/"):
-        response = render(request, "registration/login.html", {"form": None, "locked_out": detail}, status=429)
-    else:
-        response = JsonResponse({"error": "too_many_attempts", "detail": detail}, status=429)
+    if not ("text/html" in request.headers.get("Accept", "") and request.path.endswith("/login/")):
+        return json_response(TooManyRequests(error="too_many_attempts", detail=detail, retry_after=seconds))
+    response = render(request, "registration/login.html", {"form": None, "locked_out": detail}, status=429)
     response["Retry-After"] = str(seconds)
     return response
 

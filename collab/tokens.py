@@ -11,7 +11,7 @@ from django.db import transaction
 
 from collab import clock
 from collab.converters import is_row_id
-from collab.errors import ApiError
+from collab.errors import Conflict, Invalid, NotFound
 from collab.identity import standing_of
 from collab.models import ApiToken
 
@@ -37,11 +37,10 @@ class IssuedToken:
 def token_create(*, user_id: str, name: str) -> IssuedToken:
     name = name.strip()
     if not name or len(name) > 100:
-        raise ApiError(status_code=400, error="invalid_name", detail="A token needs a name of 1 to 100 characters.")
+        raise Invalid(error="invalid_name", detail="A token needs a name of 1 to 100 characters.")
     live = ApiToken.objects.select_for_update().filter(created_by=user_id, revoked_at__isnull=True)
     if live.count() >= MAX_TOKENS_PER_USER:
-        raise ApiError(
-            status_code=409,
+        raise Conflict(
             error="too_many_tokens",
             detail=f"You have {MAX_TOKENS_PER_USER} live tokens; revoke one you no longer use first.",
         )
@@ -61,7 +60,7 @@ def token_revoke(*, token_id: int, user_id: str) -> ApiToken:
         else None
     )
     if row is None:
-        raise ApiError(status_code=404, error="not_found", detail="No such token of yours.")
+        raise NotFound(error="not_found", detail="No such token of yours.")
     if row.revoked_at is None:
         row.revoked_at = clock.now()
         row.stamp_updated(user_id)

@@ -16,7 +16,8 @@ from rest_framework.response import Response
 
 from collab import selectors, services, tokens
 from collab.api import ServiceApiView, created, location_header
-from collab.errors import ApiError, flattened_detail
+from collab.edge import flattened_detail
+from collab.errors import DomainError, NotAuthenticated
 from collab.identity import get_user_directory, mock_identity_enabled
 from collab.middleware import MOCK_SESSION_KEY
 from collab.models import Notification
@@ -39,7 +40,7 @@ class MeApi(ServiceApiView):
     def get(self, request: Request) -> Response:
         user = get_user_directory().get(request.user.id)
         if user is None:
-            raise ApiError(status_code=401, error="unknown_user", detail="You are not in the user directory.")
+            raise NotAuthenticated(error="unknown_user", detail="You are not in the user directory.")
         return Response(UserOutputSerializer(user).data)
 
 
@@ -239,7 +240,7 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         try:
             issued = tokens.token_create(user_id=user_id, name=request.POST.get("name", ""))
-        except ApiError as exc:
+        except DomainError as exc:
             messages.error(request, str(exc.detail))
         else:
             request.session[ISSUED_TOKEN_SESSION_KEY] = {"name": issued.row.name, "token": issued.token}
@@ -255,7 +256,7 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
 def token_revoke_page(request: HttpRequest, token_id: int) -> HttpResponse:
     try:
         row = tokens.token_revoke(token_id=token_id, user_id=request.identity.user_id)
-    except ApiError as exc:
+    except DomainError as exc:
         messages.error(request, str(exc.detail))
     else:
         messages.success(request, f"Revoked {row.name}; scripts using it are refused from now on.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import Http404
 
-from collab.errors import ApiError
+from collab.errors import Forbidden
 from knowledge.models import Collection, CollectionWriter, Document, KbChat, KbChatShare
 
 
@@ -34,8 +34,7 @@ def collection_for_writer(collection_id: str, user_id: str, *, action: str, lock
 
 def _writer_checked(collection: Collection, user_id: str, *, action: str) -> Collection:
     if not is_writer(collection, user_id):
-        raise ApiError(
-            status_code=403,
+        raise Forbidden(
             error="not_a_writer",
             detail=f"Only the writers of {collection.name!r} can {action}; ask {collection.created_by} to add you.",
         )
@@ -48,8 +47,7 @@ def collection_for_creator(
     """Choosing the writers and deleting the whole collection are its creator's alone."""
     collection = collection_or_404(collection_id, lock=lock)
     if collection.created_by != user_id:
-        raise ApiError(
-            status_code=403,
+        raise Forbidden(
             error="not_collection_creator",
             detail=f"Only {collection.created_by}, who created {collection.name!r}, can {action}.",
         )
@@ -113,8 +111,7 @@ def chat_for_owner(chat_id: str, user_id: str, *, action: str, lock: bool = Fals
     """A shared reader learns the chat is read-only (403); a stranger still gets 404."""
     chat = chat_for_reader(chat_id, user_id, lock=lock)
     if chat.created_by != user_id:
-        raise ApiError(
-            status_code=403,
+        raise Forbidden(
             error="read_only_share",
             detail=f"This chat is shared with you read-only; only its owner can {action}.",
         )

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from collab.errors import ApiError
+from collab.edge import admin_refused
+from collab.errors import DomainError
 from collab.sizes import format_bytes
 from knowledge.models import CitationEvent, Collection, CollectionWriter, Document, KbChat
 from knowledge.selectors import collection_embedding_progress
@@ -114,8 +115,8 @@ class DocumentAdmin(admin.ModelAdmin):
         """A refused rename (a name another document of the collection has) is a message on the form."""
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
-        except ApiError as exc:
-            self.message_user(request, str(exc.detail), messages.ERROR)
+        except DomainError as exc:
+            admin_refused(self, request, exc)
             return HttpResponseRedirect(request.get_full_path())
 
     # Deleting goes through the service, so the chunks and their search-index rows go too.

@@ -13,7 +13,7 @@ from django.db.models import Max, QuerySet
 
 from collab import clock
 from collab.background import enqueue
-from collab.errors import ApiError
+from collab.errors import Conflict, Invalid, TooLarge, UnsupportedType
 from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
 from knowledge.access import (
@@ -50,11 +50,9 @@ def _checked_text(value: str, *, what: str, limit: int, required: bool = True) -
     """The trimmed value, or 400 naming what is wrong with it (empty, or longer than `limit`)."""
     text = value.strip()
     if required and not text:
-        raise ApiError(status_code=400, error="validation_error", detail=f"{what} cannot be empty.")
+        raise Invalid(error="validation_error", detail=f"{what} cannot be empty.")
     if len(text) > limit:
-        raise ApiError(
-            status_code=400, error="validation_error", detail=f"{what} has {len(text)} characters; at most {limit}."
-        )
+        raise Invalid(error="validation_error", detail=f"{what} has {len(text)} characters; at most {limit}.")
     return text
 
 
@@ -115,8 +113,7 @@ def _upload_content(*, filename: str, content_type: str, data: bytes | BinaryIO)
     """The upload's bytes once its type is one ingest reads, never reading past the limit: a file
     of gigabytes is refused (413) having read one byte more than the limit, not loaded whole."""
     if document_format(filename, content_type) is None:
-        raise ApiError(
-            status_code=415,
+        raise UnsupportedType(
             error="unsupported_file_type",
             detail=f"{filename!r} ({content_type or 'unknown type'}) cannot be ingested; "
             f"upload {SUPPORTED_DESCRIPTION}.",
@@ -127,16 +124,13 @@ def _upload_content(*, filename: str, content_type: str, data: bytes | BinaryIO)
         # An uploaded file knows its size; a stream only that it holds more than the limit.
         size = len(content) if isinstance(data, bytes) else getattr(data, "size", None)
         held = f"{size} bytes" if size else f"more than {limit} bytes"
-        raise ApiError(
-            status_code=413,
+        raise TooLarge(
             error="file_too_large",
             detail=f"{filename!r} has {held}; the limit is {limit}.",
             limit=limit,
         )
     if not content:
-        raise ApiError(
-            status_code=400, error="empty_file", detail=f"{filename!r} is empty; there is nothing to ingest."
-        )
+        raise Invalid(error="empty_file", detail=f"{filename!r} is empty; there is nothing to ingest.")
     return content
 
 
@@ -179,8 +173,7 @@ def _clean_filename(filename: str) -> str:
     newline would be stored on SQLite, refused by PostgreSQL, and break every header that names it)."""
     name = filename.strip().replace("\\", "/").rsplit("/", 1)[-1]
     if not name or len(name) > 255 or any(unicodedata.category(character) == "Cc" for character in name):
-        raise ApiError(
-            status_code=400,
+        raise Invalid(
             error="invalid_filename",
             detail="A file name needs 1 to 255 characters, none of them control characters.",
         )
@@ -205,9 +198,7 @@ def _rename(document: Document, *, filename: str, user_id: str) -> Document:
     if new_name == document.filename:
         return document
     if Document.objects.filter(collection_id=document.collection_id, filename=new_name).exists():
-        raise ApiError(
-            status_code=409, error="filename_taken", detail=f"{new_name!r} already names a document of this collection."
-        )
+        raise Conflict(error="filename_taken", detail=f"{new_name!r} already names a document of this collection.")
     document.filename = new_name
     document.stamp_updated(user_id)
     document.save(update_fields=["filename", "updated_by", "updated_at"])
@@ -243,8 +234,8 @@ def collection_writers_add(*, collection_id: str, user_id: str, user_ids: Sequen
     wanted = list(dict.fromkeys(uid.strip() for uid in user_ids if uid.strip()))
     unknown = unknown_user_ids(wanted)
     if unknown:
-        raise ApiError(
-            status_code=400, error="unknown_user", detail=f"Not in the user directory: {', '.join(unknown)}.",
+        raise Invalid(
+            error="unknown_user", detail=f"Not in the user directory: {', '.join(unknown)}.",
             unknown=unknown,
         )  # fmt: skip
     existing = set(CollectionWriter.objects.filter(collection=collection).values_list("user_id", flat=True))
@@ -281,12 +272,11 @@ def _chat_title(typed: str, *, default: str) -> str:
 def chat_create(*, user_id: str, title: str, collection_ids: Sequence[str]) -> KbChat:
     wanted = list(dict.fromkeys(collection_ids))
     if not wanted:
-        raise ApiError(status_code=400, error="validation_error", detail="Choose at least one collection.")
+        raise Invalid(error="validation_error", detail="Choose at least one collection.")
     found = set(_collections_held(Collection.objects.filter(pk__in=wanted)))
     missing = [collection_id for collection_id in wanted if collection_id not in found]
     if missing:
-        raise ApiError(
-            status_code=400,
+        raise Invalid(
             error="unknown_collections",
             detail=f"No such collection: {', '.join(missing)}.",
             collection_ids=missing,
@@ -375,7 +365,7 @@ def chat_question_check(*, chat_id: str, user_id: str, content: str) -> ChatQues
     chat = chat_for_owner(chat_id, user_id, action="send messages")
     question_text = content.strip()
     if not question_text:
-        raise ApiError(status_code=400, error="validation_error", detail="The question is empty.")
+        raise Invalid(error="validation_error", detail="The question is empty.")
     return ChatQuestion(
         chat_id=chat.id,
         user_id=user_id,
@@ -467,8 +457,7 @@ def chat_share(*, chat_id: str, user_id: str, user_ids: Sequence[str]) -> list[s
     wanted = list(dict.fromkeys(user_ids))
     unknown = unknown_user_ids(wanted)
     if unknown:
-        raise ApiError(
-            status_code=400,
+        raise Invalid(
             error="unknown_users",
             detail=f"Not in the user directory: {', '.join(unknown)}.",
             user_ids=unknown,

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from collab.errors import QuotaExceeded
 from collab.sizes import format_bytes
 from quotas import host, selectors
 from quotas.limits import TtlMemo, limits_for, register_memo
-from quotas.services import Refusal, quota_error
+from quotas.services import quota_error
 
 
 class GrowingWrite(Protocol):
@@ -48,14 +49,14 @@ def item_facts(item_id: str) -> host.ItemFacts | None:
     return _item_facts.get(item_id, lambda: host.installed().item_facts(item_id))
 
 
-def _refusal(error: str, *, used: int, quota: int, delta: int, whose: str, limit: str) -> Refusal:
+def _refusal(error: str, *, used: int, quota: int, delta: int, whose: str, limit: str) -> QuotaExceeded:
     attempted = used + delta
     detail = (
         f"This write would bring {whose} to {format_bytes(attempted)}, above {limit} of {format_bytes(quota)} "
         f"({format_bytes(used)} in use). Delete or shrink files to make room; "
         "My resources lists the items that hold the space."
     )
-    return Refusal(body={"error": error, "used": used, "quota": quota, "attempted": attempted, "detail": detail})
+    return QuotaExceeded(error=error, detail=detail, used=used, quota=quota, attempted=attempted)
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from django.db import connection, transaction
 from django.http import Http404
 
-from collab.errors import ApiError
+from collab.errors import QuotaExceeded
 from collab.sizes import format_bytes
 from quotas import host, selectors
 from quotas.limits import forget_override, limits_for
@@ -19,24 +16,12 @@ from quotas.values import OverrideValues, SandboxSize, UserLimits
 _CPU_TOLERANCE = 1e-9
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """One binding limit, rendered as (part of) a 507 body."""
-
-    body: dict[str, Any]
-
-    @property
-    def detail(self) -> str:
-        return str(self.body["detail"])
-
-
-def quota_error(refusals: list[Refusal]) -> ApiError:
-    """A 507 naming the first binding limit, the others under `also` (docs/ARCHITECTURE.md §5); never Retry-After."""
+def quota_error(refusals: list[QuotaExceeded]) -> QuotaExceeded:
+    """The first binding limit, the others under `also` (docs/ARCHITECTURE.md §5); never Retry-After."""
     first, *others = refusals
-    extra = {key: value for key, value in first.body.items() if key not in ("error", "detail")}
-    if others:
-        extra["also"] = [other.body for other in others]
-    return ApiError(status_code=507, error=first.body["error"], detail=first.detail, **extra)
+    if not others:
+        return first
+    return QuotaExceeded(error=first.error, detail=first.detail, **first.extra, also=others)
 
 
 def _shown(dimension: str, value: float) -> str:
@@ -47,23 +32,21 @@ def _shown(dimension: str, value: float) -> str:
     return f"{int(value)}"
 
 
-def _sandbox_refusal(*, owner: str, dimension: str, used: float, incoming: float, limit: float) -> Refusal:
+def _sandbox_refusal(*, owner: str, dimension: str, used: float, incoming: float, limit: float) -> QuotaExceeded:
     label = "sandboxes" if dimension == "sandboxes" else dimension
     detail = (
         f"Opening a sandbox would exceed {owner}'s {label} limit: {_shown(dimension, used)} of "
         f"{_shown(dimension, limit)} in use, and this sandbox needs {_shown(dimension, incoming)}. "
         "Close a sandbox on My resources to make room."
     )
-    return Refusal(
-        body={
-            "error": "sandbox_quota_exceeded",
-            "dimension": dimension,
-            "used": used,
-            "limit": limit,
-            "requested": incoming,
-            "owner": owner,
-            "detail": detail,
-        }
+    return QuotaExceeded(
+        error="sandbox_quota_exceeded",
+        detail=detail,
+        dimension=dimension,
+        used=used,
+        limit=limit,
+        requested=incoming,
+        owner=owner,
     )
 
 

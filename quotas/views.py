@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab.api import ServiceApiView
-from collab.errors import ApiError
+from collab.errors import DomainError, NotFound
 from collab.identity import unknown_user_ids
 from collab.serializers import ErrorOutputSerializer
 from collab.sizes import format_bytes
@@ -50,7 +50,7 @@ def _staff_only(request: Request) -> None:
 
 def _known_user(user_id: str) -> None:
     if unknown_user_ids([user_id]):
-        raise ApiError(status_code=404, error="unknown_user", detail=f"{user_id!r} is not in the user directory.")
+        raise NotFound(error="unknown_user", detail=f"{user_id!r} is not in the user directory.")
 
 
 class UserResourceListApi(ServiceApiView):
@@ -135,7 +135,7 @@ def my_sandbox_close_page(request: HttpRequest, item_id: str) -> HttpResponse:
         closed = services.my_sandbox_close(owner=request.identity.user_id, item_id=item_id)
     except Http404:
         messages.error(request, "That sandbox is not live any more, or it is not yours.")
-    except ApiError as exc:
+    except DomainError as exc:
         messages.error(request, str(exc.detail))
     else:
         messages.success(request, "The sandbox is shut down." if closed else "There was no live sandbox.")

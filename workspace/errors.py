@@ -16,7 +16,8 @@ from django.shortcuts import render
 from django.template import loader
 from django.views.debug import ExceptionReporter
 
-from collab.errors import ApiError, unstorable_value
+from collab.edge import headers_of, json_response, status_of, unstorable_value
+from collab.errors import DomainError, Unavailable
 from collab.web import prefers_html
 from workspace.serving import RequestBodyTimeout
 
@@ -85,10 +86,17 @@ def _cut_off(exc: BaseException) -> bool:
     return cause is not None
 
 
-def refused(request: HttpRequest, exc: ApiError) -> HttpResponse:
-    """A service's refusal that a page let through: its status and detail, never a 500."""
-    template = {403: "403.html", 404: "404.html"}.get(exc.status_code, "400.html")
-    return _answer(request, status=exc.status_code, error=exc.error, detail=str(exc.detail), template=template)
+def refused(request: HttpRequest, exc: DomainError) -> HttpResponse:
+    """A service's refusal that a page let through: its status, detail and headers (collab.edge), never a 500."""
+    status = status_of(exc)
+    if prefers_html(request):
+        template = {403: "403.html", 404: "404.html"}.get(status, "400.html")
+        context = {"path": request.path, "detail": exc.detail, "status": status}
+        response = render(request, template, context, status=status)
+        for name, value in headers_of(exc).items():
+            response[name] = value
+        return response
+    return json_response(exc)
 
 
 # Errors that mean "the database cannot serve now" (down, unreachable, locked): worth a retry.
@@ -98,16 +106,10 @@ _DATABASE_UNAVAILABLE = (OperationalError, InterfaceError)
 def database_unavailable(request: HttpRequest) -> HttpResponse:
     """503 with Retry-After; rendered without context processors, which would ask the database."""
     seconds = settings.WORKSPACE_DATABASE_RETRY_AFTER_SECONDS
-    if prefers_html(request):
-        response = HttpResponse(loader.get_template("503.html").render({"retry_after": seconds}), status=503)
-    else:
-        response = JsonResponse(
-            {
-                "error": "database_unavailable",
-                "detail": f"The database is not answering; nothing was changed. Try again in {seconds} seconds.",
-            },
-            status=503,
-        )
+    if not prefers_html(request):
+        detail = f"The database is not answering; nothing was changed. Try again in {seconds} seconds."
+        return json_response(Unavailable(error="database_unavailable", detail=detail, retry_after=seconds))
+    response = HttpResponse(loader.get_template("503.html").render({"retry_after": seconds}), status=503)
     response["Retry-After"] = str(seconds)
     return response
 
@@ -142,7 +144,7 @@ class _NoTechnicalPage(ExceptionReporter):
 class SiteErrorsMiddleware:
     """The site's own answer to every failure, whatever DEBUG says (the demo runs with it on):
 
-    - a view's Http404, PermissionDenied or uncaught ApiError: the site's 404, 403 or refusal page
+    - a view's Http404, PermissionDenied or uncaught DomainError: the site's 404, 403 or refusal page
       for a browser, JSON for an API client; a value the database refused (a NUL character on
       PostgreSQL) is the API's 400 `invalid_value` there too;
     - a path no URL matches: DEBUG would list every URL pattern; the site's 404 instead;
@@ -191,7 +193,7 @@ class SiteErrorsMiddleware:
             return not_found(request, exception)
         if isinstance(exception, PermissionDenied):
             return permission_denied(request, exception)
-        if isinstance(exception, ApiError):
+        if isinstance(exception, DomainError):
             return refused(request, exception)
         if isinstance(exception, DataError):
             return refused(request, unstorable_value())

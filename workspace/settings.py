@@ -172,7 +172,7 @@ REST_FRAMEWORK = {
     # post their forms to views of their own (collab.web.html_or_api). A body nested past 64
     # levels is a 400, not a RecursionError (crudgen.parsers).
     "DEFAULT_PARSER_CLASSES": ["crudgen.parsers.BoundedJSONParser"],
-    "EXCEPTION_HANDLER": "collab.errors.api_exception_handler",
+    "EXCEPTION_HANDLER": "collab.edge.api_exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": None,
 }

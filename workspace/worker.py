@@ -46,6 +46,7 @@ from django_tasks_db.utils import exclusive_transaction, is_locked_database_exce
 
 from collab import clock
 from collab.background import enqueue, record_given_up, retry_delay
+from collab.edge import failure_line
 from workspace.models import PeriodicJob, WorkerBeat
 from workspace.tasks import PERIODIC
 from workspace.workflows.tasks import RUNS_QUEUE
@@ -232,7 +233,7 @@ def _summary(value: Any) -> str:
 
 def _after_failure(row: DBTaskResult, task: Task, exc: Exception) -> Ran:
     attempt = len(row.worker_ids)
-    detail = f"{type(exc).__name__}: {exc}"
+    detail = failure_line(exc)
     if attempt < settings.WORKSPACE_TASK_MAX_ATTEMPTS:
         # Back in the queue with the traceback kept on the row, for admin to see meanwhile.
         DBTaskResult.objects.filter(pk=row.pk).update(

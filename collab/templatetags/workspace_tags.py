@@ -8,6 +8,7 @@ from django import template
 from django.utils.timesince import timesince
 
 from collab import clock
+from collab.edge import refusal_status
 from collab.sizes import format_bytes
 
 register = template.Library()
@@ -27,3 +28,10 @@ def ago(moment: datetime | None) -> str:
 def human_size(value: int | float | None) -> str:
     """Bytes as every page shows them ("512 MB"); the one size filter of the templates."""
     return "" if value is None else format_bytes(value)
+
+
+@register.filter
+def status(refusal: object) -> int:
+    """The HTTP status a refusal answers with (collab.edge maps a domain error's kind; crudgen's
+    errors carry theirs), so a page can tell a quota refusal (507) from the rest."""
+    return refusal_status(refusal)

@@ -15,7 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab.api import ServiceApiView, created, location_header
-from collab.errors import ApiError, unstorable_value
+from collab.edge import refusal_body
+from collab.errors import DomainError
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream, frames_to_the_end
 from collab.serializers import ErrorOutputSerializer
 from crudgen.parsers import BoundedJSONParser
@@ -301,16 +302,7 @@ def answer_event_frames(events: Iterator[str | Restart | services.ChatExchange])
             else:
                 yield event_frame("answer", KbChatExchangeOutputSerializer(event).data)
 
-    return frames_to_the_end(events, frames, refusals=(ApiError, Http404, DataError), refusal_body=_refusal_body)
-
-
-def _refusal_body(exc: Exception) -> dict[str, Any]:
-    """What the JSON answer's handler would say: the chat went meanwhile (404), a value the database refused."""
-    refusal = exc if isinstance(exc, ApiError) else _NOT_FOUND if isinstance(exc, Http404) else unstorable_value()
-    return {"error": refusal.error, "detail": str(refusal.detail), **refusal.extra}
-
-
-_NOT_FOUND = ApiError(status_code=404, error="not_found", detail="Not found.")
+    return frames_to_the_end(events, frames, refusals=(DomainError, Http404, DataError), refusal_body=refusal_body)
 
 
 class KbChatMessagesApi(ServiceApiView):

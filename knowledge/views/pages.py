@@ -12,7 +12,8 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from collab.errors import ApiError
+from collab.edge import status_of
+from collab.errors import DomainError, Forbidden
 from collab.identity import get_user_directory
 from collab.web import identity_required
 from knowledge import selectors, services
@@ -26,7 +27,7 @@ def _attempt(request: HttpRequest, action: Callable[[], T]) -> T | None:
     """Runs a service for a form post; an error the person caused becomes a message on the page."""
     try:
         return action()
-    except ApiError as exc:
+    except DomainError as exc:
         messages.error(request, str(exc.detail))
         return None
 
@@ -90,12 +91,12 @@ def _manage(request: HttpRequest, forms: ManageForms) -> HttpResponse:
     values = {name: request.POST.get(name, "") for name in forms.rename_fields}
     try:
         messages.success(request, forms.rename(values))
-    except ApiError as exc:
-        if exc.status_code == 403:
+    except DomainError as exc:
+        if isinstance(exc, Forbidden):
             # Not about what was typed: the person may not rename at all (a page from before a change).
             messages.error(request, str(exc.detail))
             return _see_other(forms.stay)
-        return forms.page(RefusedForm(intent=intent, values=values, detail=str(exc.detail)), exc.status_code)
+        return forms.page(RefusedForm(intent=intent, values=values, detail=str(exc.detail)), status_of(exc))
     return _see_other(forms.stay)
 
 

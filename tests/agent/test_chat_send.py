@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collab.errors import ApiError
+from collab.errors import Unavailable
 from tests.fixtures.items import item_url
 from workspace.agent.models import ItemMessage
 from workspace.agent.protocol import AgentReply
@@ -124,7 +124,7 @@ def test_a_failing_warm_up_is_swallowed_and_the_turn_goes_on(alice_api, make_ite
     def gate_then_failing_warm_up(**kwargs):
         calls.append(1)
         if len(calls) == 2:  # the warm-up, right after the message is stored
-            raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="host down")
+            raise Unavailable(error="sandbox_host_unavailable", detail="host down")
         return original(**kwargs)
 
     monkeypatch.setattr(lifecycle, "sandbox_for_item", gate_then_failing_warm_up)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from collab.errors import ApiError
+from collab.errors import Unavailable
 from quotas import ledger
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from tests.fixtures.items import item_url
@@ -118,7 +118,7 @@ def test_a_sandbox_the_backend_cannot_close_refuses_the_delete_and_keeps_the_ite
     item = make_item()
 
     def unreachable(*, item: Item) -> int:
-        raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The sandbox host did not answer.")
+        raise Unavailable(error="sandbox_host_unavailable", detail="The sandbox host did not answer.")
 
     monkeypatch.setattr(lifecycle, "sandbox_close", unreachable)
 

@@ -9,7 +9,7 @@ import threading
 import pytest
 from django.db import connection
 
-from collab.errors import ApiError
+from collab.errors import DomainError
 from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
 from workspace.agent.models import ItemMessage
@@ -172,7 +172,7 @@ def test_racing_requests_get_exactly_the_limit(two_at_once, clock):
             outcomes.append(exec_slot_take(user_id="alice", seconds=30) is not None)
         except TooManyRunning:
             outcomes.append(False)
-        except ApiError as exc:  # anything else would be a bug: make it visible
+        except DomainError as exc:  # anything else would be a bug: make it visible
             outcomes.append(exc)
         finally:
             connection.close()

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from collab.errors import ApiError
+from collab.errors import DomainError, QuotaExceeded
 from tests.fixtures.items import item_url
 from workspace.items import filestore
 from workspace.items.filestore import register_write_check, unregister_write_check, workspace_dir
@@ -27,7 +27,7 @@ def refusing_check():
 
     def refuse(intent):
         seen.append(intent)
-        raise ApiError(status_code=507, error="workspace_quota_exceeded", detail="full", attempted=intent.attempted)
+        raise QuotaExceeded(error="workspace_quota_exceeded", detail="full", attempted=intent.attempted)
 
     register_write_check(refuse)
     yield seen
@@ -105,7 +105,7 @@ def test_dotdot_and_absolute_paths_are_refused_by_the_resolver(item):
     # Given alice's notebook
     # When the resolver meets a climbing, absolute, empty or backslashed path / Then each is invalid_path
     for path in ("..", "../x", "a/../../x", "/etc/passwd", "", "a\\b"):
-        with pytest.raises(ApiError) as refused:
+        with pytest.raises(DomainError) as refused:
             filestore.resolve(workspace_dir(item.pk), path)
         assert refused.value.error == "invalid_path"
 

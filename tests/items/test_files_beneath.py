@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from collab.errors import ApiError
+from collab.errors import DomainError
 from workspace.items import beneath, filestore
 
 
@@ -47,7 +47,7 @@ def test_a_write_raced_by_a_symlink_swap_lands_nowhere_outside(monkeypatch, root
     (root / "docs").symlink_to(outside)
     monkeypatch.setattr(filestore, "resolve", lambda root, path: root / path)
     # When the write goes ahead
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(DomainError) as refused:
         filestore.stage(root, "docs/planted.txt", [b"payload"])
     # Then it is refused as invalid_path and nothing was created outside
     assert refused.value.error == "invalid_path"
@@ -59,7 +59,7 @@ def test_a_read_raced_by_a_symlink_swap_reads_nothing_outside(root_and_outside):
     root, outside = root_and_outside
     (root / "report.txt").symlink_to(outside / "secret.txt")
     # When it is opened for download / Then it is refused as invalid_path
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(DomainError) as refused:
         filestore.open_read(root, root / "report.txt")
     assert refused.value.error == "invalid_path"
 
@@ -72,7 +72,7 @@ def test_a_delete_raced_by_a_symlink_swap_deletes_nothing_outside(monkeypatch, r
     monkeypatch.setattr(filestore, "workspace_prepared", lambda item_id, app_slug: root)
     ref = filestore.WorkspaceRef(item_id=1, app_slug="notebook", owner="alice")
     # When a delete of docs/secret.txt goes ahead / Then it is refused
-    with pytest.raises(ApiError):
+    with pytest.raises(DomainError):
         filestore.delete_path(ref, "docs/secret.txt")
     # Then the host file stays
     assert (outside / "secret.txt").read_text() == "host secret"

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import pytest
 
-from collab.errors import ApiError
+from collab.errors import DomainError
 from quotas import ledger
 from tests.fixtures.items import item_url
 from workspace.items import filestore
@@ -62,7 +62,7 @@ def test_a_file_swapped_for_a_fifo_after_its_check_is_refused_not_waited_on(fifo
     # Given a path the server checked as a regular file, which sandbox code then replaced by a FIFO
     root = workspace_dir(fifo_item.pk)
     # When the server opens it to send it
-    with fifo_guard(root / "p1"), pytest.raises(ApiError) as refused:
+    with fifo_guard(root / "p1"), pytest.raises(DomainError) as refused:
         filestore.open_read(root, root / "p1")
     # Then the open neither blocks nor reads: it is refused
     assert refused.value.error == "not_a_regular_file"

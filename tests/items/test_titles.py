@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collab.errors import ApiError
+from collab.errors import DomainError, Invalid
 from workspace.investigations.services import investigation_create
 from workspace.items import services
 from workspace.items.access import app_or_404
@@ -19,11 +19,11 @@ HTML = {"HTTP_ACCEPT": "text/html", "HTTP_X_USER_ID": "alice"}
 def test_the_service_refuses_a_title_past_200_characters_instead_of_cutting_it():
     # Given the notebook app and alice
     # When a caller (a command, admin, a page) creates an item with 201 characters of title
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(Invalid) as refused:
         services.item_create(app=app_or_404("notebook"), title=TOO_LONG, user_id="alice")
 
-    # Then it is a 400 naming the limit, and nothing is stored
-    assert (refused.value.status_code, refused.value.error) == (400, "title_too_long")
+    # Then it is refused as invalid, naming the limit, and nothing is stored
+    assert refused.value.error == "title_too_long"
     assert "at most 200 characters; this one has 201" in str(refused.value.detail)
     assert not Item.objects.exists()
 
@@ -60,7 +60,7 @@ def test_the_items_page_refuses_a_blank_title_through_the_same_rule(client):
 def test_an_investigation_with_a_long_title_is_refused_whole(alice_api):
     # Given alice, and a title of 201 characters
     # When alice creates an investigation with 201 characters of title, through the service
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(DomainError) as refused:
         investigation_create(title=TOO_LONG, user_id="alice")
 
     # Then it is refused, not cut
@@ -73,7 +73,7 @@ def test_renaming_an_item_past_200_characters_is_refused_and_keeps_the_old_title
     item = make_item(title="Short")
 
     # When the service renames it with 201 characters
-    with pytest.raises(ApiError):
+    with pytest.raises(DomainError):
         services.item_update(item=item, user_id="alice", is_staff=False, title=TOO_LONG)
 
     # Then the stored title is unchanged

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from collab.errors import ApiError
+from collab.errors import DomainError
 from workspace.items import filestore
 from workspace.items.filestore import CHUNK, WorkspaceRef, workspace_dir
 
@@ -38,7 +38,7 @@ def test_ten_concurrent_writes_admit_exactly_the_ones_that_fit(write_config, mak
         try:
             filestore.write_file(ref, f"f{n}.bin", chunks())
             outcomes.append("stored")
-        except ApiError as refused:
+        except DomainError as refused:
             outcomes.append(refused.error)
 
     # When all ten write at once
@@ -65,7 +65,7 @@ def test_an_upload_over_quota_is_refused_at_most_one_chunk_past_it(write_config,
             yield b"x" * CHUNK
 
     # When it is written
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(DomainError) as refused:
         filestore.write_file(ref, "big.bin", upload())
     # Then it is refused with the 507 before the rest arrives, and nothing is left behind
     assert refused.value.error == "workspace_quota_exceeded"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
-from collab.errors import ApiError
+from collab.errors import Conflict, DomainError
 from knowledge import services
 from knowledge.models import Collection, Document, KbChat
 
@@ -91,8 +91,8 @@ def test_two_renames_to_one_name_at_once_refuse_the_second_with_409(make_collect
     )
 
     # Then the second is told the name is taken, and each document keeps one name
-    assert isinstance(outcome, ApiError)
-    assert (outcome.status_code, outcome.error) == (409, "filename_taken")
+    assert isinstance(outcome, Conflict)
+    assert outcome.error == "filename_taken"
     assert dict(Document.objects.values_list("id", "filename")) == {first.id: "x.md", second.id: "b.md"}
 
 
@@ -141,6 +141,6 @@ def test_starting_a_chat_while_its_collection_is_deleted_is_refused_naming_it(ma
     )
 
     # Then bob is told the collection does not exist, and no chat was made
-    assert isinstance(outcome, ApiError)
+    assert isinstance(outcome, DomainError)
     assert outcome.error == "unknown_collections"
     assert not KbChat.objects.exists()

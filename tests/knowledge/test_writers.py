@@ -8,7 +8,7 @@ from django.contrib.admin.utils import quote
 from django.urls import reverse
 from rest_framework.fields import DateTimeField
 
-from collab.errors import ApiError
+from collab.errors import DomainError, Invalid
 from knowledge import services
 from knowledge.models import Chunk, CitationEvent, CollectionWriter, Document
 
@@ -246,10 +246,10 @@ def test_an_upload_named_with_control_characters_is_refused_and_nothing_stored(h
     # the service holds the rule for every other caller)
     documents = Document.objects.count()
     # When a file whose name holds a control character is uploaded to it
-    with pytest.raises(ApiError) as refused:
+    with pytest.raises(DomainError) as refused:
         services.document_upload(
             collection_id=handbook.id, user_id="alice", filename=filename, content_type="text/plain", data=b"Some text."
         )
     # Then it is 400 invalid_filename and no document is stored
-    assert (refused.value.status_code, refused.value.error) == (400, "invalid_filename")
+    assert (type(refused.value), refused.value.error) == (Invalid, "invalid_filename")
     assert Document.objects.count() == documents

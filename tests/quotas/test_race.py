@@ -7,7 +7,8 @@ import threading
 import pytest
 from django.db import connection
 
-from collab.errors import ApiError
+from collab.edge import status_of
+from collab.errors import DomainError
 from quotas import ledger
 from workspace.items.config import get_config
 from workspace.items.sandboxes.admission import before_sandbox_open
@@ -35,8 +36,8 @@ def test_twenty_concurrent_opens_with_count_three_admit_exactly_three(per_user, 
             # the threads meet in the gate rather than queue on process start-up.
             before_sandbox_open(item=item, app=app, backend="local")
             outcome = "admitted"
-        except ApiError as exc:
-            outcome = f"{exc.status_code} {exc.error}"
+        except DomainError as exc:
+            outcome = f"{status_of(exc)} {exc.error}"
         finally:
             connection.close()
         with lock:

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django_tasks_db.models import DBTaskResult
 
-from collab.errors import ApiError
+from collab.errors import Unavailable
 from workspace.items.sandboxes import lifecycle
 from workspace.workflows import scheduler
 from workspace.workflows.generated import workflows
@@ -98,7 +98,7 @@ def test_a_backend_outage_leaves_a_not_run_record_with_its_reason(
 ):
     # Given a sandbox backend that is down, and a workflow scheduled every minute
     def unavailable(**_kwargs):
-        raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="host down")
+        raise Unavailable(error="sandbox_host_unavailable", detail="host down")
 
     monkeypatch.setattr(lifecycle, "sandbox_for_item", unavailable)
     _scheduled(make_workflow, make_item())

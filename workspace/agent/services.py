@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from collab.errors import ApiError
+from collab.errors import Invalid
 from workspace.agent.messages import message_append
 from workspace.agent.models import ItemMessage
 from workspace.agent.turns import TurnEvent, agent_turn_events
@@ -28,11 +28,9 @@ class ChatTurn:
 
 def _validated_content(content: Any) -> str:
     if not isinstance(content, str) or not content.strip():
-        raise ApiError(status_code=400, error="empty_message", detail="The message is empty.")
+        raise Invalid(error="empty_message", detail="The message is empty.")
     if len(content) > MAX_MESSAGE_CHARS:
-        raise ApiError(
-            status_code=400, error="message_too_long", detail=f"A message is at most {MAX_MESSAGE_CHARS} characters."
-        )
+        raise Invalid(error="message_too_long", detail=f"A message is at most {MAX_MESSAGE_CHARS} characters.")
     return content.strip()
 
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from collab.errors import ApiError
+from collab.errors import DomainError
 from knowledge.answers import Answer, Answerer, Citation, answer_question
 from knowledge.models import CitationEvent, Collection
 from knowledge.services import record_citations
@@ -29,7 +29,7 @@ from workspace.items.selectors import item_file_path, item_files
 LISTED_FILES = 500
 
 
-def _refused(exc: ApiError) -> ToolRefused:
+def _refused(exc: DomainError) -> ToolRefused:
     return ToolRefused(str(exc.detail))
 
 
@@ -59,7 +59,7 @@ class ItemAgentTools:
                 item=self.item, app=self.app, command=command, user_id=None, timeout=seconds
             )
             return outcome.result
-        except ApiError as exc:
+        except DomainError as exc:
             raise _refused(exc) from exc
 
     def ask_knowledge(self, question: str, *, answerer: Answerer | None = None, record: bool = True) -> Answer:
@@ -96,7 +96,7 @@ class ItemAgentTools:
             raise ToolRefused("mentions work inside an investigation")
         try:
             self.room.mention(item_id=self.item.pk, user_ids=user_ids, note=note, asked_by=self.user_id)
-        except ApiError as exc:
+        except DomainError as exc:
             raise _refused(exc) from exc
 
     def set_status(self, status: str) -> None:
@@ -104,14 +104,14 @@ class ItemAgentTools:
             raise ToolRefused("only an investigation has a status")
         try:
             self.room.set_status(item_id=self.item.pk, status=status, asked_by=self.user_id)
-        except ApiError as exc:
+        except DomainError as exc:
             raise _refused(exc) from exc
 
     def list_files(self, path: str = "") -> list[FileEntry]:
         """The files and folders under `path` (the whole workspace when blank), first LISTED_FILES."""
         try:
             folder = item_file_path(self.item, path) if path.strip() else ""
-        except ApiError as exc:
+        except DomainError as exc:
             raise _refused(exc) from exc
         entries = item_files(self.item)
         if folder in ("", "."):
@@ -130,7 +130,7 @@ class ItemAgentTools:
             with open_read(root, read_file(root, named)) as handle:
                 size = os.fstat(handle.fileno()).st_size
                 data = handle.read(limit * 4 + 4)  # a UTF-8 character is at most four bytes
-        except ApiError as exc:
+        except DomainError as exc:
             raise _refused(exc) from exc
         try:
             # Not final: a character cut at the end of what was read is dropped, not an error.
@@ -146,5 +146,5 @@ class ItemAgentTools:
         """Through the file store's write, with its path rules and disk checks (507 refused)."""
         try:
             return item_services.file_write(item=self.item, path=path, chunks=[content.encode("utf-8")])
-        except ApiError as exc:
+        except DomainError as exc:
             raise _refused(exc) from exc

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import asdict
-from typing import Any
 
 from django.db import DataError
 from django.http import StreamingHttpResponse
@@ -14,7 +13,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab.api import ServiceApiView
-from collab.errors import ApiError, unstorable_value
+from collab.edge import refusal_body
+from collab.errors import DomainError, Invalid
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream, frames_to_the_end
 from collab.serializers import ErrorOutputSerializer
 from knowledge.answers import Restart
@@ -24,7 +24,6 @@ from workspace.agent.protocol import ToolStarted, TrailStep
 from workspace.agent.serializers import ChatMessageOutputSerializer, ChatSendInputSerializer, ChatTurnOutputSerializer
 from workspace.agent.turns import TurnEvent
 from workspace.items.access import item_for_viewer
-from workspace.items.views import RetryAfterOnRefusal
 
 _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
 
@@ -53,15 +52,13 @@ def _turn_frames(message: ItemMessage, events: Iterator[TurnEvent]) -> Iterator[
         turn = services.ChatTurn(message=message, replies=replies)
         yield event_frame("turn", ChatTurnOutputSerializer(turn).data)
 
-    return frames_to_the_end(events, frames, refusals=(ApiError, DataError), refusal_body=_refusal_body)
+    return frames_to_the_end(events, frames, refusals=(DomainError, DataError), refusal_body=refusal_body)
 
 
-def _refusal_body(exc: Exception) -> dict[str, Any]:
-    refusal = exc if isinstance(exc, ApiError) else unstorable_value()
-    return {"error": refusal.error, "detail": str(refusal.detail), **refusal.extra}
+class ItemMessagesApi(ServiceApiView):
+    """For the APIs that start commands: a refusal that says when to come back (429, a person's
+    command slots all taken) carries Retry-After."""
 
-
-class ItemMessagesApi(RetryAfterOnRefusal, ServiceApiView):
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(responses={200: ChatMessageOutputSerializer(many=True), **_ERRORS})
@@ -92,7 +89,7 @@ class ItemMessagesApi(RetryAfterOnRefusal, ServiceApiView):
     def post(self, request: Request, slug: str, item_id: int) -> Response | StreamingHttpResponse:
         app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
         if not isinstance(request.data, dict):
-            raise ApiError(status_code=400, error="empty_message", detail="The body needs a 'content'.")
+            raise Invalid(error="empty_message", detail="The body needs a 'content'.")
         content = request.data.get("content")
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
             message, events = services.chat_send_streaming(item=item, app=app, user_id=request.user.id, content=content)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.http import Http404
 
-from collab.errors import ApiError
+from collab.errors import Forbidden
 from workspace.investigations.models import Investigation, InvestigationMember
 from workspace.items.models import Item
 
@@ -69,7 +69,5 @@ def investigation_for_owner(
     investigation = investigation_for_member(investigation_id, user_id, lock=lock)
     owner = investigation.item.created_by
     if owner != user_id:
-        raise ApiError(
-            status_code=403, error="owner_only", detail=f"Only the investigation's owner ({owner}) can {action}."
-        )
+        raise Forbidden(error="owner_only", detail=f"Only the investigation's owner ({owner}) can {action}.")
     return investigation

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 
-from collab.errors import ApiError
+from collab.errors import DomainError
 from collab.web import identity_required
 from workspace.agent.selectors import conversation_of_item
 from workspace.agent.turns import answering_agent
@@ -25,7 +25,7 @@ def investigations_page(request: HttpRequest) -> HttpResponse:
             investigation = services.investigation_create(
                 title=request.POST.get("title", ""), members=members, user_id=user_id
             )
-        except ApiError as exc:
+        except DomainError as exc:
             messages.error(request, str(exc.detail))
         else:
             return HttpResponseRedirect(reverse("investigation", args=[investigation.pk]))

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
-from collab.errors import ApiError
+from collab.errors import Invalid
 from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
 from workspace.agent.messages import message_append
@@ -41,8 +41,7 @@ def _known_user_ids(user_ids: Sequence[str]) -> list[str]:
     unknown = unknown_user_ids(wanted)
     if unknown or "" in wanted:
         named = [user_id for user_id in unknown if user_id] or ["(blank)"]
-        raise ApiError(
-            status_code=400,
+        raise Invalid(
             error="unknown_users",
             detail=f"Not in the user directory: {', '.join(named)}.",
             user_ids=unknown,
@@ -86,7 +85,7 @@ def members_add(*, investigation_id: int, user_id: str, is_staff: bool, user_ids
     )
     wanted = _known_user_ids(user_ids)
     if not wanted:
-        raise ApiError(status_code=400, error="validation_error", detail="Name at least one person to add.")
+        raise Invalid(error="validation_error", detail="Name at least one person to add.")
     if _members_add(investigation, wanted, by=user_id):
         investigation.stamp_updated(user_id)
         investigation.save(update_fields=["updated_by", "updated_at"])
@@ -98,7 +97,7 @@ def _mention(
 ) -> ItemMessage:
     mentioned = _known_user_ids(user_ids)
     if not mentioned:
-        raise ApiError(status_code=400, error="validation_error", detail="Name at least one user to mention.")
+        raise Invalid(error="validation_error", detail="Name at least one user to mention.")
     note = note.strip()
     message = message_append(
         item=investigation.item,
@@ -152,13 +151,12 @@ def status_moves(current: str) -> list[Investigation.Status]:
 
 def _move(investigation: Investigation, status: str, actor: str | None, asked_by: str = "") -> Investigation:
     if status not in Investigation.Status.values:
-        raise ApiError(
-            status_code=400,
+        raise Invalid(
             error="invalid_status",
             detail=f"status must be one of {', '.join(Investigation.Status.values)}.",
         )
     if status not in status_moves(investigation.status):
-        raise ApiError(status_code=400, error="status_unchanged", detail=f"The investigation is already {status}.")
+        raise Invalid(error="status_unchanged", detail=f"The investigation is already {status}.")
     before = Investigation.Status(investigation.status).label
     investigation.status = status
     investigation.stamp_updated(actor)

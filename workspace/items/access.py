@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from django.http import Http404
 
-from collab.errors import ApiError
+from collab.errors import Forbidden
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
 
@@ -80,9 +80,8 @@ def can_view(item: Item, *, user_id: str, is_staff: bool) -> bool:
     return item_right(item, user_id=user_id, is_staff=is_staff) == ItemRight.USE
 
 
-def payer_only(item: Item) -> ApiError:
-    return ApiError(
-        status_code=403,
+def payer_only(item: Item) -> Forbidden:
+    return Forbidden(
         error="payer_only",
         detail=(
             f"You pay for {item.title!r} but {item.created_by} created it: you may see its files, delete or "

@@ -7,11 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
-from collab.errors import ApiError
+from collab.edge import admin_refused, form_error
+from collab.errors import DomainError
 from workspace.items import services
 from workspace.items.models import Item
 
@@ -32,8 +33,8 @@ class ItemForm(forms.ModelForm):
 def _validated(check: Callable[[str], str], value: str) -> str:
     try:
         return check(value)
-    except ApiError as exc:
-        raise forms.ValidationError(str(exc.detail)) from exc
+    except DomainError as exc:
+        raise form_error(exc) from exc
 
 
 @admin.register(Item)
@@ -85,6 +86,6 @@ class ItemAdmin(admin.ModelAdmin):
         """A refused delete (a sandbox the backend cannot close) is a message on the same page."""
         try:
             return view(request, *args)
-        except ApiError as exc:
-            self.message_user(request, str(exc.detail), messages.ERROR)
+        except DomainError as exc:
+            admin_refused(self, request, exc)
             return HttpResponseRedirect(request.get_full_path())

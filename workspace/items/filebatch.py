@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collab.errors import ApiError
+from collab.errors import DomainError, Invalid, NotFound
 from workspace.items.filestore import (
     DiskFull,
     FileChange,
@@ -51,8 +51,8 @@ class BatchReport:
         return sum(change.new_size - change.old_size for change in self.changes)
 
 
-def _bad(detail: str) -> ApiError:
-    return ApiError(status_code=400, error="invalid_batch", detail=detail)
+def _bad(detail: str) -> Invalid:
+    return Invalid(error="invalid_batch", detail=detail)
 
 
 def _plan_copy(root: Path, operation: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -65,7 +65,7 @@ def _plan_copy(root: Path, operation: dict[str, Any]) -> list[tuple[str, Any]]:
         mode = source.stat().st_mode
     except OSError:
         nothing = f"There is nothing at {source_name!r}."
-        raise ApiError(status_code=404, error="file_not_found", detail=nothing) from None
+        raise NotFound(error="file_not_found", detail=nothing) from None
     if stat.S_ISREG(mode):
         return [(relative(root, target), source)]
     if not stat.S_ISDIR(mode):
@@ -93,7 +93,7 @@ def _plan_replace(root: Path, operation: dict[str, Any]) -> list[tuple[str, Any]
             with open_read(root, root / path) as handle:
                 data = handle.read(MAX_REPLACE_FILE_BYTES + 1)
             text = data.decode("utf-8")
-        except (UnicodeDecodeError, OSError, ApiError):
+        except (UnicodeDecodeError, OSError, DomainError):
             continue  # binary, unreadable or no longer a regular file: left alone
         if search in text and len(data) <= MAX_REPLACE_FILE_BYTES:
             planned.append((path, text.replace(search, replacement).encode("utf-8")))

@@ -27,7 +27,7 @@ from typing import BinaryIO
 
 from django.conf import settings
 
-from collab.errors import ApiError
+from collab.errors import Conflict, DomainError, Invalid, NotFound, QuotaExceeded, TooLarge
 from collab.sizes import format_bytes
 from workspace.items import beneath
 from workspace.items.config import get_config
@@ -193,8 +193,8 @@ def max_file_bytes() -> int:
     return settings.WORKSPACE_MAX_FILE_BYTES
 
 
-def invalid_path(path: str, why: str) -> ApiError:
-    return ApiError(status_code=400, error="invalid_path", detail=f"{path!r} {why}.", path=path)
+def invalid_path(path: str, why: str) -> Invalid:
+    return Invalid(error="invalid_path", detail=f"{path!r} {why}.", path=path)
 
 
 def resolve(root: Path, path: str) -> Path:
@@ -359,12 +359,10 @@ def list_folder(root: Path, folder: str = "", *, limit: int = MAX_LISTED) -> lis
     try:
         with opened_folder(root, shown) as start:
             found = list(_folder_entries(os.dup(start), 2 * limit))
-    except ApiError as exc:
+    except DomainError as exc:
         if exc.error != "file_not_found":
             raise
-        raise ApiError(
-            status_code=404, error="folder_not_found", detail=f"There is no folder {folder!r}.", path=folder
-        ) from exc
+        raise NotFound(error="folder_not_found", detail=f"There is no folder {folder!r}.", path=folder) from exc
     prefix = f"{shown}/" if shown else ""
     entries = [
         FileEntry(
@@ -408,15 +406,14 @@ def workspace_bytes(root: Path) -> int:
     return total
 
 
-def _not_found(path: str) -> ApiError:
-    return ApiError(status_code=404, error="file_not_found", detail=f"There is no file {path!r}.", path=path)
+def _not_found(path: str) -> NotFound:
+    return NotFound(error="file_not_found", detail=f"There is no file {path!r}.", path=path)
 
 
-def not_regular(path: str, mode: int) -> ApiError:
+def not_regular(path: str, mode: int) -> Invalid:
     """A FIFO, socket or device where the file API expected a file (sandbox code can make them)."""
     what = next((name for test, name in _OTHER_KINDS if test(mode)), "special file")
-    return ApiError(
-        status_code=400,
+    return Invalid(
         error="not_a_regular_file",
         detail=f"{path!r} is a {what}, not a regular file; the file API opens only files and folders.",
         path=path,
@@ -431,19 +428,18 @@ _OTHER_KINDS = (
 )
 
 
-def _unopenable(path: str, exc: OSError) -> ApiError:
+def _unopenable(path: str, exc: OSError) -> Invalid:
     """A socket (ENXIO), a device on a nodev mount (EACCES), a symlink loop, a file sandbox code
     made unreadable: each a refusal of that file, none an error of the server."""
-    return ApiError(
-        status_code=400,
+    return Invalid(
         error="not_a_regular_file" if exc.errno in (errno.ENXIO, errno.ENODEV) else "file_unreadable",
         detail=f"{path!r} cannot be opened as a file ({os.strerror(exc.errno or 0)}).",
         path=path,
     )
 
 
-def _is_directory(path: str) -> ApiError:
-    return ApiError(status_code=400, error="is_directory", detail=f"{path!r} is a folder, not a file.", path=path)
+def _is_directory(path: str) -> Invalid:
+    return Invalid(error="is_directory", detail=f"{path!r} is a folder, not a file.", path=path)
 
 
 def read_file(root: Path, path: str) -> Path:
@@ -548,9 +544,7 @@ def stage(root: Path, path: str, chunks: Iterable[bytes], *, budget: _StreamBudg
             for chunk in chunks:
                 written += len(chunk)
                 if written > limit:
-                    raise ApiError(
-                        status_code=413, error="file_too_large", detail=f"A file may hold at most {limit} bytes."
-                    )
+                    raise TooLarge(error="file_too_large", detail=f"A file may hold at most {limit} bytes.")
                 change_so_far = FileChange(change_so_far.path, old_size, written)
                 with _kernel_full(change_so_far):
                     out.write(chunk)
@@ -610,7 +604,7 @@ def _kernel_full(change: FileChange) -> Iterator[None]:
         raise
 
 
-def refuse_full(ref: WorkspaceRef, changes: tuple[FileChange, ...]) -> ApiError:
+def refuse_full(ref: WorkspaceRef, changes: tuple[FileChange, ...]) -> QuotaExceeded:
     """The 507 for a write the kernel refused: the quota checks' own answer when they refuse it,
     else the workspace limit's, since the image is what filled up."""
     check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, changes, ref.title))
@@ -618,8 +612,7 @@ def refuse_full(ref: WorkspaceRef, changes: tuple[FileChange, ...]) -> ApiError:
     quota = app.resources.disk_bytes if app else 0
     attempted = sum(change.new_size for change in changes)
     whose = f"The workspace of “{ref.title}”" if ref.title else f"Item {ref.item_id}'s workspace"
-    return ApiError(
-        status_code=507,
+    return QuotaExceeded(
         error="workspace_quota_exceeded",
         detail=f"{whose} is full: its limit is {format_bytes(quota)}. Delete or shrink files to make room.",
         used=workspace_bytes(ref.root),
@@ -675,7 +668,7 @@ def move_path(ref: WorkspaceRef, source: str, target: str) -> FileChange:
                 raise refuse_full(ref, (full.change,)) from full
             try:
                 if _lstat(target_fd, target_name) is not None:
-                    raise ApiError(status_code=409, error="path_exists", detail=f"{target!r} already exists.")
+                    raise Conflict(error="path_exists", detail=f"{target!r} already exists.")
                 os.rename(source_name, target_name, src_dir_fd=source_fd, dst_dir_fd=target_fd)
                 os.fsync(target_fd)
                 os.fsync(source_fd)
@@ -701,7 +694,7 @@ def make_folder(ref: WorkspaceRef, path: str) -> FileChange:
             with _kernel_full(change):
                 os.mkdir(name, 0o700, dir_fd=folder_fd)
         except FileExistsError as exc:
-            raise ApiError(status_code=409, error="path_exists", detail=f"{path!r} already exists.") from exc
+            raise Conflict(error="path_exists", detail=f"{path!r} already exists.") from exc
         except DiskFull as full:
             raise refuse_full(ref, (full.change,)) from full
         made = beneath.open_beneath(root, relative(root, target), os.O_RDONLY | os.O_DIRECTORY)
@@ -737,8 +730,7 @@ def truncate_file(ref: WorkspaceRef, path: str, size: int) -> FileChange:
             if not stat.S_ISREG(info.st_mode):
                 raise not_regular(path, info.st_mode)
             if size > info.st_size:
-                raise ApiError(
-                    status_code=400,
+                raise Invalid(
                     error="not_a_shrink",
                     detail=f"{path!r} holds {info.st_size} bytes; it can only be cut to fewer, not to {size}.",
                     path=path,
@@ -763,7 +755,7 @@ def delete_path(ref: WorkspaceRef, path: str) -> FileChange:
             try:
                 os.rmdir(name, dir_fd=folder_fd)
             except OSError as exc:
-                raise ApiError(status_code=409, error="folder_not_empty", detail=f"{path!r} is not empty.") from exc
+                raise Conflict(error="folder_not_empty", detail=f"{path!r} is not empty.") from exc
             return FileChange(relative(root, target), 0, 0)
         change = FileChange(relative(root, target), charged_bytes(info), 0)
         check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, (change,), ref.title))

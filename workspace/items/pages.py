@@ -15,7 +15,8 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from collab.errors import ApiError
+from collab.edge import status_of
+from collab.errors import DomainError, Invalid
 from collab.sizes import format_bytes
 from collab.web import identity_required
 from quotas.sizes import SizeError, format_size, parse_size
@@ -63,7 +64,7 @@ def refused_on_the_item_page(form: ItemForm) -> Callable[[Callable[..., HttpResp
         def wrapper(request: HttpRequest, slug: str, item_id: int, *args: Any, **kwargs: Any) -> HttpResponse:
             try:
                 return view(request, slug, item_id, *args, **kwargs)
-            except ApiError as exc:
+            except DomainError as exc:
                 # The payer's own refusals (a 403 for what only the creator may) show on their page too.
                 app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
                 typed = {**kwargs, **request.GET.dict(), **request.POST.dict()}
@@ -101,7 +102,7 @@ def items_page(request: HttpRequest, slug: str) -> HttpResponse:
                 user_id=identity.user_id,
                 is_staff=identity.is_staff,
             )
-        except ApiError as exc:
+        except DomainError as exc:
             messages.error(request, str(exc.detail))
         else:
             messages.success(request, f"Created {item.title}.{_handover_note(item)}")
@@ -116,7 +117,7 @@ def _render_item(
     item: Item,
     *,
     folder: str = "",
-    refused: ApiError | None = None,
+    refused: DomainError | None = None,
     refused_form: ItemForm | None = None,
     typed: dict[str, str] | None = None,
 ) -> HttpResponse:
@@ -128,7 +129,7 @@ def _render_item(
     detail = selectors.item_detail(item)
     try:
         files = selectors.item_folder(item, folder, limit=ITEM_PAGE_FILES + 1)
-    except ApiError:
+    except DomainError:
         if refused is None:
             raise
         # The folder the refused form was sent from went away meanwhile: show the workspace.
@@ -156,7 +157,7 @@ def _render_item(
         "refused_form": refused_form,
         "typed": typed or {},
     }
-    return render(request, "items/item.html", context, status=refused.status_code if refused else 200)
+    return render(request, "items/item.html", context, status=status_of(refused) if refused else 200)
 
 
 def _crumbs(folder: str) -> list[tuple[str, str]]:
@@ -218,7 +219,7 @@ def _file_delete(request: HttpRequest, slug: str, item_id: int, *, file_path: st
 def _file_exists(item: Item, path: str) -> bool:
     try:
         read_file(workspace_prepared(item.pk, item.app_slug), path)
-    except ApiError:
+    except DomainError:
         return False
     return True
 
@@ -228,7 +229,7 @@ def _file_save(request: HttpRequest, slug: str, item_id: int, *, file_path: str)
     text = request.POST.get("content", "").replace("\r\n", "\n")
     try:
         services.file_write(item=item, path=file_path, chunks=[text.encode("utf-8")])
-    except ApiError as exc:
+    except DomainError as exc:
         # A refused save keeps what was typed, and says which limits bound and where to free room.
         context = {
             "app": app,
@@ -239,7 +240,7 @@ def _file_save(request: HttpRequest, slug: str, item_id: int, *, file_path: str)
             "new": not _file_exists(item, file_path),
             "refused": exc,
         }
-        return render(request, "items/file.html", context, status=exc.status_code)
+        return render(request, "items/file.html", context, status=status_of(exc))
     messages.success(request, f"Saved {file_path}.")
     return HttpResponseRedirect(_item_url(slug, item_id))
 
@@ -250,7 +251,7 @@ def _file_open(request: HttpRequest, slug: str, item_id: int, *, file_path: str)
     try:
         root = workspace_prepared(item.pk, item.app_slug)
         target = read_file(root, file_path)
-    except ApiError as exc:
+    except DomainError as exc:
         if exc.error != "file_not_found":
             raise
         # A path that does not exist yet opens an empty editor: saving creates the file.
@@ -288,7 +289,7 @@ def upload_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     _app, item = _viewer_item(request, slug, item_id)
     upload = request.FILES.get("file")
     if upload is None:
-        raise ApiError(status_code=400, error="no_file", detail="Choose a file to upload.")
+        raise Invalid(error="no_file", detail="Choose a file to upload.")
     folder = request.POST.get("folder", "").strip().strip("/")
     path = f"{folder}/{upload.name}" if folder else upload.name
     services.file_write(item=item, path=path, chunks=upload.chunks())
@@ -334,7 +335,7 @@ def _kept_bytes(typed: str) -> int:
     try:
         return parse_size(typed.strip() or "0")
     except SizeError as exc:
-        raise ApiError(status_code=400, error="invalid_size", detail=f"Keep how much? {exc}.") from exc
+        raise Invalid(error="invalid_size", detail=f"Keep how much? {exc}.") from exc
 
 
 @identity_required
@@ -361,7 +362,7 @@ def handover_answer_page(request: HttpRequest, item_id: int, answer: str) -> Htt
         else:
             item = services.item_handover_answer(item_id=item_id, user_id=identity.user_id, accept=answer == "accept")
             done = f"{'You pay for' if answer == 'accept' else 'You declined paying for'} {item.title}."
-    except ApiError as exc:
+    except DomainError as exc:
         messages.error(request, str(exc.detail))
     else:
         messages.success(request, done)

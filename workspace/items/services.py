@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 
 from collab import clock
 from collab.converters import is_row_id
-from collab.errors import ApiError
+from collab.errors import Forbidden, Invalid, NotFound, TooManyRequests
 from collab.identity import unknown_user_ids
 from quotas import ledger
 from workspace.items import filebatch, filestore, volumes
@@ -26,7 +26,7 @@ from workspace.items.sandboxes.base import Command, CommandInvalid, validate_com
 def checked_owner(owner: str) -> str:
     owner = owner.strip()
     if owner and unknown_user_ids([owner]):
-        raise ApiError(status_code=400, error="unknown_user", detail=f"{owner!r} is not in the user directory.")
+        raise Invalid(error="unknown_user", detail=f"{owner!r} is not in the user directory.")
     return owner
 
 
@@ -69,11 +69,10 @@ def checked_title(title: str, *, noun: str = "An item") -> str:
     """The title without surrounding blanks; empty or longer than the column is a 400, never cut."""
     cleaned = title.strip()
     if not cleaned:
-        raise ApiError(status_code=400, error="validation_error", detail=f"{noun} needs a title.")
+        raise Invalid(error="validation_error", detail=f"{noun} needs a title.")
     limit = Item._meta.get_field("title").max_length or 0
     if len(cleaned) > limit:
-        raise ApiError(
-            status_code=400,
+        raise Invalid(
             error="title_too_long",
             detail=f"A title has at most {limit} characters; this one has {len(cleaned)}.",
             limit=limit,
@@ -102,9 +101,7 @@ def item_update(
     fields: list[str] = []
     if owner is not None and (owner.strip() != item.owner or item.pending_owner):
         if not (is_staff or item.created_by == user_id):
-            raise ApiError(
-                status_code=403, error="owner_locked", detail="Only the item's creator or staff may change its owner."
-            )
+            raise Forbidden(error="owner_locked", detail="Only the item's creator or staff may change its owner.")
         fields += _bill_to(item, owner=owner, user_id=user_id, is_staff=is_staff)
     if title is not None and title.strip() != item.title:
         item.title = checked_title(title)
@@ -142,9 +139,7 @@ def item_handover_answer(*, item_id: int, user_id: str, accept: bool) -> Item:
         else None
     )
     if item is None:
-        raise ApiError(
-            status_code=404, error="no_handover", detail=f"No handover of item {item_id} is waiting for you."
-        )
+        raise NotFound(error="no_handover", detail=f"No handover of item {item_id} is waiting for you.")
     if accept:
         _payer_named(item, payer=user_id, named_by=item.pending_owner_requested_by, assigned=False)
         item.owner = user_id
@@ -169,9 +164,7 @@ def item_bill_return(*, item_id: int, user_id: str, is_staff: bool) -> Item:
     for until it closes."""
     item = Item.objects.select_for_update().filter(pk=item_id).first() if user_id and is_row_id(item_id) else None
     if item is None or item.debtor == item.created_by or not (is_staff or user_id in (item.owner, item.created_by)):
-        raise ApiError(
-            status_code=404, error="no_handover", detail=f"There is no handover of item {item_id} for you to end."
-        )
+        raise NotFound(error="no_handover", detail=f"There is no handover of item {item_id} for you to end.")
     item.owner = item.created_by
     _payer_named(item, payer=item.created_by, named_by=user_id, assigned=False)
     item.stamp_updated(user_id)
@@ -215,8 +208,7 @@ def exec_timeout(requested: float | None) -> float:
     if requested is None:
         return sandbox.exec_timeout
     if requested <= 0 or requested > sandbox.exec_timeout_max:
-        raise ApiError(
-            status_code=400,
+        raise Invalid(
             error="invalid_timeout",
             detail=f"timeout must be above 0 and at most {sandbox.exec_timeout_max:g} seconds.",
         )
@@ -227,7 +219,7 @@ def _valid_command(command: Any) -> Command:
     try:
         return validate_command(command)
     except CommandInvalid as exc:
-        raise ApiError(status_code=400, error="invalid_command", detail=str(exc)) from exc
+        raise Invalid(error="invalid_command", detail=str(exc)) from exc
 
 
 # How long a person refused for running too many commands is told to wait: most end within seconds.
@@ -236,21 +228,19 @@ EXEC_RETRY_AFTER_SECONDS = 5
 _SLOT_MARGIN = timedelta(seconds=60)
 
 
-class TooManyRunning(ApiError):
-    """429: the person already runs as many commands as they may at once; `retry_after` (seconds)
-    goes out as the Retry-After header."""
+class TooManyRunning(TooManyRequests):
+    """The person already runs as many commands as they may at once; come back in `retry_after` seconds."""
 
     def __init__(self, *, limit: int) -> None:
         super().__init__(
-            status_code=429,
             error="too_many_running_commands",
             detail=(
                 f"You already have {limit} commands running at once, the most you may. "
                 f"Wait for one to finish and try again in {EXEC_RETRY_AFTER_SECONDS} seconds."
             ),
+            retry_after=EXEC_RETRY_AFTER_SECONDS,
             limit=limit,
         )
-        self.retry_after = EXEC_RETRY_AFTER_SECONDS
 
 
 def exec_slot_take(*, user_id: str, seconds: float) -> ExecSlot | None:
@@ -393,12 +383,9 @@ def item_exec_stop(*, item: Item, exec_id: str, user_id: str, is_staff: bool) ->
     (any more) is 404 `no_running_command`."""
     command = RunningExec.objects.filter(pk=exec_id, item=item, ends_by__gt=clock.now()).first()
     if command is None:
-        raise ApiError(
-            status_code=404, error="no_running_command", detail=f"No command {exec_id} is running in this item."
-        )
+        raise NotFound(error="no_running_command", detail=f"No command {exec_id} is running in this item.")
     if not (is_staff or command.requested_by == user_id):
-        raise ApiError(
-            status_code=403,
+        raise Forbidden(
             error="not_your_command",
             detail=f"{command.requested_by} started this command; only they (or staff) may stop it.",
         )
@@ -408,6 +395,6 @@ def item_exec_stop(*, item: Item, exec_id: str, user_id: str, is_staff: bool) ->
         backend=command.backend, backend_sandbox_id=command.backend_sandbox_id, exec_id=exec_id
     )
     if not stopped:
-        raise ApiError(status_code=404, error="no_running_command", detail=f"Command {exec_id} had already finished.")
+        raise NotFound(error="no_running_command", detail=f"Command {exec_id} had already finished.")
     command.stopped_by = user_id
     return command

@@ -15,7 +15,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab.api import ServiceApiView, created, location_header
-from collab.errors import ApiError
+from collab.edge import body_of
+from collab.errors import DomainError, Invalid, NotFound
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
 from workspace.items import selectors, services
@@ -130,26 +131,15 @@ def _server_sent_events(events: Iterator[ExecStarted | tuple[str, bytes] | ExecO
                 yield event_frame("result", ExecOutputSerializer(event).data)
             elif text := decoders[event[0]].decode(event[1]):
                 yield event_frame("output", {"stream": event[0], "text": text})
-    except ApiError as exc:
-        yield event_frame("error", {"error": exc.error, "detail": str(exc.detail), **exc.extra})
+    except DomainError as exc:
+        yield event_frame("error", body_of(exc))
     finally:
         # A client that leaves closes this generator: close the exec's too, so its slot is given back now.
         if isinstance(events, Generator):
             events.close()
 
 
-class RetryAfterOnRefusal:
-    """For the APIs that start commands: a refusal that says when to come back (429, a person's
-    command slots all taken) carries Retry-After."""
-
-    def handle_exception(self, exc: Exception) -> Response:
-        response = super().handle_exception(exc)  # type: ignore[misc]
-        if isinstance(exc, services.TooManyRunning):
-            response["Retry-After"] = str(exc.retry_after)
-        return response
-
-
-class ItemExecApi(RetryAfterOnRefusal, ServiceApiView):
+class ItemExecApi(ServiceApiView):
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(
@@ -175,7 +165,7 @@ class ItemExecApi(RetryAfterOnRefusal, ServiceApiView):
     def post(self, request: Request, slug: str, item_id: int) -> Response | StreamingHttpResponse:
         app, item = _viewer_item(request, slug, item_id)
         if not isinstance(request.data, dict) or "command" not in request.data:
-            raise ApiError(status_code=400, error="invalid_command", detail="The body needs a 'command'.")
+            raise Invalid(error="invalid_command", detail="The body needs a 'command'.")
         body = ExecInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         command, timeout = body.validated_data["command"], body.validated_data.get("timeout")
@@ -223,7 +213,7 @@ class ItemSandboxApi(ServiceApiView):
         _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
         sandbox = selectors.item_detail(item).sandbox
         if sandbox is None:
-            raise ApiError(status_code=404, error="no_live_sandbox", detail="The item has no live sandbox.")
+            raise NotFound(error="no_live_sandbox", detail="The item has no live sandbox.")
         return Response(ItemSandboxOutputSerializer(sandbox).data)
 
     @extend_schema(responses={204: None, 503: ErrorOutputSerializer, **_ERRORS})

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from collab.authentication import AuthenticatedIdentity
-from collab.errors import ApiError
+from collab.errors import Gone, NotFound
 from crudgen import Caller, ListQueryParams, ListScope, NotFoundError, RouteContext, SortOrder
 from crudgen.storage.base import Stored
 from workspace.workflows.access import may_see_workflow
@@ -68,8 +68,8 @@ def _definition(stored: Stored) -> WorkflowDefinition:
     )
 
 
-def _not_found(workflow_id: str) -> ApiError:
-    return ApiError(status_code=404, error="workflow_not_found", detail=f"There is no workflow {workflow_id}.")
+def _not_found(workflow_id: str) -> NotFound:
+    return NotFound(error="workflow_not_found", detail=f"There is no workflow {workflow_id}.")
 
 
 def workflow_definition(workflow_id: str, *, user_id: str | None = None, is_staff: bool = False) -> WorkflowDefinition:
@@ -85,8 +85,7 @@ def workflow_definition(workflow_id: str, *, user_id: str | None = None, is_staf
     if user_id is not None and not may_see_workflow(stored.meta.created_by, user_id=user_id, is_staff=is_staff):
         raise _not_found(workflow_id)
     if stored.meta.is_deleted:
-        raise ApiError(
-            status_code=410,
+        raise Gone(
             error="workflow_deleted",
             detail=f"Workflow {workflow_id} was deleted, so it cannot run; restore it first.",
         )
@@ -225,7 +224,7 @@ def revision_for_viewer(workflow_id: str, revision_id: str, *, user_id: str, is_
     try:
         found = workflows.get_revision(workflow_id, revision_id, caller=caller)
     except NotFoundError as exc:
-        raise ApiError(
-            status_code=404, error="revision_not_found", detail=f"Workflow {workflow_id} has no revision {revision_id}."
+        raise NotFound(
+            error="revision_not_found", detail=f"Workflow {workflow_id} has no revision {revision_id}."
         ) from exc
     return RevisionData(revision=_revision(found["revision_info"]), data=found["data"])

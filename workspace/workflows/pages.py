@@ -18,7 +18,8 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from collab.errors import ApiError
+from collab.edge import refusal_status
+from collab.errors import DomainError
 from collab.web import identity_required
 from crudgen import CrudError, NotFoundError, RevisionConflict
 from workspace.items.access import item_for_viewer
@@ -33,7 +34,7 @@ from workspace.workflows.definitions import (
 from workspace.workflows.forms import FormProblem, WorkflowForm
 from workspace.workflows.rules import SCHEDULE_UNITS
 
-Refusal = ApiError | CrudError | FormProblem
+Refusal = DomainError | CrudError | FormProblem
 # The form's fields as a person knows them, and the control each one's message leads to; the
 # messages of a refused save name the API's fields (crudgen names nested ones `steps[0]`).
 FORM_FIELDS = {
@@ -65,7 +66,7 @@ def _viewer(request: HttpRequest) -> dict[str, Any]:
 def _workflow_or_404(request: HttpRequest, workflow_id: str) -> WorkflowDefinition:
     try:
         return workflow_for_viewer(workflow_id, **_viewer(request))
-    except ApiError as exc:
+    except DomainError as exc:
         raise Http404(str(exc.detail)) from exc
 
 
@@ -82,10 +83,6 @@ def _field_errors(refusal: Refusal) -> list[FieldError]:
         label, anchor = FORM_FIELDS.get(name, ("Workflow", "wf-name"))
         found.setdefault(name, FieldError(name, label, str(message), anchor))
     return list(found.values())
-
-
-def _refusal_status(refusal: Refusal) -> int:
-    return int(getattr(refusal, "status_code", 400))
 
 
 # -- the list -----------------------------------------------------------------------------------
@@ -128,7 +125,7 @@ def _form_page(
         "field_errors": field_errors,
         "errors": {error.field: error.message for error in field_errors},
     }
-    status = _refusal_status(refusal) if refusal is not None else 200
+    status = refusal_status(refusal) if refusal is not None else 200
     return render(request, "workflows/workflow_form.html", context, status=status)
 
 
@@ -198,7 +195,7 @@ def workflow_restore_page(request: HttpRequest, workflow_id: str) -> HttpRespons
 
 
 def _workflow_view(
-    request: HttpRequest, workflow: WorkflowDefinition, *, run_item_id: str, refusal: ApiError | None = None
+    request: HttpRequest, workflow: WorkflowDefinition, *, run_item_id: str, refusal: DomainError | None = None
 ) -> HttpResponse:
     runs = selectors.runs_of_workflow(workflow_id=workflow.id)
     context = {
@@ -211,7 +208,7 @@ def _workflow_view(
         "revisions": revisions_page(workflow.id, **_viewer(request), page=_page_number(request.GET.get("revisions"))),
         "refusal": refusal,
     }
-    return render(request, "workflows/workflow.html", context, status=refusal.status_code if refusal else 200)
+    return render(request, "workflows/workflow.html", context, status=refusal_status(refusal) if refusal else 200)
 
 
 @identity_required
@@ -229,7 +226,7 @@ def workflow_run_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
     item_id = request.POST.get("item_id", "").strip()[:40]
     try:
         run = services.workflow_run_on_item(workflow_id=workflow_id, item_id=item_id, **_viewer(request))
-    except ApiError as exc:
+    except DomainError as exc:
         return _workflow_view(request, workflow, run_item_id=item_id, refusal=exc)
     outcome = f"Run #{run.number} {run.get_status_display().lower()}."
     if run.reason:
@@ -247,14 +244,14 @@ def _revision_view(
 ) -> HttpResponse:
     try:
         revision = revision_for_viewer(workflow.id, revision_id, **_viewer(request))
-    except ApiError as exc:
+    except DomainError as exc:
         raise Http404(str(exc.detail)) from exc
     context = {
         "workflow": workflow,
         "comparison": selectors.revision_comparison(workflow, revision, **_viewer(request)),
         "refusal": refusal,
     }
-    status = refusal.status_code if refusal is not None else 200
+    status = refusal_status(refusal) if refusal is not None else 200
     return render(request, "workflows/revision.html", context, status=status)
 
 

@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from collab import clock
-from collab.errors import ApiError
+from collab.errors import DomainError, Forbidden, Invalid, NotFound, Unavailable
 from collab.identity import standing_of
 from crudgen.metadata import ResourceMeta
 from workspace.items.access import can_view
@@ -36,17 +36,15 @@ Status = WorkflowRun.Status
 
 def _checked_steps(definition: WorkflowDefinition) -> list[str]:
     if not definition.steps:
-        raise ApiError(status_code=400, error="workflow_empty", detail=f"Workflow {definition.name!r} has no steps.")
+        raise Invalid(error="workflow_empty", detail=f"Workflow {definition.name!r} has no steps.")
     # A definition stored before the limit (or under a higher one) is refused here, not run.
     if problem := steps_problem(list(definition.steps)):
-        raise ApiError(status_code=400, error="too_many_steps", detail=f"Workflow {definition.name!r}: {problem}.")
+        raise Invalid(error="too_many_steps", detail=f"Workflow {definition.name!r}: {problem}.")
     for number, step in enumerate(definition.steps, start=1):
         try:
             validate_command(step)
         except CommandInvalid as exc:
-            raise ApiError(
-                status_code=400, error="invalid_workflow_step", detail=f"Step {number} cannot run: {exc}"
-            ) from exc
+            raise Invalid(error="invalid_workflow_step", detail=f"Step {number} cannot run: {exc}") from exc
     return list(definition.steps)
 
 
@@ -143,7 +141,7 @@ def run_numbered_save(run: WorkflowRun) -> None:
         except IntegrityError:
             if not WorkflowRun.objects.filter(workflow_id=run.workflow_id, number=run.number).exists():
                 raise  # some other rule refused it (one record per schedule window)
-    raise ApiError(status_code=503, error="busy", detail="Too many runs of this workflow started at once; try again.")
+    raise Unavailable(error="busy", detail="Too many runs of this workflow started at once; try again.")
 
 
 def _clip(text: str) -> str:
@@ -173,7 +171,7 @@ def _execute(run: WorkflowRun, *, item: Item, app: AppDescriptor, steps: list[st
         timeout = min(step_timeout, left)
         try:
             outcome = lifecycle.sandbox_exec(item=item, app=app, command=step, timeout=timeout)
-        except ApiError as exc:
+        except DomainError as exc:
             status, reason = Status.FAILED, f"Step {number} could not run: {exc.detail}"
             break
         result = outcome.result
@@ -206,8 +204,7 @@ def creator_may_use(definition: WorkflowDefinition, item: Item) -> bool:
 
 def _creator_checked(definition: WorkflowDefinition, item: Item) -> None:
     if not creator_may_use(definition, item):
-        raise ApiError(
-            status_code=403,
+        raise Forbidden(
             error="workflow_creator_lacks_access",
             detail=(
                 f"Workflow {definition.name!r} acts for {definition.created_by or 'nobody'}, "
@@ -241,14 +238,14 @@ def workflow_run_on_item(*, workflow_id: str, item_id: object, user_id: str, is_
     """A manual run on an item named by id (the workflow page's "Run now"): the same refusals as
     `workflow_run`, and an item the caller may not use is the 404 of a missing one."""
     if not str(item_id).strip():
-        raise ApiError(status_code=400, error="item_required", detail="Choose the item to run the workflow on.")
+        raise Invalid(error="item_required", detail="Choose the item to run the workflow on.")
     item = usable_item(item_id, user_id=user_id, is_staff=is_staff)
     if item is None:
-        raise ApiError(status_code=404, error="item_not_found", detail=f"There is no item {str(item_id)[:40]}.")
+        raise NotFound(error="item_not_found", detail=f"There is no item {str(item_id)[:40]}.")
     return workflow_run(item=item, app=_app_of(item), workflow_id=workflow_id, user_id=user_id, is_staff=is_staff)
 
 
-def not_run_reason(exc: ApiError) -> str:
+def not_run_reason(exc: DomainError) -> str:
     if exc.error == QUOTA_REFUSAL:
         return f"not run due to quota: {exc.detail}"
     return f"not run: {exc.detail}"
@@ -257,7 +254,7 @@ def not_run_reason(exc: ApiError) -> str:
 def _app_of(item: Item) -> AppDescriptor:
     app = get_config().app(item.app_slug)
     if app is None:
-        raise ApiError(status_code=404, error="unknown_app", detail=f"The app {item.app_slug!r} no longer exists.")
+        raise NotFound(error="unknown_app", detail=f"The app {item.app_slug!r} no longer exists.")
     return app
 
 
@@ -315,12 +312,12 @@ def scheduled_run(*, workflow_id: str, item_id: int, window_at: datetime) -> Wor
     try:
         definition = workflow_definition(workflow_id)
         if item is None:
-            raise ApiError(status_code=404, error="item_not_found", detail=f"item {item_id} does not exist.")
+            raise NotFound(error="item_not_found", detail=f"item {item_id} does not exist.")
         _creator_checked(definition, item)
         steps = _checked_steps(definition)
         app = _app_of(item)
         workflow_run_gate(item=item, app=app)
-    except ApiError as exc:
+    except DomainError as exc:
         logger.info("scheduled workflow %s on item %s not run: %s", workflow_id, item_id, exc.detail)
         return _window_record(
             definition=definition, workflow_id=workflow_id, item=item, window_at=window_at,

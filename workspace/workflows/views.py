@@ -9,7 +9,6 @@ from rest_framework.response import Response
 from collab.api import ServiceApiView
 from collab.serializers import ErrorOutputSerializer
 from workspace.items.access import item_for_viewer
-from workspace.items.views import RetryAfterOnRefusal
 from workspace.workflows import selectors, services
 from workspace.workflows.definitions import workflow_definition
 from workspace.workflows.serializers import WorkflowRunOutputSerializer, WorkflowRunsOutputSerializer
@@ -26,7 +25,10 @@ class WorkflowRunListApi(ServiceApiView):
         return Response(WorkflowRunsOutputSerializer({"workflow": definition, "runs": runs}).data)
 
 
-class WorkflowRunApi(RetryAfterOnRefusal, ServiceApiView):
+class WorkflowRunApi(ServiceApiView):
+    """For the APIs that start commands: a refusal that says when to come back (429, a person's
+    command slots all taken) carries Retry-After."""
+
     @extend_schema(
         request=None,
         responses={

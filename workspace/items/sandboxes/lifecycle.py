@@ -15,7 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from collab import clock
-from collab.errors import ApiError
+from collab.errors import Conflict, DomainError, Misconfigured, Unavailable
 from quotas import ledger
 from quotas.disk import owner_disk_headroom
 from quotas.limits import limits_for, limits_for_many
@@ -87,13 +87,12 @@ class SweepCounts:
     closed: int = 0
 
 
-def _unavailable(exc: Exception) -> ApiError:
+def _unavailable(exc: Exception) -> DomainError:
     # The reason names internal hosts, ports and paths: it goes to the log and to staff on
     # /healthz, not to whoever ran the command.
     if isinstance(exc, SandboxMisconfigured):
         logger.error("sandbox backend misconfigured: %s", exc)
-        return ApiError(
-            status_code=500,
+        return Misconfigured(
             error=MISCONFIGURED,
             detail=(
                 "Sandboxes cannot start on this server because of how it is configured, so nothing ran; "
@@ -101,8 +100,7 @@ def _unavailable(exc: Exception) -> ApiError:
             ),
         )
     logger.warning("sandbox backend unavailable: %s", exc)
-    return ApiError(
-        status_code=503,
+    return Unavailable(
         error="sandbox_host_unavailable",
         detail="The sandbox backend cannot be reached right now, so nothing ran. Try again in a moment.",
     )
@@ -154,7 +152,7 @@ def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
     if not attached:
         # Closed while it was opening (a person pressed close): honour the close.
         backend.close(opened.id)
-        raise ApiError(status_code=409, error="sandbox_closed", detail="The sandbox was closed while it opened.")
+        raise Conflict(error="sandbox_closed", detail="The sandbox was closed while it opened.")
     activity.refresh_from_db()
     return activity, True
 
@@ -163,11 +161,11 @@ def _await_opened(activity: SandboxActivity) -> SandboxActivity:
     deadline = time.monotonic() + _OPENING_WAIT_SECONDS
     while not activity.backend_sandbox_id:
         if time.monotonic() > deadline:
-            raise ApiError(status_code=409, error="sandbox_opening", detail="The item's sandbox is still opening.")
+            raise Conflict(error="sandbox_opening", detail="The item's sandbox is still opening.")
         time.sleep(0.05)
         current = SandboxActivity.current.filter(pk=activity.pk).first()
         if current is None:
-            raise ApiError(status_code=409, error="sandbox_closed", detail="The sandbox closed while it opened.")
+            raise Conflict(error="sandbox_closed", detail="The sandbox closed while it opened.")
         activity = current
     return activity
 
@@ -193,7 +191,7 @@ def sandbox_exec(
     for event in events:
         if isinstance(event, ExecOutcome):
             return event
-    raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The exec ended without a result.")
+    raise Unavailable(error="sandbox_host_unavailable", detail="The exec ended without a result.")
 
 
 def sandbox_exec_streaming(
@@ -264,7 +262,7 @@ def sandbox_exec_streaming(
         result = replace(result, stderr=replaced + result.stderr + (note or "") + told)
         yield ExecOutcome(result=result, activity=activity, opened=opened_any, closed=note is not None, exec_id=exec_id)
         return
-    raise ApiError(status_code=503, error="sandbox_host_unavailable", detail="The sandbox vanished twice in a row.")
+    raise Unavailable(error="sandbox_host_unavailable", detail="The sandbox vanished twice in a row.")
 
 
 def _stopped_after_exec(item: Item, app: AppDescriptor, activity: SandboxActivity) -> str | None:
