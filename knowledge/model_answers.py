@@ -42,9 +42,14 @@ SYSTEM_PROMPT = (
     "[2][3]. If the passages do not answer the question, say so in one sentence and cite nothing. "
     "Answer briefly, in the language of the question, in plain Markdown."
 )
-_MARKERS = re.compile(r"[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
+# Up to this length an answer is checked after every piece (a real model's answer, at its token
+# limit, stays well below); past it, in batches (`MarkerCheck.feed`).
+EVERY_PIECE_CHARS = 8000
+# Both start only where a run of blanks starts (the lookbehind): the leftmost match is the same,
+# but a long run of blanks a model writes is scanned once, not once per blank (quadratic, minutes).
+_MARKERS = re.compile(r"(?<![ \t])[ \t]*\[(\d{1,4}(?:\s*,\s*\d{1,4})*)\]")
 # What may still become a marker when more text comes: trailing blanks and an unclosed "[1, 2".
-_UNFINISHED = re.compile(r"[ \t]*(?:\[[\d,\s]*)?\Z")
+_UNFINISHED = re.compile(r"(?<![ \t])[ \t]*(?:\[[\d,\s]*)?\Z")
 # Code spans and fenced blocks, an unclosed one running to the end (more of it may still come).
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*(?:`|\Z)", re.DOTALL)
 _SOURCE_MARKER = re.compile(r"\[(\d{1,4})\]")
@@ -86,9 +91,15 @@ class MarkerCheck:
         self.raw = ""
         self.shown = 0
         self.order: dict[int, int] = {}
+        self._checked_at = 0
 
     def feed(self, piece: str) -> str:
         self.raw += piece.replace("\x00", "")  # PostgreSQL stores no NUL: a model's garbage must not lose the question
+        # Each check reads the whole text again: past EVERY_PIECE_CHARS, check once the unchecked
+        # text is a 1/32 of it, so a long answer in tiny pieces costs linear time, not quadratic.
+        if len(self.raw) - self._checked_at < (len(self.raw) - EVERY_PIECE_CHARS) // 32:
+            return ""
+        self._checked_at = len(self.raw)
         settled = self.raw[: _UNFINISHED.search(self.raw).start()]
         return self._news(self.checked(settled))
 
