@@ -75,6 +75,21 @@ def test_the_model_cannot_mention_someone_the_asker_did_not_name(
     assert not ItemMessage.objects.filter(role="mention").exists()
 
 
+def test_the_model_cannot_mention_more_than_20_people_in_one_call(
+    alice_api, make_investigation, model_agent, django_capture_on_commit_callbacks
+):
+    # Given a model that names carol 50,000 times in one mention_user call (each name is looked
+    # for in the asker's message: a turn's worth of CPU)
+    model_agent.push(Reply(tool_calls=[Call("mention_user", {"user_ids": ["carol"] * 50_000})]), Reply("No."))
+    # When alice asks it to mention carol
+    reply = _ask(alice_api, make_investigation(), "Mention carol please", django_capture_on_commit_callbacks)
+    # Then the call is a tool error naming the bound, and nobody is notified
+    step = reply.json()["replies"][0]["steps"][0]
+    assert (step["tool"], step["ok"]) == ("mention_user", False)
+    assert "at most 20" in step["output"]
+    assert not Notification.objects.exists()
+
+
 def test_a_status_move_the_asker_asked_for_is_made_and_names_the_asker(
     alice_api, make_investigation, model_agent, django_capture_on_commit_callbacks
 ):
