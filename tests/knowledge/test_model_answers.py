@@ -9,7 +9,14 @@ import re
 import pytest
 
 from knowledge.answers import NOTHING_FOUND, ExtractiveAnswerer, Passage, answer_question, retrieve_passages
-from knowledge.model_answers import NOT_ANSWERED, SYSTEM_PROMPT, MarkerCheck, ModelAnswerer
+from knowledge.model_answers import (
+    CUT_NOTE,
+    MAX_ANSWER_CHARS,
+    NOT_ANSWERED,
+    SYSTEM_PROMPT,
+    MarkerCheck,
+    ModelAnswerer,
+)
 from tests.fixtures.llm import TEST_API_KEY, Garbage, Hang, HttpError, RateLimited, Reply, Stream
 
 pytestmark = pytest.mark.django_db
@@ -103,6 +110,21 @@ def test_the_model_answer_is_stored_with_checked_markers_and_only_cited_passages
         (1, passages[1].document_id, passages[1].chunk_ids)
     ]
     assert answer.persisted_citations() == list(answer.citations)
+
+
+def test_an_answer_of_a_million_characters_is_cut_and_says_so(handbook, llm_provider):
+    # Given a model that cites passage 1, then writes a million brackets in pieces and never finishes
+    # (each view of the chat renders the answer: Markdown of a million brackets took 41 s)
+    llm_provider.push(Stream(["Close a sandbox [1]. ", *["[" * 10_000] * 100], then="hang"))
+
+    # When the question is answered
+    answer = answer_question(question=TWO_PASSAGES, collection_ids=[handbook.id])
+
+    # Then the answer stops at MAX_ANSWER_CHARS with a note saying so, and keeps its citation
+    assert len(answer.text) == MAX_ANSWER_CHARS + len(CUT_NOTE)
+    assert answer.text.startswith("Close a sandbox [1]. [[[")
+    assert answer.text.endswith("(The answer stops here: it reached 50,000 characters.)")
+    assert [citation.marker for citation in answer.citations] == [1]
 
 
 def test_the_passages_go_to_the_model_as_delimited_data_not_as_instructions(make_collection, upload, llm_provider):
