@@ -139,3 +139,21 @@ def test_an_admin_edit_of_a_notification_reaches_the_next_poll(admin_client_logg
     assert saved.status_code == 302
     assert response.status_code == 200
     assert "disk at 19%" in [row["title"] for row in response.json()["results"]]
+
+
+def test_an_admin_delete_of_a_read_notification_reaches_the_next_poll(
+    admin_client_logged_in: Client, alice_api
+) -> None:
+    # Given alice's older notification, read, and a newer one, and the ETag of her inbox
+    older = make_notification(title="sent by mistake", read=True, created_at=clock.now() - timedelta(hours=1))
+    make_notification(title="status flip")
+    etag = alice_api.get("/notifications").headers["ETag"]
+
+    # When staff delete the older one in admin
+    deleted = admin_client_logged_in.post(f"/admin/collab/notification/{older.pk}/delete/", {"post": "yes"})
+
+    # Then her next poll with that ETag gets the inbox again (not a 304), without it
+    response = alice_api.get("/notifications", HTTP_IF_NONE_MATCH=etag)
+    assert deleted.status_code == 302
+    assert response.status_code == 200
+    assert [row["title"] for row in response.json()["results"]] == ["status flip"]
