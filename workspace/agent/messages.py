@@ -38,7 +38,7 @@ def message_append(
                 message=message,
                 position=position,
                 kind=step.kind,
-                tool=step.tool,
+                tool=storable(step.tool)[:40],
                 arguments=storable(step.arguments),
                 ok=step.ok,
                 summary=storable(step.summary)[:300],
