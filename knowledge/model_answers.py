@@ -59,6 +59,7 @@ _UNFINISHED = re.compile(r"(?<![ \t])[ \t]*(?:\[[\d,\s]*)?\Z")
 _CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*(?:`|\Z)", re.DOTALL)
 _SOURCE_MARKER = re.compile(r"\[(\d{1,4})\]")
 _TAG = re.compile(r"</?passage", re.IGNORECASE)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def prompt_messages(question: str, passages: Sequence[Passage]) -> list[dict[str, str]]:
@@ -99,7 +100,9 @@ class MarkerCheck:
         self._checked_at = 0
 
     def feed(self, piece: str) -> str:
-        self.raw += piece.replace("\x00", "")  # PostgreSQL stores no NUL: a model's garbage must not lose the question
+        # PostgreSQL stores no NUL, and nothing encodes a lone surrogate (a JSON "\ud800"): a
+        # model's garbage must not lose the question.
+        self.raw += _SURROGATE.sub("\ufffd", piece.replace("\x00", ""))
         # Each check reads the whole text again: past EVERY_PIECE_CHARS, check once the unchecked
         # text is a 1/32 of it, so a long answer in tiny pieces costs linear time, not quadratic.
         if len(self.raw) - self._checked_at < (len(self.raw) - EVERY_PIECE_CHARS) // 32:
