@@ -63,9 +63,7 @@ def test_the_api_returns_the_stored_model_answer(handbook, make_chat, ask, llm_p
     assert [citation["marker"] for citation in answer["citations"]] == [1]
 
 
-def test_a_lone_surrogate_in_a_model_answer_is_replaced_and_the_exchange_stored(
-    handbook, make_chat, ask, llm_provider
-):
+def test_a_lone_surrogate_in_a_model_answer_is_replaced_and_the_exchange_stored(handbook, make_chat, ask, llm_provider):
     # Given a model whose answer holds a lone surrogate: valid JSON ("\ud800") no database encodes
     chat = make_chat(handbook)
     llm_provider.push(Stream(["Close a sandbox [1] \ud800", " now."]))
