@@ -4,6 +4,9 @@ tries to give the agent orders changing nothing beyond what the asker could do a
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from collab.models import Notification
@@ -87,6 +90,34 @@ def test_the_model_cannot_mention_more_than_20_people_in_one_call(
     step = reply.json()["replies"][0]["steps"][0]
     assert (step["tool"], step["ok"]) == ("mention_user", False)
     assert "at most 20" in step["output"]
+    assert not Notification.objects.exists()
+
+
+@pytest.fixture
+def directory_with_al(settings, tmp_path):
+    """The demo users and al, whose name is "Al": short enough to sit inside other words."""
+    from collab import identity
+
+    users = json.loads(Path(settings.WORKSPACE_MOCK_USERS_FILE).read_text())
+    users.append({"id": "al", "name": "Al", "section": "", "email": "", "photo_url": None})
+    (tmp_path / "users.json").write_text(json.dumps(users))
+    settings.WORKSPACE_MOCK_USERS_FILE = str(tmp_path / "users.json")
+    identity._instance.cache_clear()
+    yield
+    identity._instance.cache_clear()
+
+
+def test_a_name_counts_as_named_only_as_a_whole_word(
+    alice_api, make_investigation, model_agent, directory_with_al, django_capture_on_commit_callbacks
+):
+    # Given a model that mentions carol and al, when alice's message names carol and says "Also"
+    model_agent.push(Reply(tool_calls=[Call("mention_user", {"user_ids": ["carol", "al"]})]), Reply("Done."))
+    # When alice asks
+    reply = _ask(alice_api, make_investigation(), "Also, mention carol.", django_capture_on_commit_callbacks)
+    # Then "Also" does not name Al: the call is refused and nobody is notified
+    step = reply.json()["replies"][0]["steps"][0]
+    assert (step["tool"], step["ok"]) == ("mention_user", False)
+    assert "al is not named in the asker's message" in step["output"]
     assert not Notification.objects.exists()
 
 

@@ -388,4 +388,6 @@ def _named(message: str, user_id: str) -> bool:
     if re.search(rf"(?<![\w.-]){re.escape(user_id)}(?![\w-])", message, re.IGNORECASE):
         return True
     user = get_user_directory().get(user_id)
-    return bool(user and user.name.strip() and user.name.casefold() in message.casefold())
+    name = user.name.strip() if user else ""
+    # As whole words: a person named "Al" is not named by "Also" or "vocal".
+    return bool(name) and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", message, re.IGNORECASE) is not None
