@@ -40,6 +40,11 @@ class NotificationAdmin(admin.ModelAdmin):
     actions = ["mark_read"]
     show_full_result_count = False
 
+    def save_model(self, request: HttpRequest, obj: Notification, form: Any, change: bool) -> None:
+        # The inbox's ETag follows `updated_at`: an edit left unstamped would answer polls with 304.
+        obj.stamp_updated(request.user.get_username())
+        super().save_model(request, obj, form, change)
+
     @admin.action(description="Mark selected notifications read")
     def mark_read(self, request: HttpRequest, queryset: QuerySet[Notification]) -> None:
         marked = notifications_mark_selected_read(

@@ -40,9 +40,13 @@ class InboxState:
     user_id: str
     latest_change: Any
     unread_count: int
+    # A deleted notification (staff, in admin) changes neither of the above when it was read and
+    # not the newest; the total does.
+    total_count: int = 0
 
     def etag(self, *, limit: int, shown: InboxFilter = EVERYTHING) -> str:
-        fingerprint = f"{self.user_id}|{self.latest_change}|{self.unread_count}|{limit}|{shown.fingerprint()}"
+        counts = f"{self.unread_count}|{self.total_count}"
+        fingerprint = f"{self.user_id}|{self.latest_change}|{counts}|{limit}|{shown.fingerprint()}"
         return '"' + hashlib.blake2b(fingerprint.encode(), digest_size=12).hexdigest() + '"'
 
 
@@ -53,17 +57,23 @@ class Inbox:
 
 
 def inbox_state(*, user_id: str) -> InboxState:
-    """One statement, two index seeks: the newest change and the unread count."""
+    """One statement, three index seeks: the newest change, the unread count and the total."""
     table = connection.ops.quote_name(Notification._meta.db_table)
     q = connection.ops.quote_name
     sql = (
         f"SELECT (SELECT MAX({q('updated_at')}) FROM {table} WHERE {q('recipient')} = %s), "
-        f"(SELECT COUNT(*) FROM {table} WHERE {q('recipient')} = %s AND {q('read')} = %s)"
+        f"(SELECT COUNT(*) FROM {table} WHERE {q('recipient')} = %s AND {q('read')} = %s), "
+        f"(SELECT COUNT(*) FROM {table} WHERE {q('recipient')} = %s)"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [user_id, user_id, False])
-        latest_change, unread_count = cursor.fetchone()
-    return InboxState(user_id=user_id, latest_change=latest_change, unread_count=int(unread_count or 0))
+        cursor.execute(sql, [user_id, user_id, False, user_id])
+        latest_change, unread_count, total_count = cursor.fetchone()
+    return InboxState(
+        user_id=user_id,
+        latest_change=latest_change,
+        unread_count=int(unread_count or 0),
+        total_count=int(total_count or 0),
+    )
 
 
 def inbox(

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from collab import clock
 from collab.converters import is_row_id
-from collab.errors import Conflict, Invalid, NotFound
+from collab.errors import Conflict, Forbidden, Invalid, NotFound
 from collab.identity import standing_of
 from collab.models import ApiToken
 
@@ -34,7 +34,14 @@ class IssuedToken:
 
 
 @transaction.atomic
-def token_create(*, user_id: str, name: str) -> IssuedToken:
+def token_create(*, user_id: str, name: str, via_token: bool = False) -> IssuedToken:
+    """A new token of `user_id`'s. `via_token`: the request came with a token, which may not make
+    another: a leaked token would otherwise mint one that outlives its own revocation."""
+    if via_token:
+        raise Forbidden(
+            error="token_cannot_create_tokens",
+            detail="A token cannot create tokens: sign in (the API tokens page, or your password) to make one.",
+        )
     name = name.strip()
     if not name or len(name) > 100:
         raise Invalid(error="invalid_name", detail="A token needs a name of 1 to 100 characters.")

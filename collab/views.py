@@ -208,14 +208,21 @@ class ApiTokenListApi(ServiceApiView):
 
     @extend_schema(
         request=ApiTokenCreateInputSerializer,
-        responses={201: ApiTokenIssuedOutputSerializer, 400: ErrorOutputSerializer, 409: ErrorOutputSerializer},
+        responses={
+            201: ApiTokenIssuedOutputSerializer,
+            400: ErrorOutputSerializer,
+            403: ErrorOutputSerializer,
+            409: ErrorOutputSerializer,
+        },
         parameters=[location_header()],
         description="Creates a personal token; the answer is the only time the token itself is shown.",
     )
     def post(self, request: Request) -> Response:
         body = ApiTokenCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        issued = tokens.token_create(user_id=request.user.id, name=body.validated_data["name"])
+        issued = tokens.token_create(
+            user_id=request.user.id, name=body.validated_data["name"], via_token=request.identity.source == "token"
+        )
         return created(ApiTokenIssuedOutputSerializer(issued).data, url_name="me-token", token_id=issued.row.pk)
 
 
@@ -239,7 +246,9 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
     user_id = request.identity.user_id
     if request.method == "POST":
         try:
-            issued = tokens.token_create(user_id=user_id, name=request.POST.get("name", ""))
+            issued = tokens.token_create(
+                user_id=user_id, name=request.POST.get("name", ""), via_token=request.identity.source == "token"
+            )
         except DomainError as exc:
             messages.error(request, str(exc.detail))
         else:

@@ -143,7 +143,7 @@ class KbChatExchangeOutputSerializer(serializers.Serializer):
 
 
 class KbChatShareInputSerializer(serializers.Serializer):
-    user_ids = serializers.ListField(child=serializers.CharField(max_length=150), allow_empty=True)
+    user_ids = serializers.ListField(child=serializers.CharField(max_length=150), allow_empty=True, max_length=200)
 
 
 class KbWritersInputSerializer(serializers.Serializer):

@@ -124,6 +124,49 @@ def test_a_bad_tool_call_goes_back_to_the_model_as_a_tool_error_and_the_turn_goe
     assert alice_api.get(item_url(item, "/files")).json() == []
 
 
+def test_a_tool_name_with_a_nul_cannot_erase_the_trail_of_what_the_model_did(alice_api, make_item, model_agent):
+    # Given a model that runs a command, then calls a "tool" whose name holds a NUL character
+    # (PostgreSQL stores none: the whole turn's storage failed, and with it the trail of the command)
+    model_agent.push(
+        Reply(tool_calls=[Call("run_command", {"command": "echo ran > ran.txt"}), Call("hide\x00me", {})]),
+        Reply("Nothing to see."),
+    )
+    item = make_item()
+    # When alice sends a message
+    response = _send(alice_api, item, "go")
+    # Then the reply is stored with both steps: the command that ran, and the refused call, named
+    # with the NUL replaced
+    assert response.status_code == 201
+    reply = response.json()["replies"][0]
+    assert [(s["tool"], s["ok"]) for s in reply["steps"]] == [("run_command", True), ("hide\ufffdme", False)]
+    assert AgentStep.objects.count() == 2
+
+
+@pytest.mark.parametrize(
+    ("call", "step"),
+    [
+        (Call("write_file", '{"path": "a.txt", "content": "x\\ud800y"}'), ("write_file", True)),
+        (Call("run_command", '{"command": "echo \\ud800"}'), ("run_command", True)),
+        (Call("ask_knowledge", '{"question": "backups \\ud800"}'), ("ask_knowledge", True)),
+        (Call("rea\ud800d", "{}"), ("rea\ufffdd", False)),
+    ],
+    ids=["write_file", "run_command", "ask_knowledge", "tool-name"],
+)
+def test_a_lone_surrogate_from_the_model_is_replaced_and_the_turn_and_its_trail_are_stored(
+    alice_api, make_item, model_agent, call, step
+):
+    # Given a model whose tool call (or reply) holds a lone surrogate: valid JSON ("\ud800"), but
+    # no database encodes it (the turn failed, or the request was a 500)
+    model_agent.push(Reply(tool_calls=[call]), Reply("done \ud800 here"))
+    # When alice sends a message
+    response = _send(alice_api, make_item(), "go")
+    # Then the turn and its trail are stored, the surrogate replaced
+    assert response.status_code == 201
+    reply = response.json()["replies"][0]
+    assert [(s["tool"], s["ok"]) for s in reply["steps"]] == [step]
+    assert "\ud800" not in json.dumps(reply, ensure_ascii=False)
+
+
 def test_a_refused_tool_call_goes_back_as_a_tool_error(alice_api, make_item, model_agent):
     # Given a model that reads a path leading out of the workspace, then a file that is not there
     model_agent.push(

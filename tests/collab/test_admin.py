@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
-from collab import demo
+from collab import clock, demo
 from collab.models import Notification
 from tests.factories import make_notification
 
@@ -120,3 +122,38 @@ def test_admins_view_site_link_stays_under_the_root_path(admin_client_logged_in:
     # Then "View site" goes to the home page under /ws, not to the host's root
     assert response.status_code == 200
     assert b'<a href="/ws/">View site</a>' in response.content
+
+
+def test_an_admin_edit_of_a_notification_reaches_the_next_poll(admin_client_logged_in: Client, alice_api) -> None:
+    # Given alice's older notification and a newer one, and the ETag of her inbox
+    older = make_notification(title="disk at 91%", created_at=clock.now() - timedelta(hours=1))
+    make_notification(title="status flip")
+    etag = alice_api.get("/notifications").headers["ETag"]
+
+    # When staff correct the older one's title in admin
+    form = {"recipient": "alice", "kind": "mention", "title": "disk at 19%", "body": "", "link": "", "actor": "bob"}
+    saved = admin_client_logged_in.post(f"/admin/collab/notification/{older.pk}/change/", form)
+
+    # Then her next poll with that ETag gets the inbox again (not a 304), with the new title
+    response = alice_api.get("/notifications", HTTP_IF_NONE_MATCH=etag)
+    assert saved.status_code == 302
+    assert response.status_code == 200
+    assert "disk at 19%" in [row["title"] for row in response.json()["results"]]
+
+
+def test_an_admin_delete_of_a_read_notification_reaches_the_next_poll(
+    admin_client_logged_in: Client, alice_api
+) -> None:
+    # Given alice's older notification, read, and a newer one, and the ETag of her inbox
+    older = make_notification(title="sent by mistake", read=True, created_at=clock.now() - timedelta(hours=1))
+    make_notification(title="status flip")
+    etag = alice_api.get("/notifications").headers["ETag"]
+
+    # When staff delete the older one in admin
+    deleted = admin_client_logged_in.post(f"/admin/collab/notification/{older.pk}/delete/", {"post": "yes"})
+
+    # Then her next poll with that ETag gets the inbox again (not a 304), without it
+    response = alice_api.get("/notifications", HTTP_IF_NONE_MATCH=etag)
+    assert deleted.status_code == 302
+    assert response.status_code == 200
+    assert [row["title"] for row in response.json()["results"]] == ["status flip"]

@@ -64,6 +64,23 @@ def test_a_revoked_token_is_refused(bob_api):
     assert response.status_code == 401
 
 
+def test_a_token_cannot_create_another_token_so_revoking_it_ends_what_it_could_do(bob_api):
+    # Given bob's token, in the hands of a script (or of whoever stole it)
+    issued = _issue(bob_api)
+    script = APIClient()
+    script.credentials(HTTP_AUTHORIZATION=f"Token {issued['token']}")
+    # When the script asks for a new token, over the API and through the tokens page
+    response = script.post("/me/tokens", {"name": "persistence"}, format="json")
+    page = script.post("/me/tokens", {"name": "persistence"}, HTTP_ACCEPT="text/html")
+    # Then it is refused, saying to sign in, and bob still has only his one token
+    assert (response.status_code, response.json()["error"]) == (403, "token_cannot_create_tokens")
+    assert page.status_code == 302
+    assert list(ApiToken.objects.values_list("name", flat=True)) == ["backup script"]
+    # And the script may still list and revoke bob's tokens (cleaning up after itself)
+    assert script.get("/me/tokens").status_code == 200
+    assert script.delete(f"/me/tokens/{issued['id']}").status_code == 200
+
+
 def test_someone_elses_token_cannot_be_listed_or_revoked(bob_api, api_client_for):
     # Given bob's token
     issued = _issue(bob_api)

@@ -70,6 +70,17 @@ def test_a_bad_list_is_400_and_nobody_is_added(alice_api, make_investigation, us
     assert _members() == []
 
 
+def test_adding_more_than_200_people_at_once_is_400_and_nobody_is_added(alice_api, make_investigation):
+    # Given alice's investigation
+    investigation = make_investigation()
+    # When she adds bob named 201 times (each name a directory lookup: a query each with Django users)
+    response = _add(alice_api, investigation, ["bob"] * 201)
+    # Then it is a 400 saying the bound, and nobody is added
+    assert (response.status_code, response.json()["error"]) == (400, "validation_error")
+    assert "200" in response.json()["detail"]
+    assert _members() == []
+
+
 def test_adding_someone_already_in_changes_nothing(alice_api, make_investigation):
     # Given alice's investigation with bob as member
     investigation = make_investigation(members=("bob",))

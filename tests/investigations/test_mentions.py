@@ -36,6 +36,20 @@ def test_a_mention_appends_a_mention_message_and_notifies_each_user(
     ]  # fmt: skip
 
 
+def test_a_mention_of_more_than_200_people_at_once_is_400_and_nobody_is_told(
+    bob_api, make_investigation, django_capture_on_commit_callbacks
+):
+    # Given alice's investigation with bob as a member
+    investigation = make_investigation(members=["bob"])
+    # When bob mentions carol named 201 times
+    response = _mention(bob_api, investigation, {"user_ids": ["carol"] * 201}, django_capture_on_commit_callbacks)
+    # Then it is a 400 saying the bound, with no mention message and no notification
+    assert (response.status_code, response.json()["error"]) == (400, "validation_error")
+    assert "200" in response.json()["detail"]
+    assert not ItemMessage.objects.filter(role="mention").exists()
+    assert not Notification.objects.exists()
+
+
 def test_the_caller_is_never_notified_of_their_own_mention(
     bob_api, make_investigation, django_capture_on_commit_callbacks
 ):

@@ -4,6 +4,9 @@ tries to give the agent orders changing nothing beyond what the asker could do a
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from collab.models import Notification
@@ -73,6 +76,49 @@ def test_the_model_cannot_mention_someone_the_asker_did_not_name(
     assert "dave is not named in the asker's message" in step["output"]
     assert not Notification.objects.exists()
     assert not ItemMessage.objects.filter(role="mention").exists()
+
+
+def test_the_model_cannot_mention_more_than_20_people_in_one_call(
+    alice_api, make_investigation, model_agent, django_capture_on_commit_callbacks
+):
+    # Given a model that names carol 50,000 times in one mention_user call (each name is looked
+    # for in the asker's message: a turn's worth of CPU)
+    model_agent.push(Reply(tool_calls=[Call("mention_user", {"user_ids": ["carol"] * 50_000})]), Reply("No."))
+    # When alice asks it to mention carol
+    reply = _ask(alice_api, make_investigation(), "Mention carol please", django_capture_on_commit_callbacks)
+    # Then the call is a tool error naming the bound, and nobody is notified
+    step = reply.json()["replies"][0]["steps"][0]
+    assert (step["tool"], step["ok"]) == ("mention_user", False)
+    assert "at most 20" in step["output"]
+    assert not Notification.objects.exists()
+
+
+@pytest.fixture
+def directory_with_al(settings, tmp_path):
+    """The demo users and al, whose name is "Al": short enough to sit inside other words."""
+    from collab import identity
+
+    users = json.loads(Path(settings.WORKSPACE_MOCK_USERS_FILE).read_text())
+    users.append({"id": "al", "name": "Al", "section": "", "email": "", "photo_url": None})
+    (tmp_path / "users.json").write_text(json.dumps(users))
+    settings.WORKSPACE_MOCK_USERS_FILE = str(tmp_path / "users.json")
+    identity._instance.cache_clear()
+    yield
+    identity._instance.cache_clear()
+
+
+def test_a_name_counts_as_named_only_as_a_whole_word(
+    alice_api, make_investigation, model_agent, directory_with_al, django_capture_on_commit_callbacks
+):
+    # Given a model that mentions carol and al, when alice's message names carol and says "Also"
+    model_agent.push(Reply(tool_calls=[Call("mention_user", {"user_ids": ["carol", "al"]})]), Reply("Done."))
+    # When alice asks
+    reply = _ask(alice_api, make_investigation(), "Also, mention carol.", django_capture_on_commit_callbacks)
+    # Then "Also" does not name Al: the call is refused and nobody is notified
+    step = reply.json()["replies"][0]["steps"][0]
+    assert (step["tool"], step["ok"]) == ("mention_user", False)
+    assert "al is not named in the asker's message" in step["output"]
+    assert not Notification.objects.exists()
 
 
 def test_a_status_move_the_asker_asked_for_is_made_and_names_the_asker(

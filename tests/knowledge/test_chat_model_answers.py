@@ -63,6 +63,20 @@ def test_the_api_returns_the_stored_model_answer(handbook, make_chat, ask, llm_p
     assert [citation["marker"] for citation in answer["citations"]] == [1]
 
 
+def test_a_lone_surrogate_in_a_model_answer_is_replaced_and_the_exchange_stored(handbook, make_chat, ask, llm_provider):
+    # Given a model whose answer holds a lone surrogate: valid JSON ("\ud800") no database encodes
+    chat = make_chat(handbook)
+    llm_provider.push(Stream(["Close a sandbox [1] \ud800", " now."]))
+
+    # When alice asks over the API
+    response = ask(chat.id, QUESTION)
+
+    # Then the exchange is stored, the surrogate replaced
+    assert response.status_code == 201
+    assert response.json()["answer"]["content"] == "Close a sandbox [1] \ufffd now."
+    assert KbChatMessage.objects.filter(content="Close a sandbox [1] \ufffd now.").exists()
+
+
 def test_a_streamed_answer_comes_as_deltas_then_the_stored_exchange(handbook, make_chat, ask_streamed, llm_provider):
     # Given alice's chat over the handbook and a model that writes its answer in three pieces
     chat = make_chat(handbook)

@@ -9,7 +9,14 @@ import re
 import pytest
 
 from knowledge.answers import NOTHING_FOUND, ExtractiveAnswerer, Passage, answer_question, retrieve_passages
-from knowledge.model_answers import NOT_ANSWERED, SYSTEM_PROMPT, MarkerCheck, ModelAnswerer
+from knowledge.model_answers import (
+    CUT_NOTE,
+    MAX_ANSWER_CHARS,
+    NOT_ANSWERED,
+    SYSTEM_PROMPT,
+    MarkerCheck,
+    ModelAnswerer,
+)
 from tests.fixtures.llm import TEST_API_KEY, Garbage, Hang, HttpError, RateLimited, Reply, Stream
 
 pytestmark = pytest.mark.django_db
@@ -61,6 +68,34 @@ def test_pieces_show_nothing_before_a_valid_marker_and_never_half_a_marker():
     assert shown == ["", "", "", "Close a sandbox now [1].", ""]
 
 
+def test_a_long_run_of_blanks_from_the_model_is_checked_in_one_pass():
+    # Given a model text of a marker, then 300,000 blanks and a word (a hostile or broken model:
+    # each blank once made the marker patterns scan the whole run again, minutes of CPU)
+    raw = "See [1]" + " " * 300_000 + "x"
+    check = MarkerCheck(1)
+
+    # When it is fed as one piece and finished
+    shown = check.feed(raw) + check.finish()
+
+    # Then it comes back whole, as written
+    assert shown == raw
+    assert _checked("\t" * 300_000 + "[1]", passages=1) == ("\t" * 300_000 + "[1]", {1: 1})
+
+
+def test_a_long_answer_in_many_small_pieces_shows_whole_and_in_order():
+    # Given a model that streams a 400,000-character answer in 80,000 pieces (each piece once made
+    # the whole text be checked again: quadratic, hours for this one)
+    pieces = ["Close it [2]. "] + ["word "] * 80_000 + ["Done [1]."]
+    check = MarkerCheck(2)
+
+    # When every piece is fed, then the stream finishes
+    shown = "".join(check.feed(piece) for piece in pieces) + check.finish()
+
+    # Then the page got exactly the checked text, markers renumbered in order of use
+    assert shown == "Close it [1]. " + "word " * 80_000 + "Done [2]."
+    assert check.order == {2: 1, 1: 2}
+
+
 def test_the_model_answer_is_stored_with_checked_markers_and_only_cited_passages(handbook, llm_provider):
     # Given a model that cites passage 2 of two, then a passage 9 it was never given
     passages = retrieve_passages(question=TWO_PASSAGES, collection_ids=[handbook.id])
@@ -75,6 +110,21 @@ def test_the_model_answer_is_stored_with_checked_markers_and_only_cited_passages
         (1, passages[1].document_id, passages[1].chunk_ids)
     ]
     assert answer.persisted_citations() == list(answer.citations)
+
+
+def test_an_answer_of_a_million_characters_is_cut_and_says_so(handbook, llm_provider):
+    # Given a model that cites passage 1, then writes a million brackets in pieces and never finishes
+    # (each view of the chat renders the answer: Markdown of a million brackets took 41 s)
+    llm_provider.push(Stream(["Close a sandbox [1]. ", *["[" * 10_000] * 100], then="hang"))
+
+    # When the question is answered
+    answer = answer_question(question=TWO_PASSAGES, collection_ids=[handbook.id])
+
+    # Then the answer stops at MAX_ANSWER_CHARS with a note saying so, and keeps its citation
+    assert len(answer.text) == MAX_ANSWER_CHARS + len(CUT_NOTE)
+    assert answer.text.startswith("Close a sandbox [1]. [[[")
+    assert answer.text.endswith("(The answer stops here: it reached 50,000 characters.)")
+    assert [citation.marker for citation in answer.citations] == [1]
 
 
 def test_the_passages_go_to_the_model_as_delimited_data_not_as_instructions(make_collection, upload, llm_provider):

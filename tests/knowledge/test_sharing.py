@@ -94,6 +94,22 @@ def test_share_payload_that_is_not_a_list_of_ids_is_refused(handbook, make_chat,
     assert not KbChatShare.objects.exists()
 
 
+def test_sharing_with_more_than_200_ids_at_once_is_refused_before_any_lookup(handbook, make_chat, share):
+    # Given alice's chat
+    chat = make_chat(handbook)
+
+    # When she shares it with 100,000 ids in one request (each a directory lookup, a query each
+    # with Django users), then with bob 201 times
+    many = share(chat.id, {"user_ids": [f"user{number}" for number in range(100_000)]})
+    repeated = share(chat.id, {"user_ids": ["bob"] * 201})
+
+    # Then both are 400 validation_error saying the bound, and nobody is added or told
+    assert [(r.status_code, r.json()["error"]) for r in (many, repeated)] == [(400, "validation_error")] * 2
+    assert "200" in repeated.json()["detail"]
+    assert not KbChatShare.objects.exists()
+    assert not Notification.objects.exists()
+
+
 def test_shared_reader_cannot_share(handbook, make_chat, share):
     # Given alice's chat shared with bob
     chat = make_chat(handbook)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,7 +39,7 @@ def message_append(
                 message=message,
                 position=position,
                 kind=step.kind,
-                tool=step.tool,
+                tool=storable(step.tool)[:40],
                 arguments=storable(step.arguments),
                 ok=step.ok,
                 summary=storable(step.summary)[:300],
@@ -53,11 +54,16 @@ def message_append(
     return message
 
 
+# A lone UTF-16 surrogate: valid in a JSON string ("\ud800"), so a model can send one, but no
+# database (nor any HTTP request) can encode it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def storable(value: Any) -> Any:
-    """`value` with every NUL character replaced: PostgreSQL stores none in text or JSON, and a
-    model, a command or a file may well produce one."""
+    """`value` with every NUL character and lone surrogate replaced: PostgreSQL stores no NUL in
+    text or JSON, nothing encodes a surrogate, and a model, a command or a file may well produce one."""
     if isinstance(value, str):
-        return value.replace("\x00", "\ufffd")
+        return _SURROGATE.sub("\ufffd", value.replace("\x00", "\ufffd"))
     if isinstance(value, dict):
         return {storable(key): storable(part) for key, part in value.items()}
     if isinstance(value, list | tuple):

@@ -28,6 +28,8 @@ from workspace.agent.protocol import AgentTurn, ModelAgentTools, ToolRefused, To
 TOOL_PASSAGES = 5
 PASSAGE_CHARS = 1500
 _STRING = {"type": "string"}
+# People one mention_user call may name: each is looked for in the asker's message.
+MENTIONED_AT_ONCE = 20
 _SOURCE_MARKER = re.compile(r"\[(\d{1,4})\]")
 # How a message names each status, for the check that the asker asked for the move.
 _STATUS_WORDS = {
@@ -102,7 +104,13 @@ SPECS = (
         "mention_user",
         "Mention colleagues in this investigation: each gets a notification. Only people the asker named.",
         {
-            "user_ids": {"type": "array", "items": _STRING, "minItems": 1, "description": "Their user ids."},
+            "user_ids": {
+                "type": "array",
+                "items": _STRING,
+                "minItems": 1,
+                "maxItems": MENTIONED_AT_ONCE,
+                "description": "Their user ids.",
+            },
             "note": {**_STRING, "description": "What they should look at."},
         },
         ("user_ids",),
@@ -149,6 +157,8 @@ def _arguments(spec: ToolSpec, raw: str) -> dict[str, Any]:
             not isinstance(value, list) or not value or not all(isinstance(part, str) for part in value)
         ):
             raise BadCall(f"{name!r} must be a non-empty list of strings")
+        if schema["type"] == "array" and len(value) > schema.get("maxItems", len(value)):
+            raise BadCall(f"{name!r} takes at most {schema['maxItems']} entries")
     return arguments
 
 
@@ -378,4 +388,6 @@ def _named(message: str, user_id: str) -> bool:
     if re.search(rf"(?<![\w.-]){re.escape(user_id)}(?![\w-])", message, re.IGNORECASE):
         return True
     user = get_user_directory().get(user_id)
-    return bool(user and user.name.strip() and user.name.casefold() in message.casefold())
+    name = user.name.strip() if user else ""
+    # As whole words: a person named "Al" is not named by "Also" or "vocal".
+    return bool(name) and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", message, re.IGNORECASE) is not None

@@ -13,10 +13,16 @@ class InvestigationCreateInputSerializer(serializers.Serializer):
     members = serializers.ListField(child=serializers.CharField(max_length=150), required=False, default=list)
 
 
+# People one request may name: each is looked up in the directory (a query each with Django
+# users), so a list of 100,000 made one request cost 100,000 queries. The KB's writers take 200 too.
+MAX_PEOPLE = 200
+
+
 class InvestigationMentionInputSerializer(serializers.Serializer):
     user_ids = serializers.ListField(
         child=serializers.CharField(max_length=150),
         min_length=1,
+        max_length=MAX_PEOPLE,
         error_messages={"min_length": "Name at least one person to mention."},
         help_text="Each is notified; a mention does not make anyone a member (the owner adds members).",
     )
@@ -27,6 +33,7 @@ class InvestigationMembersInputSerializer(serializers.Serializer):
     user_ids = serializers.ListField(
         child=serializers.CharField(max_length=150),
         min_length=1,
+        max_length=MAX_PEOPLE,
         error_messages={"min_length": "Name at least one person to add."},
     )
 
