@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.http import Http404
 
+from collab.actor import Actor
 from collab.errors import ApiError
 from workspace.investigations.models import Investigation, InvestigationMember
 from workspace.items.models import Item
@@ -56,12 +57,11 @@ def investigation_for_member(investigation_id: int, user_id: str, *, lock: bool 
     return investigation
 
 
-def investigation_for_owner(
-    investigation_id: int, user_id: str, *, is_staff: bool, action: str, lock: bool = False
-) -> Investigation:
+def investigation_for_owner(investigation_id: int, *, actor: Actor, action: str, lock: bool = False) -> Investigation:
     """The owner (the creator) or staff get the investigation; a member learns that only the owner
     may `action` (403), anyone else that there is no such investigation (404)."""
-    if is_staff:
+    user_id = actor.user_id
+    if actor.is_staff:
         investigation = _investigation(investigation_id, lock=lock)
         if investigation is None:
             raise Http404("No such investigation.")

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from django.http import Http404
 
+from collab.actor import Actor
 from collab.errors import ApiError
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
@@ -59,25 +60,25 @@ class ItemRight(enum.IntEnum):
     USE = 2
 
 
-def item_right(item: Item, *, user_id: str, is_staff: bool) -> ItemRight | None:
+def item_right(item: Item, *, actor: Actor) -> ItemRight | None:
     """The creator holds the permissions whatever `owner` says; staff see everything; the payer
     tends. None: the item is not theirs to know of.
 
     An app may share its items further (an investigation's members see its item, so a mention's
     link opens for them); that costs one indexed lookup, and only when the caller is not the creator.
     """
-    if is_staff or (bool(user_id) and item.created_by == user_id):
+    if actor.is_staff or actor.is_user(item.created_by):
         return ItemRight.USE
-    if not user_id:
+    if not actor.is_someone:
         return None
-    if item.pk in shared_with([(item.pk, item.app_slug)], user_id):
+    if item.pk in shared_with([(item.pk, item.app_slug)], actor.user_id):
         return ItemRight.USE
-    return ItemRight.TEND if item.debtor == user_id else None
+    return ItemRight.TEND if item.debtor == actor.user_id else None
 
 
-def can_view(item: Item, *, user_id: str, is_staff: bool) -> bool:
+def can_view(item: Item, *, actor: Actor) -> bool:
     """Whether the person may use the item (everything but paying for it: see `ItemRight`)."""
-    return item_right(item, user_id=user_id, is_staff=is_staff) == ItemRight.USE
+    return item_right(item, actor=actor) == ItemRight.USE
 
 
 def payer_only(item: Item) -> ApiError:
@@ -93,14 +94,14 @@ def payer_only(item: Item) -> ApiError:
 
 
 def item_for_viewer(
-    slug: str, item_id: int, *, user_id: str, is_staff: bool, need: ItemRight = ItemRight.USE
+    slug: str, item_id: int, *, actor: Actor, need: ItemRight = ItemRight.USE
 ) -> tuple[AppDescriptor, Item]:
     """One query: the item of app `slug`, if the caller has the right `need` to it. Someone with
     no right at all gets 404 (not theirs reads as not there); the payer asking for more than
     they have gets 403 `payer_only`, since they know the item exists (My resources lists it)."""
     app = app_or_404(slug)
     item = Item.objects.filter(pk=item_id, app_slug=slug).first()
-    right = None if item is None else item_right(item, user_id=user_id, is_staff=is_staff)
+    right = None if item is None else item_right(item, actor=actor)
     if item is None or right is None:
         raise Http404("No such item.")
     if right < need:
