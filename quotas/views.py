@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from collab.actor import actor_of
 from collab.api import ServiceApiView
 from collab.errors import ApiError
 from collab.identity import unknown_user_ids
@@ -32,7 +33,7 @@ _STAFF_ERRORS = {404: ErrorOutputSerializer}
 class MyResourcesApi(ServiceApiView):
     @extend_schema(responses={200: MyResourcesOutputSerializer})
     def get(self, request: Request) -> Response:
-        return Response(MyResourcesOutputSerializer(selectors.my_resources(user_id=request.user.id)).data)
+        return Response(MyResourcesOutputSerializer(selectors.my_resources(actor=actor_of(request))).data)
 
 
 class MyLiveSandboxApi(ServiceApiView):
@@ -117,7 +118,7 @@ def _usage_row(label: str, used: float, limit: float | None, *, size: bool = Fal
 
 @identity_required
 def my_resources_page(request: HttpRequest) -> HttpResponse:
-    mine = selectors.my_resources(user_id=request.identity.user_id)
+    mine = selectors.my_resources(actor=actor_of(request))
     *sandbox_rows, disk_row = usage_rows(mine)
     context = {
         "mine": mine,

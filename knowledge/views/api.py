@@ -14,6 +14,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from collab.actor import actor_of
 from collab.api import ServiceApiView, created, location_header
 from collab.errors import ApiError, unstorable_value
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream, frames_to_the_end
@@ -225,7 +226,7 @@ class KbChatListApi(ServiceApiView):
 
     @extend_schema(responses={200: KbChatOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        return Response(KbChatOutputSerializer(selectors.chats_for_reader(user_id=request.user.id), many=True).data)
+        return Response(KbChatOutputSerializer(selectors.chats_for_reader(actor=actor_of(request)), many=True).data)
 
     @extend_schema(
         request=KbChatCreateInputSerializer,

@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from collab.actor import actor_of
 from collab.errors import ApiError
 from collab.identity import get_user_directory
 from collab.web import identity_required
@@ -249,7 +250,7 @@ def chats_page(request: HttpRequest) -> HttpResponse:
         )
         return _see_other(reverse("kb-chat", args=[chat.id]) if chat else reverse("kb-chats"))
     context = {
-        "chats": selectors.chats_for_reader(user_id=user_id),
+        "chats": selectors.chats_for_reader(actor=actor_of(request)),
         "collections": selectors.collections_with_counts(),
         "people": {user.id: user for user in get_user_directory().all()},
     }

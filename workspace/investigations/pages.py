@@ -30,7 +30,7 @@ def investigations_page(request: HttpRequest) -> HttpResponse:
             messages.error(request, str(exc.detail))
         else:
             return HttpResponseRedirect(reverse("investigation", args=[investigation.pk]))
-    rows = selectors.investigations_for_user(user_id=user_id)
+    rows = selectors.investigations_for_user(actor=actor_of(request))
     return render(request, "investigations/investigations.html", {"investigations": rows})
 
 

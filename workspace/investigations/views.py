@@ -34,7 +34,7 @@ def _detail(investigation_id: int, user_id: str) -> dict[str, Any]:
 class InvestigationListCreateApi(ServiceApiView):
     @extend_schema(responses={200: InvestigationOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        rows = selectors.investigations_for_user(user_id=actor_of(request).user_id)
+        rows = selectors.investigations_for_user(actor=actor_of(request))
         return Response(InvestigationOutputSerializer(rows, many=True).data)
 
     @extend_schema(

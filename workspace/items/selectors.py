@@ -8,6 +8,7 @@ from typing import Any
 from collab.actor import Actor
 from quotas import ledger
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
+from workspace.items.access import listed_items
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.filestore import (
     MAX_LISTED,
@@ -52,9 +53,7 @@ def items_of_app(
     *, app_slug: str, actor: Actor, before: int | None = None, limit: int = ITEMS_DEFAULT_LIMIT
 ) -> ItemPage:
     """Newest first, keyset-paginated by id; staff see everyone's items, others their own."""
-    rows = Item.objects.filter(app_slug=app_slug)
-    if not actor.is_staff:
-        rows = rows.filter(created_by=actor.user_id)
+    rows = listed_items(actor=actor).filter(app_slug=app_slug)
     if before is not None:
         rows = rows.filter(pk__lt=before)
     results = list(rows.order_by("-pk")[:limit])

@@ -21,7 +21,7 @@ from collab.actor import actor_of
 from collab.errors import ApiError
 from collab.web import identity_required
 from crudgen import CrudError, NotFoundError, RevisionConflict
-from workspace.items.access import item_for_viewer
+from workspace.items.access import item_for_viewer, usable_item_ids
 from workspace.workflows import selectors, services
 from workspace.workflows.definitions import (
     WorkflowDefinition,
@@ -205,9 +205,7 @@ def _workflow_view(
         "run_item_id": run_item_id,
         "item_groups": selectors.item_choices(actor=actor_of(request), named=[run_item_id, workflow.item_id]),
         "runs": runs,
-        "viewable_run_items": selectors.viewable_item_ids(
-            (run.item for run in runs if run.item), actor=actor_of(request)
-        ),
+        "viewable_run_items": usable_item_ids((run.item for run in runs if run.item), actor=actor_of(request)),
         "revisions": revisions_page(
             workflow.id, actor=actor_of(request), page=_page_number(request.GET.get("revisions"))
         ),

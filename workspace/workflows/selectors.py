@@ -11,7 +11,7 @@ from typing import Any
 from django.db import connection
 
 from collab.actor import Actor
-from workspace.items.access import shared_with
+from workspace.items.access import usable_item_ids
 from workspace.items.config import get_config
 from workspace.items.models import Item
 from workspace.workflows.definitions import RevisionData, WorkflowDefinition, WorkflowRevision
@@ -48,23 +48,12 @@ def last_runs(workflow_ids: Sequence[str]) -> dict[str, WorkflowRun]:
     return {run.workflow_id: run for run in runs}
 
 
-def viewable_item_ids(items: Iterable[Item], *, actor: Actor) -> set[int]:
-    """The ids among `items` the person may see (`can_view` for many): their own, the ones their
-    apps share with them (one query per app that shares), all of them for staff."""
-    items = list(items)
-    if actor.is_staff:
-        return {item.pk for item in items}
-    own = {item.pk for item in items if actor.is_user(item.created_by)}
-    foreign = [(item.pk, item.app_slug) for item in items if item.pk not in own]
-    return own | (shared_with(foreign, actor.user_id) if foreign and actor.is_someone else set())
-
-
 def items_for_viewer(raw_ids: Iterable[object], *, actor: Actor) -> dict[str, Item]:
     """The items these ids name (as a definition stores them: strings) that the person may see,
     keyed by that string; an item they may not see is left out, so its title is never shown."""
     wanted = {str(raw).strip(): pk for raw in raw_ids if (pk := item_pk(raw)) is not None}
     rows = {item.pk: item for item in Item.objects.filter(pk__in=set(wanted.values()))} if wanted else {}
-    viewable = viewable_item_ids(rows.values(), actor=actor)
+    viewable = usable_item_ids(rows.values(), actor=actor)
     return {raw: rows[pk] for raw, pk in wanted.items() if pk in viewable}
 
 
