@@ -53,15 +53,19 @@ class NoDeploysError(CrudError):
     code = "deploys_forbidden"
 
 
-def _private_api(
-    storage_factory: Callable[[str], Storage], clock: Clock, mount: Callable[..., None], policy: AccessPolicy
-) -> APIClient:
-    system = CRUDSystem(
+def _private_system(storage_factory: Callable[[str], Storage], clock: Clock, policy: AccessPolicy) -> CRUDSystem:
+    return CRUDSystem(
         storage_factory=storage_factory,
         metadata_config=MetadataConfig.with_full_tracking(get_current_time=clock.now),
         use_plural=False,
         access_policy=policy,
     )
+
+
+def _private_api(
+    storage_factory: Callable[[str], Storage], clock: Clock, mount: Callable[..., None], policy: AccessPolicy
+) -> APIClient:
+    system = _private_system(storage_factory, clock, policy)
     system.register_model(Workflow)
     mount(system.create_router("/api", RouteConfig()))
     return APIClient()
@@ -301,16 +305,11 @@ def test_the_schema_lists_the_statuses_a_policy_may_refuse_data_with(mount: Call
 
 
 def test_code_off_the_request_path_asks_the_policy_for_an_actor_as_a_route_does(
-    storage_factory: Callable[[str], Storage], clock: Clock, mount: Callable[..., None]
+    storage_factory: Callable[[str], Storage], clock: Clock
 ) -> None:
     # Given bob's workflow under a creator-only policy that lets staff see everything
-    system = CRUDSystem(
-        storage_factory=storage_factory,
-        metadata_config=MetadataConfig.with_full_tracking(get_current_time=clock.now),
-        use_plural=False,
-        access_policy=CreatorOnly(sees_everything=lambda actor: actor.is_staff),
-    )
-    workflows = system.register_model(Workflow)
+    policy = CreatorOnly(sees_everything=lambda actor: actor.is_staff)
+    workflows = _private_system(storage_factory, clock, policy).register_model(Workflow)
     rid = workflows.create({"name": "build", "steps": ["true"]}, user="bob")["resource_id"]
     # When a job reads it for dave, for bob and for a staff member, with no request at all
     as_dave = workflows.caller_for(PlainActor("dave"))
