@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from django.urls import include, path
 
 from collab.identity import current_user_id
-from crudgen import CreatorOnly, CRUDSystem, DjangoStorage, MetadataConfig, ResourceNameStyle, RouteContext
+from crudgen import Actor, CreatorOnly, CRUDSystem, DjangoStorage, MetadataConfig, ResourceNameStyle
 from workspace.urls import urlpatterns as site_urlpatterns
 
 
@@ -20,8 +20,8 @@ class Task:
     priority: int = 0
 
 
-def _is_staff(ctx: RouteContext) -> bool:
-    return bool(getattr(ctx.request.user, "is_staff", False))
+def _is_staff(actor: Actor) -> bool:
+    return actor.is_staff
 
 
 system = CRUDSystem(

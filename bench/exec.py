@@ -46,6 +46,7 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from rest_framework.test import APIClient
 
+    from collab.actor import Actor
     from workspace.items import services
     from workspace.items.access import app_or_404
     from workspace.items.config import forget_loaded_config
@@ -57,7 +58,7 @@ def main() -> None:
         settings.WORKSPACE_CONFIG = str(config)
         forget_loaded_config()
 
-    item = services.item_create(app=app_or_404("notebook"), title="bench", user_id="alice")
+    item = services.item_create(app=app_or_404("notebook"), title="bench", actor=Actor("alice"))
     client = APIClient()
     client.credentials(HTTP_X_USER_ID="alice")
     base = f"/a/notebook/items/{item.pk}"

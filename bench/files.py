@@ -32,10 +32,11 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
     from rest_framework.test import APIClient
 
+    from collab.actor import Actor
     from workspace.items import services
     from workspace.items.access import app_or_404
 
-    item = services.item_create(app=app_or_404("notebook"), title="bench", user_id="alice")
+    item = services.item_create(app=app_or_404("notebook"), title="bench", actor=Actor("alice"))
     client = APIClient()
     client.credentials(HTTP_X_USER_ID="alice")
     url = f"/a/notebook/items/{item.pk}/files"

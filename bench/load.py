@@ -58,6 +58,7 @@ from django.contrib.auth.models import User
 from collab.services import notify
 from django.db import transaction
 from knowledge import services as kb
+from collab.actor import Actor
 from workspace.items import services
 from workspace.items.access import app_or_404
 users, clients, password = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -71,7 +72,8 @@ for n in range(40):
     kb.document_upload(collection_id=collection.id, user_id=users[0], filename=f"doc{n}.txt",
                        content_type="text/plain", data=("quota sandbox notice " * 40).encode())
 app = app_or_404("notebook")
-items = [services.item_create(app=app, title=f"load {n}", user_id=users[n % len(users)]).pk for n in range(clients)]
+items = [services.item_create(app=app, title=f"load {n}", actor=Actor(user)).pk
+         for n, user in ((n, users[n % len(users)]) for n in range(clients))]
 print(json.dumps({"collection": collection.id, "items": items}))
 """
 

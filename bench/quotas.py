@@ -72,11 +72,12 @@ def _gate(owner: str):
 
 def _file_write(owner: str):
     """Delete then re-write one file, so every write grows the workspace and meets the checks."""
+    from collab.actor import Actor
     from workspace.items import services
     from workspace.items.access import app_or_404
     from workspace.items.filestore import delete_path, write_file
 
-    item = services.item_create(app=app_or_404("notebook"), title=f"bench {owner}", owner=owner, user_id=owner)
+    item = services.item_create(app=app_or_404("notebook"), title=f"bench {owner}", owner=owner, actor=Actor(owner))
     ref = services.workspace_ref(item)
     for n in range(WORKSPACE_FILES):
         write_file(ref, f"existing/{n}.txt", [b"x" * 1000])

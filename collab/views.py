@@ -15,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab import selectors, services, tokens
+from collab.actor import actor_of
 from collab.api import ServiceApiView, created, location_header
 from collab.edge import flattened_detail
 from collab.errors import DomainError, NotAuthenticated
@@ -38,7 +39,7 @@ from collab.web import html_or_api, identity_required, safe_next
 class MeApi(ServiceApiView):
     @extend_schema(responses={200: UserOutputSerializer, 401: ErrorOutputSerializer})
     def get(self, request: Request) -> Response:
-        user = get_user_directory().get(request.user.id)
+        user = get_user_directory().get(actor_of(request).user_id)
         if user is None:
             raise NotAuthenticated(error="unknown_user", detail="You are not in the user directory.")
         return Response(UserOutputSerializer(user).data)
@@ -78,12 +79,12 @@ class NotificationListApi(ServiceApiView):
         query = NotificationInboxQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         limit, shown = query.validated_data["limit"], query.shown()
-        state = selectors.inbox_state(user_id=request.user.id)
+        state = selectors.inbox_state(user_id=actor_of(request).user_id)
         etag = state.etag(limit=limit, shown=shown)
         if etag in _if_none_match(request):
             response = Response(status=304)
         else:
-            inbox = selectors.inbox(user_id=request.user.id, limit=limit, state=state, shown=shown)
+            inbox = selectors.inbox(user_id=actor_of(request).user_id, limit=limit, state=state, shown=shown)
             response = Response(NotificationInboxOutputSerializer(inbox).data)
         response["ETag"] = etag
         response["Cache-Control"] = "private, no-cache"
@@ -94,14 +95,16 @@ class NotificationListApi(ServiceApiView):
 class NotificationReadApi(ServiceApiView):
     @extend_schema(request=None, responses={200: NotificationOutputSerializer, 404: ErrorOutputSerializer})
     def post(self, request: Request, notification_id: int) -> Response:
-        notification = services.notification_mark_read(notification_id=notification_id, user_id=request.user.id)
+        notification = services.notification_mark_read(
+            notification_id=notification_id, user_id=actor_of(request).user_id
+        )
         return Response(NotificationOutputSerializer(notification).data)
 
 
 class NotificationReadAllApi(ServiceApiView):
     @extend_schema(request=None, responses={200: NotificationsMarkedOutputSerializer})
     def post(self, request: Request) -> Response:
-        marked = services.notifications_mark_all_read(user_id=request.user.id)
+        marked = services.notifications_mark_all_read(user_id=actor_of(request).user_id)
         return Response(NotificationsMarkedOutputSerializer({"marked": marked}).data)
 
 
@@ -161,20 +164,20 @@ def notifications_page(request: HttpRequest) -> HttpResponse:
     else:
         shown = selectors.EVERYTHING
         messages.error(request, f"That filter cannot be read ({flattened_detail(query.errors)}); showing everything.")
-    inbox = selectors.inbox(user_id=request.identity.user_id, limit=selectors.INBOX_MAX_LIMIT, shown=shown)
+    inbox = selectors.inbox(user_id=actor_of(request).user_id, limit=selectors.INBOX_MAX_LIMIT, shown=shown)
     context = {"inbox": selectors.inbox_for_display(inbox), "shown": shown, "filters": _filter_choices(shown)}
     return render(request, "collab/notifications.html", context)
 
 
 @identity_required
 def notification_read_page(request: HttpRequest, notification_id: int) -> HttpResponse:
-    services.notification_mark_read(notification_id=notification_id, user_id=request.identity.user_id)
+    services.notification_mark_read(notification_id=notification_id, user_id=actor_of(request).user_id)
     return HttpResponseRedirect(safe_next(request, reverse("notifications")))
 
 
 @identity_required
 def notifications_read_all_page(request: HttpRequest) -> HttpResponse:
-    marked = services.notifications_mark_all_read(user_id=request.identity.user_id)
+    marked = services.notifications_mark_all_read(user_id=actor_of(request).user_id)
     messages.success(request, f"Marked {marked} notification{'s' if marked != 1 else ''} read.")
     return HttpResponseRedirect(safe_next(request, reverse("notifications")))
 
@@ -204,7 +207,7 @@ def switch_user(request: HttpRequest) -> HttpResponse:
 class ApiTokenListApi(ServiceApiView):
     @extend_schema(responses={200: ApiTokenOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        return Response(ApiTokenOutputSerializer(tokens.tokens_of(user_id=request.user.id), many=True).data)
+        return Response(ApiTokenOutputSerializer(tokens.tokens_of(user_id=actor_of(request).user_id), many=True).data)
 
     @extend_schema(
         request=ApiTokenCreateInputSerializer,
@@ -221,7 +224,9 @@ class ApiTokenListApi(ServiceApiView):
         body = ApiTokenCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         issued = tokens.token_create(
-            user_id=request.user.id, name=body.validated_data["name"], via_token=request.identity.source == "token"
+            user_id=actor_of(request).user_id,
+            name=body.validated_data["name"],
+            via_token=request.identity.source == "token",
         )
         return created(ApiTokenIssuedOutputSerializer(issued).data, url_name="me-token", token_id=issued.row.pk)
 
@@ -229,7 +234,7 @@ class ApiTokenListApi(ServiceApiView):
 class ApiTokenApi(ServiceApiView):
     @extend_schema(request=None, responses={200: ApiTokenOutputSerializer, 404: ErrorOutputSerializer})
     def delete(self, request: Request, token_id: int) -> Response:
-        revoked = tokens.token_revoke(token_id=token_id, user_id=request.user.id)
+        revoked = tokens.token_revoke(token_id=token_id, user_id=actor_of(request).user_id)
         return Response(ApiTokenOutputSerializer(revoked).data)
 
 
@@ -243,7 +248,7 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
     """Lists the person's tokens. Creating one answers with a redirect (post/redirect/get, so a
     reload creates nothing), and the next GET shows the token once: it waits in the person's own
     session, never in a message or a URL, and is removed from it as it is shown."""
-    user_id = request.identity.user_id
+    user_id = actor_of(request).user_id
     if request.method == "POST":
         try:
             issued = tokens.token_create(
@@ -264,7 +269,7 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 def token_revoke_page(request: HttpRequest, token_id: int) -> HttpResponse:
     try:
-        row = tokens.token_revoke(token_id=token_id, user_id=request.identity.user_id)
+        row = tokens.token_revoke(token_id=token_id, user_id=actor_of(request).user_id)
     except DomainError as exc:
         messages.error(request, str(exc.detail))
     else:

@@ -9,12 +9,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 _EXPORTS = {
     "CRUDSystem": "crudgen.system",
     "AccessPolicy": "crudgen.access",
     "AccessAction": "crudgen.access",
+    "Actor": "crudgen.access",
+    "PlainActor": "crudgen.access",
     "CreatorOnly": "crudgen.access",
     "ListScope": "crudgen.access",
     "Caller": "crudgen.access",

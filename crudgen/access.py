@@ -1,18 +1,20 @@
-"""Access policies: who may list, read and change which resources, decided per request.
+"""Access policies: who may list, read and change which resources, decided for an actor.
 
-A policy is given to a `CRUDSystem` (for every model) or to one `register_model` call. The
-generated routes ask it before they answer:
+A policy is given to a `CRUDSystem` (for every model) or to one `register_model` call. It answers
+for an `Actor` (who acts: a user id and whether they are staff), not for a request, so a route, a
+page and a job off the request path (a scheduled run) put it the same question. The generated
+routes ask it, for the route's actor (`RouteContext.actor`), before they answer:
 
-- `list_scope(ctx)` narrows every list and count; storages apply it where they filter (in SQL on
+- `list_scope(actor)` narrows every list and count; storages apply it where they filter (in SQL on
   `DjangoStorage`), so a page and its `total` only ever hold what the caller may see;
-- `allows(ctx, action, meta)` decides one resource; a refusal answers 404 `not_found`, exactly as
-  if the resource did not exist, so a stranger learns nothing (not even that it was deleted);
-- `check_data(ctx, data)` sees the validated data a write is about to store (create, replace,
+- `allows(actor, action, meta)` decides one resource; a refusal answers 404 `not_found`, exactly
+  as if the resource did not exist, so a stranger learns nothing (not even that it was deleted);
+- `check_data(actor, data)` sees the validated data a write is about to store (create, replace,
   patch, switch) and may raise a `CrudError` to refuse it; nothing is stored then.
 
 The base class allows everything: a library user who sets no policy gets open routes. Calls made
-from Python (`crud.update(...)`) are trusted code and skip the policy; pass `caller=` to have them
-checked too.
+from Python (`crud.update(...)`) are trusted code and skip the policy; pass `caller=` (for example
+`crud.caller_for(actor)`) to have them checked too.
 """
 
 from __future__ import annotations
@@ -20,13 +22,33 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from crudgen.errors import NotFoundError
 
 if TYPE_CHECKING:
     from crudgen.metadata import ResourceMeta
-    from crudgen.plugins import RouteContext
+
+
+@runtime_checkable
+class Actor(Protocol):
+    """Who acts, as a policy sees them. Any object with these two attributes will do: an
+    application passes its own actor type; crudgen makes a `PlainActor` for a route."""
+
+    @property
+    def user_id(self) -> str | None: ...
+
+    @property
+    def is_staff(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class PlainActor:
+    """crudgen's own actor: a route's acting user (`RouteContext.user`) and the request user's
+    `is_staff` (False where the user has none); `PlainActor()` is nobody."""
+
+    user_id: str | None = None
+    is_staff: bool = False
 
 
 class AccessAction(StrEnum):
@@ -75,45 +97,45 @@ class AccessPolicy:
     #: Statuses `check_data` may answer with, so the OpenAPI document lists them on every write.
     data_refusal_statuses: tuple[int, ...] = ()
 
-    def list_scope(self, ctx: RouteContext) -> ListScope:
+    def list_scope(self, actor: Actor) -> ListScope:
         return ListScope.everything()
 
-    def allows(self, ctx: RouteContext, action: AccessAction, meta: ResourceMeta) -> bool:
+    def allows(self, actor: Actor, action: AccessAction, meta: ResourceMeta) -> bool:
         return True
 
-    def check_data(self, ctx: RouteContext, data: dict[str, Any]) -> None:
+    def check_data(self, actor: Actor, data: dict[str, Any]) -> None:
         """Raise a `CrudError` (its status and code are the answer) to refuse data before it is stored."""
 
 
 class CreatorOnly(AccessPolicy):
-    """Private resources: each caller sees and changes only what they created; `sees_everything`
-    (e.g. `lambda ctx: ctx.request.user.is_staff`) names callers who see all of them."""
+    """Private resources: each actor sees and changes only what they created; `sees_everything`
+    (e.g. `lambda actor: actor.is_staff`) names actors who see all of them."""
 
-    def __init__(self, sees_everything: Callable[[RouteContext], bool] | None = None) -> None:
-        self.sees_everything = sees_everything or (lambda ctx: False)
+    def __init__(self, sees_everything: Callable[[Actor], bool] | None = None) -> None:
+        self.sees_everything = sees_everything or (lambda actor: False)
 
-    def list_scope(self, ctx: RouteContext) -> ListScope:
-        if self.sees_everything(ctx):
+    def list_scope(self, actor: Actor) -> ListScope:
+        if self.sees_everything(actor):
             return ListScope.everything()
-        return ListScope.created_by_one_of([ctx.user])
+        return ListScope.created_by_one_of([actor.user_id])
 
-    def allows(self, ctx: RouteContext, action: AccessAction, meta: ResourceMeta) -> bool:
-        return self.sees_everything(ctx) or (ctx.user is not None and meta.created_by == ctx.user)
+    def allows(self, actor: Actor, action: AccessAction, meta: ResourceMeta) -> bool:
+        return self.sees_everything(actor) or (bool(actor.user_id) and meta.created_by == actor.user_id)
 
 
 @dataclass(frozen=True)
 class Caller:
-    """A policy bound to one request: what `SingleModelCRUD` checks under the resource's lock."""
+    """A policy bound to one actor: what `SingleModelCRUD` checks under the resource's lock."""
 
     policy: AccessPolicy
-    ctx: RouteContext
+    actor: Actor
 
     def authorize(self, action: AccessAction, meta: ResourceMeta, resource_name: str) -> None:
-        if not self.policy.allows(self.ctx, action, meta):
+        if not self.policy.allows(self.actor, action, meta):
             raise NotFoundError(f"{resource_name} {meta.resource_id} not found")
 
     def check_data(self, data: dict[str, Any]) -> None:
-        self.policy.check_data(self.ctx, data)
+        self.policy.check_data(self.actor, data)
 
     @property
     def checks_data(self) -> bool:
@@ -123,4 +145,4 @@ class Caller:
         return getattr(self.policy.check_data, "__func__", None) is not AccessPolicy.check_data
 
     def scope(self) -> ListScope:
-        return self.policy.list_scope(self.ctx)
+        return self.policy.list_scope(self.actor)

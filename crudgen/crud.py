@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from crudgen.access import AccessAction, AccessPolicy, Caller, ListScope
+from crudgen.access import AccessAction, AccessPolicy, Actor, Caller, ListScope
 from crudgen.errors import NotDeletedError, NotFoundError, ResourceDeletedError, RevisionConflict
 from crudgen.filters import build_filterset, filterable_fields
 from crudgen.metadata import MetadataConfig, ResourceMeta, Revision, meta_view, revision_view
@@ -139,6 +139,11 @@ class SingleModelCRUD:
         if isinstance(body, Mapping):
             body = self._with_metadata_fields(body, meta, current)
         return self.adapter.validate(body)
+
+    def caller_for(self, actor: Actor) -> Caller:
+        """This model's access policy bound to `actor`: pass it as `caller=` so a call from Python
+        (a page, a job off the request path) is decided exactly as a route for that actor is."""
+        return Caller(self.access_policy, actor)
 
     def _read(self, resource_id: str, caller: Caller | None = None, action: AccessAction = AccessAction.READ) -> Stored:
         """Deleted or not; a caller the policy refuses gets the same 404 as for a missing id."""

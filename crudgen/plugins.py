@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crudgen.access import Caller
+from crudgen.access import Actor, Caller, PlainActor
 from crudgen.errors import ValidationFailed
 from crudgen.metadata import meta_view
 from crudgen.params import LIST_QUERY_PARAMETERS, bool_param, parse_filter_params, parse_list_params
@@ -18,7 +18,11 @@ if TYPE_CHECKING:
 
 @dataclass
 class RouteContext:
-    """What a route handler gets: the DRF request, the CRUD, path arguments and the acting user."""
+    """What a route handler gets: the DRF request, the CRUD, path arguments and the acting user.
+
+    `actor` is who the access policy decides for: unless given, the acting user with the request
+    user's `is_staff` (a `PlainActor`).
+    """
 
     request: Any
     crud: SingleModelCRUD
@@ -26,6 +30,12 @@ class RouteContext:
     user: str | None
     etag: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    actor: Actor | None = None
+
+    def __post_init__(self) -> None:
+        if self.actor is None:
+            request_user = getattr(self.request, "user", None)
+            self.actor = PlainActor(self.user, bool(getattr(request_user, "is_staff", False)))
 
     @property
     def if_match(self) -> str | None:
@@ -37,8 +47,8 @@ class RouteContext:
 
     @property
     def caller(self) -> Caller:
-        """The CRUD's access policy bound to this request; a custom route passes it to every read and write."""
-        return Caller(self.crud.access_policy, self)
+        """The CRUD's access policy bound to this route's actor; a custom route passes it to every read and write."""
+        return self.crud.caller_for(self.actor)
 
 
 # -- default handlers --------------------------------------------------------------------------

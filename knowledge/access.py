@@ -1,11 +1,31 @@
-"""Fetch-and-authorise helpers: a chat you may not read looks exactly like one that does not exist."""
+"""Who may see and change collections and chats: one object (`chat_for_reader`,
+`collection_for_writer`, ...) and, for an actor, the SQL scope of a chat list (`readable_chats`);
+collections are the team's library, read by everyone signed in. A chat you may not read looks
+exactly like one that does not exist."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.models import Q
 from django.http import Http404
 
+from collab.actor import Actor
 from collab.errors import Forbidden
 from knowledge.models import Collection, CollectionWriter, Document, KbChat, KbChatShare
+
+
+def shared_chat_ids(user_id: str) -> Any:
+    """The ids of the chats shared with `user_id`, as a subquery (`kb_share_reader_idx`)."""
+    return KbChatShare.objects.filter(user_id=user_id).values("chat_id")
+
+
+def readable_chats(*, actor: Actor) -> Q:
+    """The scope of a chat list, in SQL: the chats the actor owns (created) or that are shared
+    with them; staff read no one else's chats either."""
+    if not actor.is_someone:
+        return Q(pk__in=[])
+    return Q(created_by=actor.user_id) | Q(pk__in=shared_chat_ids(actor.user_id))
 
 
 def collection_or_404(collection_id: str, *, lock: bool = False) -> Collection:

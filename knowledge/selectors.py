@@ -13,8 +13,10 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from django.db import connection, transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, QuerySet
 
+from collab.actor import Actor
+from knowledge.access import readable_chats, shared_chat_ids
 from knowledge.embeddings import get_embedder
 from knowledge.models import (
     Chunk,
@@ -28,7 +30,6 @@ from knowledge.models import (
     Document,
     KbChat,
     KbChatMessage,
-    KbChatShare,
 )
 
 Row = TypeVar("Row")  # one of the row dataclasses below
@@ -251,10 +252,9 @@ def _chat_rows(chats: QuerySet) -> list[ChatRow]:
     ]
 
 
-def chats_for_reader(*, user_id: str) -> list[ChatRow]:
+def chats_for_reader(*, actor: Actor) -> list[ChatRow]:
     """Chats the caller owns or reads, newest activity first: three statements for any number."""
-    shared = KbChatShare.objects.filter(user_id=user_id).values("chat_id")
-    return _chat_rows(KbChat.objects.filter(Q(created_by=user_id) | Q(pk__in=shared)).order_by("-updated_at", "id"))
+    return _chat_rows(KbChat.objects.filter(readable_chats(actor=actor)).order_by("-updated_at", "id"))
 
 
 def chat_summary(*, chat: KbChat) -> ChatRow:
@@ -264,8 +264,7 @@ def chat_summary(*, chat: KbChat) -> ChatRow:
 
 def chats_shared_with(*, user_id: str, limit: int) -> list[KbChat]:
     """Other people's chats the caller reads, latest activity first: one query (`kb_share_reader_idx`)."""
-    shared = KbChatShare.objects.filter(user_id=user_id).values("chat_id")
-    return list(KbChat.objects.filter(pk__in=shared).order_by("-updated_at", "id")[:limit])
+    return list(KbChat.objects.filter(pk__in=shared_chat_ids(user_id)).order_by("-updated_at", "id")[:limit])
 
 
 def chat_detail(*, chat: KbChat) -> ChatRow:

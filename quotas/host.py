@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from django.core.exceptions import ImproperlyConfigured
 
 if TYPE_CHECKING:
+    from collab.actor import Actor
     from quotas.values import UserLimits
 
 
@@ -76,7 +77,7 @@ class QuotaHost(Protocol):
     def item_facts(self, item_id: str) -> ItemFacts | None:
         """App and owner (blank owner already replaced by the creator); None if there is no such item."""
 
-    def describe_items(self, item_ids: Sequence[str], *, viewer: str) -> dict[str, ItemLink]:
+    def describe_items(self, item_ids: Sequence[str], *, viewer: Actor) -> dict[str, ItemLink]:
         """Titles of the items that still exist; a page link only where `viewer` may open the page
         (the payer of someone else's item may: there they free its disk)."""
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db import connection
 
 from collab import clock
+from collab.actor import Actor
 from quotas import host, ledger
 from quotas.limits import limits_for
 from quotas.models import SandboxActivity, UserResourceOverride, WorkspaceDiskUsage
@@ -97,13 +98,14 @@ def owner_disk_bytes(*, owner: str, excluding_item: str | None = None) -> int:
     return int(total or 0)
 
 
-def my_resources(*, user_id: str) -> MyResources:
+def my_resources(*, actor: Actor) -> MyResources:
     """Usage against limits for the person who pays: live sandboxes and measured disk, with item links."""
+    user_id = actor.user_id
     limits = limits_for(user_id)
     live_rows = list(ledger.live_rows_of_owner(user_id).order_by("opened_at", "id"))
     disk_rows = list(WorkspaceDiskUsage.current.filter(owner=user_id).order_by("-bytes", "item_id")[:MY_DISK_ROWS])
     installed = host.installed()
-    links = installed.describe_items(sorted({row.item_id for row in [*live_rows, *disk_rows]}), viewer=user_id)
+    links = installed.describe_items(sorted({row.item_id for row in [*live_rows, *disk_rows]}), viewer=actor)
 
     def link(item_id: str, app_slug: str) -> host.ItemLink:
         return links.get(item_id) or host.ItemLink(item_id=item_id, app_slug=app_slug, title="(deleted item)", url="")

@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from collab.actor import actor_of
 from collab.api import ServiceApiView
 from collab.errors import DomainError, NotFound
 from collab.identity import unknown_user_ids
@@ -32,19 +33,19 @@ _STAFF_ERRORS = {404: ErrorOutputSerializer}
 class MyResourcesApi(ServiceApiView):
     @extend_schema(responses={200: MyResourcesOutputSerializer})
     def get(self, request: Request) -> Response:
-        return Response(MyResourcesOutputSerializer(selectors.my_resources(user_id=request.user.id)).data)
+        return Response(MyResourcesOutputSerializer(selectors.my_resources(actor=actor_of(request))).data)
 
 
 class MyLiveSandboxApi(ServiceApiView):
     @extend_schema(responses={204: None, 404: ErrorOutputSerializer, 503: ErrorOutputSerializer})
     def delete(self, request: Request, item_id: str) -> Response:
-        services.my_sandbox_close(owner=request.user.id, item_id=item_id)
+        services.my_sandbox_close(owner=actor_of(request).user_id, item_id=item_id)
         return Response(status=204)
 
 
 def _staff_only(request: Request) -> None:
     # Not 403: a non-staff caller learns nothing, not even that the endpoint exists.
-    if not request.user.is_staff:
+    if not actor_of(request).is_staff:
         raise Http404("Not found.")
 
 
@@ -78,7 +79,7 @@ class UserResourceApi(ServiceApiView):
         _known_user(user_id)
         body = UserResourceOverrideInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        services.override_set(user_id=user_id, values=body.validated_data["values"], actor=request.user.id)
+        services.override_set(user_id=user_id, values=body.validated_data["values"], actor=actor_of(request).user_id)
         return Response(UserResourceDetailOutputSerializer(selectors.override_of_user(user_id=user_id)).data)
 
     @extend_schema(responses={204: None, **_STAFF_ERRORS})
@@ -117,7 +118,7 @@ def _usage_row(label: str, used: float, limit: float | None, *, size: bool = Fal
 
 @identity_required
 def my_resources_page(request: HttpRequest) -> HttpResponse:
-    mine = selectors.my_resources(user_id=request.identity.user_id)
+    mine = selectors.my_resources(actor=actor_of(request))
     *sandbox_rows, disk_row = usage_rows(mine)
     context = {
         "mine": mine,
@@ -132,7 +133,7 @@ def my_resources_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 def my_sandbox_close_page(request: HttpRequest, item_id: str) -> HttpResponse:
     try:
-        closed = services.my_sandbox_close(owner=request.identity.user_id, item_id=item_id)
+        closed = services.my_sandbox_close(owner=actor_of(request).user_id, item_id=item_id)
     except Http404:
         messages.error(request, "That sandbox is not live any more, or it is not yours.")
     except DomainError as exc:

@@ -13,6 +13,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from collab import selectors as collab_selectors
+from collab.actor import actor_of
 from collab.identity import get_user_directory
 from collab.web import identity_required
 from knowledge.selectors import chats_shared_with
@@ -82,4 +83,4 @@ def home_dashboard(*, user_id: str) -> Dashboard:
 
 @identity_required
 def home_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html", {"dashboard": home_dashboard(user_id=request.identity.user_id)})
+    return render(request, "home.html", {"dashboard": home_dashboard(user_id=actor_of(request).user_id)})

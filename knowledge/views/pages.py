@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from collab.actor import actor_of
 from collab.edge import status_of
 from collab.errors import DomainError, Forbidden
 from collab.identity import get_user_directory
@@ -42,7 +43,7 @@ def _see_other(url: str) -> HttpResponseRedirect:
 @require_http_methods(["GET", "POST"])
 def collections_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        user_id = request.identity.user_id
+        user_id = actor_of(request).user_id
         name, description = request.POST.get("name", ""), request.POST.get("description", "")
         created = _attempt(
             request, lambda: services.collection_create(user_id=user_id, name=name, description=description)
@@ -117,7 +118,7 @@ def _documents_response(
     if collection is None:
         raise Http404("No such collection.")
     documents = selectors.documents_with_counts(collection_id=collection_id)
-    user_id = request.identity.user_id
+    user_id = actor_of(request).user_id
     context = {
         "collection": collection,
         "documents": documents,
@@ -125,9 +126,9 @@ def _documents_response(
         "is_creator": user_id == collection.owner,
         "ingesting": any(document.status == "pending" for document in documents),
         "refused": refused,
-        "staff": request.identity.is_staff,
+        "staff": actor_of(request).is_staff,
         "embeddings": selectors.collection_embedding_progress(collection_id=collection_id)
-        if request.identity.is_staff
+        if actor_of(request).is_staff
         else None,
     }
     return render(request, "knowledge/documents.html", context, status=status)
@@ -141,7 +142,7 @@ def collection_page(request: HttpRequest, collection_id: str) -> HttpResponse:
     if request.method == "GET":
         collection_or_404(collection_id)
         return HttpResponseRedirect(documents_url)
-    user_id = request.identity.user_id
+    user_id = actor_of(request).user_id
 
     def rename(values: dict[str, str]) -> str:
         renamed = services.collection_rename(collection_id=collection_id, user_id=user_id, **values)
@@ -171,7 +172,7 @@ def _upload_from_form(request: HttpRequest, collection_id: str) -> None:
     if upload is None:
         messages.error(request, "Choose a file to upload.")
         return
-    user_id = request.identity.user_id
+    user_id = actor_of(request).user_id
     document = _attempt(
         request,
         lambda: services.document_upload(
@@ -203,7 +204,7 @@ def _document_response(
         "document": document,
         "collection": collection,
         "chunks": selectors.chunks_with_counts(document_id=document_id),
-        "can_write": collection is not None and request.identity.user_id in collection.writers,
+        "can_write": collection is not None and actor_of(request).user_id in collection.writers,
         "refused": refused,
     }
     return render(request, "knowledge/document.html", context, status=status)
@@ -215,7 +216,7 @@ def document_detail_page(request: HttpRequest, document_id: str) -> HttpResponse
     """The document's page; its rename and delete forms post here."""
     if request.method == "GET":
         return _document_response(request, document_id)
-    user_id = request.identity.user_id
+    user_id = actor_of(request).user_id
     document = document_or_404(document_id)
 
     def rename(values: dict[str, str]) -> str:
@@ -242,7 +243,7 @@ def document_detail_page(request: HttpRequest, document_id: str) -> HttpResponse
 @identity_required
 @require_http_methods(["GET", "POST"])
 def chats_page(request: HttpRequest) -> HttpResponse:
-    user_id = request.identity.user_id
+    user_id = actor_of(request).user_id
     if request.method == "POST":
         title, collection_ids = request.POST.get("title", ""), request.POST.getlist("collection_ids")
         chat = _attempt(
@@ -250,7 +251,7 @@ def chats_page(request: HttpRequest) -> HttpResponse:
         )
         return _see_other(reverse("kb-chat", args=[chat.id]) if chat else reverse("kb-chats"))
     context = {
-        "chats": selectors.chats_for_reader(user_id=user_id),
+        "chats": selectors.chats_for_reader(actor=actor_of(request)),
         "collections": selectors.collections_with_counts(),
         "people": {user.id: user for user in get_user_directory().all()},
     }
@@ -263,7 +264,7 @@ def chat_page(request: HttpRequest, chat_id: str) -> HttpResponse:
     """The chat as its owner or a reader sees it; the owner's rename and delete forms post here."""
     if request.method == "GET":
         return _chat_response(request, chat_id)
-    user_id = request.identity.user_id
+    user_id = actor_of(request).user_id
     title = chat_for_reader(chat_id, user_id).title
 
     def rename(values: dict[str, str]) -> str:
@@ -290,7 +291,7 @@ def chat_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 def _chat_response(
     request: HttpRequest, chat_id: str, refused: RefusedForm | None = None, status: int = 200
 ) -> HttpResponse:
-    user_id = request.identity.user_id
+    user_id = actor_of(request).user_id
     chat = selectors.chat_detail(chat=chat_for_reader(chat_id, user_id))
     directory = get_user_directory().all()
     context = {
@@ -309,7 +310,7 @@ def _chat_response(
 @identity_required
 @require_POST
 def chat_copy_page(request: HttpRequest, chat_id: str) -> HttpResponse:
-    user_id, title = request.identity.user_id, request.POST.get("title", "")
+    user_id, title = actor_of(request).user_id, request.POST.get("title", "")
     copy = _attempt(request, lambda: services.chat_copy(chat_id=chat_id, user_id=user_id, title=title))
     if copy is None:
         return _see_other(reverse("kb-chat", args=[chat_id]))
@@ -320,7 +321,7 @@ def chat_copy_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 @identity_required
 @require_POST
 def chat_message_page(request: HttpRequest, chat_id: str) -> HttpResponse:
-    user_id, content = request.identity.user_id, request.POST.get("content", "")
+    user_id, content = actor_of(request).user_id, request.POST.get("content", "")
     exchange = _attempt(request, lambda: services.chat_message_send(chat_id=chat_id, user_id=user_id, content=content))
     anchor = f"#msg-{exchange.answer.id}" if exchange else ""
     return _see_other(reverse("kb-chat", args=[chat_id]) + anchor)
@@ -329,7 +330,7 @@ def chat_message_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 @identity_required
 @require_POST
 def chat_share_page(request: HttpRequest, chat_id: str) -> HttpResponse:
-    user_id, wanted = request.identity.user_id, request.POST.getlist("user_ids")
+    user_id, wanted = actor_of(request).user_id, request.POST.getlist("user_ids")
     shared_with = _attempt(request, lambda: services.chat_share(chat_id=chat_id, user_id=user_id, user_ids=wanted))
     if shared_with is not None and wanted:
         messages.success(request, f"Shared read-only with {', '.join(wanted)}.")
@@ -339,7 +340,7 @@ def chat_share_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 @identity_required
 @require_POST
 def chat_unshare_page(request: HttpRequest, chat_id: str, user_id: str) -> HttpResponse:
-    owner_id = request.identity.user_id
+    owner_id = actor_of(request).user_id
     done = _attempt(
         request, lambda: services.chat_unshare(chat_id=chat_id, user_id=owner_id, reader_id=user_id) or True
     )
@@ -351,7 +352,7 @@ def chat_unshare_page(request: HttpRequest, chat_id: str, user_id: str) -> HttpR
 @identity_required
 @require_POST
 def collection_writers_page(request: HttpRequest, collection_id: str) -> HttpResponse:
-    user_id, wanted = request.identity.user_id, request.POST.getlist("user_ids")
+    user_id, wanted = actor_of(request).user_id, request.POST.getlist("user_ids")
     writers = _attempt(
         request, lambda: services.collection_writers_add(collection_id=collection_id, user_id=user_id, user_ids=wanted)
     )
@@ -363,7 +364,7 @@ def collection_writers_page(request: HttpRequest, collection_id: str) -> HttpRes
 @identity_required
 @require_POST
 def collection_writer_remove_page(request: HttpRequest, collection_id: str, user_id: str) -> HttpResponse:
-    creator_id = request.identity.user_id
+    creator_id = actor_of(request).user_id
     done = _attempt(
         request,
         lambda: (

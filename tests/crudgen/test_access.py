@@ -12,12 +12,14 @@ from rest_framework.test import APIClient
 from crudgen import (
     AccessAction,
     AccessPolicy,
+    Actor,
     CreatorOnly,
     CrudError,
     CRUDSystem,
     MetadataConfig,
+    NotFoundError,
+    PlainActor,
     RouteConfig,
-    RouteContext,
 )
 from crudgen.storage.base import Storage
 from tests.crudgen.conftest import Clock, Workflow
@@ -41,7 +43,7 @@ ROUTES_OF_ONE_RESOURCE = [
 class NoDeploys(AccessPolicy):
     """Everyone may do everything, except store a workflow named `deploy`."""
 
-    def check_data(self, ctx: RouteContext, data: dict[str, Any]) -> None:
+    def check_data(self, actor: Actor, data: dict[str, Any]) -> None:
         if data.get("name") == "deploy":
             raise NoDeploysError("deploy workflows are not allowed here")
 
@@ -51,15 +53,19 @@ class NoDeploysError(CrudError):
     code = "deploys_forbidden"
 
 
-def _private_api(
-    storage_factory: Callable[[str], Storage], clock: Clock, mount: Callable[..., None], policy: AccessPolicy
-) -> APIClient:
-    system = CRUDSystem(
+def _private_system(storage_factory: Callable[[str], Storage], clock: Clock, policy: AccessPolicy) -> CRUDSystem:
+    return CRUDSystem(
         storage_factory=storage_factory,
         metadata_config=MetadataConfig.with_full_tracking(get_current_time=clock.now),
         use_plural=False,
         access_policy=policy,
     )
+
+
+def _private_api(
+    storage_factory: Callable[[str], Storage], clock: Clock, mount: Callable[..., None], policy: AccessPolicy
+) -> APIClient:
+    system = _private_system(storage_factory, clock, policy)
     system.register_model(Workflow)
     mount(system.create_router("/api", RouteConfig()))
     return APIClient()
@@ -68,7 +74,7 @@ def _private_api(
 @pytest.fixture
 def private_api(storage_factory: Callable[[str], Storage], clock: Clock, mount: Callable[..., None]) -> APIClient:
     """Workflows private to their creator; staff (alice in the mock directory) see all of them."""
-    policy = CreatorOnly(sees_everything=lambda ctx: bool(ctx.request.user.is_staff))
+    policy = CreatorOnly(sees_everything=lambda actor: actor.is_staff)
     return _private_api(storage_factory, clock, mount, policy)
 
 
@@ -217,9 +223,9 @@ def test_switching_back_to_data_the_policy_now_refuses_is_refused(
     class Later(NoDeploys):
         active = False
 
-        def check_data(self, ctx: RouteContext, data: dict[str, Any]) -> None:
+        def check_data(self, actor: Actor, data: dict[str, Any]) -> None:
             if self.active:
-                super().check_data(ctx, data)
+                super().check_data(actor, data)
 
     policy = Later()
     api = _private_api(storage_factory, clock, mount, policy)
@@ -238,7 +244,7 @@ def test_a_data_check_set_on_the_policy_instance_also_guards_a_switch(
 ) -> None:
     # Given an open policy whose data check is set on the instance (not in a subclass), at first letting all through
     policy = AccessPolicy()
-    policy.check_data = lambda ctx, data: None  # type: ignore[method-assign]
+    policy.check_data = lambda actor, data: None  # type: ignore[method-assign]
     api = _private_api(storage_factory, clock, mount, policy)
     rid = _create(api, "bob", "deploy")
     api.put(f"/api/workflow/{rid}", {"name": "safe", "steps": []}, format="json")
@@ -258,7 +264,7 @@ def test_a_policy_sees_the_action_of_each_route(
     asked: list[str] = []
 
     class Recording(AccessPolicy):
-        def allows(self, ctx: RouteContext, action: AccessAction, meta: Any) -> bool:
+        def allows(self, actor: Actor, action: AccessAction, meta: Any) -> bool:
             asked.append(str(action))
             return True
 
@@ -296,3 +302,20 @@ def test_the_schema_lists_the_statuses_a_policy_may_refuse_data_with(mount: Call
     assert "400" in paths["/api/v1/workflow/{resource_id}"]["put"]["responses"]
     assert "400" in paths["/api/v1/workflow/{resource_id}"]["patch"]["responses"]
     assert "400" not in paths["/api/v1/workflow/{resource_id}/data"]["get"]["responses"]
+
+
+def test_code_off_the_request_path_asks_the_policy_for_an_actor_as_a_route_does(
+    storage_factory: Callable[[str], Storage], clock: Clock
+) -> None:
+    # Given bob's workflow under a creator-only policy that lets staff see everything
+    policy = CreatorOnly(sees_everything=lambda actor: actor.is_staff)
+    workflows = _private_system(storage_factory, clock, policy).register_model(Workflow)
+    rid = workflows.create({"name": "build", "steps": ["true"]}, user="bob")["resource_id"]
+    # When a job reads it for dave, for bob and for a staff member, with no request at all
+    as_dave = workflows.caller_for(PlainActor("dave"))
+    # Then dave gets the 404 a route gives him, bob and staff read it, and a list is scoped the same way
+    with pytest.raises(NotFoundError):
+        workflows.read(rid, caller=as_dave)
+    assert workflows.read(rid, caller=workflows.caller_for(PlainActor("bob"))).meta.created_by == "bob"
+    assert workflows.read(rid, caller=workflows.caller_for(PlainActor("carol", is_staff=True))).meta.resource_id == rid
+    assert as_dave.scope().created_by == frozenset({"dave"})

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
+from collab.actor import Actor
 from tests.e2e.browser import PHONE, assert_accessible, assert_every_action_on_screen, screenshot
 from tests.factories import make_notification
 from workspace.items.models import Item
@@ -122,7 +123,7 @@ def test_a_new_workflows_first_run_is_run_1(page_as, make_notebook, viewport):
     older = make_workflow(["true"], name="older", item_id=str(item.pk), user="bob")
     newer = make_workflow(["echo first"], name="newer", item_id=str(item.pk), user="bob")
     for _ in range(2):
-        services.workflow_run(workflow_id=older, item=item, app=app_or_404("notebook"), user_id="bob", is_staff=False)
+        services.workflow_run(workflow_id=older, item=item, app=app_or_404("notebook"), actor=Actor("bob"))
     # When bob runs the second workflow from its page
     page = page_as("bob", viewport=viewport)
     page.goto(f"/workflows/{newer}?item={item.pk}")

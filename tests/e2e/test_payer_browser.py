@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from collab.actor import Actor
 from tests.e2e.browser import assert_accessible, assert_every_action_on_screen, screenshot
 from workspace.items import services
 from workspace.items.filestore import workspace_dir
@@ -26,7 +27,7 @@ def alices_notebook_carol_pays_for(make_notebook) -> Item:
     item = make_notebook(
         "Alice's experiments", owner="alice", files={"logs/run.log": b"x" * 12288, "notes.txt": b"n" * 4096}
     )
-    services.item_update(item=item, user_id="alice", is_staff=False, owner="carol")
+    services.item_update(item=item, actor=Actor("alice"), owner="carol")
     services.item_handover_answer(item_id=item.pk, user_id="carol", accept=True)
     services.workspaces_sweep()
     return item
@@ -79,7 +80,7 @@ def test_staff_assigning_a_bill_leaves_the_payer_a_record(settings, page_as, mak
     # Given dave is staff and assigned alice's notebook to carol without asking
     settings.WORKSPACE_MOCK_STAFF = ["dave"]
     item = make_notebook("Quarterly numbers", owner="alice")
-    services.item_update(item=item, user_id="dave", is_staff=True, owner="carol")
+    services.item_update(item=item, actor=Actor("dave", is_staff=True), owner="carol")
     # When carol opens My resources
     page = page_as("carol", viewport=viewport)
     page.goto("/my-resources")

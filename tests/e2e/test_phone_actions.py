@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from collab import tokens
+from collab.actor import Actor
 from tests.e2e.browser import PHONE, assert_accessible, assert_every_action_on_screen, screenshot
 from workspace.items import services
 from workspace.items.access import app_or_404
@@ -28,9 +29,9 @@ def carols_week(make_notebook):
     own = make_notebook("Carol's long-titled experiment notebook", owner="carol", files={"a.txt": b"a" * 2048})
     services.item_exec(item=own, app=app, command="true", user_id="carol")
     asked = make_notebook("Bob's dashboards", owner="bob")
-    services.item_update(item=asked, user_id="bob", is_staff=False, owner="carol")
+    services.item_update(item=asked, actor=Actor("bob"), owner="carol")
     paid = make_notebook("Alice's reports", owner="alice", files={"big.log": b"x" * 4096})
-    services.item_update(item=paid, user_id="alice", is_staff=False, owner="carol")
+    services.item_update(item=paid, actor=Actor("alice"), owner="carol")
     services.item_handover_answer(item_id=paid.pk, user_id="carol", accept=True)
     services.workspaces_sweep()
     for name in ("nightly backup script", "laptop"):

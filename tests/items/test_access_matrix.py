@@ -20,6 +20,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from collab import tokens
+from collab.actor import Actor
 from collab.models import ApiToken, Notification
 from crudgen.models import StoredResource
 from knowledge import services as kb
@@ -57,7 +58,7 @@ def world(api_client_for) -> World:
     notebook.save()
     workspace_dir(notebook.pk).mkdir(parents=True, exist_ok=True)
     (workspace_dir(notebook.pk) / "secret.txt").write_text("alice only")
-    ws.item_update(item=notebook, user_id="alice", is_staff=False, owner="carol")
+    ws.item_update(item=notebook, actor=Actor("alice"), owner="carol")
     ws.item_handover_answer(item_id=notebook.pk, user_id="carol", accept=True)
     investigation = investigation_create(title="Outage", user_id="alice", members=["bob"]).item
     collection = kb.collection_create(user_id="alice", name="Runbooks")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from collab.actor import Actor
 from collab.errors import Forbidden
 from tests.fixtures.items import item_url
 from workspace.items import services
@@ -162,7 +163,7 @@ def test_anyone_else_changing_the_owner_is_refused_with_403(make_item):
     item = make_item(created_by="alice")
     # When bob names himself as its owner through the item service / Then it is refused with 403
     with pytest.raises(Forbidden):
-        services.item_update(item=item, user_id="bob", is_staff=False, owner="bob")
+        services.item_update(item=item, actor=Actor("bob"), owner="bob")
     # Then alice still pays
     item.refresh_from_db()
     assert item.owner == "alice"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from collab.actor import Actor
 from collab.errors import DomainError, Invalid
 from workspace.investigations.services import investigation_create
 from workspace.items import services
@@ -20,7 +21,7 @@ def test_the_service_refuses_a_title_past_200_characters_instead_of_cutting_it()
     # Given the notebook app and alice
     # When a caller (a command, admin, a page) creates an item with 201 characters of title
     with pytest.raises(Invalid) as refused:
-        services.item_create(app=app_or_404("notebook"), title=TOO_LONG, user_id="alice")
+        services.item_create(app=app_or_404("notebook"), title=TOO_LONG, actor=Actor("alice"))
 
     # Then it is refused as invalid, naming the limit, and nothing is stored
     assert refused.value.error == "title_too_long"
@@ -31,7 +32,7 @@ def test_the_service_refuses_a_title_past_200_characters_instead_of_cutting_it()
 def test_a_title_of_exactly_200_characters_is_kept_whole():
     # Given the notebook app and alice
     # When an item is created with a 200-character title
-    item = services.item_create(app=app_or_404("notebook"), title="t" * 200, user_id="alice")
+    item = services.item_create(app=app_or_404("notebook"), title="t" * 200, actor=Actor("alice"))
 
     # Then all of it is stored
     assert len(item.title) == 200
@@ -74,7 +75,7 @@ def test_renaming_an_item_past_200_characters_is_refused_and_keeps_the_old_title
 
     # When the service renames it with 201 characters
     with pytest.raises(DomainError):
-        services.item_update(item=item, user_id="alice", is_staff=False, title=TOO_LONG)
+        services.item_update(item=item, actor=Actor("alice"), title=TOO_LONG)
 
     # Then the stored title is unchanged
     item.refresh_from_db()
@@ -93,7 +94,7 @@ def test_an_item_create_that_dies_after_its_insert_leaves_no_item(monkeypatch):
 
     # When an item is created
     with pytest.raises(RuntimeError):
-        services.item_create(app=app_or_404("notebook"), title="Half", user_id="alice")
+        services.item_create(app=app_or_404("notebook"), title="Half", actor=Actor("alice"))
 
     # Then the transaction took the row back
     monkeypatch.undo()

@@ -17,11 +17,12 @@ WORKERS = 2
 
 SCHEDULED_WORKFLOW = """
 from django.contrib.auth.models import User
+from collab.actor import Actor
 from workspace.items import services
 from workspace.items.access import app_or_404
 from workspace.workflows.generated import workflows
 User.objects.create_user("alice", password="alice-secret-1")
-item = services.item_create(app=app_or_404("notebook"), title="race", user_id="alice")
+item = services.item_create(app=app_or_404("notebook"), title="race", actor=Actor("alice"))
 workflow = workflows.create(
     {"name": "tick", "steps": ["echo tick"], "item_id": str(item.pk), "every_seconds": 3600}, user="alice"
 )

@@ -38,14 +38,15 @@ print(Document.objects.get(pk=sys.argv[1]).status, WorkerBeat.objects.count())
 
 # alice's item and an hourly workflow whose first step waits for a file the test writes.
 LONG_RUN = """
+from collab.actor import Actor
 from workspace.items import services as items
 from workspace.items.config import get_config
 from workspace.workflows.services import workflow_create
-item = items.item_create(app=get_config().app("notebook"), title="Long", user_id="alice")
+item = items.item_create(app=get_config().app("notebook"), title="Long", actor=Actor("alice"))
 step = "until [ -e release ]; do sleep 0.1; done"
 workflow_create(
     data={"name": "long", "steps": [step, "echo done"], "item_id": str(item.pk), "every_seconds": 3600},
-    user_id="alice", is_staff=False,
+    actor=Actor("alice"),
 )
 print(item.pk)
 """

@@ -12,6 +12,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from collab.actor import actor_of
 from collab.api import ServiceApiView
 from collab.edge import refusal_body
 from collab.errors import DomainError, Invalid
@@ -63,7 +64,7 @@ class ItemMessagesApi(ServiceApiView):
 
     @extend_schema(responses={200: ChatMessageOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
         return Response(ChatMessageOutputSerializer(selectors.messages_of_item(item.pk), many=True).data)
 
     @extend_schema(
@@ -87,12 +88,14 @@ class ItemMessagesApi(ServiceApiView):
         ),
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response | StreamingHttpResponse:
-        app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
+        app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
         if not isinstance(request.data, dict):
             raise Invalid(error="empty_message", detail="The body needs a 'content'.")
         content = request.data.get("content")
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
-            message, events = services.chat_send_streaming(item=item, app=app, user_id=request.user.id, content=content)
+            message, events = services.chat_send_streaming(
+                item=item, app=app, user_id=actor_of(request).user_id, content=content
+            )
             return event_stream(_turn_frames(message, events))
-        turn = services.chat_send(item=item, app=app, user_id=request.user.id, content=content)
+        turn = services.chat_send(item=item, app=app, user_id=actor_of(request).user_id, content=content)
         return Response(ChatTurnOutputSerializer(turn).data, status=201)

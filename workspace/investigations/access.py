@@ -1,15 +1,37 @@
-"""Fetch-and-authorise for investigations: missing, not an investigation and not yours all 404; a
-member asking for what only the owner may do is 403."""
+"""Who may see investigations, for an actor: one (`investigation_for_member`, `investigation_for_owner`),
+many (`members_among`: the investigations' items shared with someone) and the SQL scope of a list
+(`participated`). Missing, not an investigation and not yours all 404; a member asking for what
+only the owner may do is 403."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from django.db.models import Exists, OuterRef, Q
 from django.http import Http404
 
+from collab.actor import Actor
 from collab.errors import Forbidden
 from workspace.investigations.models import Investigation, InvestigationMember
 from workspace.items.models import Item
 
 INVESTIGATION_APP = "rca"
+
+
+def participated(*, actor: Actor) -> Q:
+    """The scope of an investigation list, in SQL: those the actor owns (created) or is a member
+    of. Staff use every `rca` item through the item routes, but their list is their own too."""
+    if not actor.is_someone:
+        return Q(pk__in=[])
+    member = InvestigationMember.objects.filter(investigation=OuterRef("pk"), user_id=actor.user_id)
+    return Q(item__created_by=actor.user_id) | Q(Exists(member))
+
+
+def members_among(item_ids: Sequence[int], user_id: str) -> set[int]:
+    """Of these investigations (by their items' ids), those `user_id` is a member of: the items
+    investigations share with someone beyond their creator (`register_shared_with`)."""
+    rows = InvestigationMember.objects.filter(investigation_id__in=item_ids, user_id=user_id)
+    return set(rows.values_list("investigation_id", flat=True))
 
 
 def is_participant(investigation: Investigation, user_id: str) -> bool:
@@ -56,12 +78,11 @@ def investigation_for_member(investigation_id: int, user_id: str, *, lock: bool 
     return investigation
 
 
-def investigation_for_owner(
-    investigation_id: int, user_id: str, *, is_staff: bool, action: str, lock: bool = False
-) -> Investigation:
+def investigation_for_owner(investigation_id: int, *, actor: Actor, action: str, lock: bool = False) -> Investigation:
     """The owner (the creator) or staff get the investigation; a member learns that only the owner
     may `action` (403), anyone else that there is no such investigation (404)."""
-    if is_staff:
+    user_id = actor.user_id
+    if actor.is_staff:
         investigation = _investigation(investigation_id, lock=lock)
         if investigation is None:
             raise Http404("No such investigation.")

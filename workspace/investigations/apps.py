@@ -3,23 +3,12 @@ may see an `rca` item and which pages show them, and give the agent its mentions
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from django.apps import AppConfig
 
 if TYPE_CHECKING:
     from workspace.items.models import Item
-
-
-def members_among(item_ids: Sequence[int], user_id: str) -> set[int]:
-    from workspace.investigations.models import InvestigationMember
-
-    return set(
-        InvestigationMember.objects.filter(investigation_id__in=item_ids, user_id=user_id).values_list(
-            "investigation_id", flat=True
-        )
-    )
 
 
 class InvestigationRoom:
@@ -48,7 +37,7 @@ class InvestigationsConfig(AppConfig):
 
     def ready(self) -> None:
         from workspace.agent.rooms import register_room
-        from workspace.investigations.access import INVESTIGATION_APP
+        from workspace.investigations.access import INVESTIGATION_APP, members_among
         from workspace.items.access import register_shared_with
         from workspace.items.links import register_app_pages
 

@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 
+from collab.actor import actor_of
 from collab.errors import DomainError
 from collab.web import identity_required
 from workspace.agent.selectors import conversation_of_item
@@ -18,7 +19,7 @@ from workspace.items.access import app_or_404
 
 @identity_required
 def investigations_page(request: HttpRequest) -> HttpResponse:
-    user_id = request.identity.user_id
+    user_id = actor_of(request).user_id
     if request.method == "POST":
         members = [part for part in request.POST.get("members", "").replace(",", " ").split() if part]
         try:
@@ -29,14 +30,14 @@ def investigations_page(request: HttpRequest) -> HttpResponse:
             messages.error(request, str(exc.detail))
         else:
             return HttpResponseRedirect(reverse("investigation", args=[investigation.pk]))
-    rows = selectors.investigations_for_user(user_id=user_id)
+    rows = selectors.investigations_for_user(actor=actor_of(request))
     return render(request, "investigations/investigations.html", {"investigations": rows})
 
 
 @identity_required
 def investigation_page(request: HttpRequest, investigation_id: int) -> HttpResponse:
-    identity = request.identity
-    investigation = investigation_for_member(investigation_id, identity.user_id)
+    actor = actor_of(request)
+    investigation = investigation_for_member(investigation_id, actor.user_id)
     members = investigation.member_ids
     context = {
         "investigation": investigation,
@@ -44,7 +45,7 @@ def investigation_page(request: HttpRequest, investigation_id: int) -> HttpRespo
         "members": members,
         # Who can open the investigation: the mention picker warns about anyone else.
         "participants": [investigation.item.created_by, *members],
-        "adds_members": identity.is_staff or investigation.item.created_by == identity.user_id,
+        "adds_members": actor.is_staff or actor.is_user(investigation.item.created_by),
         "conversation": conversation_of_item(investigation.pk),
         "answering": answering_agent(app_or_404(INVESTIGATION_APP)),
         "moves": services.status_moves(investigation.status),

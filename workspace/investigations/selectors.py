@@ -5,21 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Prefetch, Q
+from django.db.models import Prefetch
 
+from collab.actor import Actor
 from workspace.agent.models import ItemMessage
 from workspace.agent.selectors import messages_of_item
+from workspace.investigations.access import participated
 from workspace.investigations.models import Investigation, InvestigationMember
 
 LIST_LIMIT = 200
 STATUS_ORDER = [choice.value for choice in Investigation.Status]
 
 
-def investigations_for_user(*, user_id: str, limit: int = LIST_LIMIT) -> list[Investigation]:
+def investigations_for_user(*, actor: Actor, limit: int = LIST_LIMIT) -> list[Investigation]:
     """Where the caller is the owner (creator) or a member; newest first; two queries whatever the size."""
-    member = InvestigationMember.objects.filter(investigation=OuterRef("pk"), user_id=user_id)
     rows = (
-        Investigation.objects.filter(Q(item__created_by=user_id) | Q(Exists(member)))
+        Investigation.objects.filter(participated(actor=actor))
         .select_related("item")
         .prefetch_related(Prefetch("members", queryset=InvestigationMember.objects.order_by("user_id")))
         .order_by("-pk")

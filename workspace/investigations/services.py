@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from django.db import transaction
 
+from collab.actor import Actor
 from collab.errors import Invalid
 from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
@@ -67,7 +68,7 @@ def investigation_create(*, title: str, user_id: str, members: Sequence[str] = (
     """A new `rca` item and its investigation; the creator is the owner, `members` join at once."""
     title = item_services.checked_title(title, noun="An investigation")
     known = _known_user_ids(members)
-    item = item_services.item_create(app=app_or_404(INVESTIGATION_APP), title=title, user_id=user_id)
+    item = item_services.item_create(app=app_or_404(INVESTIGATION_APP), title=title, actor=Actor(user_id))
     investigation = Investigation(item=item)
     investigation.stamp_created(user_id)
     investigation.save(force_insert=True)
@@ -76,18 +77,16 @@ def investigation_create(*, title: str, user_id: str, members: Sequence[str] = (
 
 
 @transaction.atomic
-def members_add(*, investigation_id: int, user_id: str, is_staff: bool, user_ids: Sequence[str]) -> Investigation:
+def members_add(*, investigation_id: int, actor: Actor, user_ids: Sequence[str]) -> Investigation:
     """Only the owner (the creator, who holds the permissions) or staff add members: a member
     sees and runs commands in the owner's sandbox, billed to the owner. Unknown ids are a 400
     naming them, with nobody added; people already in are left as they are."""
-    investigation = investigation_for_owner(
-        investigation_id, user_id, is_staff=is_staff, action="add members", lock=True
-    )
+    investigation = investigation_for_owner(investigation_id, actor=actor, action="add members", lock=True)
     wanted = _known_user_ids(user_ids)
     if not wanted:
         raise Invalid(error="validation_error", detail="Name at least one person to add.")
-    if _members_add(investigation, wanted, by=user_id):
-        investigation.stamp_updated(user_id)
+    if _members_add(investigation, wanted, by=actor.user_id):
+        investigation.stamp_updated(actor.user_id)
         investigation.save(update_fields=["updated_by", "updated_at"])
     return investigation
 

@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from collab.actor import actor_of
 from collab.api import ServiceApiView, created, location_header
 from collab.serializers import ErrorOutputSerializer
 from workspace.agent.serializers import ChatMessageOutputSerializer
@@ -33,7 +34,7 @@ def _detail(investigation_id: int, user_id: str) -> dict[str, Any]:
 class InvestigationListCreateApi(ServiceApiView):
     @extend_schema(responses={200: InvestigationOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        rows = selectors.investigations_for_user(user_id=request.user.id)
+        rows = selectors.investigations_for_user(actor=actor_of(request))
         return Response(InvestigationOutputSerializer(rows, many=True).data)
 
     @extend_schema(
@@ -44,15 +45,15 @@ class InvestigationListCreateApi(ServiceApiView):
     def post(self, request: Request) -> Response:
         body = InvestigationCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        investigation = services.investigation_create(user_id=request.user.id, **body.validated_data)
-        detail = _detail(investigation.pk, request.user.id)
+        investigation = services.investigation_create(user_id=actor_of(request).user_id, **body.validated_data)
+        detail = _detail(investigation.pk, actor_of(request).user_id)
         return created(detail, url_name="investigation", investigation_id=investigation.pk)
 
 
 class InvestigationApi(ServiceApiView):
     @extend_schema(responses={200: InvestigationDetailOutputSerializer, **_ERRORS})
     def get(self, request: Request, investigation_id: int) -> Response:
-        return Response(_detail(investigation_id, request.user.id))
+        return Response(_detail(investigation_id, actor_of(request).user_id))
 
 
 class InvestigationMembersApi(ServiceApiView):
@@ -64,13 +65,12 @@ class InvestigationMembersApi(ServiceApiView):
     )
     def post(self, request: Request, investigation_id: int) -> Response:
         # Who may add is checked before the body, so a stranger learns nothing from a 400.
-        investigation_for_owner(investigation_id, request.user.id, is_staff=request.user.is_staff, action="add members")
+        investigation_for_owner(investigation_id, actor=actor_of(request), action="add members")
         body = InvestigationMembersInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         investigation = services.members_add(
             investigation_id=investigation_id,
-            user_id=request.user.id,
-            is_staff=request.user.is_staff,
+            actor=actor_of(request),
             user_ids=body.validated_data["user_ids"],
         )
         return Response(InvestigationOutputSerializer(investigation).data)
@@ -80,11 +80,11 @@ class InvestigationMentionsApi(ServiceApiView):
     @extend_schema(request=InvestigationMentionInputSerializer, responses={201: ChatMessageOutputSerializer, **_ERRORS})
     def post(self, request: Request, investigation_id: int) -> Response:
         # Who may mention is checked before the body, so a stranger learns nothing from a 400.
-        investigation_for_member(investigation_id, request.user.id)
+        investigation_for_member(investigation_id, actor_of(request).user_id)
         body = InvestigationMentionInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         message = services.mention_create(
-            investigation_id=investigation_id, user_id=request.user.id, **body.validated_data
+            investigation_id=investigation_id, user_id=actor_of(request).user_id, **body.validated_data
         )
         return Response(ChatMessageOutputSerializer(message).data, status=201)
 
@@ -94,10 +94,10 @@ class InvestigationStatusApi(ServiceApiView):
         request=InvestigationStatusInputSerializer, responses={200: InvestigationOutputSerializer, **_ERRORS}
     )
     def post(self, request: Request, investigation_id: int) -> Response:
-        investigation_for_member(investigation_id, request.user.id)
+        investigation_for_member(investigation_id, actor_of(request).user_id)
         body = InvestigationStatusInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         investigation = services.status_change(
-            investigation_id=investigation_id, user_id=request.user.id, status=body.validated_data["status"]
+            investigation_id=investigation_id, user_id=actor_of(request).user_id, status=body.validated_data["status"]
         )
         return Response(InvestigationOutputSerializer(investigation).data)

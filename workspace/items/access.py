@@ -1,14 +1,18 @@
-"""Fetch-and-authorise helpers: an unknown app, a missing item and someone else's item all 404;
-the payer of an item someone else created may tend it (`ItemRight.TEND`), and asking for more is a
-403 that says what they may do."""
+"""Who may do what with items, for an actor: one item (`item_right`, `item_for_viewer`), many
+items (`item_rights`, `usable_item_ids`) and the SQL scope of a list (`listed_items`). Every
+caller asks here. An unknown app, a missing item and someone else's item all 404; the payer of an
+item someone else created may tend it (`ItemRight.TEND`), and asking for more is a 403 that says
+what they may do."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Sequence
 
+from django.db.models import QuerySet
 from django.http import Http404
 
+from collab.actor import Actor
 from collab.errors import Forbidden
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
@@ -59,25 +63,53 @@ class ItemRight(enum.IntEnum):
     USE = 2
 
 
-def item_right(item: Item, *, user_id: str, is_staff: bool) -> ItemRight | None:
-    """The creator holds the permissions whatever `owner` says; staff see everything; the payer
-    tends. None: the item is not theirs to know of.
+def item_rights(items: Iterable[Item], *, actor: Actor) -> dict[int, ItemRight]:
+    """The right `actor` has to each of `items`, by id; an item missing from the answer is not
+    theirs to know of. The creator holds the permissions whatever `owner` says; staff see
+    everything; the payer tends.
 
     An app may share its items further (an investigation's members see its item, so a mention's
-    link opens for them); that costs one indexed lookup, and only when the caller is not the creator.
+    link opens for them); that costs one indexed lookup per app that shares, and only for the
+    items the actor did not create.
     """
-    if is_staff or (bool(user_id) and item.created_by == user_id):
-        return ItemRight.USE
-    if not user_id:
-        return None
-    if item.pk in shared_with([(item.pk, item.app_slug)], user_id):
-        return ItemRight.USE
-    return ItemRight.TEND if item.debtor == user_id else None
+    items = list(items)
+    if actor.is_staff:
+        return {item.pk: ItemRight.USE for item in items}
+    if not actor.is_someone:
+        return {}
+    rights = {item.pk: ItemRight.USE for item in items if actor.is_user(item.created_by)}
+    others = [item for item in items if item.pk not in rights]
+    shared = shared_with([(item.pk, item.app_slug) for item in others], actor.user_id) if others else set()
+    for item in others:
+        if item.pk in shared:
+            rights[item.pk] = ItemRight.USE
+        elif item.debtor == actor.user_id:
+            rights[item.pk] = ItemRight.TEND
+    return rights
 
 
-def can_view(item: Item, *, user_id: str, is_staff: bool) -> bool:
+def item_right(item: Item, *, actor: Actor) -> ItemRight | None:
+    """`item_rights` of one item. None: the item is not theirs to know of."""
+    return item_rights([item], actor=actor).get(item.pk)
+
+
+def usable_item_ids(items: Iterable[Item], *, actor: Actor) -> set[int]:
+    """The ids among `items` the actor may use (`can_view` for many)."""
+    return {pk for pk, right in item_rights(items, actor=actor).items() if right == ItemRight.USE}
+
+
+def listed_items(*, actor: Actor) -> QuerySet[Item]:
+    """The scope of an item list, in SQL: the actor's own items; staff list everyone's. (Items
+    shared with someone are listed by the app that shares them, investigations under
+    /investigations; the items they pay for on My resources.)"""
+    if actor.is_staff:
+        return Item.objects.all()
+    return Item.objects.filter(created_by=actor.user_id) if actor.is_someone else Item.objects.none()
+
+
+def can_view(item: Item, *, actor: Actor) -> bool:
     """Whether the person may use the item (everything but paying for it: see `ItemRight`)."""
-    return item_right(item, user_id=user_id, is_staff=is_staff) == ItemRight.USE
+    return item_right(item, actor=actor) == ItemRight.USE
 
 
 def payer_only(item: Item) -> Forbidden:
@@ -92,14 +124,14 @@ def payer_only(item: Item) -> Forbidden:
 
 
 def item_for_viewer(
-    slug: str, item_id: int, *, user_id: str, is_staff: bool, need: ItemRight = ItemRight.USE
+    slug: str, item_id: int, *, actor: Actor, need: ItemRight = ItemRight.USE
 ) -> tuple[AppDescriptor, Item]:
     """One query: the item of app `slug`, if the caller has the right `need` to it. Someone with
     no right at all gets 404 (not theirs reads as not there); the payer asking for more than
     they have gets 403 `payer_only`, since they know the item exists (My resources lists it)."""
     app = app_or_404(slug)
     item = Item.objects.filter(pk=item_id, app_slug=slug).first()
-    right = None if item is None else item_right(item, user_id=user_id, is_staff=is_staff)
+    right = None if item is None else item_right(item, actor=actor)
     if item is None or right is None:
         raise Http404("No such item.")
     if right < need:

@@ -11,6 +11,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from collab.actor import admin_actor
 from collab.edge import admin_refused, form_error
 from collab.errors import DomainError
 from workspace.items import services
@@ -64,8 +65,7 @@ class ItemAdmin(admin.ModelAdmin):
         stored = Item.objects.select_for_update().get(pk=obj.pk)
         services.item_update(
             item=stored,
-            user_id=request.user.get_username(),
-            is_staff=True,
+            actor=admin_actor(request),
             title=form.cleaned_data["title"],
             owner=form.cleaned_data["owner"],
         )

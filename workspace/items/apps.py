@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from django.apps import AppConfig
 
 if TYPE_CHECKING:
+    from collab.actor import Actor
     from quotas.host import Handover, ItemFacts, ItemLink, PaidItem
     from quotas.values import UserLimits
 
@@ -43,34 +44,28 @@ class WorkspaceQuotaHost:
         row = Item.objects.filter(pk=int(item_id)).values_list("app_slug", "owner", "created_by").first()
         return None if row is None else ItemFacts(app_slug=row[0], owner=row[1] or row[2])
 
-    def describe_items(self, item_ids: Sequence[str], *, viewer: str) -> dict[str, ItemLink]:
+    def describe_items(self, item_ids: Sequence[str], *, viewer: Actor) -> dict[str, ItemLink]:
         from django.urls import reverse
 
-        from collab.identity import standing_of
         from quotas.host import ItemLink
-        from workspace.items.access import shared_with
+        from workspace.items.access import item_rights
         from workspace.items.models import Item
 
         numbers = [int(item_id) for item_id in item_ids if item_id.isdigit() and len(item_id) < 19]
         if not numbers:
             return {}
-        rows = list(Item.objects.filter(pk__in=numbers).values_list("pk", "app_slug", "title", "created_by", "owner"))
-        # Its creator opens an item's page, and so does its payer, to free its disk there
-        # (docs/ARCHITECTURE.md §5); for the others, two lookups at most, and only then.
-        openable = {pk for pk, _slug, _title, creator, owner in rows if viewer in (creator, owner or creator)}
-        others = [(pk, slug) for pk, slug, _title, _creator, _owner in rows if pk not in openable]
-        if others and standing_of(viewer).is_staff:
-            openable.update(pk for pk, _slug in others)
-        elif others:
-            openable.update(shared_with(others, viewer))
+        rows = list(Item.objects.filter(pk__in=numbers).only("pk", "app_slug", "title", "created_by", "owner"))
+        # Whoever has any right to an item opens its page: its payer too, to free its disk there
+        # (docs/ARCHITECTURE.md §5).
+        openable = item_rights(rows, actor=viewer)
         return {
-            str(pk): ItemLink(
-                item_id=str(pk),
-                app_slug=slug,
-                title=title,
-                url=reverse("ws-item", args=[slug, pk]) if pk in openable else "",
+            str(item.pk): ItemLink(
+                item_id=str(item.pk),
+                app_slug=item.app_slug,
+                title=item.title,
+                url=reverse("ws-item", args=[item.app_slug, item.pk]) if item.pk in openable else "",
             )
-            for pk, slug, title, _creator, _owner in rows
+            for item in rows
         }
 
     def pending_handovers(self, user_id: str) -> list[Handover]:

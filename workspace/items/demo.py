@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from collab.actor import Actor
 from workspace.items import services
 from workspace.items.access import app_or_404
 from workspace.items.models import Item
@@ -20,6 +21,6 @@ def load(*, say: Callable[[str], None]) -> None:
     for title, path, text in DEMO_ITEMS:
         if Item.objects.filter(app_slug=app.slug, created_by="alice", title=title).exists():
             continue
-        item = services.item_create(app=app, title=title, user_id="alice")
+        item = services.item_create(app=app, title=title, actor=Actor("alice"))
         services.file_write(item=item, path=path, chunks=[text.encode()])
         say(f"created notebook item {item.pk} {title!r} for alice")

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from collab.actor import actor_of
 from collab.edge import status_of
 from collab.errors import DomainError, Invalid
 from collab.sizes import format_bytes
@@ -33,11 +34,6 @@ EDITABLE_BYTES = 512 * 1024
 ITEM_PAGE_FILES = 500
 # The item page's forms, so a refusal can be shown by the one that was refused.
 ItemForm = Literal["details", "sandbox", "rename", "delete", "shrink", "folder", "upload", "open"]
-
-
-def _viewer_item(request: HttpRequest, slug: str, item_id: int, need: ItemRight = ItemRight.USE):
-    identity = request.identity
-    return item_for_viewer(slug, item_id, user_id=identity.user_id, is_staff=identity.is_staff, need=need)
 
 
 def _item_url(slug: str, item_id: int, folder: str = "") -> str:
@@ -66,7 +62,7 @@ def refused_on_the_item_page(form: ItemForm) -> Callable[[Callable[..., HttpResp
                 return view(request, slug, item_id, *args, **kwargs)
             except DomainError as exc:
                 # The payer's own refusals (a 403 for what only the creator may) show on their page too.
-                app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+                app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
                 typed = {**kwargs, **request.GET.dict(), **request.POST.dict()}
                 folder = typed.get("at") or request.GET.get("folder", "")
                 return _render_item(request, app, item, folder=folder, refused=exc, refused_form=form, typed=typed)
@@ -92,22 +88,20 @@ def items_page(request: HttpRequest, slug: str) -> HttpResponse:
     app = app_or_404(slug)
     if own_list := own_list_page(slug):
         return HttpResponseRedirect(own_list)
-    identity = request.identity
     if request.method == "POST":
         try:
             item = services.item_create(
                 app=app,
                 title=request.POST.get("title", ""),
                 owner=request.POST.get("owner", ""),
-                user_id=identity.user_id,
-                is_staff=identity.is_staff,
+                actor=actor_of(request),
             )
         except DomainError as exc:
             messages.error(request, str(exc.detail))
         else:
             messages.success(request, f"Created {item.title}.{_handover_note(item)}")
             return HttpResponseRedirect(_item_url(slug, item.pk))
-    page = selectors.items_of_app(app_slug=slug, user_id=identity.user_id, is_staff=identity.is_staff)
+    page = selectors.items_of_app(app_slug=slug, actor=actor_of(request))
     return render(request, "items/items.html", {"app": app, "items": page.results})
 
 
@@ -124,8 +118,8 @@ def _render_item(
     """The item page, its file list at `folder`. Who only pays for the item (`ItemRight.TEND`)
     gets its title, sandbox, disk and files with Shrink and Delete: no terminal, editor, chat or
     workflows, and a way to hand the bill back."""
-    identity = request.identity
-    may_use = item_right(item, user_id=identity.user_id, is_staff=identity.is_staff) == ItemRight.USE
+    actor = actor_of(request)
+    may_use = item_right(item, actor=actor) == ItemRight.USE
     detail = selectors.item_detail(item)
     try:
         files = selectors.item_folder(item, folder, limit=ITEM_PAGE_FILES + 1)
@@ -172,17 +166,16 @@ def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
         return _item_update(request, slug, item_id)
     if "open" in request.GET:
         return _file_open_by_path(request, slug, item_id)
-    app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+    app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
     return _render_item(request, app, item, folder=request.GET.get("folder", ""))
 
 
 @refused_on_the_item_page("details")
 def _item_update(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = _viewer_item(request, slug, item_id)
+    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
     services.item_update(
         item=item,
-        user_id=request.identity.user_id,
-        is_staff=request.identity.is_staff,
+        actor=actor_of(request),
         title=request.POST.get("title") or None,
         owner=request.POST.get("owner"),
     )
@@ -194,7 +187,7 @@ def _item_update(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
 def _file_open_by_path(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     """The "text file" form: to the editor of the path typed, once the file store accepts it
     (a browser would quietly drop a `..` from the address instead)."""
-    _app, item = _viewer_item(request, slug, item_id)
+    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
     path = selectors.item_file_path(item, request.GET["open"])
     return HttpResponseRedirect(reverse("ws-item-file", args=[slug, item_id, path]))
 
@@ -210,7 +203,7 @@ def file_page(request: HttpRequest, slug: str, item_id: int, file_path: str) -> 
 
 @refused_on_the_item_page("delete")
 def _file_delete(request: HttpRequest, slug: str, item_id: int, *, file_path: str) -> HttpResponse:
-    _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
     services.file_delete(item=item, path=file_path)
     messages.success(request, f"Deleted {file_path}.")
     return HttpResponseRedirect(_item_url(slug, item_id, _at(request)))
@@ -225,7 +218,7 @@ def _file_exists(item: Item, path: str) -> bool:
 
 
 def _file_save(request: HttpRequest, slug: str, item_id: int, *, file_path: str) -> HttpResponse:
-    app, item = _viewer_item(request, slug, item_id)
+    app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
     text = request.POST.get("content", "").replace("\r\n", "\n")
     try:
         services.file_write(item=item, path=file_path, chunks=[text.encode("utf-8")])
@@ -247,7 +240,7 @@ def _file_save(request: HttpRequest, slug: str, item_id: int, *, file_path: str)
 
 @refused_on_the_item_page("open")
 def _file_open(request: HttpRequest, slug: str, item_id: int, *, file_path: str) -> HttpResponse:
-    app, item = _viewer_item(request, slug, item_id)
+    app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
     try:
         root = workspace_prepared(item.pk, item.app_slug)
         target = read_file(root, file_path)
@@ -286,7 +279,7 @@ def _editable_text(root: Path, target: Path) -> str | None:
 @require_POST
 @refused_on_the_item_page("upload")
 def upload_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = _viewer_item(request, slug, item_id)
+    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
     upload = request.FILES.get("file")
     if upload is None:
         raise Invalid(error="no_file", detail="Choose a file to upload.")
@@ -301,7 +294,7 @@ def upload_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
 @require_POST
 @refused_on_the_item_page("rename")
 def file_move_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = _viewer_item(request, slug, item_id)
+    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
     source, target = request.POST.get("source", ""), request.POST.get("target", "").strip().strip("/")
     services.file_move(item=item, source=source, target=target)
     messages.success(request, f"Renamed {source} to {target}.")
@@ -312,7 +305,7 @@ def file_move_page(request: HttpRequest, slug: str, item_id: int) -> HttpRespons
 @require_POST
 @refused_on_the_item_page("folder")
 def folder_create_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = _viewer_item(request, slug, item_id)
+    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
     path = request.POST.get("path", "").strip().strip("/")
     services.folder_create(item=item, path=path)
     messages.success(request, f"Created the folder {path}.")
@@ -323,7 +316,7 @@ def folder_create_page(request: HttpRequest, slug: str, item_id: int) -> HttpRes
 @require_POST
 @refused_on_the_item_page("shrink")
 def file_shrink_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
     path = request.POST.get("path", "")
     change = services.file_truncate(item=item, path=path, size=_kept_bytes(request.POST.get("size", "0")))
     messages.success(request, f"Shrank {change.path} to {format_bytes(change.new_size)}.")
@@ -342,8 +335,8 @@ def _kept_bytes(typed: str) -> int:
 @require_POST
 @refused_on_the_item_page("sandbox")
 def sandbox_close_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
-    closed = services.item_sandbox_close(item=item, user_id=request.identity.user_id)
+    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+    closed = services.item_sandbox_close(item=item, user_id=actor_of(request).user_id)
     messages.success(request, "The sandbox is shut down." if closed else "There was no live sandbox.")
     return HttpResponseRedirect(_item_url(slug, item_id))
 
@@ -354,13 +347,13 @@ def handover_answer_page(request: HttpRequest, item_id: int, answer: str) -> Htt
     """Accept or decline paying for an item, or hand its bill back, from the My resources page."""
     if answer not in {"accept", "decline", "return"}:
         raise Http404("No such answer.")
-    identity = request.identity
+    actor = actor_of(request)
     try:
         if answer == "return":
-            item = services.item_bill_return(item_id=item_id, user_id=identity.user_id, is_staff=identity.is_staff)
+            item = services.item_bill_return(item_id=item_id, actor=actor)
             done = f"{item.created_by} pays for {item.title} again."
         else:
-            item = services.item_handover_answer(item_id=item_id, user_id=identity.user_id, accept=answer == "accept")
+            item = services.item_handover_answer(item_id=item_id, user_id=actor.user_id, accept=answer == "accept")
             done = f"{'You pay for' if answer == 'accept' else 'You declined paying for'} {item.title}."
     except DomainError as exc:
         messages.error(request, str(exc.detail))

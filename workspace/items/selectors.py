@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from collab.actor import Actor
 from quotas import ledger
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
+from workspace.items.access import listed_items
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.filestore import (
     MAX_LISTED,
@@ -48,12 +50,10 @@ def apps() -> list[AppDescriptor]:
 
 
 def items_of_app(
-    *, app_slug: str, user_id: str, is_staff: bool, before: int | None = None, limit: int = ITEMS_DEFAULT_LIMIT
+    *, app_slug: str, actor: Actor, before: int | None = None, limit: int = ITEMS_DEFAULT_LIMIT
 ) -> ItemPage:
     """Newest first, keyset-paginated by id; staff see everyone's items, others their own."""
-    rows = Item.objects.filter(app_slug=app_slug)
-    if not is_staff:
-        rows = rows.filter(created_by=user_id)
+    rows = listed_items(actor=actor).filter(app_slug=app_slug)
     if before is not None:
         rows = rows.filter(pk__lt=before)
     results = list(rows.order_by("-pk")[:limit])

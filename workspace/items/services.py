@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from collab import clock
+from collab.actor import Actor
 from collab.converters import is_row_id
 from collab.errors import Forbidden, Invalid, NotFound, TooManyRequests
 from collab.identity import unknown_user_ids
@@ -30,7 +31,7 @@ def checked_owner(owner: str) -> str:
     return owner
 
 
-def _bill_to(item: Item, *, owner: str, user_id: str, is_staff: bool) -> list[str]:
+def _bill_to(item: Item, *, owner: str, actor: Actor) -> list[str]:
     """Who pays for `item` (docs/ARCHITECTURE.md §5: nobody is billed without consent); returns the changed fields.
 
     Staff assign directly, and anyone may name themselves. Naming someone else only asks them:
@@ -38,8 +39,9 @@ def _bill_to(item: Item, *, owner: str, user_id: str, is_staff: bool) -> list[st
     current payer pays meanwhile. A blank owner is the creator.
     """
     wanted = checked_owner(owner) or item.created_by
+    user_id = actor.user_id
     before = (item.owner, item.pending_owner, item.pending_owner_requested_by)
-    if is_staff or wanted == user_id or wanted == item.debtor:
+    if actor.is_staff or wanted == user_id or wanted == item.debtor:
         if wanted != item.debtor:
             _payer_named(item, payer=wanted, named_by=user_id, assigned=wanted != user_id)
         item.owner = wanted
@@ -81,11 +83,11 @@ def checked_title(title: str, *, noun: str = "An item") -> str:
 
 
 @transaction.atomic
-def item_create(*, app: AppDescriptor, title: str, owner: str = "", user_id: str, is_staff: bool = False) -> Item:
+def item_create(*, app: AppDescriptor, title: str, owner: str = "", actor: Actor) -> Item:
     """A new item of `app`; the creator pays unless staff name someone else or that person accepts."""
-    item = Item(app_slug=app.slug, title=checked_title(title), owner=user_id)
-    item.stamp_created(user_id)
-    _bill_to(item, owner=owner, user_id=user_id, is_staff=is_staff)
+    item = Item(app_slug=app.slug, title=checked_title(title), owner=actor.user_id)
+    item.stamp_created(actor.user_id)
+    _bill_to(item, owner=owner, actor=actor)
     item.save()
     # After commit: making and mounting a workspace image must not hold the database's write lock.
     transaction.on_commit(lambda: filestore.workspace_prepared(item.pk, item.app_slug))
@@ -93,21 +95,19 @@ def item_create(*, app: AppDescriptor, title: str, owner: str = "", user_id: str
 
 
 @transaction.atomic
-def item_update(
-    *, item: Item, user_id: str, is_staff: bool, title: str | None = None, owner: str | None = None
-) -> Item:
+def item_update(*, item: Item, actor: Actor, title: str | None = None, owner: str | None = None) -> Item:
     """Owner locking (docs/ARCHITECTURE.md §8): only the creator or staff may change who pays for an item,
     and handing the bill to someone else waits for their consent (`_bill_to`)."""
     fields: list[str] = []
     if owner is not None and (owner.strip() != item.owner or item.pending_owner):
-        if not (is_staff or item.created_by == user_id):
+        if not (actor.is_staff or actor.is_user(item.created_by)):
             raise Forbidden(error="owner_locked", detail="Only the item's creator or staff may change its owner.")
-        fields += _bill_to(item, owner=owner, user_id=user_id, is_staff=is_staff)
+        fields += _bill_to(item, owner=owner, actor=actor)
     if title is not None and title.strip() != item.title:
         item.title = checked_title(title)
         fields.append("title")
     if fields:
-        item.stamp_updated(user_id)
+        item.stamp_updated(actor.user_id)
         item.save(update_fields=[*fields, "updated_by", "updated_at"])
     return item
 
@@ -156,12 +156,13 @@ def item_handover_answer(*, item_id: int, user_id: str, accept: bool) -> Item:
 
 
 @transaction.atomic
-def item_bill_return(*, item_id: int, user_id: str, is_staff: bool) -> Item:
+def item_bill_return(*, item_id: int, actor: Actor) -> Item:
     """Ends an accepted handover: the item's creator pays again. The payer may (consent given can
     be taken back), as may the creator and staff, who could name the creator as payer anyway
     (`_bill_to`). Anyone else, or an item its creator pays for already, is 404. A handover that
     is still waiting for an answer stays; a live sandbox stays counted to whoever it was opened
     for until it closes."""
+    user_id, is_staff = actor.user_id, actor.is_staff
     item = Item.objects.select_for_update().filter(pk=item_id).first() if user_id and is_row_id(item_id) else None
     if item is None or item.debtor == item.created_by or not (is_staff or user_id in (item.owner, item.created_by)):
         raise NotFound(error="no_handover", detail=f"There is no handover of item {item_id} for you to end.")
@@ -376,11 +377,12 @@ def workspaces_sweep() -> int:
     return written
 
 
-def item_exec_stop(*, item: Item, exec_id: str, user_id: str, is_staff: bool) -> RunningExec:
+def item_exec_stop(*, item: Item, exec_id: str, actor: Actor) -> RunningExec:
     """Stops a command running in the item's sandbox, leaving the sandbox and everything else in
     it running; its result then says who stopped it. Its requester may, and staff; anyone else
     who may use the item is refused (403 `not_your_command`). A command that is not running
     (any more) is 404 `no_running_command`."""
+    user_id, is_staff = actor.user_id, actor.is_staff
     command = RunningExec.objects.filter(pk=exec_id, item=item, ends_by__gt=clock.now()).first()
     if command is None:
         raise NotFound(error="no_running_command", detail=f"No command {exec_id} is running in this item.")

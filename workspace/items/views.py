@@ -14,6 +14,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from collab.actor import actor_of
 from collab.api import ServiceApiView, created, location_header
 from collab.edge import body_of
 from collab.errors import DomainError, Invalid, NotFound
@@ -50,10 +51,6 @@ from workspace.items.serializers import (
 _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
 
 
-def _viewer_item(request: Request, slug: str, item_id: int, need: ItemRight = ItemRight.USE):
-    return item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff, need=need)
-
-
 def _detail(item: Item) -> dict[str, Any]:
     return ItemDetailOutputSerializer(selectors.item_detail(item)).data
 
@@ -76,8 +73,7 @@ class ItemListCreateApi(ServiceApiView):
         query.is_valid(raise_exception=True)
         page = selectors.items_of_app(
             app_slug=slug,
-            user_id=request.user.id,
-            is_staff=request.user.is_staff,
+            actor=actor_of(request),
             before=query.validated_data.get("before"),
             limit=query.validated_data["limit"],
         )
@@ -92,16 +88,14 @@ class ItemListCreateApi(ServiceApiView):
         app = app_or_404(slug)
         body = ItemCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        item = services.item_create(
-            app=app, user_id=request.user.id, is_staff=request.user.is_staff, **body.validated_data
-        )
+        item = services.item_create(app=app, actor=actor_of(request), **body.validated_data)
         return created(_detail(item), url_name="ws-item", slug=item.app_slug, item_id=item.pk)
 
 
 class ItemApi(ServiceApiView):
     @extend_schema(responses={200: ItemDetailOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
         return Response(_detail(item))
 
     @extend_schema(
@@ -109,12 +103,10 @@ class ItemApi(ServiceApiView):
         responses={200: ItemDetailOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
     )
     def patch(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
         body = ItemUpdateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        item = services.item_update(
-            item=item, user_id=request.user.id, is_staff=request.user.is_staff, **body.validated_data
-        )
+        item = services.item_update(item=item, actor=actor_of(request), **body.validated_data)
         return Response(_detail(item))
 
 
@@ -163,7 +155,7 @@ class ItemExecApi(ServiceApiView):
         ),
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response | StreamingHttpResponse:
-        app, item = _viewer_item(request, slug, item_id)
+        app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
         if not isinstance(request.data, dict) or "command" not in request.data:
             raise Invalid(error="invalid_command", detail="The body needs a 'command'.")
         body = ExecInputSerializer(data=request.data)
@@ -171,10 +163,12 @@ class ItemExecApi(ServiceApiView):
         command, timeout = body.validated_data["command"], body.validated_data.get("timeout")
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
             events = services.item_exec_streaming(
-                item=item, app=app, command=command, user_id=request.user.id, timeout=timeout
+                item=item, app=app, command=command, user_id=actor_of(request).user_id, timeout=timeout
             )
             return event_stream(_server_sent_events(events))
-        outcome = services.item_exec(item=item, app=app, command=command, user_id=request.user.id, timeout=timeout)
+        outcome = services.item_exec(
+            item=item, app=app, command=command, user_id=actor_of(request).user_id, timeout=timeout
+        )
         return Response(ExecOutputSerializer(outcome).data)
 
 
@@ -184,7 +178,7 @@ class ItemExecListApi(ServiceApiView):
         description="The commands running in the item's sandbox now (from the terminal or this API), oldest first.",
     )
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
         return Response(RunningExecOutputSerializer(selectors.running_execs(item), many=True).data)
 
 
@@ -200,17 +194,15 @@ class ItemExecStopApi(ServiceApiView):
         ),
     )
     def post(self, request: Request, slug: str, item_id: int, exec_id: str) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
-        stopped = services.item_exec_stop(
-            item=item, exec_id=exec_id, user_id=request.user.id, is_staff=request.user.is_staff
-        )
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        stopped = services.item_exec_stop(item=item, exec_id=exec_id, actor=actor_of(request))
         return Response(RunningExecOutputSerializer(stopped).data)
 
 
 class ItemSandboxApi(ServiceApiView):
     @extend_schema(responses={200: ItemSandboxOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
         sandbox = selectors.item_detail(item).sandbox
         if sandbox is None:
             raise NotFound(error="no_live_sandbox", detail="The item has no live sandbox.")
@@ -218,15 +210,15 @@ class ItemSandboxApi(ServiceApiView):
 
     @extend_schema(responses={204: None, 503: ErrorOutputSerializer, **_ERRORS})
     def delete(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
-        services.item_sandbox_close(item=item, user_id=request.user.id)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+        services.item_sandbox_close(item=item, user_id=actor_of(request).user_id)
         return Response(status=204)
 
 
 class ItemFileListApi(ServiceApiView):
     @extend_schema(responses={200: FileEntryOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
         return Response(FileEntryOutputSerializer(selectors.item_files(item), many=True).data)
 
 
@@ -250,7 +242,7 @@ class ItemFileApi(ServiceApiView):
         }
     )
     def get(self, request: Request, slug: str, item_id: int, file_path: str) -> FileResponse:
-        _app, item = _viewer_item(request, slug, item_id)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
         root = workspace_prepared(item.pk, item.app_slug)
         target = read_file(root, file_path)
         content_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
@@ -261,13 +253,13 @@ class ItemFileApi(ServiceApiView):
         responses={200: FileChangeOutputSerializer, 413: ErrorOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
     )
     def put(self, request: Request, slug: str, item_id: int, file_path: str) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
         change = services.file_write(item=item, path=file_path, chunks=_request_chunks(request._request))
         return Response(FileChangeOutputSerializer(change).data)
 
     @extend_schema(responses={200: FileChangeOutputSerializer, **_ERRORS})
     def delete(self, request: Request, slug: str, item_id: int, file_path: str) -> Response:
-        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
         return Response(FileChangeOutputSerializer(services.file_delete(item=item, path=file_path)).data)
 
 
@@ -278,7 +270,7 @@ class ItemFileMoveApi(ServiceApiView):
         description="Renames or moves a file or folder inside the workspace; an existing target is a 409.",
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
         body = FileMoveInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         change = services.file_move(item=item, **body.validated_data)
@@ -296,7 +288,7 @@ class ItemFileTruncateApi(ServiceApiView):
         ),
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id, ItemRight.TEND)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
         body = FileTruncateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         return Response(FileChangeOutputSerializer(services.file_truncate(item=item, **body.validated_data)).data)
@@ -308,7 +300,7 @@ class ItemFolderCreateApi(ServiceApiView):
         responses={201: FileChangeOutputSerializer, 409: ErrorOutputSerializer, **_ERRORS},
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
         body = FolderCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         change = services.folder_create(item=item, path=body.validated_data["path"])
@@ -321,7 +313,7 @@ class ItemFileBatchApi(ServiceApiView):
         responses={200: FileBatchOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = _viewer_item(request, slug, item_id)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
         body = FileBatchInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         report = services.files_batch(item=item, operations=body.validated_data["operations"])
@@ -335,7 +327,7 @@ class HandoverAnswerApi(ServiceApiView):
 
     @extend_schema(request=None, responses={200: HandoverAnswerOutputSerializer, **_ERRORS})
     def post(self, request: Request, item_id: int) -> Response:
-        item = services.item_handover_answer(item_id=item_id, user_id=request.user.id, accept=self.accept)
+        item = services.item_handover_answer(item_id=item_id, user_id=actor_of(request).user_id, accept=self.accept)
         answer = {"item_id": item.pk, "owner": item.debtor, "accepted": self.accept}
         return Response(HandoverAnswerOutputSerializer(answer).data)
 
@@ -354,5 +346,5 @@ class HandoverReturnApi(ServiceApiView):
         "staff; anyone else, or an item its creator pays for already, is 404 `no_handover`.",
     )
     def post(self, request: Request, item_id: int) -> Response:
-        item = services.item_bill_return(item_id=item_id, user_id=request.user.id, is_staff=request.user.is_staff)
+        item = services.item_bill_return(item_id=item_id, actor=actor_of(request))
         return Response(HandoverReturnOutputSerializer({"item_id": item.pk, "owner": item.debtor}).data)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from crudgen import CreatorOnly, CrudError, RouteContext
+from collab.actor import Actor
+from crudgen import Actor as PolicyActor
+from crudgen import CreatorOnly, CrudError
 from workspace.items.access import can_view
 from workspace.items.models import Item
 from workspace.workflows.rules import item_pk, schedule_problem, steps_problem
@@ -31,19 +33,24 @@ class TooManySteps(CrudError):
     code = "too_many_steps"
 
 
-def usable_item(raw: object, *, user_id: str, is_staff: bool) -> Item | None:
-    """The item `raw` names if `user_id` may use it (see it, and so run in it); else None."""
+def usable_item(raw: object, *, actor: Actor) -> Item | None:
+    """The item `raw` names if `actor` may use it (see it, and so run in it); else None."""
     pk = item_pk(raw)
     if pk is None:
         return None
     item = Item.objects.filter(pk=pk).first()
-    if item is None or not can_view(item, user_id=user_id, is_staff=is_staff):
+    if item is None or not can_view(item, actor=actor):
         return None
     return item
 
 
-def _is_staff(ctx: RouteContext) -> bool:
-    return bool(getattr(ctx.request.user, "is_staff", False))
+def _is_staff(actor: PolicyActor) -> bool:
+    return bool(actor.is_staff)
+
+
+def _ours(actor: PolicyActor) -> Actor:
+    """The service's actor for crudgen's (a route's `PlainActor`, or ours passed through)."""
+    return actor if isinstance(actor, Actor) else Actor(actor.user_id or "", bool(actor.is_staff))
 
 
 class WorkflowAccess(CreatorOnly):
@@ -52,7 +59,7 @@ class WorkflowAccess(CreatorOnly):
     def __init__(self) -> None:
         super().__init__(sees_everything=_is_staff)
 
-    def check_data(self, ctx: RouteContext, data: dict[str, Any]) -> None:
+    def check_data(self, actor: PolicyActor, data: dict[str, Any]) -> None:
         if problem := steps_problem(data.get("steps")):
             raise TooManySteps(f"steps: {problem}.", fields={"steps": problem})
         every_seconds = data.get("every_seconds")
@@ -61,12 +68,8 @@ class WorkflowAccess(CreatorOnly):
         raw = data.get("item_id")
         if raw is None or not str(raw).strip():
             return
-        if usable_item(raw, user_id=ctx.user or "", is_staff=_is_staff(ctx)) is None:
+        if usable_item(raw, actor=_ours(actor)) is None:
             raise UnusableItem(
                 f"item_id {str(raw)[:40]!r} does not name an item you may use.",
                 fields={"item_id": "no such item, or not yours"},
             )
-
-
-def may_see_workflow(created_by: str | None, *, user_id: str, is_staff: bool) -> bool:
-    return is_staff or (bool(user_id) and created_by == user_id)

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from collab.authentication import AuthenticatedIdentity
+from collab.actor import Actor
 from collab.errors import Gone, NotFound
-from crudgen import Caller, ListQueryParams, ListScope, NotFoundError, RouteContext, SortOrder
+from crudgen import Caller, ListQueryParams, NotFoundError, SortOrder
 from crudgen.storage.base import Stored
-from workspace.workflows.access import may_see_workflow
 from workspace.workflows.generated import workflows
 from workspace.workflows.rules import item_pk, schedule_problem
 
@@ -72,18 +71,16 @@ def _not_found(workflow_id: str) -> NotFound:
     return NotFound(error="workflow_not_found", detail=f"There is no workflow {workflow_id}.")
 
 
-def workflow_definition(workflow_id: str, *, user_id: str | None = None, is_staff: bool = False) -> WorkflowDefinition:
+def workflow_definition(workflow_id: str, *, actor: Actor | None = None) -> WorkflowDefinition:
     """The current revision; an unknown id is 404, a deleted workflow 410 with a clear reason.
 
-    With `user_id` (a person asking), someone else's workflow is the same 404 as a missing one,
+    With `actor` (a person asking), someone else's workflow is the same 404 as a missing one,
     deleted or not; without it (the scheduler) every workflow is found.
     """
     try:
-        stored = workflows.read(workflow_id)
+        stored = workflows.read(workflow_id, caller=None if actor is None else workflow_caller(actor=actor))
     except NotFoundError as exc:
         raise _not_found(workflow_id) from exc
-    if user_id is not None and not may_see_workflow(stored.meta.created_by, user_id=user_id, is_staff=is_staff):
-        raise _not_found(workflow_id)
     if stored.meta.is_deleted:
         raise Gone(
             error="workflow_deleted",
@@ -114,35 +111,27 @@ def live_definitions() -> Iterator[WorkflowDefinition]:
         page += 1
 
 
-def recent_definitions(*, user_id: str, is_staff: bool, limit: int = 20) -> list[WorkflowDefinition]:
+def recent_definitions(*, actor: Actor, limit: int = 20) -> list[WorkflowDefinition]:
     """The newest workflows the viewer may see (their own; staff see all), in one indexed query."""
-    scope = ListScope.everything() if is_staff else ListScope.created_by_one_of([user_id])
+    scope = workflow_caller(actor=actor).scope()
     stored, _total = workflows.list_stored(ListQueryParams(page=1, page_size=limit), scope=scope)
     return [_definition(row) for row in stored]
 
 
-@dataclass(frozen=True)
-class _ActingRequest:
-    """What the access policy reads of a request: who acts. A page acts for a person as the API does."""
+def workflow_caller(*, actor: Actor) -> Caller:
+    """The `/api/v1/workflow` access policy bound to `actor`.
 
-    user: AuthenticatedIdentity
-
-
-def workflow_caller(*, user_id: str, is_staff: bool) -> Caller:
-    """The `/api/v1/workflow` access policy bound to one person.
-
-    Pages and services pass it to every read and write of a definition, so they refuse exactly
-    what the generated routes refuse: someone else's workflow is a 404, an item the person may
-    not use and a schedule outside its bounds are refused before anything is stored.
+    Pages, services and scheduled runs pass it to every read and write of a definition, so they
+    refuse exactly what the generated routes refuse: someone else's workflow is a 404, an item the
+    person may not use and a schedule outside its bounds are refused before anything is stored.
     """
-    request = _ActingRequest(user=AuthenticatedIdentity(id=user_id, is_staff=is_staff))
-    return RouteContext(request=request, crud=workflows, kwargs={}, user=user_id).caller
+    return workflows.caller_for(actor)
 
 
-def workflow_for_viewer(workflow_id: str, *, user_id: str, is_staff: bool) -> WorkflowDefinition:
+def workflow_for_viewer(workflow_id: str, *, actor: Actor) -> WorkflowDefinition:
     """The current revision, deleted or not; someone else's workflow is the 404 of a missing one."""
     try:
-        stored = workflows.read(workflow_id, caller=workflow_caller(user_id=user_id, is_staff=is_staff))
+        stored = workflows.read(workflow_id, caller=workflow_caller(actor=actor))
     except NotFoundError as exc:
         raise _not_found(workflow_id) from exc
     return _definition(stored)
@@ -156,9 +145,9 @@ class DefinitionPage:
     has_next: bool
 
 
-def definitions_page(*, user_id: str, is_staff: bool, page: int = 1, deleted: bool = False) -> DefinitionPage:
+def definitions_page(*, actor: Actor, page: int = 1, deleted: bool = False) -> DefinitionPage:
     """One page of the workflows the person may list (the API's scope, in SQL), newest first."""
-    scope = workflow_caller(user_id=user_id, is_staff=is_staff).scope()
+    scope = workflow_caller(actor=actor).scope()
     params = ListQueryParams(page=page, page_size=WORKFLOWS_PAGE_SIZE)
     stored, total = workflows.list_stored(params, is_deleted=deleted, scope=scope)
     return DefinitionPage(
@@ -196,9 +185,9 @@ def _revision(view: dict[str, Any]) -> WorkflowRevision:
     )
 
 
-def revisions_page(workflow_id: str, *, user_id: str, is_staff: bool, page: int = 1) -> RevisionPage:
+def revisions_page(workflow_id: str, *, actor: Actor, page: int = 1) -> RevisionPage:
     """The workflow's revisions, newest first, through the route's own read (`revision-list`)."""
-    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
+    caller = workflow_caller(actor=actor)
     try:
         listed = workflows.list_revisions(workflow_id, page, REVISIONS_PAGE_SIZE, caller=caller)
     except NotFoundError as exc:
@@ -218,9 +207,9 @@ class RevisionData:
     data: dict[str, Any]
 
 
-def revision_for_viewer(workflow_id: str, revision_id: str, *, user_id: str, is_staff: bool) -> RevisionData:
+def revision_for_viewer(workflow_id: str, revision_id: str, *, actor: Actor) -> RevisionData:
     """One revision's data and who wrote it when; an unknown revision is a 404 like an unknown workflow."""
-    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
+    caller = workflow_caller(actor=actor)
     try:
         found = workflows.get_revision(workflow_id, revision_id, caller=caller)
     except NotFoundError as exc:

@@ -9,7 +9,6 @@ form again as it was typed, saying why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -18,11 +17,12 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
+from collab.actor import actor_of
 from collab.edge import refusal_status
 from collab.errors import DomainError
 from collab.web import identity_required
 from crudgen import CrudError, NotFoundError, RevisionConflict
-from workspace.items.access import item_for_viewer
+from workspace.items.access import item_for_viewer, usable_item_ids
 from workspace.workflows import selectors, services
 from workspace.workflows.definitions import (
     WorkflowDefinition,
@@ -59,13 +59,9 @@ def _page_number(raw: str | None) -> int:
     return int(raw) if raw and raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
 
 
-def _viewer(request: HttpRequest) -> dict[str, Any]:
-    return {"user_id": request.identity.user_id, "is_staff": request.identity.is_staff}
-
-
 def _workflow_or_404(request: HttpRequest, workflow_id: str) -> WorkflowDefinition:
     try:
-        return workflow_for_viewer(workflow_id, **_viewer(request))
+        return workflow_for_viewer(workflow_id, actor=actor_of(request))
     except DomainError as exc:
         raise Http404(str(exc.detail)) from exc
 
@@ -91,13 +87,13 @@ def _field_errors(refusal: Refusal) -> list[FieldError]:
 @identity_required
 def workflows_page(request: HttpRequest) -> HttpResponse:
     deleted = request.GET.get("deleted") == "1"
-    listing = definitions_page(**_viewer(request), page=_page_number(request.GET.get("page")), deleted=deleted)
+    listing = definitions_page(actor=actor_of(request), page=_page_number(request.GET.get("page")), deleted=deleted)
     ids = [definition.id for definition in listing.definitions]
     context = {
         "listing": listing,
         "deleted": deleted,
         "last_runs": selectors.last_runs(ids),
-        "items": selectors.items_for_viewer((d.item_id for d in listing.definitions), **_viewer(request)),
+        "items": selectors.items_for_viewer((d.item_id for d in listing.definitions), actor=actor_of(request)),
     }
     return render(request, "workflows/workflows.html", context)
 
@@ -120,7 +116,7 @@ def _form_page(
         "edited_revision_id": edited_revision_id,
         "steps": [*form.filled_steps, ""],
         "units": list(SCHEDULE_UNITS),
-        "item_groups": selectors.item_choices(**_viewer(request), named=[form.item_id]),
+        "item_groups": selectors.item_choices(actor=actor_of(request), named=[form.item_id]),
         "refusal": refusal,
         "field_errors": field_errors,
         "errors": {error.field: error.message for error in field_errors},
@@ -135,7 +131,7 @@ def workflow_new_page(request: HttpRequest) -> HttpResponse:
         return _form_page(request, WorkflowForm(item_id=request.GET.get("item", "").strip()[:40]))
     form = WorkflowForm.from_post(request.POST)
     try:
-        created = services.workflow_create(data=form.data(), **_viewer(request))
+        created = services.workflow_create(data=form.data(), actor=actor_of(request))
     except (CrudError, FormProblem) as exc:
         return _form_page(request, form, refusal=exc)
     messages.success(request, f"Created {form.name.strip() or 'the workflow'}.")
@@ -155,7 +151,9 @@ def workflow_edit_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
     form = WorkflowForm.from_post(request.POST)
     edited = request.POST.get("edited_revision_id", "")
     try:
-        saved = services.workflow_update(workflow_id=workflow_id, data=form.data(), if_match=edited, **_viewer(request))
+        saved = services.workflow_update(
+            workflow_id=workflow_id, data=form.data(), if_match=edited, actor=actor_of(request)
+        )
     except NotFoundError as exc:
         raise Http404(exc.detail) from exc
     except (CrudError, FormProblem) as exc:
@@ -173,7 +171,7 @@ def workflow_edit_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
 @require_POST
 def workflow_delete_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
     workflow = _workflow_or_404(request, workflow_id)
-    services.workflow_delete(workflow_id=workflow_id, **_viewer(request))
+    services.workflow_delete(workflow_id=workflow_id, actor=actor_of(request))
     messages.success(request, f"Deleted {workflow.name}: it no longer runs. Its history stays, and it can be restored.")
     return HttpResponseRedirect(f"{reverse('workflows')}?deleted=1")
 
@@ -183,7 +181,7 @@ def workflow_delete_page(request: HttpRequest, workflow_id: str) -> HttpResponse
 def workflow_restore_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
     workflow = _workflow_or_404(request, workflow_id)
     try:
-        services.workflow_restore(workflow_id=workflow_id, **_viewer(request))
+        services.workflow_restore(workflow_id=workflow_id, actor=actor_of(request))
     except CrudError as exc:
         messages.error(request, exc.detail)
     else:
@@ -200,12 +198,14 @@ def _workflow_view(
     runs = selectors.runs_of_workflow(workflow_id=workflow.id)
     context = {
         "workflow": workflow,
-        "items": selectors.items_for_viewer([workflow.item_id], **_viewer(request)),
+        "items": selectors.items_for_viewer([workflow.item_id], actor=actor_of(request)),
         "run_item_id": run_item_id,
-        "item_groups": selectors.item_choices(**_viewer(request), named=[run_item_id, workflow.item_id]),
+        "item_groups": selectors.item_choices(actor=actor_of(request), named=[run_item_id, workflow.item_id]),
         "runs": runs,
-        "viewable_run_items": selectors.viewable_item_ids((run.item for run in runs if run.item), **_viewer(request)),
-        "revisions": revisions_page(workflow.id, **_viewer(request), page=_page_number(request.GET.get("revisions"))),
+        "viewable_run_items": usable_item_ids((run.item for run in runs if run.item), actor=actor_of(request)),
+        "revisions": revisions_page(
+            workflow.id, actor=actor_of(request), page=_page_number(request.GET.get("revisions"))
+        ),
         "refusal": refusal,
     }
     return render(request, "workflows/workflow.html", context, status=refusal_status(refusal) if refusal else 200)
@@ -225,7 +225,7 @@ def workflow_run_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
     workflow = _workflow_or_404(request, workflow_id)
     item_id = request.POST.get("item_id", "").strip()[:40]
     try:
-        run = services.workflow_run_on_item(workflow_id=workflow_id, item_id=item_id, **_viewer(request))
+        run = services.workflow_run_on_item(workflow_id=workflow_id, item_id=item_id, actor=actor_of(request))
     except DomainError as exc:
         return _workflow_view(request, workflow, run_item_id=item_id, refusal=exc)
     outcome = f"Run #{run.number} {run.get_status_display().lower()}."
@@ -243,12 +243,12 @@ def _revision_view(
     request: HttpRequest, workflow: WorkflowDefinition, revision_id: str, *, refusal: CrudError | None = None
 ) -> HttpResponse:
     try:
-        revision = revision_for_viewer(workflow.id, revision_id, **_viewer(request))
+        revision = revision_for_viewer(workflow.id, revision_id, actor=actor_of(request))
     except DomainError as exc:
         raise Http404(str(exc.detail)) from exc
     context = {
         "workflow": workflow,
-        "comparison": selectors.revision_comparison(workflow, revision, **_viewer(request)),
+        "comparison": selectors.revision_comparison(workflow, revision, actor=actor_of(request)),
         "refusal": refusal,
     }
     status = refusal_status(refusal) if refusal is not None else 200
@@ -271,7 +271,7 @@ def workflow_switch_page(request: HttpRequest, workflow_id: str, revision_id: st
             workflow_id=workflow_id,
             revision_id=revision_id,
             if_match=request.POST.get("compared_with", ""),
-            **_viewer(request),
+            actor=actor_of(request),
         )
     except NotFoundError as exc:
         raise Http404(exc.detail) from exc
@@ -289,6 +289,6 @@ def workflow_switch_page(request: HttpRequest, workflow_id: str, revision_id: st
 @identity_required
 def item_workflow_page(request: HttpRequest, slug: str, item_id: int, workflow_id: str) -> HttpResponse:
     """The item's link to one workflow opens the workflow's page, ready to run on that item."""
-    item_for_viewer(slug, item_id, **_viewer(request))
+    item_for_viewer(slug, item_id, actor=actor_of(request))
     _workflow_or_404(request, workflow_id)
     return HttpResponseRedirect(f"{_workflow_url(workflow_id)}?item={item_id}")

@@ -10,7 +10,8 @@ from typing import Any
 
 from django.db import connection
 
-from workspace.items.access import shared_with
+from collab.actor import Actor
+from workspace.items.access import usable_item_ids
 from workspace.items.config import get_config
 from workspace.items.models import Item
 from workspace.workflows.definitions import RevisionData, WorkflowDefinition, WorkflowRevision
@@ -47,23 +48,12 @@ def last_runs(workflow_ids: Sequence[str]) -> dict[str, WorkflowRun]:
     return {run.workflow_id: run for run in runs}
 
 
-def viewable_item_ids(items: Iterable[Item], *, user_id: str, is_staff: bool) -> set[int]:
-    """The ids among `items` the person may see (`can_view` for many): their own, the ones their
-    apps share with them (one query per app that shares), all of them for staff."""
-    items = list(items)
-    if is_staff:
-        return {item.pk for item in items}
-    own = {item.pk for item in items if user_id and item.created_by == user_id}
-    foreign = [(item.pk, item.app_slug) for item in items if item.pk not in own]
-    return own | (shared_with(foreign, user_id) if foreign and user_id else set())
-
-
-def items_for_viewer(raw_ids: Iterable[object], *, user_id: str, is_staff: bool) -> dict[str, Item]:
+def items_for_viewer(raw_ids: Iterable[object], *, actor: Actor) -> dict[str, Item]:
     """The items these ids name (as a definition stores them: strings) that the person may see,
     keyed by that string; an item they may not see is left out, so its title is never shown."""
     wanted = {str(raw).strip(): pk for raw in raw_ids if (pk := item_pk(raw)) is not None}
     rows = {item.pk: item for item in Item.objects.filter(pk__in=set(wanted.values()))} if wanted else {}
-    viewable = viewable_item_ids(rows.values(), user_id=user_id, is_staff=is_staff)
+    viewable = usable_item_ids(rows.values(), actor=actor)
     return {raw: rows[pk] for raw, pk in wanted.items() if pk in viewable}
 
 
@@ -79,16 +69,18 @@ class ItemChoiceGroup:
     choices: list[ItemChoice]
 
 
-def item_choices(*, user_id: str, is_staff: bool, named: Iterable[object] = ()) -> list[ItemChoiceGroup]:
+def item_choices(*, actor: Actor, named: Iterable[object] = ()) -> list[ItemChoiceGroup]:
     """What an item field offers: the person's own newest items of the configured apps, by app,
     plus each `named` id (the current value, an item the page was opened from). A named item they
     may use joins its app; one they may not is offered by its id only, so saving the form never
     drops it silently (the save is refused and says why) and its title is not shown."""
     apps = get_config().apps
-    own = list(Item.objects.filter(app_slug__in=list(apps), created_by=user_id).order_by("-pk")[:ITEM_CHOICES_LIMIT])
+    own = list(
+        Item.objects.filter(app_slug__in=list(apps), created_by=actor.user_id).order_by("-pk")[:ITEM_CHOICES_LIMIT]
+    )
     offered = {str(item.pk) for item in own}
     extra_ids = list(dict.fromkeys(text for raw in named if (text := str(raw or "").strip()) and text not in offered))
-    usable = items_for_viewer(extra_ids, user_id=user_id, is_staff=is_staff)
+    usable = items_for_viewer(extra_ids, actor=actor)
     by_app: dict[str, list[ItemChoice]] = {}
     for item in [*usable.values(), *own]:
         by_app.setdefault(item.app_slug, []).append(ItemChoice(str(item.pk), f"{item.title} (#{item.pk})"))
@@ -183,9 +175,7 @@ def _steps_by_place(current: Sequence[str], other: Sequence[str]) -> list[StepLi
     return lines
 
 
-def revision_comparison(
-    current: WorkflowDefinition, other: RevisionData, *, user_id: str, is_staff: bool
-) -> RevisionComparison:
+def revision_comparison(current: WorkflowDefinition, other: RevisionData, *, actor: Actor) -> RevisionComparison:
     """What switching to `other` would change in the current revision, field by field and step by step."""
     current_data = {
         "name": current.name,
@@ -194,7 +184,7 @@ def revision_comparison(
         "every_seconds": current.every_seconds,
         "enabled": current.enabled,
     }
-    items = items_for_viewer([current.item_id, other.data.get("item_id")], user_id=user_id, is_staff=is_staff)
+    items = items_for_viewer([current.item_id, other.data.get("item_id")], actor=actor)
     now, then = _shown_fields(current_data, items), _shown_fields(other.data, items)
     return RevisionComparison(
         revision=other.revision,

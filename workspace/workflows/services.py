@@ -13,8 +13,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from collab import clock
+from collab.actor import Actor, actor_now
 from collab.errors import DomainError, Forbidden, Invalid, NotFound, Unavailable
-from collab.identity import standing_of
 from crudgen.metadata import ResourceMeta
 from workspace.items.access import can_view
 from workspace.items.config import AppDescriptor, get_config
@@ -55,40 +55,36 @@ def _checked_steps(definition: WorkflowDefinition) -> list[str]:
 
 
 @transaction.atomic
-def workflow_create(*, data: dict[str, Any], user_id: str, is_staff: bool) -> ResourceMeta:
-    return workflows.create_meta(data, user=user_id, caller=workflow_caller(user_id=user_id, is_staff=is_staff))
+def workflow_create(*, data: dict[str, Any], actor: Actor) -> ResourceMeta:
+    return workflows.create_meta(data, user=actor.user_id, caller=workflow_caller(actor=actor))
 
 
 @transaction.atomic
-def workflow_update(
-    *, workflow_id: str, data: dict[str, Any], if_match: str | None, user_id: str, is_staff: bool
-) -> ResourceMeta:
+def workflow_update(*, workflow_id: str, data: dict[str, Any], if_match: str | None, actor: Actor) -> ResourceMeta:
     """Replaces the data (PUT); `if_match` names the revision the person edited, so a save over a
     newer revision is refused (412) instead of undoing it. Identical data stores no revision."""
-    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
-    return workflows.update_meta(workflow_id, data, user=user_id, if_match=if_match, caller=caller)
+    caller = workflow_caller(actor=actor)
+    return workflows.update_meta(workflow_id, data, user=actor.user_id, if_match=if_match, caller=caller)
 
 
 @transaction.atomic
-def workflow_switch(
-    *, workflow_id: str, revision_id: str, if_match: str | None, user_id: str, is_staff: bool
-) -> ResourceMeta:
+def workflow_switch(*, workflow_id: str, revision_id: str, if_match: str | None, actor: Actor) -> ResourceMeta:
     """Makes an earlier revision current (a rollback); the history stays as it is."""
-    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
-    return workflows.switch_meta(workflow_id, revision_id, user=user_id, if_match=if_match, caller=caller)
+    caller = workflow_caller(actor=actor)
+    return workflows.switch_meta(workflow_id, revision_id, user=actor.user_id, if_match=if_match, caller=caller)
 
 
 @transaction.atomic
-def workflow_delete(*, workflow_id: str, user_id: str, is_staff: bool) -> ResourceMeta:
+def workflow_delete(*, workflow_id: str, actor: Actor) -> ResourceMeta:
     """Soft delete: the schedule stops at the next pass; revisions and runs stay, and it can be restored."""
-    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
-    return workflows.delete_meta(workflow_id, user=user_id, caller=caller)
+    caller = workflow_caller(actor=actor)
+    return workflows.delete_meta(workflow_id, user=actor.user_id, caller=caller)
 
 
 @transaction.atomic
-def workflow_restore(*, workflow_id: str, user_id: str, is_staff: bool) -> ResourceMeta:
-    caller = workflow_caller(user_id=user_id, is_staff=is_staff)
-    return workflows.restore_meta(workflow_id, user=user_id, caller=caller)
+def workflow_restore(*, workflow_id: str, actor: Actor) -> ResourceMeta:
+    caller = workflow_caller(actor=actor)
+    return workflows.restore_meta(workflow_id, user=actor.user_id, caller=caller)
 
 
 def workflow_run_gate(*, item: Item, app: AppDescriptor) -> None:
@@ -198,8 +194,8 @@ def _execute(run: WorkflowRun, *, item: Item, app: AppDescriptor, steps: list[st
 
 def creator_may_use(definition: WorkflowDefinition, item: Item) -> bool:
     """A run acts for the workflow's creator: they must still be a user and still see the item."""
-    standing = standing_of(definition.created_by)
-    return standing.active and can_view(item, user_id=definition.created_by, is_staff=standing.is_staff)
+    creator = actor_now(definition.created_by)
+    return creator is not None and can_view(item, actor=creator)
 
 
 def _creator_checked(definition: WorkflowDefinition, item: Item) -> None:
@@ -213,7 +209,7 @@ def _creator_checked(definition: WorkflowDefinition, item: Item) -> None:
         )
 
 
-def workflow_run(*, item: Item, app: AppDescriptor, workflow_id: str, user_id: str, is_staff: bool) -> WorkflowRun:
+def workflow_run(*, item: Item, app: AppDescriptor, workflow_id: str, actor: Actor) -> WorkflowRun:
     """A manual run of the workflow's current revision on `item`, acting for the workflow's creator.
 
     Refused before anything is recorded: a workflow the caller may not see or that does not exist
@@ -222,27 +218,27 @@ def workflow_run(*, item: Item, app: AppDescriptor, workflow_id: str, user_id: s
     down), so a refused run leaves no record. The run records who pressed run and holds one of
     their command slots. Not one transaction: steps run for seconds; the row shows `running` meanwhile.
     """
-    definition = workflow_definition(workflow_id, user_id=user_id, is_staff=is_staff)
+    definition = workflow_definition(workflow_id, actor=actor)
     _creator_checked(definition, item)
     steps = _checked_steps(definition)
-    with exec_slot_held(user_id=user_id, seconds=settings.WORKSPACE_WORKFLOW_MAX_RUN_SECONDS):
+    with exec_slot_held(user_id=actor.user_id, seconds=settings.WORKSPACE_WORKFLOW_MAX_RUN_SECONDS):
         workflow_run_gate(item=item, app=app)
         run = _run_record(
             definition=definition, workflow_id=definition.id, item=item,
-            trigger=WorkflowRun.Trigger.MANUAL, status=Status.RUNNING, user_id=user_id,
+            trigger=WorkflowRun.Trigger.MANUAL, status=Status.RUNNING, user_id=actor.user_id,
         )  # fmt: skip
         return _execute(run, item=item, app=app, steps=steps)
 
 
-def workflow_run_on_item(*, workflow_id: str, item_id: object, user_id: str, is_staff: bool) -> WorkflowRun:
+def workflow_run_on_item(*, workflow_id: str, item_id: object, actor: Actor) -> WorkflowRun:
     """A manual run on an item named by id (the workflow page's "Run now"): the same refusals as
     `workflow_run`, and an item the caller may not use is the 404 of a missing one."""
     if not str(item_id).strip():
         raise Invalid(error="item_required", detail="Choose the item to run the workflow on.")
-    item = usable_item(item_id, user_id=user_id, is_staff=is_staff)
+    item = usable_item(item_id, actor=actor)
     if item is None:
         raise NotFound(error="item_not_found", detail=f"There is no item {str(item_id)[:40]}.")
-    return workflow_run(item=item, app=_app_of(item), workflow_id=workflow_id, user_id=user_id, is_staff=is_staff)
+    return workflow_run(item=item, app=_app_of(item), workflow_id=workflow_id, actor=actor)
 
 
 def not_run_reason(exc: DomainError) -> str:

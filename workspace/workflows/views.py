@@ -6,6 +6,7 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from collab.actor import actor_of
 from collab.api import ServiceApiView
 from collab.serializers import ErrorOutputSerializer
 from workspace.items.access import item_for_viewer
@@ -19,8 +20,8 @@ _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer, 410: ErrorOut
 class WorkflowRunListApi(ServiceApiView):
     @extend_schema(responses={200: WorkflowRunsOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int, workflow_id: str) -> Response:
-        _app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
-        definition = workflow_definition(workflow_id, user_id=request.user.id, is_staff=request.user.is_staff)
+        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        definition = workflow_definition(workflow_id, actor=actor_of(request))
         runs = selectors.runs_of_workflow(workflow_id=definition.id, item_id=item.pk)
         return Response(WorkflowRunsOutputSerializer({"workflow": definition, "runs": runs}).data)
 
@@ -41,8 +42,6 @@ class WorkflowRunApi(ServiceApiView):
         },
     )
     def post(self, request: Request, slug: str, item_id: int, workflow_id: str) -> Response:
-        app, item = item_for_viewer(slug, item_id, user_id=request.user.id, is_staff=request.user.is_staff)
-        run = services.workflow_run(
-            item=item, app=app, workflow_id=workflow_id, user_id=request.user.id, is_staff=request.user.is_staff
-        )
+        app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        run = services.workflow_run(item=item, app=app, workflow_id=workflow_id, actor=actor_of(request))
         return Response(WorkflowRunOutputSerializer(run).data, status=201)

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import template
 
+from collab.actor import actor_of
 from workspace.items.config import AppDescriptor
 from workspace.items.models import Item
 from workspace.workflows.definitions import recent_definitions
@@ -15,9 +16,4 @@ register = template.Library()
 
 @register.inclusion_tag("workflows/workflow_panel.html", takes_context=True)
 def workflow_panel(context: template.Context, app: AppDescriptor, item: Item) -> dict[str, Any]:
-    identity = context["request"].identity
-    return {
-        "app": app,
-        "item": item,
-        "workflows": recent_definitions(user_id=identity.user_id or "", is_staff=identity.is_staff),
-    }
+    return {"app": app, "item": item, "workflows": recent_definitions(actor=actor_of(context["request"]))}
