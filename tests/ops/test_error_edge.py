@@ -16,6 +16,7 @@ from django.test import RequestFactory
 from rest_framework.exceptions import APIException
 
 from collab import errors
+from collab.actor import Actor
 from collab.edge import STATUS_BY_KIND, admin_refused, body_of, failure_line, form_error, refusal_body, status_of
 from collab.errors import DomainError, Forbidden, Invalid, NotFound, QuotaExceeded, Unavailable
 from knowledge import ingest
@@ -62,7 +63,7 @@ def test_a_service_called_from_a_command_raises_the_domain_error_with_no_status(
     # Given no request at all (a command, a task, another service)
     # When the item service is asked for an item with a blank title
     with pytest.raises(Invalid) as refused:
-        item_services.item_create(app=app_or_404("notebook"), title="  ", user_id="alice")
+        item_services.item_create(app=app_or_404("notebook"), title="  ", actor=Actor("alice"))
 
     # Then it raises the domain error with its code and detail, and nothing about HTTP
     assert refused.value.error == "validation_error"
@@ -84,7 +85,7 @@ def test_the_file_store_refuses_a_path_out_of_the_workspace_with_a_domain_error(
 def test_a_workflow_run_on_no_item_is_refused_as_invalid_not_as_a_400():
     # Given a caller outside HTTP / When it runs a workflow on no item
     with pytest.raises(Invalid) as refused:
-        workflow_services.workflow_run_on_item(workflow_id="w", item_id=" ", user_id="alice", is_staff=False)
+        workflow_services.workflow_run_on_item(workflow_id="w", item_id=" ", actor=Actor("alice"))
     # Then the workflow service says what is missing, with no status
     assert refused.value.error == "item_required"
 
