@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from knowledge.embeddings import EmbeddingError, unit_rows
 
@@ -56,7 +56,7 @@ class LocalEmbedder:
         weights, shape, tokenizer = self._loaded()
         # One BLAS thread: these matrices are small, and on a busy machine more threads wait on each
         # other (a question took 0.4 s with the default pool, 0.03 s with one thread).
-        with threadpool_limits(limits=1):
+        with _blas_controller().limit(limits=1):
             return self._embed(weights, shape, tokenizer, texts)
 
     def _embed(
@@ -83,6 +83,18 @@ class LocalEmbedder:
             if self._weights is None:
                 self._weights, self._shape, self._tokenizer = _load(self.path)
             return self._weights, self._shape, self._tokenizer
+
+
+_controller: ThreadpoolController | None = None
+
+
+def _blas_controller() -> ThreadpoolController:
+    """Found once per process: finding the loaded BLAS libraries walks every shared object in the
+    process, 1 to 4 ms that a question paid on each embedding before."""
+    global _controller
+    if _controller is None:
+        _controller = ThreadpoolController()
+    return _controller
 
 
 def packaged_model_path() -> str:
@@ -137,6 +149,16 @@ def _load(path: Path) -> tuple[dict[str, np.ndarray], _Shape, object]:
         for name, value in raw.items()
         if value.dtype == np.float32
     }
+    # Query, key and value of a layer in one matrix: one multiplication instead of three, which is
+    # most of what a short question costs (the matrices are small, the calls are not free).
+    for layer in range(shape.layers):
+        p = f"encoder.layer.{layer}.attention.self"
+        weights[f"{p}.qkv.weight"] = np.ascontiguousarray(
+            np.concatenate([weights.pop(f"{p}.{part}.weight") for part in ("query", "key", "value")], axis=1)
+        )
+        weights[f"{p}.qkv.bias"] = np.concatenate(
+            [weights.pop(f"{p}.{part}.bias") for part in ("query", "key", "value")]
+        )
     return weights, shape, tokenizer
 
 
@@ -176,9 +198,10 @@ def _forward(w: dict[str, np.ndarray], shape: _Shape, ids: np.ndarray, mask: np.
     scale = np.float32(1 / np.sqrt(size))
     for layer in range(shape.layers):
         p = f"encoder.layer.{layer}"
-        query = split(dense(x, f"{p}.attention.self.query") * scale)
-        key = split(dense(x, f"{p}.attention.self.key")).transpose(0, 1, 3, 2)
-        value = split(dense(x, f"{p}.attention.self.value"))
+        qkv = dense(x, f"{p}.attention.self.qkv")
+        query = split(qkv[:, :hidden] * scale)
+        key = split(qkv[:, hidden : 2 * hidden]).transpose(0, 1, 3, 2)
+        value = split(qkv[:, 2 * hidden :])
         scores = np.matmul(query, key)
         scores += blocked
         scores -= scores.max(-1, keepdims=True)
