@@ -176,8 +176,8 @@ def retrieval(questions: list[Question], paragraphs: list[str]) -> None:
     weight = get_chunk_index().fusion_weight
     service = f"hybrid (service: convex {weight}, cosine >= {RELATIVE_SIMILARITY} x best)"
     # The IVF index (knowledge/search/ivf.py) on these few vectors: its lists shrunk to 8 vectors and
-    # a tenth of them probed, so it reads about as small a share of them as it does at 10^5.
-    ivf_name = "dense, IVF index (lists of 8 vectors, a tenth probed)"
+    # a fifth of them probed, so it reads about as small a share of them as it does at 10^5.
+    ivf_name = "dense, IVF index (lists of 8 vectors, a fifth probed)"
     totals = {name: [0.0, 0.0] for name in [*rankings, ivf_name, service]}
     began = time.perf_counter()
     for question in questions:

@@ -340,7 +340,7 @@ WORKSPACE_EMBEDDINGS_API_KEY = os.environ.get("WORKSPACE_EMBEDDINGS_API_KEY", ""
 WORKSPACE_EMBEDDINGS_PATH = os.environ.get("WORKSPACE_EMBEDDINGS_PATH", "")
 WORKSPACE_EMBEDDINGS_TIMEOUT_SECONDS = float(os.environ.get("WORKSPACE_EMBEDDINGS_TIMEOUT_SECONDS", "10"))
 # A question whose collections hold at least this many vectors is searched through an IVF index
-# (knowledge/search/ivf.py: the nearest tenth of k-means lists) instead of against every vector;
+# (knowledge/search/ivf.py: the nearest fifth of k-means lists) instead of against every vector;
 # below it, exactly. 0 turns the index off (exact search at any size).
 WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS = int(os.environ.get("WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS", "20000"))
 

@@ -3,7 +3,7 @@ every vector with the question in the time a question has.
 
 The vectors are clustered with spherical k-means (about sqrt(n) lists, trained on a sample); a
 question is compared with the centroids, then only with the vectors of its nearest lists. At 10^5
-vectors that is some 10% of them (bench/hybrid_search.py). Below
+vectors that is some 20% of them (bench/hybrid_search.py). Below
 `WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS` vectors search stays exact: there the whole comparison costs
 less than the index would save, and exact search is always right.
 
@@ -11,8 +11,9 @@ An index belongs to one scope (the set of collections a question searches) and h
 vectors, so it can never return a chunk of a collection outside the scope. It is kept per process
 beside the vector cache and follows it: each search hands it the scope's current blocks, and a
 scope whose vectors changed since the index was built is indexed again before it is searched (rows
-only added: they join their nearest lists; rows deleted: every row is assigned again to the
-trained centroids; a scope that has halved or doubled since training: k-means again).
+only added: they join their nearest lists; rows deleted or replaced: the rows it had keep their
+lists and new ones join their nearest; a scope that has halved or doubled since training: k-means
+again).
 """
 
 from __future__ import annotations
@@ -31,14 +32,16 @@ from knowledge.search.base import SearchHit
 if TYPE_CHECKING:
     from knowledge.search.dense import Block
 
-# Vectors each list holds on average when trained: lists = n / this, about sqrt(n) at 10^5 vectors.
-VECTORS_PER_LIST = 256
+# Vectors each list holds on average when trained: 100 lists at 10^5 vectors. More lists would read
+# fewer vectors per question, but placing every vector costs vectors x lists products, and a
+# scope whose vectors were all replaced pays that on its next question (0.3 s at 10^5 here).
+VECTORS_PER_LIST = 1000
 # Training reads at most this many vectors per list (a sample: k-means on all 10^5 adds little).
-SAMPLE_PER_LIST = 48
-TRAINING_ROUNDS = 8
-# Lists read per question: a tenth of them, at least 8 (recall against exact search in
+SAMPLE_PER_LIST = 32
+TRAINING_ROUNDS = 6
+# Lists read per question: a fifth of them, at least 8 (recall against exact search in
 # bench/retrieval.py with the threshold lowered).
-PROBE_SHARE = 0.1
+PROBE_SHARE = 0.2
 MIN_PROBES = 8
 # Scopes whose index a process keeps (a chat's scope is asked again and again; each index holds a
 # sorted copy of its vectors, 1.5 KB a chunk at 384 dimensions).
@@ -133,10 +136,27 @@ def build(blocks: Sequence[Block], *, previous: IvfIndex | None = None) -> IvfIn
     if not reuse or previous is None:
         centroids = train(matrix)
         trained_on = len(matrix)
+        labels = _assign(matrix, centroids)
     else:
         centroids, trained_on = previous.centroids, previous.trained_on
-    sorted_matrix, sorted_ids, bounds = _sorted(matrix, chunk_ids, _assign(matrix, centroids), len(centroids))
+        labels = _labels_kept(chunk_ids, matrix, previous)
+    sorted_matrix, sorted_ids, bounds = _sorted(matrix, chunk_ids, labels, len(centroids))
     return IvfIndex(centroids, sorted_matrix, sorted_ids, bounds, sources, trained_on)
+
+
+def _labels_kept(chunk_ids: np.ndarray, matrix: np.ndarray, previous: IvfIndex) -> np.ndarray:
+    """Each row's list under `previous`'s centroids: a chunk it already placed stays in its list
+    (a delete costs no new products), the others are placed now."""
+    placed = dict(zip(previous.chunk_ids.tolist(), _list_of_rows(previous).tolist(), strict=True))
+    labels = np.fromiter((placed.get(chunk_id, -1) for chunk_id in chunk_ids.tolist()), dtype=np.int64)
+    unplaced = np.flatnonzero(labels < 0)
+    if len(unplaced):
+        labels[unplaced] = _assign(matrix[unplaced], previous.centroids)
+    return labels
+
+
+def _list_of_rows(index: IvfIndex) -> np.ndarray:
+    return np.repeat(np.arange(index.lists), np.diff(index.bounds))
 
 
 def _appended(blocks: Sequence[Block], index: IvfIndex) -> IvfIndex | None:

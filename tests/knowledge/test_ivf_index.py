@@ -43,7 +43,7 @@ def _clustered_block(collection_id: str, *, clusters: int, each: int, seed: int)
 
 @pytest.fixture
 def small_lists(monkeypatch):
-    """Lists of 16 vectors and a tenth of them probed, so a few hundred vectors make many lists."""
+    """Lists of 16 vectors and a fifth of them probed, so a few hundred vectors make many lists."""
     monkeypatch.setattr(ivf, "VECTORS_PER_LIST", 16)
     monkeypatch.setattr(ivf, "MIN_PROBES", 2)
     ivf_indexes.clear()
@@ -67,7 +67,7 @@ def _names(hits) -> set[str]:
 
 
 def test_the_ivf_index_finds_what_exact_search_finds_on_clustered_vectors(small_lists):
-    # Given two collections of 24 clusters of 20 vectors each (480 vectors, 30 lists, 3 probed)
+    # Given two collections of 24 clusters of 20 vectors each (480 vectors, 30 lists, 6 probed)
     blocks = [
         _clustered_block("a", clusters=12, each=20, seed=1),
         _clustered_block("b", clusters=12, each=20, seed=2),
@@ -84,7 +84,7 @@ def test_the_ivf_index_finds_what_exact_search_finds_on_clustered_vectors(small_
         assert np.allclose([hit.score for hit in through_index], [hit.score for hit in exact], atol=1e-5)
     index = ivf_indexes.current(model="", blocks=blocks)
     assert index.lists == 30
-    assert index.probes() == 3
+    assert index.probes() == 6
 
 
 def test_under_the_threshold_search_stays_exact(small_lists, monkeypatch):
@@ -231,3 +231,29 @@ def test_the_lexical_ranking_counts_how_rare_a_word_is_within_the_question_s_col
     chunks = Chunk.objects.filter(pk__in=[hit.chunk_id for hit in hits])
     assert {chunk.collection_id for chunk in chunks} == {mine.id}
     assert Chunk.objects.get(pk=hits[0].chunk_id).document.filename == "rare.md"
+
+
+def test_after_rows_are_deleted_and_added_the_ivf_index_still_answers_like_exact_search(small_lists):
+    # Given a scope searched once through its index
+    whole = _clustered_block("a", clusters=24, each=20, seed=4)
+    dense_search(vector=whole.matrix[0], blocks=[whole], limit=10, min_similarity=-1, ivf_min_vectors=1)
+
+    # When a third of its rows go (a delete: drops counts up) and rows of new clusters arrive
+    fresh = _clustered_block("a", clusters=6, each=20, seed=5)
+    kept = np.arange(len(whole.chunk_ids)) % 3 != 0
+    changed = Block(
+        chunk_ids=np.concatenate([whole.chunk_ids[kept], np.array([f"new-{n}" for n in range(120)], dtype=object)]),
+        matrix=np.concatenate([whole.matrix[kept], fresh.matrix]),
+        drops=1,
+        last_id=whole.last_id + 120,
+        row_of={},
+        collection_id="a",
+    )
+
+    # Then the index is brought up to date: it answers as exact search does, old rows and new
+    for question in (changed.matrix[1], changed.matrix[-1], changed.matrix[200]):
+        through_index = dense_search(vector=question, blocks=[changed], limit=10, min_similarity=-1, ivf_min_vectors=1)
+        exact = exact_search(vector=question, blocks=[changed], limit=10, min_similarity=-1)
+        assert [hit.chunk_id for hit in through_index] == [hit.chunk_id for hit in exact]
+    index = ivf_indexes.current(model="", blocks=[changed])
+    assert set(index.chunk_ids.tolist()) == set(changed.chunk_ids.tolist())
