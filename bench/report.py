@@ -132,7 +132,9 @@ def _retrieval(text: str) -> list[Row]:
     """bench/retrieval.py: retrieval quality, answers through the chat API, the demo's questions."""
     rows = []
     number = r"\s+([\d.]+) \|"
-    for match in re.finditer(rf"^\| (lexical|dense|hybrid[^|]*?)\s+\|\s+([\d,]+) \|{number}{number}$", text, re.M):
+    for match in re.finditer(
+        rf"^\| (lexical|dense[^|]*?|hybrid[^|]*?)\s+\|\s+([\d,]+) \|{number}{number}$", text, re.M
+    ):
         name, questions, ndcg, recall = match.groups()
         rows.append((f"retrieval: {name}", f"{questions} questions", f"nDCG@10 {ndcg}, recall@10 {recall}"))
     for match in re.finditer(rf"^\| (lexical|hybrid)\s+\|\s+([\d,]+) \|{number}{number}\s+(\d+) \|", text, re.M):

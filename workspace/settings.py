@@ -339,6 +339,10 @@ WORKSPACE_EMBEDDINGS_MODEL = os.environ.get("WORKSPACE_EMBEDDINGS_MODEL", "")
 WORKSPACE_EMBEDDINGS_API_KEY = os.environ.get("WORKSPACE_EMBEDDINGS_API_KEY", "")
 WORKSPACE_EMBEDDINGS_PATH = os.environ.get("WORKSPACE_EMBEDDINGS_PATH", "")
 WORKSPACE_EMBEDDINGS_TIMEOUT_SECONDS = float(os.environ.get("WORKSPACE_EMBEDDINGS_TIMEOUT_SECONDS", "10"))
+# A question whose collections hold at least this many vectors is searched through an IVF index
+# (knowledge/search/ivf.py: the nearest fifth of k-means lists) instead of against every vector;
+# below it, exactly. 0 turns the index off (exact search at any size).
+WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS = int(os.environ.get("WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS", "20000"))
 
 # The sandbox boundary (README "What sandbox code can and cannot do"). "bwrap" runs every command
 # of the local backend under bubblewrap; "none" is refused unless DEBUG is on (then it warns and

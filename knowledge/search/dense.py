@@ -16,10 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from django.conf import settings
 from django.db.models import OuterRef, Subquery
 
 from knowledge.models import ChunkEmbedding, Collection, CollectionVectors
 from knowledge.search.base import SearchHit
+from knowledge.search.ivf import ivf_indexes, ivf_search
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Block:
     drops: int
     last_id: int
     row_of: dict[str, int]
+    collection_id: str = ""
 
     @property
     def count(self) -> int:
@@ -64,6 +67,7 @@ class VectorCache:
     def clear(self) -> None:
         with self._lock:
             self._blocks.clear()
+        ivf_indexes.clear()
 
     def blocks(self, *, model: str, collection_ids: Sequence[str]) -> list[Block]:
         newest = ChunkEmbedding.objects.filter(collection_id=OuterRef("pk"), model=model).order_by("-id")
@@ -82,7 +86,10 @@ class VectorCache:
             with self._lock:
                 block = self._blocks.get(key, _EMPTY)
             if (block.drops, block.last_id) != (drops, last_id):
-                block = self._refreshed(block, model=model, collection_id=collection_id, drops=drops, last_id=last_id)
+                block = replace(
+                    self._refreshed(block, model=model, collection_id=collection_id, drops=drops, last_id=last_id),
+                    collection_id=collection_id,
+                )
                 with self._lock:
                     self._blocks[key] = block
             if block.count:
@@ -112,9 +119,31 @@ def _block(rows: list[tuple[str, bytes]], *, drops: int, last_id: int, after: Bl
 vector_cache = VectorCache()
 
 
-def dense_search(*, vector: np.ndarray, blocks: Sequence[Block], limit: int, min_similarity: float) -> list[SearchHit]:
-    """Best first among `blocks` (`vector_cache.blocks`), at most `limit`, none below
-    `min_similarity` (cosine: the vectors are unit length)."""
+def dense_search(
+    *,
+    vector: np.ndarray,
+    blocks: Sequence[Block],
+    limit: int,
+    min_similarity: float,
+    model: str = "",
+    ivf_min_vectors: int | None = None,
+) -> list[SearchHit]:
+    """Best first among `blocks` (`vector_cache.blocks`, the question's scope), at most `limit`, none
+    below `min_similarity` (cosine: the vectors are unit length). A scope of at least
+    `ivf_min_vectors` vectors (`WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS` unless given) is searched
+    through its IVF index (knowledge/search/ivf.py), a smaller one exactly."""
+    if limit <= 0:
+        return []
+    threshold = settings.WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS if ivf_min_vectors is None else ivf_min_vectors
+    query = np.asarray(vector, dtype=np.float32)
+    comparable = [block for block in blocks if block.matrix.shape[1] == query.shape[0]]
+    if threshold > 0 and sum(block.count for block in comparable) >= threshold:
+        return ivf_search(vector=query, blocks=comparable, model=model, limit=limit, min_similarity=min_similarity)
+    return exact_search(vector=query, blocks=comparable, limit=limit, min_similarity=min_similarity)
+
+
+def exact_search(*, vector: np.ndarray, blocks: Sequence[Block], limit: int, min_similarity: float) -> list[SearchHit]:
+    """`dense_search` comparing the question with every vector of `blocks`."""
     if limit <= 0:
         return []
     query = np.asarray(vector, dtype=np.float32)

@@ -3,11 +3,11 @@
 Without an embedding provider, or while it fails, or for chunks it has not embedded yet, retrieval is
 the lexical index alone, as before. Fusion is a convex combination of the two scores, each scaled
 to 0..1 over the candidates of its own ranking (min-max), the lexical one weighted by how well
-that index ranks (`fusion_weight`: half for FTS5's bm25, 0.3 for PostgreSQL's ts_rank_cd): bm25,
-ts_rank_cd and cosine live on scales that cannot be added as they are. Bruch, Gai and Ingber ("An
+that index ranks (`fusion_weight`: half for both, FTS5's bm25 and the BM25 of the PostgreSQL
+index): BM25 and cosine live on scales that cannot be added as they are. Bruch, Gai and Ingber ("An
 Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023) found it ahead of reciprocal
 rank fusion, and so did bench/retrieval.py on its set (SQLite: nDCG@10 0.947 against 0.927 for
-RRF and 0.921 for lexical search alone; PostgreSQL: 0.899, 0.865 and 0.749).
+RRF and 0.921 for lexical search alone; PostgreSQL: 0.945, 0.928 and 0.921).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from knowledge.embeddings import EmbeddingError, get_embedder
+from knowledge.embeddings import EmbeddingError, get_embedder, one_blas_thread
 from knowledge.search import get_chunk_index
 from knowledge.search.base import SearchHit
 from knowledge.search.dense import Block, dense_search, similarities, vector_cache
@@ -84,6 +84,9 @@ def hybrid_search(*, question: str, collection_ids: Sequence[str], limit: int) -
         logger.warning("Searching by words only: the question could not be embedded: %s", exc)
         return lexical[:limit]
     blocks = vector_cache.blocks(model=embedder.model, collection_ids=collection_ids)
-    dense = dense_search(vector=vector, blocks=blocks, limit=depth, min_similarity=MIN_SIMILARITY)
+    with one_blas_thread():
+        dense = dense_search(
+            vector=vector, blocks=blocks, limit=depth, min_similarity=MIN_SIMILARITY, model=embedder.model
+        )
     fused = convex_combination(lexical, dense, limit=depth, weight=index.fusion_weight)
     return near_the_question(fused, vector=vector, blocks=blocks)[:limit]
