@@ -10,7 +10,6 @@ from django.urls import include, path
 from crudgen import CRUDSystem, DjangoStorage, ResourceNameStyle
 
 
-
 @dataclass
 class Task:  # the same fields as bench/crudgen_http_urls.py's (that module loads the whole service)
     title: str

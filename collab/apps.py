@@ -13,10 +13,10 @@ class CollabConfig(AppConfig):
         from django.db.models.signals import post_delete, post_save, pre_save
 
         from collab import schema  # noqa: F401 - registers the OpenAPI authentication scheme
+        from collab.identity import check_mock_identity_allowed
         from collab.models import Notification
         from collab.services import notification_moving, notification_saved
         from collab.tokens import forget_holders_of_changed_user
-        from collab.identity import check_mock_identity_allowed
 
         check_mock_identity_allowed(
             debug=settings.DEBUG,

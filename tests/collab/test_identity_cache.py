@@ -53,7 +53,8 @@ def test_a_scripts_repeated_requests_do_not_look_the_token_up_again(erin_token, 
     with django_assert_max_num_queries(1) as queries:
         script.get("/notifications", HTTP_IF_NONE_MATCH=etag)
     statements = " ".join(q["sql"] for q in queries.captured_queries)
-    assert "collab_apitoken" not in statements and "auth_user" not in statements
+    assert "collab_apitoken" not in statements
+    assert "auth_user" not in statements
 
 
 def test_a_token_revoked_by_its_owner_is_refused_at_once(erin_browser, erin_token):

@@ -295,7 +295,8 @@ def test_notify_inserts_one_row_per_distinct_recipient_on_commit(django_capture_
     # Then bob and carol each get one row, inserted in one query beside the one that moves their
     # inboxes' versions (the rest is the transaction around the two)
     inserts = [q["sql"].split("(", 1)[0] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
-    assert len(inserts) == 2 and any("collab_notification" in i for i in inserts)
+    assert len(inserts) == 2
+    assert any("collab_notification" in i for i in inserts)
     assert sent_to == ["bob", "carol"]
     assert sorted(Notification.objects.values_list("recipient", flat=True)) == ["bob", "carol"]
 
