@@ -105,6 +105,14 @@ class _Remembered:
 # (WORKSPACE_IDENTITY_CACHE_SECONDS). Revoking and user changes empty it (forget_token_holders).
 _holders: dict[str, _Remembered] = {}
 _holders_lock = threading.Lock()
+# Only live tokens are remembered, and only for seconds; past this many, the expired ones go.
+_MAX_REMEMBERED = 10_000
+
+
+def _forget_expired() -> None:
+    now = time.monotonic()
+    for key in [key for key, entry in _holders.items() if entry.until <= now]:
+        del _holders[key]
 
 
 def forget_token_holders(*, token_ids: Iterable[int] | None = None) -> None:
@@ -161,6 +169,8 @@ def token_holder(token: str) -> TokenHolder | None:
     if seconds > 0:
         remembered.until = time.monotonic() + seconds
         with _holders_lock:
+            if len(_holders) >= _MAX_REMEMBERED:
+                _forget_expired()
             _holders[key] = remembered
     return holder
 
