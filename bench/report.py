@@ -386,7 +386,7 @@ def main() -> None:
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC: {platform.python_implementation()} {platform.python_version()}, "
         f"{os.cpu_count()} cores, "
         f"{'quick sizes' if args.quick else 'the largest sizes' if args.big else 'the documented sizes'}"
-        f"{f' (this run: {args.only}; the other figures are from the run before)' if args.only else ''}. "
+        f"{f' (this run: {args.only}; the other figures are kept from the report before it)' if args.only else ''}. "
         "Each script ran in its "
         "own process on a throwaway SQLite file and a throwaway PostgreSQL database; the raw outputs are in "
         "`bench/results/` (not committed). `q` is SQL statements per operation. Figures are wall-clock "
