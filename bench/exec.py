@@ -1,8 +1,13 @@
-"""Benchmark exec: the round trip on a live sandbox versus one that must open a sandbox first.
+"""Benchmark exec: the round trip on a live sandbox versus one that must open a sandbox first,
+against running the same command under bubblewrap directly.
 
 Run: .venv/bin/python bench/exec.py [--runs 30] [--backend local|http]
 Uses a throwaway SQLite database and temp directories; `http` starts a sandbox host on a free
-loopback port in this process. Prints milliseconds per exec (median, p90) and queries per exec.
+loopback port in this process. Each exec goes through the whole stack in this process (the
+middleware, the view, the quota admission, the backend); "bwrap directly" runs `true` under the
+same bubblewrap boundary (Boundary.oneshot_argv: the namespaces, mounts and read-only root every
+sandbox gets) from a bare subprocess call, the floor a live exec is compared with. Prints
+milliseconds per exec (median, p90) and queries per exec, then live / bwrap directly.
 It asserts nothing about time.
 """
 
@@ -11,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -39,6 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     var_dir = bench_var_dir("bench-exec-")
     os.environ["WORKSPACE_VAR_DIR"] = str(var_dir)
+    os.environ.setdefault("WORKSPACE_REQUEST_LOG_LEVEL", "WARNING")
     vendor = setup_django(args.database_url, "exec")
 
     from django.conf import settings
@@ -77,18 +84,41 @@ def main() -> None:
     opening: list[float] = []
     with CaptureQueriesContext(connection) as queries:
         for _ in range(args.runs):
-            services.item_sandbox_close(item=item)
+            services.item_sandbox_close(item=item, user_id="alice")
             opening.append(exec_once())
     # The close between runs is not part of the figure, but its queries are; count them apart.
     rows.append(("opens one", opening, len(queries) / args.runs))
-    services.item_sandbox_close(item=item)
+    services.item_sandbox_close(item=item, user_id="alice")
+
+    rows.append(("bwrap directly", _bwrap_directly(var_dir, args.runs), 0.0))
 
     driver = configured_driver().name if args.backend == "local" else "sandbox host"
     print(f"exec round trip on {vendor}, backend {args.backend} ({driver}), {args.runs} runs, command `true`")
     print(f"{'case':<14} {'median ms':>10} {'p90 ms':>8} {'queries/exec':>13}")
-    for label, samples, per_run in rows:
+    for label, samples, per_run in [row for row in rows if row[1]]:
         p90 = statistics.quantiles(samples, n=10)[-1]
         print(f"{label:<14} {statistics.median(samples):>10.2f} {p90:>8.2f} {per_run:>13.2f}")
+    if rows[-1][1]:
+        ratio = statistics.median(rows[0][1]) / statistics.median(rows[-1][1])
+        print(f"live sandbox / bwrap directly: {ratio:.2f}")
+
+
+def _bwrap_directly(var_dir: Path, runs: int) -> list[float]:
+    """`true` under the sandbox boundary, started straight from this process: no stack around it."""
+    from workspace.items.sandboxes.boundary import configured_boundary
+
+    boundary = configured_boundary()
+    if not boundary.enabled:
+        return []
+    workspace = var_dir / "bwrap-directly"
+    workspace.mkdir(mode=0o777)
+    argv = boundary.oneshot_argv(workspace=workspace, env={"PATH": "/usr/bin:/bin"}, argv=["true"])
+    timings = []
+    for _ in range(runs + 1):
+        began = time.perf_counter()
+        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, capture_output=True)
+        timings.append((time.perf_counter() - began) * 1000)
+    return timings[1:]
 
 
 if __name__ == "__main__":

@@ -120,11 +120,51 @@ def _files(text: str) -> list[Row]:
 
 def _exec(text: str) -> list[Row]:
     runs = re.search(r"(\d+) runs", text)
+    size = f"{runs.group(1)} runs" if runs else ""
     rows = []
-    for match in re.finditer(r"^(live sandbox|opens one)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", text, re.M):
+    pattern = r"^(live sandbox|opens one|bwrap directly)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$"
+    for match in re.finditer(pattern, text, re.M):
         label, median, p90, queries = match.groups()
-        size = f"{runs.group(1)} runs" if runs else ""
         rows.append((f"exec round trip: {label}", size, f"{median} ms (p90 {p90}), {float(queries):g} q"))
+    ratio = re.search(r"^live sandbox / bwrap directly: ([\d.]+)$", text, re.M)
+    if ratio:
+        rows.append(("exec round trip: live sandbox / bwrap directly", size, f"{ratio.group(1)}x"))
+    return rows
+
+
+def _service_vs_crudgen(text: str) -> list[Row]:
+    """bench/service_vs_crudgen.py: | operation | size | alone p50 ms | service p50 ms | ratio |"""
+    rows = []
+    for match in re.finditer(r"^\| (\w+)\s+\|\s+([\d,]+) \|\s+([\d.]+) \|\s+([\d.]+) \|\s+([\d.]+) \|$", text, re.M):
+        operation, size, alone, service, ratio = match.groups()
+        value = f"{float(service):.2f} ms vs {float(alone):.2f} ms alone ({float(ratio):.2f}x)"
+        rows.append((f"the service vs crudgen alone (p50): {operation}", f"{size} rows", value))
+    return rows
+
+
+def _request_profile(text: str) -> list[Row]:
+    """bench/request_profile.py: per kind of request, its total and its parts (middleware summed)."""
+    notifications = re.search(r"([\d,]+) notifications", text)
+    size = f"{notifications.group(1)} notifications" if notifications else ""
+    rows = []
+    for section in re.split(r"\n(?=\S[^|\n]*: total )", text):
+        head = re.match(r"^(\S[^|\n]*): total ([\d.]+) ms, ([\d.]+) q", section)
+        if not head:
+            continue
+        kind, total, queries = head.groups()
+        parts = {name.strip(): float(ms) for name, ms in re.findall(r"^\| ([^|]+?)\s+\|\s+([\d.]+) \|$", section, re.M)}
+        middleware = sum(ms for name, ms in parts.items() if name.startswith("middleware "))
+        auth = sum(ms for name, ms in parts.items() if name.startswith("auth"))
+
+        def part(prefix: str, parts: dict[str, float] = parts) -> float:
+            return sum(ms for name, ms in parts.items() if name.startswith(prefix))
+
+        value = (
+            f"{float(total):.2f} ms, {float(queries):g} q: view {part('view'):.2f}, db {part('db'):.2f}, "
+            f"auth {auth:.2f}, middleware {middleware:.2f}, access policy {part('access policy'):.2f}, "
+            f"connection {part('connection'):.2f}"
+        )
+        rows.append((f"request profile: {kind}", size, value))
     return rows
 
 
@@ -177,6 +217,19 @@ SCRIPTS = [
         ["--sizes", "1000", "--requests", "50"],
         _crudgen_http,
         own_database=True,
+    ),
+    Script(
+        "service_vs_crudgen",
+        ["--sizes", "1000,10000", "--requests", "100"],
+        ["--sizes", "1000", "--requests", "30"],
+        _service_vs_crudgen,
+    ),
+    Script(
+        "request_profile",
+        ["--notifications", "1000000"],
+        ["--notifications", "10000", "--repeat", "50"],
+        _request_profile,
+        setup_name="profile",
     ),
     Script("files", [], ["--writes", "50", "--sizes", "1024,65536"], _files, setup_name="files"),
     Script("exec", [], ["--runs", "10"], _exec, setup_name="exec"),
@@ -256,6 +309,36 @@ def _postgres_run(script: Script, args: list[str], server_url: str) -> tuple[str
             _drop(server_url, f"bench_{script.setup_name}")
 
 
+def _previous_report() -> tuple[list[tuple[str, str]], dict[tuple[str, str], dict[str, str]]]:
+    """The figures of bench/REPORT.md as written last, in its order."""
+    order: list[tuple[str, str]] = []
+    table: dict[tuple[str, str], dict[str, str]] = {}
+    if not REPORT.exists():
+        return order, table
+    for line in REPORT.read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 4 or cells[0] in ("figure", "---") or not line.startswith("| "):
+            continue
+        figure, size, sqlite, postgresql = cells
+        order.append((figure, size))
+        table[(figure, size)] = {k: v for k, v in (("sqlite", sqlite), ("postgresql", postgresql)) if v != "-"}
+    return order, table
+
+
+def _drop_stale(
+    script: Script,
+    runs: dict[str, tuple[str, float]],
+    table: dict[tuple[str, str], dict[str, str]],
+    order: list[tuple[str, str]],
+) -> None:
+    """After a partial run: the last report's rows of this script's figures that it no longer gives go."""
+    fresh = {(figure, size) for output, _ in runs.values() for figure, size, _ in script.parse(output)}
+    prefixes = {figure.split(":", 1)[0] for figure, _ in fresh}
+    for key in [key for key in order if key[0].split(":", 1)[0] in prefixes and key not in fresh]:
+        order.remove(key)
+        del table[key]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     size_choice = parser.add_mutually_exclusive_group()
@@ -271,6 +354,9 @@ def main() -> None:
         print(f"no PostgreSQL at {args.database_url}: its column stays empty", file=sys.stderr)
     table: dict[tuple[str, str], dict[str, str]] = {}
     order: list[tuple[str, str]] = []
+    if args.only:
+        # A partial run keeps the other scripts' figures of the last report.
+        order, table = _previous_report()
     durations: list[str] = []
     began = time.perf_counter()
     for script in wanted:
@@ -292,6 +378,8 @@ def main() -> None:
                     table[key] = {}
                     order.append(key)
                 table[key][backend] = value
+        if args.only:
+            _drop_stale(script, runs, table, order)
     total = time.perf_counter() - began
     lines = [
         "# Benchmark report",
@@ -299,7 +387,8 @@ def main() -> None:
         f"Written by `make bench{' QUICK=1' if args.quick else ' BIG=1' if args.big else ''}` (`bench/report.py`) on "
         f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC: {platform.python_implementation()} {platform.python_version()}, "
         f"{os.cpu_count()} cores, "
-        f"{'quick sizes' if args.quick else 'the largest sizes' if args.big else 'the documented sizes'}. "
+        f"{'quick sizes' if args.quick else 'the largest sizes' if args.big else 'the documented sizes'}"
+        f"{f' (this run: {args.only}; the other figures are kept from the report before it)' if args.only else ''}. "
         "Each script ran in its "
         "own process on a throwaway SQLite file and a throwaway PostgreSQL database; the raw outputs are in "
         "`bench/results/` (not committed). `q` is SQL statements per operation. Figures are wall-clock "

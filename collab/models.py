@@ -67,6 +67,18 @@ class Notification(TrackedModel):
         return f"{self.kind} to {self.recipient}: {self.title}"
 
 
+class InboxVersion(models.Model):
+    """One row per recipient whose number changes in the same transaction as anything in their
+    inbox (a notification inserted, read, edited or deleted): the notification poll's ETag is this
+    one primary-key read, however many notifications there are (collab.services.inbox_changed)."""
+
+    recipient = models.CharField(max_length=150, primary_key=True)
+    version = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.recipient}: {self.version}"
+
+
 class ApiToken(TrackedModel):
     """A personal API token for scripts: `Authorization: Token <token>` (or `Bearer`).
 

@@ -55,7 +55,7 @@ class NotificationOutputSerializer(serializers.Serializer):
 
 
 class NotificationInboxOutputSerializer(serializers.Serializer):
-    unread_count = serializers.IntegerField(source="state.unread_count")
+    unread_count = serializers.IntegerField()
     results = NotificationOutputSerializer(many=True)
 
 

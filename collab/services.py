@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from collab import clock
 from collab.access import notification_for_recipient
-from collab.models import Notification
+from collab.models import InboxVersion, Notification
 
 VALID_KINDS = frozenset(Notification.Kind.values)
 
@@ -32,8 +32,10 @@ def notify(
     if not distinct:
         return []
 
+    @transaction.atomic
     def insert() -> None:
         moment = clock.now()
+        inbox_changed(recipients=distinct)
         Notification.objects.bulk_create(
             Notification(
                 recipient=recipient,
@@ -61,20 +63,55 @@ def notification_mark_read(*, notification_id: int, user_id: str) -> Notificatio
     if not notification.read:
         notification.read = True
         notification.stamp_updated(user_id)
-        notification.save(update_fields=["read", "updated_by", "updated_at"])
+        notification.save(update_fields=["read", "updated_by", "updated_at"])  # inbox_changed by the signal
     return notification
 
 
 @transaction.atomic
 def notifications_mark_all_read(*, user_id: str) -> int:
-    return Notification.objects.filter(recipient=user_id, read=False).update(
+    marked = Notification.objects.filter(recipient=user_id, read=False).update(
         read=True, updated_by=user_id, updated_at=clock.now()
     )
+    if marked:
+        inbox_changed(recipients=[user_id])
+    return marked
 
 
 @transaction.atomic
 def notifications_mark_selected_read(*, notification_ids: list[int], user_id: str) -> int:
     """Admin path: marks any recipients' notifications read, recording who did it."""
-    return Notification.objects.filter(pk__in=notification_ids, read=False).update(
-        read=True, updated_by=user_id, updated_at=clock.now()
-    )
+    unread = Notification.objects.filter(pk__in=notification_ids, read=False)
+    recipients = sorted(set(unread.values_list("recipient", flat=True)))
+    inbox_changed(recipients=recipients)
+    return unread.update(read=True, updated_by=user_id, updated_at=clock.now())
+
+
+def inbox_changed(*, recipients: Iterable[str]) -> None:
+    """Moves on the InboxVersion of each recipient, in the caller's transaction: one upsert
+    statement (SQLite and PostgreSQL both have ON CONFLICT), recipients in order so two
+    transactions never wait on each other's rows crosswise."""
+    ordered = sorted(set(recipients))
+    if not ordered:
+        return
+    table = connection.ops.quote_name(InboxVersion._meta.db_table)
+    values = ", ".join(["(%s, 1)"] * len(ordered))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (recipient, version) VALUES {values} "
+            f"ON CONFLICT (recipient) DO UPDATE SET version = {table}.version + 1",
+            ordered,
+        )
+
+
+def notification_saved(*, instance: Notification, **_signal: object) -> None:
+    """Any one notification saved or deleted (admin, a cascade, mark read): its inbox changed."""
+    inbox_changed(recipients=[instance.recipient])
+
+
+def notification_moving(*, instance: Notification, update_fields: Iterable[str] | None = None, **_: object) -> None:
+    """Before a save that may give a notification another recipient (admin): the old inbox changes too."""
+    if instance.pk is None or (update_fields is not None and "recipient" not in update_fields):
+        return
+    before = Notification.objects.filter(pk=instance.pk).values_list("recipient", flat=True).first()
+    if before is not None and before != instance.recipient:
+        inbox_changed(recipients=[before])

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 
 from collab import clock
 from collab.converters import is_row_id
 from collab.errors import Conflict, Forbidden, Invalid, NotFound
-from collab.identity import standing_of
+from collab.identity import mock_identity_enabled, standing_of
 from collab.models import ApiToken
 
 TOKEN_PREFIX = "wst_"
@@ -72,12 +76,14 @@ def token_revoke(*, token_id: int, user_id: str) -> ApiToken:
         row.revoked_at = clock.now()
         row.stamp_updated(user_id)
         row.save(update_fields=["revoked_at", "updated_by", "updated_at"])
+    forget_token_holders(token_ids=[row.pk])
     return row
 
 
 @transaction.atomic
 def tokens_revoke_as_staff(*, token_ids: list[int], user_id: str) -> int:
     """Admin: staff revoke anyone's tokens; returns how many were live."""
+    forget_token_holders(token_ids=token_ids)
     return ApiToken.objects.filter(pk__in=token_ids, revoked_at__isnull=True).update(
         revoked_at=clock.now(), updated_by=user_id, updated_at=clock.now()
     )
@@ -93,18 +99,91 @@ class TokenHolder:
     is_staff: bool
 
 
+@dataclass
+class _Remembered:
+    holder: TokenHolder
+    token_id: int
+    last_used_at: datetime | None
+    until: float  # time.monotonic()
+
+
+# Who each recently presented token acts for, by the token's hash, in this process only
+# (WORKSPACE_IDENTITY_CACHE_SECONDS). Revoking and user changes empty it (forget_token_holders).
+_holders: dict[str, _Remembered] = {}
+_holders_lock = threading.Lock()
+# Only live tokens are remembered, and only for seconds; past this many, the expired ones go.
+_MAX_REMEMBERED = 10_000
+
+
+def _forget_expired() -> None:
+    now = time.monotonic()
+    for key in [key for key, entry in _holders.items() if entry.until <= now]:
+        del _holders[key]
+
+
+def forget_token_holders(*, token_ids: Iterable[int] | None = None) -> None:
+    """Drops what this process remembers of these tokens (None: of every token), now and again when
+    the transaction commits, so a lookup made in between cannot bring back the old answer."""
+
+    def forget() -> None:
+        with _holders_lock:
+            if token_ids is None:
+                _holders.clear()
+                return
+            gone = set(token_ids)
+            for key in [key for key, entry in _holders.items() if entry.token_id in gone]:
+                del _holders[key]
+
+    forget()
+    transaction.on_commit(forget)
+
+
+def forget_holders_of_changed_user(**_signal: object) -> None:
+    """A user row was saved or deleted (its standing, its name): forget every remembered holder.
+    Rare enough (a login saves last_login) that forgetting all is cheaper than keeping an index."""
+    forget_token_holders()
+
+
 def token_holder(token: str) -> TokenHolder | None:
     """Who a presented token acts for, or None (unknown, revoked, or its owner left): one indexed
-    lookup, plus the owner's standing, read now so a demoted or removed owner loses access."""
+    lookup, plus the owner's standing, read now so a demoted or removed owner loses access; both
+    remembered WORKSPACE_IDENTITY_CACHE_SECONDS in this process."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
-    row = ApiToken.objects.filter(key_hash=_hash(token), revoked_at__isnull=True).first()
+    key = _hash(token)
+    remembered = _holders.get(key)
+    if remembered is not None and remembered.until > time.monotonic():
+        holder = remembered.holder
+        if mock_identity_enabled():
+            # The mock directory and its staff list are settings, read in memory: always fresh.
+            standing = standing_of(holder.user_id)
+            if not standing.active:
+                return None
+            holder = TokenHolder(user_id=holder.user_id, is_staff=standing.is_staff)
+        _note_use(remembered.token_id, remembered)
+        return holder
+    row = ApiToken.objects.filter(key_hash=key, revoked_at__isnull=True).first()
     if row is None:
         return None
     standing = standing_of(row.created_by)
     if not standing.active:
         return None
+    holder = TokenHolder(user_id=row.created_by, is_staff=standing.is_staff)
+    remembered = _Remembered(holder, row.pk, row.last_used_at, 0.0)
+    _note_use(row.pk, remembered)
+    seconds = settings.WORKSPACE_IDENTITY_CACHE_SECONDS
+    if seconds > 0:
+        remembered.until = time.monotonic() + seconds
+        with _holders_lock:
+            if len(_holders) >= _MAX_REMEMBERED:
+                _forget_expired()
+            _holders[key] = remembered
+    return holder
+
+
+def _note_use(token_id: int, remembered: _Remembered) -> None:
+    """last_used_at, written at most once per LAST_USED_GRANULARITY."""
     moment = clock.now()
-    if row.last_used_at is None or moment - row.last_used_at >= LAST_USED_GRANULARITY:
-        ApiToken.objects.filter(pk=row.pk).update(last_used_at=moment)
-    return TokenHolder(user_id=row.created_by, is_staff=standing.is_staff)
+    if remembered.last_used_at is None or moment - remembered.last_used_at >= LAST_USED_GRANULARITY:
+        ApiToken.objects.filter(pk=token_id).update(last_used_at=moment)
+        remembered.last_used_at = moment

@@ -76,9 +76,12 @@ class NotificationListApi(ServiceApiView):
         description="The caller's notifications, unread first, then newest. Poll with `If-None-Match`.",
     )
     def get(self, request: Request) -> Response:
-        query = NotificationInboxQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        limit, shown = query.validated_data["limit"], query.shown()
+        if request.query_params:
+            query = NotificationInboxQuerySerializer(data=request.query_params)
+            query.is_valid(raise_exception=True)
+            limit, shown = query.validated_data["limit"], query.shown()
+        else:  # the bell's poll, every 30 s from every open page: the defaults, without a serializer
+            limit, shown = selectors.INBOX_DEFAULT_LIMIT, selectors.EVERYTHING
         state = selectors.inbox_state(user_id=actor_of(request).user_id)
         etag = state.etag(limit=limit, shown=shown)
         if etag in _if_none_match(request):

@@ -86,6 +86,15 @@ def tmp_path(traversable_tmp: Path, request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture(autouse=True)
+def token_holders_forgotten() -> Iterator[None]:
+    """Who tokens act for is remembered per process (collab.tokens): no test inherits another's."""
+    yield
+    from collab.tokens import _holders
+
+    _holders.clear()
+
+
+@pytest.fixture(autouse=True)
 def sandboxes_closed_after_each_test(settings) -> Iterator[None]:
     """Workspaces are measured (not image-bounded) unless a test asks for images; whatever a test
     opened is closed and unmounted after it, while its settings still name its var dir."""

@@ -117,7 +117,9 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # Connections are kept (DATABASE_CONN_MAX_AGE, one per server thread) on SQLite too: opening one
+    # per request ran the PRAGMAs each time, and closing the last one checkpointed the WAL, an fsync
+    # per request. SQLite checkpoints on its own once the WAL passes 1000 pages.
     DATABASES["default"]["OPTIONS"] = {
         # IMMEDIATE makes a writer take the lock at BEGIN, so two writers queue instead of
         # failing with "database is locked" when a read lock would have to be upgraded.
@@ -219,6 +221,12 @@ WORKSPACE_MOCK_STAFF = [u for u in os.environ.get("WORKSPACE_MOCK_STAFF", "alice
 
 # The CRUD systems the crudgen_dump / crudgen_load / crudgen_migrate commands act on.
 CRUDGEN_SYSTEMS = ["workspace.workflows.generated.system"]
+
+# Who a personal API token acts for (the token's row and its owner's standing) is remembered this
+# many seconds per process, so a script's requests do not look both up every time. Revoking a token
+# and saving or deleting a user forget it at once in the process that did it; other processes see
+# the change within this many seconds. 0: looked up on every request.
+WORKSPACE_IDENTITY_CACHE_SECONDS = float(os.environ.get("WORKSPACE_IDENTITY_CACHE_SECONDS", "5"))
 
 WORKSPACE_NOTIFICATION_POLL_SECONDS = int(os.environ.get("WORKSPACE_NOTIFICATION_POLL_SECONDS", "30"))
 
