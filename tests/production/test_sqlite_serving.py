@@ -68,15 +68,18 @@ def test_writers_on_sqlite_queue_for_the_lock_instead_of_failing(sqlite_deployme
             client = Client(server.port)
             client.default_headers["Authorization"] = f"Bearer {token}"
             for n in range(ROUNDS):
-                created = client.request("POST", "/me/tokens", {"name": f"t{threading.get_ident()}-{n}"})
-                revoked = (
-                    client.request("DELETE", f"/me/tokens/{created.json()['id']}").status
+                name = f"c{threading.get_ident()}-{n}"
+                created = client.request("POST", "/kb/collections", {"name": name})
+                renamed = (
+                    client.request(
+                        "PATCH", f"/kb/collections/{created.json()['id']}", {"name": name + "-renamed"}
+                    ).status
                     if created.status == 201
                     else None
                 )
                 read = client.request("POST", "/notifications/read-all").status
                 with lock:
-                    answers.extend(s for s in (created.status, revoked, read) if s is not None)
+                    answers.extend(s for s in (created.status, renamed, read) if s is not None)
             client.close()
 
         # When several threads write through the server at once, beside the other process
@@ -95,8 +98,8 @@ def test_writers_on_sqlite_queue_for_the_lock_instead_of_failing(sqlite_deployme
     assert b"done" in out
     assert "database is locked" not in log
     counted = run_django(
-        "from collab.models import ApiToken, Notification\n"
-        "print(ApiToken.objects.filter(revoked_at__isnull=False).count(), Notification.objects.count())",
+        "from collab.models import Notification\nfrom knowledge.models import Collection\n"
+        "print(Collection.objects.filter(name__endswith='-renamed').count(), Notification.objects.count())",
         env,
     ).split()
     assert counted == [str(THREADS * ROUNDS), str(BESIDE_WRITES)]
