@@ -1,9 +1,10 @@
 """The PostgreSQL lexical index's postings: one row per (collection, lexeme, chunk) with how often
-the chunk uses the lexeme and the chunk's length in lexemes, and each collection's chunk count.
+the chunk uses the lexeme and the chunk's length in lexemes, and each collection's number of chunks
+and of lexemes (summed over its chunks).
 
 The BM25 query reads a question's words from the postings' primary key alone (an index-only range
 per collection and word) instead of unnesting every matching chunk's tsvector, and the size of its
-scope from the counts instead of counting the scope's chunks (knowledge/search/postgres.py). Both
+scope and its chunks' average length from the counts instead of counting the scope's chunks (knowledge/search/postgres.py). Both
 are written by the index's `index_chunks` and `forget_*` in the ingest and delete transactions;
 this migration fills them from the chunks already stored. SQLite keeps its FTS5 table: nothing here
 runs there.
@@ -23,12 +24,13 @@ POSTGRES_CREATE = [
     " CONSTRAINT knowledge_chunk_term_pkey PRIMARY KEY (collection_id, lexeme, chunk_id) INCLUDE (often, size))",
     "CREATE TABLE knowledge_collection_chunks ("
     " collection_id varchar(40) NOT NULL PRIMARY KEY,"
-    " chunks bigint NOT NULL)",
+    " chunks bigint NOT NULL,"
+    " lexemes bigint NOT NULL)",
     "INSERT INTO knowledge_chunk_term (collection_id, lexeme, chunk_id, often, size) "
     "SELECT chunk.collection_id, word.lexeme, chunk.id, cardinality(word.positions), length(chunk.search_vector) "
     "FROM knowledge_chunk AS chunk, unnest(chunk.search_vector) AS word",
-    "INSERT INTO knowledge_collection_chunks (collection_id, chunks) "
-    "SELECT collection_id, count(*) FROM knowledge_chunk GROUP BY collection_id",
+    "INSERT INTO knowledge_collection_chunks (collection_id, chunks, lexemes) "
+    "SELECT collection_id, count(*), coalesce(sum(length(search_vector)), 0) FROM knowledge_chunk GROUP BY collection_id",
 ]
 POSTGRES_DROP = [
     "DROP TABLE IF EXISTS knowledge_collection_chunks",

@@ -3,7 +3,6 @@ and postings of its lexemes with each collection's chunk count, ranked like BM25
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 
 from django.db import connection
@@ -24,10 +23,11 @@ B = 0.75
 # The postings of the question's lexemes in the scope's collections, read from the postings'
 # primary key alone (collection, lexeme, chunk; it includes how often the chunk uses the lexeme
 # and the chunk's length): these are exactly the chunks holding any of the words. A word's
-# document frequency in the scope is its number of postings there, the scope's size the sum of
-# its collections' counts, the average length that of the matched chunks. Reading the counts from
-# the chunks' tsvectors instead (unnest) and counting the scope's chunks took most of the query's
-# time at 10^5 chunks (bench/hybrid_search.py).
+# document frequency in the scope is its number of postings there; the scope's number of chunks
+# and their average length come from its collections' counts, as in BM25 and FTS5 (the average of
+# the whole scope, not of the chunks that match). Reading how often a chunk uses a word from its
+# tsvector instead (unnest of every matching chunk) and counting the scope's chunks took most of
+# the query's time at 10^5 chunks (bench/hybrid_search.py).
 _BM25 = f"""
 WITH uses AS (
     SELECT term.chunk_id, term.lexeme, term.often, term.size
@@ -36,7 +36,8 @@ WITH uses AS (
       AND term.lexeme = ANY(tsvector_to_array(to_tsvector('{SEARCH_CONFIG}', %(words)s)))
 ),
 scope AS (
-    SELECT coalesce(sum(counted.chunks), 0)::float8 AS chunks
+    SELECT coalesce(sum(counted.chunks), 0)::float8 AS chunks,
+           greatest(coalesce(sum(counted.lexemes), 0)::float8 / greatest(sum(counted.chunks), 1), 1) AS size
     FROM knowledge_collection_chunks AS counted
     WHERE counted.collection_id = ANY(%(scope)s)
 ),
@@ -44,15 +45,11 @@ rarity AS (
     SELECT uses.lexeme, ln(1 + (scope.chunks - count(*) + 0.5) / (count(*) + 0.5)) AS idf
     FROM uses, scope
     GROUP BY uses.lexeme, scope.chunks
-),
-average AS (
-    SELECT greatest(avg(matched.size), 1)::float8 AS size
-    FROM (SELECT DISTINCT uses.chunk_id, uses.size FROM uses) AS matched
 )
 SELECT uses.chunk_id,
        sum(rarity.idf * uses.often * {K1 + 1}
-           / (uses.often + {K1} * (1 - {B} + {B} * uses.size / average.size))) AS score
-FROM uses JOIN rarity USING (lexeme), average
+           / (uses.often + {K1} * (1 - {B} + {B} * uses.size / scope.size))) AS score
+FROM uses JOIN rarity USING (lexeme), scope
 GROUP BY uses.chunk_id
 ORDER BY score DESC, uses.chunk_id
 LIMIT %(limit)s
@@ -69,9 +66,11 @@ WHERE chunk.id = ANY(%(chunk_ids)s)
 # Counts are added to, never written as read: two ingests of one collection committing at once
 # both count (the second waits on the first's row lock, then adds to what it committed).
 _ADD_COUNTS = """
-INSERT INTO knowledge_collection_chunks AS counted (collection_id, chunks)
-SELECT * FROM unnest(%(collection_ids)s::varchar[], %(chunks)s::bigint[])
-ON CONFLICT (collection_id) DO UPDATE SET chunks = counted.chunks + excluded.chunks
+INSERT INTO knowledge_collection_chunks AS counted (collection_id, chunks, lexemes)
+SELECT chunk.collection_id, count(*), coalesce(sum(length(chunk.search_vector)), 0)
+FROM knowledge_chunk AS chunk WHERE chunk.id = ANY(%(chunk_ids)s) GROUP BY chunk.collection_id
+ON CONFLICT (collection_id) DO UPDATE
+SET chunks = counted.chunks + excluded.chunks, lexemes = counted.lexemes + excluded.lexemes
 """
 # Found by their primary key, spelled out from the chunks' tsvectors, so no second index is kept
 # on the postings. Runs before the chunks themselves are deleted.
@@ -82,9 +81,10 @@ WHERE chunk.document_id = %(document_id)s
   AND term.collection_id = chunk.collection_id AND term.lexeme = word.lexeme AND term.chunk_id = chunk.id
 """
 _FORGET_DOCUMENT_COUNT = """
-UPDATE knowledge_collection_chunks AS counted SET chunks = counted.chunks - gone.chunks
-FROM (SELECT collection_id, count(*) AS chunks FROM knowledge_chunk
-      WHERE document_id = %(document_id)s GROUP BY collection_id) AS gone
+UPDATE knowledge_collection_chunks AS counted
+SET chunks = counted.chunks - gone.chunks, lexemes = counted.lexemes - gone.lexemes
+FROM (SELECT collection_id, count(*) AS chunks, coalesce(sum(length(search_vector)), 0) AS lexemes
+      FROM knowledge_chunk WHERE document_id = %(document_id)s GROUP BY collection_id) AS gone
 WHERE counted.collection_id = gone.collection_id
 """
 
@@ -103,13 +103,10 @@ class PostgresChunkIndex:
     def index_chunks(self, *, rows: Sequence[tuple[str, str, str, str]]) -> None:
         if not rows:
             return
-        per_collection = Counter(collection_id for _, _, collection_id, _ in rows)
+        chunk_ids = [chunk_id for chunk_id, _, _, _ in rows]
         with connection.cursor() as cursor:
-            cursor.execute(_ADD_POSTINGS, {"chunk_ids": [chunk_id for chunk_id, _, _, _ in rows]})
-            cursor.execute(
-                _ADD_COUNTS,
-                {"collection_ids": list(per_collection), "chunks": list(per_collection.values())},
-            )
+            cursor.execute(_ADD_POSTINGS, {"chunk_ids": chunk_ids})
+            cursor.execute(_ADD_COUNTS, {"chunk_ids": chunk_ids})
 
     def forget_document(self, *, document_id: str) -> None:
         with connection.cursor() as cursor:
