@@ -35,24 +35,36 @@ def _rows(sql: str, params: list[Any] | None = None) -> set[tuple[Any, ...]]:
         return set(cursor.fetchall())
 
 
-def _postings() -> set[tuple[Any, ...]]:
-    return _rows("SELECT collection_id, lexeme, chunk_id, often, size FROM knowledge_chunk_term")
-
-
-def _postings_of_the_chunks() -> set[tuple[Any, ...]]:
+# Each read is limited to the collections this test made: the tables are not Django models, so a
+# test that commits (the race below, or another module's) leaves its rows behind.
+def _postings(*collections: Collection) -> set[tuple[Any, ...]]:
     return _rows(
-        "SELECT chunk.collection_id, word.lexeme, chunk.id, cardinality(word.positions), length(chunk.search_vector) "
-        "FROM knowledge_chunk AS chunk, unnest(chunk.search_vector) AS word"
+        "SELECT collection_id, lexeme, chunk_id, often, size FROM knowledge_chunk_term WHERE collection_id = ANY(%s)",
+        [[collection.id for collection in collections]],
     )
 
 
-def _counts() -> set[tuple[Any, ...]]:
-    return _rows("SELECT collection_id, chunks, lexemes FROM knowledge_collection_chunks WHERE chunks > 0")
-
-
-def _counts_of_the_chunks() -> set[tuple[Any, ...]]:
+def _postings_of_the_chunks(*collections: Collection) -> set[tuple[Any, ...]]:
     return _rows(
-        "SELECT collection_id, count(*), sum(length(search_vector)) FROM knowledge_chunk GROUP BY collection_id"
+        "SELECT chunk.collection_id, word.lexeme, chunk.id, cardinality(word.positions), length(chunk.search_vector) "
+        "FROM knowledge_chunk AS chunk, unnest(chunk.search_vector) AS word WHERE chunk.collection_id = ANY(%s)",
+        [[collection.id for collection in collections]],
+    )
+
+
+def _counts(*collections: Collection) -> set[tuple[Any, ...]]:
+    return _rows(
+        "SELECT collection_id, chunks, lexemes FROM knowledge_collection_chunks "
+        "WHERE chunks > 0 AND collection_id = ANY(%s)",
+        [[collection.id for collection in collections]],
+    )
+
+
+def _counts_of_the_chunks(*collections: Collection) -> set[tuple[Any, ...]]:
+    return _rows(
+        "SELECT collection_id, count(*), sum(length(search_vector)) FROM knowledge_chunk "
+        "WHERE collection_id = ANY(%s) GROUP BY collection_id",
+        [[collection.id for collection in collections]],
     )
 
 
@@ -64,21 +76,22 @@ def test_postings_and_counts_follow_uploads_reuploads_and_deletes(make_collectio
     upload(ops.id, "runbook.md", RUNBOOK, content_type="text/markdown")
     upload(garden.id, "tomatoes.md", "# Tomatoes\n\nWater them every morning.", content_type="text/markdown")
     upload(ops.id, "backups.md", "# Backups\n\nSnapshots are kept for a week.\n\n# More\n\nAnd copied offsite.")
-    assert _postings()
-    assert _postings() == _postings_of_the_chunks()
-    assert _counts() == _counts_of_the_chunks()
+    assert _postings(ops, garden)
+    assert _postings(ops, garden) == _postings_of_the_chunks(ops, garden)
+    assert _counts(ops, garden) == _counts_of_the_chunks(ops, garden)
 
     # When a document and then a whole collection are deleted
     runbook = Document.objects.get(collection=ops, filename="runbook.md")
     services.document_delete(document_id=runbook.id, user_id="alice")
-    assert _postings() == _postings_of_the_chunks()
-    assert _counts() == _counts_of_the_chunks()
+    assert _postings(ops) == _postings_of_the_chunks(ops)
+    assert _counts(ops) == _counts_of_the_chunks(ops)
     services.collection_delete(collection_id=garden.id, user_id="alice")
 
-    # Then the postings and counts are still exactly those of the chunks left
-    assert _postings() == _postings_of_the_chunks()
-    assert _counts() == _counts_of_the_chunks()
-    assert {collection_id for collection_id, *_ in _postings()} == {ops.id}
+    # Then the postings and counts are still exactly those of the chunks left, none of the deleted collection
+    assert _postings(ops, garden) == _postings_of_the_chunks(ops, garden)
+    assert _counts(ops, garden) == _counts_of_the_chunks(ops, garden)
+    assert {collection_id for collection_id, *_ in _postings(ops, garden)} == {ops.id}
+    assert _rows("SELECT 1 FROM knowledge_collection_chunks WHERE collection_id = %s", [garden.id]) == set()
 
 
 @pytest.mark.django_db
@@ -87,7 +100,7 @@ def test_the_migration_gives_chunks_stored_before_it_their_postings_and_counts(m
     ops = make_collection("Ops")
     upload(ops.id, "backups.md", BACKUPS, content_type="text/markdown")
     upload(ops.id, "runbook.md", RUNBOOK, content_type="text/markdown")
-    expected_postings, expected_counts = _postings(), _counts()
+    expected_postings, expected_counts = _postings(ops), _counts(ops)
 
     # When the migration is reversed and applied again (PostgreSQL runs DDL in the test's transaction)
     with connection.cursor() as cursor:
@@ -95,8 +108,8 @@ def test_the_migration_gives_chunks_stored_before_it_their_postings_and_counts(m
             cursor.execute(statement)
 
     # Then the tables it made hold the same postings and counts
-    assert _postings() == expected_postings
-    assert _counts() == expected_counts
+    assert _postings(ops) == expected_postings
+    assert _counts(ops) == expected_counts
 
 
 @pytest.mark.django_db
@@ -167,6 +180,7 @@ def test_two_ingests_of_one_collection_racing_both_count(make_collection):
         thread.join(30)
 
     # Then the collection counts the chunks of both, and the postings are both documents' words
-    assert _counts() == _counts_of_the_chunks()
-    assert {(collection_id, chunks) for collection_id, chunks, _ in _counts()} == {(collection.id, 6)}
-    assert _postings() == _postings_of_the_chunks()
+    assert _counts(collection) == _counts_of_the_chunks(collection)
+    assert {(collection_id, chunks) for collection_id, chunks, _ in _counts(collection)} == {(collection.id, 6)}
+    assert _postings(collection) == _postings_of_the_chunks(collection)
+    services.collection_delete(collection_id=collection.id, user_id="alice")  # leaves no rows behind
