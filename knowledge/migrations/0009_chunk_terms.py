@@ -3,11 +3,14 @@ the chunk uses the lexeme and the chunk's length in lexemes, and each collection
 and of lexemes (summed over its chunks).
 
 The BM25 query reads a question's words from the postings' primary key alone (an index-only range
-per collection and word) instead of unnesting every matching chunk's tsvector, and the size of its
-scope and its chunks' average length from the counts instead of counting the scope's chunks (knowledge/search/postgres.py). Both
-are written by the index's `index_chunks` and `forget_*` in the ingest and delete transactions;
-this migration fills them from the chunks already stored. SQLite keeps its FTS5 table: nothing here
-runs there.
+per collection and word) instead of unnesting every matching chunk's tsvector, and the size of
+its scope and its chunks' average length from the counts instead of counting the scope's chunks
+(knowledge/search/postgres.py). Both are written by the index's `index_chunks` and `forget_*` in
+the ingest and delete transactions; this migration fills them from the chunks already stored.
+SQLite keeps its FTS5 table: nothing here runs there. It took 90 s at 10^5 chunks on a busy
+machine (bench/REPORT.md); chunks that workers still running the code before it ingest meanwhile
+get no postings (they are found by meaning only until uploaded again), so stop the workers while
+it runs.
 
 The SQL is spelled out here (not imported) so the migration stays as it was when it ran.
 """
