@@ -7,7 +7,7 @@ that index ranks (`fusion_weight`: half for both, FTS5's bm25 and the BM25 of th
 index): BM25 and cosine live on scales that cannot be added as they are. Bruch, Gai and Ingber ("An
 Analysis of Fusion Functions for Hybrid Retrieval", ACM TOIS 2023) found it ahead of reciprocal
 rank fusion, and so did bench/retrieval.py on its set (SQLite: nDCG@10 0.947 against 0.927 for
-RRF and 0.921 for lexical search alone; PostgreSQL: 0.945, 0.928 and 0.921).
+RRF and 0.921 for lexical search alone; PostgreSQL: 0.945, 0.927 and 0.920).
 """
 
 from __future__ import annotations
