@@ -31,6 +31,27 @@ def _start_host(var_dir: Path) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
+def _bwrap_directly(var_dir: Path, runs: int) -> list[float]:
+    """`true` in fresh bubblewrap namespaces with the sandbox's mounts, no server in between: the
+    floor a live exec is compared with (issue 28: within 1.5x of it)."""
+    import subprocess
+
+    from workspace.items.sandboxes.boundary import configured_boundary
+
+    boundary = configured_boundary()
+    if not boundary.enabled:
+        return [0.0, 0.0]
+    workspace = var_dir / "bwrap-direct"
+    workspace.mkdir()
+    argv = boundary.oneshot_argv(workspace=workspace, env={"PATH": "/usr/bin:/bin"}, argv=["true"])
+    samples = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, capture_output=True)
+        samples.append((time.perf_counter() - began) * 1000)
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -77,18 +98,22 @@ def main() -> None:
     opening: list[float] = []
     with CaptureQueriesContext(connection) as queries:
         for _ in range(args.runs):
-            services.item_sandbox_close(item=item)
+            services.item_sandbox_close(item=item, user_id="alice")
             opening.append(exec_once())
     # The close between runs is not part of the figure, but its queries are; count them apart.
     rows.append(("opens one", opening, len(queries) / args.runs))
-    services.item_sandbox_close(item=item)
+    services.item_sandbox_close(item=item, user_id="alice")
+    rows.append(("bwrap directly", _bwrap_directly(var_dir, args.runs), 0.0))
 
     driver = configured_driver().name if args.backend == "local" else "sandbox host"
     print(f"exec round trip on {vendor}, backend {args.backend} ({driver}), {args.runs} runs, command `true`")
-    print(f"{'case':<14} {'median ms':>10} {'p90 ms':>8} {'queries/exec':>13}")
+    print(f"{'case':<14} {'median ms':>10} {'p90 ms':>8} {'min ms':>8} {'queries/exec':>13}")
     for label, samples, per_run in rows:
         p90 = statistics.quantiles(samples, n=10)[-1]
-        print(f"{label:<14} {statistics.median(samples):>10.2f} {p90:>8.2f} {per_run:>13.2f}")
+        print(f"{label:<14} {statistics.median(samples):>10.2f} {p90:>8.2f} {min(samples):>8.2f} {per_run:>13.2f}")
+    live, direct = statistics.median(rows[0][1]), statistics.median(rows[2][1])
+    if direct:
+        print(f"live / bwrap directly: {live / direct:.2f}x (median), {min(rows[0][1]) / min(rows[2][1]):.2f}x (min)")
 
 
 if __name__ == "__main__":

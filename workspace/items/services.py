@@ -304,10 +304,19 @@ def item_exec(
     valid, seconds = _valid_command(command), exec_timeout(timeout)
     if user_id is None:
         return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=seconds)
-    with exec_slot_held(user_id=user_id, seconds=seconds):
+    slot = _SlotHeld(exec_slot_take(user_id=user_id, seconds=seconds))
+    try:
         return lifecycle.sandbox_exec(
-            item=item, app=app, command=valid, timeout=seconds, exec_id=running.new_exec_id(), requested_by=user_id
+            item=item,
+            app=app,
+            command=valid,
+            timeout=seconds,
+            exec_id=running.new_exec_id(),
+            requested_by=user_id,
+            when_ended=slot.release,
         )
+    finally:
+        slot.release()
 
 
 def item_exec_streaming(
@@ -320,28 +329,50 @@ def item_exec_streaming(
     with the outcome. The slot is given back when the iterator ends or is closed (the client
     went away)."""
     valid, seconds = _valid_command(command), exec_timeout(timeout)
-    slot = exec_slot_take(user_id=user_id, seconds=seconds)
+    slot = _SlotHeld(exec_slot_take(user_id=user_id, seconds=seconds))
     try:
         activity, opened = ready = lifecycle.sandbox_for_item(item=item, app=app)
     except BaseException:
-        exec_slot_release(slot)
+        slot.release()
         raise
     exec_id = running.new_exec_id()
     started = lifecycle.ExecStarted(activity=activity, opened=opened, timeout=seconds, exec_id=exec_id)
     events = lifecycle.sandbox_exec_streaming(
-        item=item, app=app, command=valid, timeout=seconds, ready=ready, exec_id=exec_id, requested_by=user_id
+        item=item,
+        app=app,
+        command=valid,
+        timeout=seconds,
+        ready=ready,
+        exec_id=exec_id,
+        requested_by=user_id,
+        when_ended=slot.release,
     )
     return exec_slot_released_after(itertools.chain([started], events), slot)
 
 
-def exec_slot_released_after(events: Iterator[Any], slot: ExecSlot | None) -> Iterator[Any]:
+class _SlotHeld:
+    """A taken command slot, given back once: with the command's record when it ends (one
+    commit), or when the request fails or goes away before that."""
+
+    def __init__(self, slot: ExecSlot | None) -> None:
+        self.slot = slot
+
+    def release(self) -> None:
+        slot, self.slot = self.slot, None
+        exec_slot_release(slot)
+
+
+def exec_slot_released_after(events: Iterator[Any], slot: ExecSlot | _SlotHeld | None) -> Iterator[Any]:
     """`events`, then `slot` given back: when they end, or when this is closed (closing it closes them)."""
     # A stream that is never started (the client left before the first byte) keeps its slot
     # until the slot expires: its command never ran, so that costs the person one slot briefly.
     try:
         yield from events
     finally:
-        exec_slot_release(slot)
+        if isinstance(slot, _SlotHeld):
+            slot.release()
+        else:
+            exec_slot_release(slot)
 
 
 def item_sandbox_close(*, item: Item, user_id: str) -> int:
