@@ -3,7 +3,9 @@
 Run: .venv/bin/python bench/exec.py [--runs 30] [--backend local|http]
 Uses a throwaway SQLite database and temp directories; `http` starts a sandbox host on a free
 loopback port in this process. Prints milliseconds per exec (median, p90) and queries per exec.
-It asserts nothing about time.
+Also prints the minimum (the least disturbed run on a shared machine), the database's share of
+each exec, and `true` run under bubblewrap directly with the same mounts (the floor issue 28
+compares a live exec with). It asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ def _bwrap_directly(var_dir: Path, runs: int) -> list[float]:
     return samples
 
 
+def _db_ms(queries) -> float:
+    """Milliseconds spent in the database (statements and commits as the driver timed them)."""
+    return sum(float(query["time"]) for query in queries.captured_queries) * 1000
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -94,23 +101,24 @@ def main() -> None:
     client.post(f"{base}/exec", {"command": ["true"]}, format="json")
     with CaptureQueriesContext(connection) as queries:
         live = [exec_once() for _ in range(args.runs)]
-    rows.append(("live sandbox", live, len(queries) / args.runs))
+    rows.append(("live sandbox", live, len(queries) / args.runs, _db_ms(queries) / args.runs))
     opening: list[float] = []
     with CaptureQueriesContext(connection) as queries:
         for _ in range(args.runs):
             services.item_sandbox_close(item=item, user_id="alice")
             opening.append(exec_once())
     # The close between runs is not part of the figure, but its queries are; count them apart.
-    rows.append(("opens one", opening, len(queries) / args.runs))
+    rows.append(("opens one", opening, len(queries) / args.runs, _db_ms(queries) / args.runs))
     services.item_sandbox_close(item=item, user_id="alice")
-    rows.append(("bwrap directly", _bwrap_directly(var_dir, args.runs), 0.0))
+    rows.append(("bwrap directly", _bwrap_directly(var_dir, args.runs), 0.0, 0.0))
 
     driver = configured_driver().name if args.backend == "local" else "sandbox host"
     print(f"exec round trip on {vendor}, backend {args.backend} ({driver}), {args.runs} runs, command `true`")
-    print(f"{'case':<14} {'median ms':>10} {'p90 ms':>8} {'min ms':>8} {'queries/exec':>13}")
-    for label, samples, per_run in rows:
+    print(f"{'case':<14} {'median ms':>10} {'p90 ms':>8} {'min ms':>8} {'queries/exec':>13} {'db ms/exec':>11}")
+    for label, samples, per_run, db_ms in rows:
         p90 = statistics.quantiles(samples, n=10)[-1]
-        print(f"{label:<14} {statistics.median(samples):>10.2f} {p90:>8.2f} {min(samples):>8.2f} {per_run:>13.2f}")
+        median, least = statistics.median(samples), min(samples)
+        print(f"{label:<14} {median:>10.2f} {p90:>8.2f} {least:>8.2f} {per_run:>13.2f} {db_ms:>11.2f}")
     live, direct = statistics.median(rows[0][1]), statistics.median(rows[2][1])
     if direct:
         print(f"live / bwrap directly: {live / direct:.2f}x (median), {min(rows[0][1]) / min(rows[2][1]):.2f}x (min)")

@@ -121,10 +121,18 @@ def _files(text: str) -> list[Row]:
 def _exec(text: str) -> list[Row]:
     runs = re.search(r"(\d+) runs", text)
     rows = []
-    for match in re.finditer(r"^(live sandbox|opens one)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)$", text, re.M):
-        label, median, p90, queries = match.groups()
+    number = r"\s+([\d.]+)"
+    for match in re.finditer(rf"^(live sandbox|opens one|bwrap directly){number * 5}$", text, re.M):
+        label, median, p90, least, queries, db_ms = match.groups()
         size = f"{runs.group(1)} runs" if runs else ""
-        rows.append((f"exec round trip: {label}", size, f"{median} ms (p90 {p90}), {float(queries):g} q"))
+        spent = f"{median} ms (p90 {p90}, min {least})"
+        rows.append(
+            (
+                f"exec round trip: {label}",
+                size,
+                spent + (f", {float(queries):g} q, db {db_ms} ms" if label != "bwrap directly" else ""),
+            )
+        )
     return rows
 
 
