@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -256,22 +256,39 @@ def exec_slot_take(*, user_id: str, seconds: float) -> ExecSlot | None:
         return None
     moment = clock.now()
     expires_at = moment + timedelta(seconds=seconds) + _SLOT_MARGIN
+    # Most commands start with nothing else of the person's running: slot 0 is free, one INSERT
+    # takes it without reading the others first.
+    first = _slot_insert(user_id=user_id, number=0, expires_at=expires_at)
+    if first is not None:
+        return first
     held = {
         number: (pk, until)
         for pk, number, until in ExecSlot.objects.filter(user_id=user_id).values_list("pk", "slot", "expires_at")
     }
     for number in range(limit):
         if number not in held:
-            try:
-                with transaction.atomic():
-                    return ExecSlot.objects.create(user_id=user_id, slot=number, expires_at=expires_at)
-            except IntegrityError:
+            taken = _slot_insert(user_id=user_id, number=number, expires_at=expires_at)
+            if taken is None:
                 continue  # another request of the same person took this one a moment ago
+            return taken
         pk, until = held[number]
         # Left by a process that died: taken over by compare-and-set, so two requests cannot both.
         if until <= moment and ExecSlot.objects.filter(pk=pk, expires_at=until).update(expires_at=expires_at):
             return ExecSlot(pk=pk, user_id=user_id, slot=number, expires_at=expires_at)
     raise TooManyRunning(limit=limit)
+
+
+def _slot_insert(*, user_id: str, number: int, expires_at: datetime) -> ExecSlot | None:
+    """Slot `number` as a new row, or None when its row exists (taken, or left by a dead process)."""
+    try:
+        if not transaction.get_connection().in_atomic_block:
+            # One statement commits by itself and a failed one leaves nothing to roll back: no
+            # BEGIN/COMMIT round trips around it.
+            return ExecSlot.objects.create(user_id=user_id, slot=number, expires_at=expires_at)
+        with transaction.atomic():  # a savepoint, so a conflict does not break the caller's transaction
+            return ExecSlot.objects.create(user_id=user_id, slot=number, expires_at=expires_at)
+    except IntegrityError:
+        return None
 
 
 def exec_slot_release(slot: ExecSlot | None) -> None:
