@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -256,22 +256,39 @@ def exec_slot_take(*, user_id: str, seconds: float) -> ExecSlot | None:
         return None
     moment = clock.now()
     expires_at = moment + timedelta(seconds=seconds) + _SLOT_MARGIN
+    # Most commands start with nothing else of the person's running: slot 0 is free, one INSERT
+    # takes it without reading the others first.
+    first = _slot_insert(user_id=user_id, number=0, expires_at=expires_at)
+    if first is not None:
+        return first
     held = {
         number: (pk, until)
         for pk, number, until in ExecSlot.objects.filter(user_id=user_id).values_list("pk", "slot", "expires_at")
     }
     for number in range(limit):
         if number not in held:
-            try:
-                with transaction.atomic():
-                    return ExecSlot.objects.create(user_id=user_id, slot=number, expires_at=expires_at)
-            except IntegrityError:
+            taken = _slot_insert(user_id=user_id, number=number, expires_at=expires_at)
+            if taken is None:
                 continue  # another request of the same person took this one a moment ago
+            return taken
         pk, until = held[number]
         # Left by a process that died: taken over by compare-and-set, so two requests cannot both.
         if until <= moment and ExecSlot.objects.filter(pk=pk, expires_at=until).update(expires_at=expires_at):
             return ExecSlot(pk=pk, user_id=user_id, slot=number, expires_at=expires_at)
     raise TooManyRunning(limit=limit)
+
+
+def _slot_insert(*, user_id: str, number: int, expires_at: datetime) -> ExecSlot | None:
+    """Slot `number` as a new row, or None when its row exists (taken, or left by a dead process)."""
+    try:
+        if not transaction.get_connection().in_atomic_block:
+            # One statement commits by itself and a failed one leaves nothing to roll back: no
+            # BEGIN/COMMIT round trips around it.
+            return ExecSlot.objects.create(user_id=user_id, slot=number, expires_at=expires_at)
+        with transaction.atomic():  # a savepoint, so a conflict does not break the caller's transaction
+            return ExecSlot.objects.create(user_id=user_id, slot=number, expires_at=expires_at)
+    except IntegrityError:
+        return None
 
 
 def exec_slot_release(slot: ExecSlot | None) -> None:
@@ -304,10 +321,19 @@ def item_exec(
     valid, seconds = _valid_command(command), exec_timeout(timeout)
     if user_id is None:
         return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=seconds)
-    with exec_slot_held(user_id=user_id, seconds=seconds):
+    slot = _SlotHeld(exec_slot_take(user_id=user_id, seconds=seconds))
+    try:
         return lifecycle.sandbox_exec(
-            item=item, app=app, command=valid, timeout=seconds, exec_id=running.new_exec_id(), requested_by=user_id
+            item=item,
+            app=app,
+            command=valid,
+            timeout=seconds,
+            exec_id=running.new_exec_id(),
+            requested_by=user_id,
+            when_ended=slot.release,
         )
+    finally:
+        slot.release()
 
 
 def item_exec_streaming(
@@ -320,28 +346,50 @@ def item_exec_streaming(
     with the outcome. The slot is given back when the iterator ends or is closed (the client
     went away)."""
     valid, seconds = _valid_command(command), exec_timeout(timeout)
-    slot = exec_slot_take(user_id=user_id, seconds=seconds)
+    slot = _SlotHeld(exec_slot_take(user_id=user_id, seconds=seconds))
     try:
         activity, opened = ready = lifecycle.sandbox_for_item(item=item, app=app)
     except BaseException:
-        exec_slot_release(slot)
+        slot.release()
         raise
     exec_id = running.new_exec_id()
     started = lifecycle.ExecStarted(activity=activity, opened=opened, timeout=seconds, exec_id=exec_id)
     events = lifecycle.sandbox_exec_streaming(
-        item=item, app=app, command=valid, timeout=seconds, ready=ready, exec_id=exec_id, requested_by=user_id
+        item=item,
+        app=app,
+        command=valid,
+        timeout=seconds,
+        ready=ready,
+        exec_id=exec_id,
+        requested_by=user_id,
+        when_ended=slot.release,
     )
     return exec_slot_released_after(itertools.chain([started], events), slot)
 
 
-def exec_slot_released_after(events: Iterator[Any], slot: ExecSlot | None) -> Iterator[Any]:
+class _SlotHeld:
+    """A taken command slot, given back once: with the command's record when it ends (one
+    commit), or when the request fails or goes away before that."""
+
+    def __init__(self, slot: ExecSlot | None) -> None:
+        self.slot = slot
+
+    def release(self) -> None:
+        slot, self.slot = self.slot, None
+        exec_slot_release(slot)
+
+
+def exec_slot_released_after(events: Iterator[Any], slot: ExecSlot | _SlotHeld | None) -> Iterator[Any]:
     """`events`, then `slot` given back: when they end, or when this is closed (closing it closes them)."""
     # A stream that is never started (the client left before the first byte) keeps its slot
     # until the slot expires: its command never ran, so that costs the person one slot briefly.
     try:
         yield from events
     finally:
-        exec_slot_release(slot)
+        if isinstance(slot, _SlotHeld):
+            slot.release()
+        else:
+            exec_slot_release(slot)
 
 
 def item_sandbox_close(*, item: Item, user_id: str) -> int:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+
+from django.db import transaction
 
 from collab import clock
 from collab.errors import Conflict, DomainError, Misconfigured, Unavailable
@@ -183,10 +185,23 @@ def sandbox_for_item(*, item: Item, app: AppDescriptor) -> tuple[SandboxActivity
 
 
 def sandbox_exec(
-    *, item: Item, app: AppDescriptor, command: Command, timeout: float, exec_id: str = "", requested_by: str = ""
+    *,
+    item: Item,
+    app: AppDescriptor,
+    command: Command,
+    timeout: float,
+    exec_id: str = "",
+    requested_by: str = "",
+    when_ended: Callable[[], None] | None = None,
 ) -> ExecOutcome:
     events = sandbox_exec_streaming(
-        item=item, app=app, command=command, timeout=timeout, exec_id=exec_id, requested_by=requested_by
+        item=item,
+        app=app,
+        command=command,
+        timeout=timeout,
+        exec_id=exec_id,
+        requested_by=requested_by,
+        when_ended=when_ended,
     )
     for event in events:
         if isinstance(event, ExecOutcome):
@@ -203,12 +218,15 @@ def sandbox_exec_streaming(
     ready: tuple[SandboxActivity, bool] | None = None,
     exec_id: str = "",
     requested_by: str = "",
+    when_ended: Callable[[], None] | None = None,
 ) -> Iterator[tuple[str, bytes] | ExecOutcome]:
     """Runs `command` in the item's sandbox: its output chunks as they arrive, then the outcome.
 
     `ready` is the sandbox `sandbox_for_item` already opened (or found), so a caller can meet
     the quota gate (507) before it starts answering; without it the first step opens one. With
     an `exec_id` the command is recorded while it runs, so `requested_by` or staff can stop it.
+    `when_ended` runs in the transaction that ends the record once the command ended (the
+    caller gives back the person's command slot there: one commit, not two).
     """
     lease = get_config().sandbox.lease
     # The lease covers the whole command, so a long exec is not reclaimed as dead halfway.
@@ -218,17 +236,28 @@ def sandbox_exec_streaming(
     for attempt in range(2):
         activity, opened = ready if (ready and attempt == 0) else sandbox_for_item(item=item, app=app)
         opened_any = opened_any or opened
-        if not ledger.heartbeat(activity_id=activity.pk, lease=running_lease, used=True):
+        # The heartbeat and the command's record are one write (one commit): a crash after it
+        # leaves a record that recovery finds exactly as before, and nothing half-written.
+        # savepoint=False: nothing here is caught and retried, so a savepoint would only cost statements.
+        with transaction.atomic(savepoint=False):
+            alive = ledger.heartbeat(activity_id=activity.pk, lease=running_lease, used=True)
+            if alive:
+                running.exec_record(
+                    exec_id=exec_id,
+                    item=item,
+                    requested_by=requested_by,
+                    command=command,
+                    activity=activity,
+                    timeout=timeout,
+                )
+        if not alive:
             # Its lease ran out (or it was closed) a moment ago: it no longer counts, so it stops.
             _shut_down(activity, reason=Reason.EXPIRED, strict=False)
             continue
         if activity.backend == "local":
             _hold_growth(item, workspace_dir(item.pk))
         result: ExecResult | None = None
-        record = running.exec_recorded(
-            exec_id=exec_id, item=item, requested_by=requested_by, command=command, activity=activity, timeout=timeout
-        )
-        with record as stopped_by:
+        try:
             try:
                 for event in backend_named(activity.backend).exec_streaming(
                     activity.backend_sandbox_id, command=command, timeout=timeout, exec_id=exec_id
@@ -243,6 +272,7 @@ def sandbox_exec_streaming(
                 logger.warning(
                     "sandbox %s of item %s stopped working; it is closed", activity.backend_sandbox_id, item.pk
                 )
+                running.exec_forget(exec_id)
                 _shut_down(activity, reason=Reason.GONE, strict=False)
                 replaced = _REPLACED_NOTE
                 yield "stderr", replaced.encode()
@@ -251,10 +281,21 @@ def sandbox_exec_streaming(
                 raise _unavailable(exc) from exc
             if result is None:
                 raise _unavailable(SandboxUnavailable("the exec ended without a result"))
-            result = running.explained(result, activity, stopped_by=stopped_by)
+            result = running.explained(result, activity, stopped_by=running.exec_stopped_by(exec_id))
+        except BaseException:
+            # Failed, or the client went away (the generator closed): the record goes with the command.
+            running.exec_forget(exec_id)
+            raise
         note = None
-        if result.reason != EndReason.SANDBOX_CLOSED:
-            ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
+        lives_on = result.reason != EndReason.SANDBOX_CLOSED
+        # The record ends, the sandbox gets its fresh lease and the slot goes back in one commit.
+        with transaction.atomic(savepoint=False):
+            running.exec_forget(exec_id)
+            if lives_on:
+                ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
+            if when_ended is not None:
+                when_ended()
+        if lives_on:
             note = _stopped_after_exec(item, app, activity)
         told = f"\n[{result.reason_detail}]\n" if result.reason_detail else ""
         if note or told:

@@ -4,9 +4,8 @@ end: who stopped one, who or what closed its sandbox under it (docs/ARCHITECTURE
 
 from __future__ import annotations
 
-import contextlib
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 
@@ -32,20 +31,20 @@ def new_exec_id() -> str:
     return uuid.uuid4().hex
 
 
-@contextlib.contextmanager
-def exec_recorded(
+def exec_record(
     *, exec_id: str, item: Item, requested_by: str, command: Command, activity: SandboxActivity, timeout: float
-) -> Iterator[Callable[[], str]]:
-    """Records the command while the block runs it in `activity`'s sandbox; yields a reader of
-    who stopped it (blank: nobody), to ask before the record goes. Without an `exec_id` (agent
-    turns, workflow runs) nothing is recorded and nobody can stop it but its time limit."""
+) -> None:
+    """Records the command before it runs in `activity`'s sandbox, so it can be listed and
+    stopped; `exec_forget` ends the record. The caller writes it in the same transaction as the
+    sandbox's heartbeat (one commit). Without an `exec_id` (agent turns, workflow runs) nothing
+    is recorded and nobody can stop it but its time limit."""
     if not exec_id:
-        yield lambda: ""
         return
     moment = clock.now()
     shown = command if isinstance(command, str) else " ".join(command)
     # One insert and one delete per command; a second attempt (the first sandbox broke) is
-    # recorded anew, in the new sandbox, after the first record went.
+    # recorded anew, in the new sandbox, after the first record went. A record a crash leaves
+    # behind stops counting at `ends_by`.
     RunningExec.objects.create(
         exec_id=exec_id,
         item=item,
@@ -56,9 +55,18 @@ def exec_recorded(
         started_at=moment,
         ends_by=moment + timedelta(seconds=timeout) + _MARGIN,
     )
-    try:
-        yield lambda: RunningExec.objects.filter(pk=exec_id).values_list("stopped_by", flat=True).first() or ""
-    finally:
+
+
+def exec_stopped_by(exec_id: str) -> Callable[[], str]:
+    """A reader of who stopped the recorded command (blank: nobody), to ask before the record goes."""
+    if not exec_id:
+        return lambda: ""
+    return lambda: RunningExec.objects.filter(pk=exec_id).values_list("stopped_by", flat=True).first() or ""
+
+
+def exec_forget(exec_id: str) -> None:
+    """Ends the record `exec_record` wrote, once its command ended."""
+    if exec_id:
         RunningExec.objects.filter(pk=exec_id).delete()
 
 
