@@ -129,19 +129,6 @@ def unstorable_value() -> Invalid:
     return Invalid(error="invalid_value", detail="A value cannot be stored (e.g. a NUL character).")
 
 
-_CODES_BY_CLASS: list[tuple[type[exceptions.APIException], str]] = [
-    (exceptions.ParseError, "malformed_request"),
-    (exceptions.UnsupportedMediaType, "unsupported_media_type"),
-    (exceptions.NotAuthenticated, "not_authenticated"),
-    (exceptions.AuthenticationFailed, "invalid_credentials"),
-    (exceptions.PermissionDenied, "permission_denied"),
-    (exceptions.NotFound, "not_found"),
-    (exceptions.MethodNotAllowed, "method_not_allowed"),
-    (exceptions.NotAcceptable, "not_acceptable"),
-    (exceptions.Throttled, "throttled"),
-]
-
-
 def flattened_detail(detail: Any) -> str:
     """A validation error's nested detail as one readable line (`field: message; ...`)."""
     if isinstance(detail, dict):
@@ -172,6 +159,9 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         response.data = {"error": "validation_error", "detail": flattened_detail(exc.detail), "fields": exc.detail}
         response.status_code = status.HTTP_400_BAD_REQUEST
         return response
-    code = next((name for cls, name in _CODES_BY_CLASS if isinstance(exc, cls)), "error")
+    # Imported here: crudgen's views load DRF's settings, whose authentication imports this module.
+    from crudgen.views import ERROR_CODES_BY_CLASS
+
+    code = next((name for cls, name in ERROR_CODES_BY_CLASS if isinstance(exc, cls)), "error")
     response.data = {"error": code, "detail": flattened_detail(getattr(exc, "detail", str(exc)))}
     return response

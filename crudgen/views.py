@@ -31,7 +31,8 @@ logger = logging.getLogger(__name__)
 
 _PLACEHOLDER = re.compile(r"{(\w+)}")
 
-_CODES_BY_CLASS: list[tuple[type[exceptions.APIException], str]] = [
+# DRF's exceptions and the error codes a body names them by (the service's edge uses the same).
+ERROR_CODES_BY_CLASS: list[tuple[type[exceptions.APIException], str]] = [
     (exceptions.ParseError, "malformed_request"),
     (exceptions.UnsupportedMediaType, "unsupported_media_type"),
     (exceptions.NotAuthenticated, "not_authenticated"),
@@ -102,7 +103,7 @@ def error_response(exc: Exception) -> Response | None:
 def _error_code(exc: exceptions.APIException) -> str:
     """DRF's own exceptions by crudgen's names; any other keeps the code it was raised with (a host
     project's authentication refusing a request, say), so no body says only `error`."""
-    named = next((name for cls, name in _CODES_BY_CLASS if isinstance(exc, cls)), None)
+    named = next((name for cls, name in ERROR_CODES_BY_CLASS if isinstance(exc, cls)), None)
     if named is not None:
         return named
     codes = exc.get_codes()
