@@ -18,8 +18,8 @@
   let queue = Promise.resolve();
   let recall = null;
   let refreshes = 0;
-  /* The card's "shut down" note, kept until a command opens a sandbox again: a run's own
-     refresh of the card may land after the close's and must not wipe it. */
+  /* The card's "shut down" note, kept until the next command is sent: a run's own refresh of
+     the card may land after the close's and must not wipe it. */
   let closedNote = null;
 
   form.addEventListener("submit", function (event) {
@@ -28,6 +28,7 @@
     if (!command.trim()) return;
     input.value = "";
     recall = null;
+    closedNote = null;
     const view = newBlock({command: command, state: "queued", label: "queued", pieces: [], refusal: null});
     queue = queue.then(() => run(command, view));
   });
@@ -300,11 +301,9 @@
     if (!closedNote) return;
     const card = document.querySelector("[data-testid=sandbox]");
     if (!card) return;
-    if (card.querySelector("[data-testid=no-sandbox]")) {
-      if (!card.contains(closedNote)) card.appendChild(closedNote);
-    } else {
-      closedNote = null;  /* a command opened a sandbox again */
-    }
+    /* A card still showing the closed sandbox (a refresh that started before the close) waits
+       for the next one; the note is dropped when a command is sent (it opens a sandbox again). */
+    if (card.querySelector("[data-testid=no-sandbox]") && !card.contains(closedNote)) card.appendChild(closedNote);
   }
 
   function swap(page, selector) {
