@@ -17,7 +17,8 @@ paragraph and answered by spans of it.
    ([1]) holds one of the question's answer spans, and how many markers an answer carries. The
    demo's questions (the handbook of `make run`, and the backup question of issue 26 over two
    uploaded Markdown files) list their markers with the document each cites; a marker citing a
-   document that does not answer the question is counted off-topic.
+   document that does not answer the question is counted off-topic. Questions the handbook does not
+   answer are asked of it alone: an answer that cites anything for one of them is counted.
 
 .venv/bin/python bench/retrieval.py [--questions N] [--database-url postgres://...]
 It prints figures and asserts nothing.
@@ -51,6 +52,15 @@ DEMO_QUESTIONS = {
     "What happens to a sandbox that sits idle?": ("sandboxes.md",),
     "How long are database backups kept?": ("backups.md",),
 }
+# Questions the demo's handbook does not answer (alone, without the uploaded files): an answer to
+# one should cite nothing rather than a page that shares one of its words.
+UNCOVERED_QUESTIONS = (
+    "How long are database backups kept?",
+    "Which regions is the service deployed in?",
+    "How do I rotate the TLS certificate?",
+    "What does the premium plan cost per month?",
+    "How long does a restore from backup take?",
+)
 UPLOADED = {
     "backups.md": "# Backup policy\n\n## Schedule\n\nDatabase backups run every night at 02:00. Backups are kept for "
     "one year.\n\n## Restores\n\nA restore is requested through the operations queue.",
@@ -271,6 +281,16 @@ def demo_markers(mode: str, collection_ids: list[str]) -> None:
         off_topic += sum(name not in expected for name in cited)
         print(f"  {mode:<8} {question!r}: {', '.join(f'[{n}] {name}' for n, name in enumerate(cited, 1)) or 'none'}")
     print(f"| demo questions, {mode:<8} | {len(DEMO_QUESTIONS):>9} | markers {markers} | off-topic {off_topic} |")
+    handbook = services.chat_create(user_id=USER, title=f"Handbook {mode}", collection_ids=collection_ids[:1])
+    cited_any = 0
+    for question in UNCOVERED_QUESTIONS:
+        response = client.post(
+            f"/kb/chats/{handbook.id}/messages", {"content": question}, content_type="application/json"
+        )
+        cited = [citation["document_name"] for citation in response.json()["answer"]["citations"]]
+        cited_any += bool(cited)
+        print(f"  {mode:<8} {question!r} (handbook only): {', '.join(cited) or 'none'}")
+    print(f"| uncovered questions, {mode:<8} | {len(UNCOVERED_QUESTIONS):>9} | answered with a citation {cited_any} |")
 
 
 def answers(questions: list[Question], articles: list[tuple[str, list[str]]]) -> None:

@@ -18,6 +18,10 @@ from knowledge.search.hybrid import hybrid_search
 SEARCH_LIMIT = 8
 MAX_PASSAGES = 3
 MAX_QUOTED_SENTENCES = 3
+# The cosine (all-MiniLM-L6-v2) under which a passage must share half the question's words to be
+# quoted: 3.1% of the SQuAD paragraphs that hold an answer fall below it, against most of the
+# passages that share one word of a question no document covers (bench/retrieval.py measures both).
+MIN_ANSWER_SIMILARITY = 0.3
 NOTHING_FOUND = (
     "I found nothing in the selected collections about that. Try other words, or add a document that covers it."
 )
@@ -38,6 +42,8 @@ class Passage:
     text: str
     score: float
     title: str = ""
+    # The best cosine to the question among its chunks; None where dense retrieval did not judge it.
+    similarity: float | None = None
 
 
 @dataclass(frozen=True)
@@ -136,16 +142,27 @@ def about_the_question(passages: Sequence[Passage], terms: list[str]) -> list[Pa
     """The passages, in rank order, that share more than half as many of the question's words as
     the passage sharing most: retrieval lets in any passage with one word of the question ("database"
     brings a runbook's connection-pool step to a question on database backups), an answer should not.
+    A passage far from the question in meaning (`MIN_ANSWER_SIMILARITY`) must also share at least
+    half of the question's words: when no document covers the question, the passages that share
+    one word of it ("long") all rank alike, and none of them is about it.
 
     A passage's section title counts as its words (the search indexes it too). When no passage
-    shares a word as these prefixes see it (the search stems better), all stay.
+    shares a word as these prefixes see it (the search stems better), all stay that meaning keeps.
     """
     wanted = _stems(terms)
     overlaps = [len(wanted & _text_stems(f"{passage.title}\n{passage.text}")) for passage in passages]
     best = max(overlaps, default=0)
-    if best == 0:
-        return list(passages)
-    return [passage for passage, overlap in zip(passages, overlaps, strict=True) if overlap * 2 > best]
+    return [
+        passage
+        for passage, overlap in zip(passages, overlaps, strict=True)
+        if (best == 0 or overlap * 2 > best) and _near_or_on_topic(passage, overlap=overlap, wanted=len(wanted))
+    ]
+
+
+def _near_or_on_topic(passage: Passage, *, overlap: int, wanted: int) -> bool:
+    if passage.similarity is None or passage.similarity >= MIN_ANSWER_SIMILARITY:
+        return True
+    return overlap * 2 >= wanted
 
 
 def _stems(words: list[str]) -> set[str]:
@@ -192,6 +209,7 @@ def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: in
     if not hits:
         return []
     score_of = {hit.chunk_id: hit.score for hit in hits}
+    similarity_of = {hit.chunk_id: hit.similarity for hit in hits if hit.similarity is not None}
     # Chunks the index still names but a re-upload has since removed simply drop out here.
     rows = list(
         Chunk.objects.filter(pk__in=score_of)
@@ -200,12 +218,14 @@ def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: in
     )
     passages: list[Passage] = []
     for _document_id, document_rows in groupby(rows, key=lambda row: row["document_id"]):
-        passages.extend(_merged_runs(list(document_rows), score_of))
+        passages.extend(_merged_runs(list(document_rows), score_of, similarity_of))
     passages.sort(key=lambda passage: (-passage.score, passage.document_id, passage.chunk_ids))
     return passages
 
 
-def _merged_runs(rows: list[dict[str, Any]], score_of: dict[str, float]) -> list[Passage]:
+def _merged_runs(
+    rows: list[dict[str, Any]], score_of: dict[str, float], similarity_of: dict[str, float]
+) -> list[Passage]:
     runs: list[list[dict[str, Any]]] = []
     for row in rows:
         previous = runs[-1][-1] if runs else None
@@ -222,6 +242,7 @@ def _merged_runs(rows: list[dict[str, Any]], score_of: dict[str, float]) -> list
             text="\n\n".join(row["text"] for row in run),
             score=max(score_of[row["id"]] for row in run),
             title=run[0]["title"],
+            similarity=max((similarity_of[row["id"]] for row in run if row["id"] in similarity_of), default=None),
         )
         for run in runs
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -27,6 +28,61 @@ pytest_plugins = [
     "tests.fixtures.llm",
     "tests.fixtures.agent",
 ]
+
+
+# The fixtures through which a test reaches the suite's database (pytest-django's).
+_SUITE_DATABASE_FIXTURES = frozenset(
+    {"db", "transactional_db", "live_server", "django_db_reset_sequences", "django_db_serialized_rollback"}
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """.ci/run runs the suite on SQLite and on PostgreSQL side by side (`WORKSPACE_CI_SUITE`
+    names the half). A test that never reaches the suite's database (a parser, a browser-free
+    unit, a deployment on a database of its own) gives the same result in both, so it runs in one:
+    those marked `postgres` (they start PostgreSQL deployments) in the PostgreSQL half, the rest in
+    the SQLite half. Without the variable (`make test`, `make test-postgres`) every test runs."""
+    half = os.environ.get("WORKSPACE_CI_SUITE", "")
+    if not half:
+        return
+    if half not in ("sqlite", "postgresql"):
+        raise pytest.UsageError(f"WORKSPACE_CI_SUITE is {half!r}: name sqlite or postgresql")
+    kept, deselected = [], []
+    for item in items:
+        uses_suite_database = item.get_closest_marker("django_db") is not None or bool(
+            _SUITE_DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        )
+        its_half = "postgresql" if item.get_closest_marker("postgres") is not None else "sqlite"
+        (kept if uses_suite_database or its_half == half else deselected).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> Iterator[None]:
+    """On SQLite the test database is a file of this run's own (in /dev/shm where there is one),
+    not SQLite's in-memory shared cache: there a second connection that meets a writer gets
+    "database table is locked" at once, where a file waits out the busy timeout as every
+    deployment does, so a browser test's card refresh beside a running command could break the
+    command's stream. Removed at the end; never reused (a reused file would keep an old schema)."""
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.sqlite3" or database.get("TEST", {}).get("NAME"):
+        yield
+        return
+    folder = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else Path(tempfile.gettempdir())
+    path = folder / f"workspace-tests-{os.getpid()}.sqlite3"
+    database.setdefault("TEST", {})["NAME"] = str(path)
+    _remove_sqlite_files(path)
+    yield
+    _remove_sqlite_files(path)
+
+
+def _remove_sqlite_files(path: Path) -> None:
+    for name in (path.name, *(path.name + suffix for suffix in ("-wal", "-shm", "-journal"))):
+        path.with_name(name).unlink(missing_ok=True)
 
 
 class MovableClock:

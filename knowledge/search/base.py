@@ -24,6 +24,9 @@ _WORD = re.compile(r"[^\W_]+")
 class SearchHit:
     chunk_id: str
     score: float
+    # The cosine between the question and the chunk where dense retrieval took part and the chunk
+    # has a vector; None for lexical search alone and for chunks still pending.
+    similarity: float | None = None
 
 
 def search_terms(question: str) -> list[str]:

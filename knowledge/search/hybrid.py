@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 
@@ -36,6 +38,8 @@ MIN_SIMILARITY = 0.2
 # an answer should not quote them. bench/retrieval.py measures it: at 0.65 answers carry 1.97
 # markers on average on SQLite (2.01 at 0.6, 2.23 by words alone) and [1] holds the answer as often.
 RELATIVE_SIMILARITY = 0.65
+# Questions being embedded at once per process (a gunicorn worker's threads share them).
+_embedding_threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="question-embedding")
 
 
 def _scaled(hits: Sequence[SearchHit]) -> dict[str, float]:
@@ -61,25 +65,31 @@ def convex_combination(
 
 
 def near_the_question(hits: Sequence[SearchHit], *, vector: np.ndarray, blocks: Sequence[Block]) -> list[SearchHit]:
-    """`hits` without those much further from the question in meaning than the nearest one; chunks
-    without a vector yet (pending) are judged by their words alone and stay."""
+    """`hits` without those much further from the question in meaning than the nearest one, each
+    carrying its cosine; chunks without a vector yet (pending) are judged by their words alone and
+    stay."""
     cosine = similarities(vector=vector, blocks=blocks, chunk_ids=[hit.chunk_id for hit in hits])
     if not cosine:
         return list(hits)
     floor = RELATIVE_SIMILARITY * max(cosine.values())
-    return [hit for hit in hits if cosine.get(hit.chunk_id, floor) >= floor]
+    return [
+        replace(hit, similarity=cosine.get(hit.chunk_id)) for hit in hits if cosine.get(hit.chunk_id, floor) >= floor
+    ]
 
 
 def hybrid_search(*, question: str, collection_ids: Sequence[str], limit: int) -> list[SearchHit]:
     """Best first; scores are fusion scores when a dense ranking took part, the index's otherwise."""
     depth = max(limit, CANDIDATES)
     index = get_chunk_index()
-    lexical = index.search(question=question, collection_ids=collection_ids, limit=depth)
     embedder = get_embedder()
-    if embedder is None:
+    # The question is embedded on another thread while the database ranks by words: the model's
+    # forward pass (or the provider's round trip) and the lexical query overlap instead of adding up.
+    embedding = _embedding_threads.submit(embedder.embed, [question]) if embedder is not None else None
+    lexical = index.search(question=question, collection_ids=collection_ids, limit=depth)
+    if embedding is None:
         return lexical[:limit]
     try:
-        vector = embedder.embed([question])[0]
+        vector = embedding.result()[0]
     except EmbeddingError as exc:
         logger.warning("Searching by words only: the question could not be embedded: %s", exc)
         return lexical[:limit]

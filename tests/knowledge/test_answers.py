@@ -196,3 +196,42 @@ def test_passages_about_the_question_are_all_kept():
     # When they are filtered for "database backups kept" / Then the first two stay, in rank order
     kept = about_the_question(passages, ["database", "backups", "kept"])
     assert [passage.document_id for passage in kept] == ["doc1", "doc2"]
+
+
+def _judged(document_id: str, text: str, similarity: float | None) -> Passage:
+    return Passage("col", document_id, f"{document_id}.md", (f"chk-{document_id}",), text, 1.0, similarity=similarity)
+
+
+def test_a_passage_far_in_meaning_that_shares_one_of_the_questions_words_is_left_out():
+    # Given the only passages, each sharing "long" with a four-word question and far from it in meaning
+    passages = [
+        _judged("doc1", "A long command runs until it ends.", 0.12),
+        _judged("doc2", "Sandboxes idle for long are reclaimed.", 0.21),
+    ]
+
+    # When they are filtered for how long database backups are kept / Then none stays
+    assert about_the_question(passages, ["long", "database", "backups", "kept"]) == []
+
+
+def test_a_passage_far_in_meaning_that_shares_half_the_questions_words_stays():
+    # Given a passage sharing two of four words, at a low cosine
+    passage = _judged("doc1", "Database backups run at night.", 0.25)
+
+    # When it is filtered / Then it stays: its words say it is about the question
+    assert about_the_question([passage], ["long", "database", "backups", "kept"]) == [passage]
+
+
+def test_a_passage_near_in_meaning_stays_whatever_words_it_shares():
+    # Given a passage that shares one word of four but is near the question in meaning
+    passage = _judged("doc1", "Snapshots are retained for a year, long enough for audits.", 0.55)
+
+    # When it is filtered / Then it stays
+    assert about_the_question([passage], ["long", "database", "backups", "kept"]) == [passage]
+
+
+def test_without_a_similarity_a_passage_is_judged_by_its_words_alone():
+    # Given lexical retrieval only: a passage sharing one word of four, with no cosine
+    passage = _judged("doc1", "A long command runs until it ends.", None)
+
+    # When it is filtered / Then it stays, as before dense retrieval
+    assert about_the_question([passage], ["long", "database", "backups", "kept"]) == [passage]

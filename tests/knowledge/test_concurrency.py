@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 import pytest
-from django.db import OperationalError, connection, connections, transaction
+from django.db import connection, connections, transaction
 
 from knowledge import selectors, services
 from knowledge.answers import Citation
@@ -22,34 +22,18 @@ ANSWERS = 30
 
 
 def _in_thread(work):
-    """Runs `work` on a pool thread, released together with the others by a barrier.
-
-    The SQLite test database is in memory with a shared cache, where a second writer gets
-    "database table is locked" at once instead of waiting out the busy timeout as it does on a
-    database file (WORKSPACE_SQLITE_TEST_DB) or PostgreSQL; only that error is retried.
-    """
+    """Runs `work` on a pool thread, released together with the others by a barrier (the SQLite
+    test database is a file, tests/conftest.py, so a second writer waits out the busy timeout)."""
     barrier = threading.Barrier(WORKERS)
 
     def run(*args):
         try:
             barrier.wait()
-            return _retrying(lambda: work(*args))
+            return work(*args)
         finally:
             connections.close_all()
 
     return run
-
-
-def _retrying(step):
-    """`step()`, again while the shared-cache SQLite test database answers "table is locked"."""
-    for _ in range(2000):
-        try:
-            return step()
-        except OperationalError as exc:
-            if "table is locked" not in str(exc):
-                raise
-            threading.Event().wait(0.002)
-    raise AssertionError("the shared-cache test database stayed locked")
 
 
 @pytest.fixture
@@ -147,15 +131,15 @@ def test_counts_equal_the_log_at_every_check_while_answers_are_written_and_slice
         checks = []
         while writers_left[0] > 0 or len(checks) < 2:
             clock.advance(hours=1)
-            _retrying(services.citation_slices_close)
-            checks.append(_retrying(selectors.citation_counts_check))
+            services.citation_slices_close()
+            checks.append(selectors.citation_counts_check())
         return checks
 
     def work(role: int) -> list[selectors.CitationCheck]:
         if role == 0:
             return close_and_check()
         for number in range(ANSWERS):
-            _retrying(lambda number=number: record(role, number))
+            record(role, number)
         with counter:
             writers_left[0] -= 1
         return []

@@ -3,6 +3,8 @@ lexical search alone wherever vectors are missing (no provider, a failing provid
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
@@ -13,6 +15,7 @@ from knowledge.embeddings import EmbeddingError, get_embedder
 from knowledge.embeddings.local import LocalEmbedder
 from knowledge.ingest import embeddings_backfill
 from knowledge.models import Chunk, ChunkEmbedding
+from knowledge.search import get_chunk_index
 from knowledge.search.base import SearchHit
 from knowledge.search.dense import dense_search, vector_cache
 from knowledge.search.hybrid import convex_combination
@@ -346,6 +349,53 @@ def test_a_passage_that_shares_only_words_with_the_question_is_left_out(local_em
 
     # Then only the sharing page is retrieved: the others are far from it in meaning
     assert _filenames(passages) == ["sharing.md"]
+
+
+def test_a_question_no_page_answers_cites_none_of_the_pages_that_share_one_of_its_words(
+    local_embeddings, demo_pages, ask, make_chat
+):
+    # Given the handbook, which says nothing of backups but uses "long" on several pages
+    chat = make_chat(demo_pages)
+
+    # When someone asks how long database backups are kept
+    response = ask(chat.id, "How long are database backups kept?")
+
+    # Then the answer says the documents do not cover it, and cites nothing
+    assert response.status_code == 201, response.content
+    assert response.json()["answer"]["content"] == NOTHING_FOUND
+    assert response.json()["answer"]["citations"] == []
+
+
+def test_retrieved_passages_carry_their_similarity_to_the_question(local_embeddings, ops):
+    # Given an embedded collection / When a question about backups is asked
+    passages = retrieve_passages(question="How long are database backups kept?", collection_ids=[ops().id])
+
+    # Then the backup policy comes first, with its cosine to the question
+    assert passages[0].document_name == "backups.md"
+    assert passages[0].similarity is not None
+    assert passages[0].similarity > 0.5
+
+
+def test_the_question_is_embedded_while_the_words_are_ranked(local_embeddings, ops, monkeypatch):
+    # Given an embedded collection, and an index whose search waits until the question's embedding begins
+    collection = ops()
+    embedding_began = threading.Event()
+    embed, search = LocalEmbedder.embed, type(get_chunk_index()).search
+
+    def embed_and_signal(self, texts):
+        embedding_began.set()
+        return embed(self, texts)
+
+    def search_after_the_embedding_began(self, **kwargs):
+        assert embedding_began.wait(timeout=10), "the question was not being embedded during the lexical search"
+        return search(self, **kwargs)
+
+    monkeypatch.setattr(LocalEmbedder, "embed", embed_and_signal)
+    monkeypatch.setattr(type(get_chunk_index()), "search", search_after_the_embedding_began)
+
+    # When a question is retrieved / Then both rankings took part: the backup policy comes first
+    passages = retrieve_passages(question=OTHER_WORDS, collection_ids=[collection.id])
+    assert _filenames(passages)[:1] == ["backups.md"]
 
 
 def test_by_words_alone_the_same_question_also_retrieves_pages_that_share_a_word(demo_pages):
