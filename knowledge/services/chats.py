@@ -54,7 +54,7 @@ def _collections_held(collections: QuerySet[Collection]) -> list[str]:
 
 @transaction.atomic
 def chat_rename(*, chat_id: str, actor: Actor, title: str) -> KbChat:
-    chat = chat_for_owner(chat_id, actor.user_id, action="rename it", lock=True)
+    chat = chat_for_owner(chat_id, actor=actor, action="rename it", lock=True)
     chat.title = checked_text(title, what="A chat's title", limit=NAME_MAX)
     chat.stamp_updated(actor.user_id)
     chat.save(update_fields=["title", "updated_by", "updated_at"])
@@ -65,7 +65,7 @@ def chat_rename(*, chat_id: str, actor: Actor, title: str) -> KbChat:
 def chat_delete(*, chat_id: str, actor: Actor) -> None:
     """The owner deletes the chat with its messages and shares; readers lose it. The citation
     events its answers wrote stay in the log, so the counts they made do not drop."""
-    chat_for_owner(chat_id, actor.user_id, action="delete it", lock=True).delete()
+    chat_for_owner(chat_id, actor=actor, action="delete it", lock=True).delete()
 
 
 @transaction.atomic
@@ -76,7 +76,7 @@ def chat_copy(*, chat_id: str, actor: Actor, title: str = "") -> KbChat:
     The original is not changed, its readers are not carried over, and no citation event is
     written: copying an answer cites nothing anew.
     """
-    original = chat_for_reader(chat_id, actor.user_id)
+    original = chat_for_reader(chat_id, actor=actor)
     default_title = f"Copy of {original.title}"[:NAME_MAX]
     copy = KbChat(title=_chat_title(title, default=default_title))
     copy.stamp_created(actor.user_id)
@@ -118,7 +118,7 @@ class ChatQuestion:
 def chat_question_check(*, chat_id: str, actor: Actor, content: str) -> ChatQuestion:
     """The refusals of a send, before anything is answered: a chat that is not the caller's
     (404, a reader's 403 `read_only_share`) and an empty question (400)."""
-    chat = chat_for_owner(chat_id, actor.user_id, action="send messages")
+    chat = chat_for_owner(chat_id, actor=actor, action="send messages")
     question_text = content.strip()
     if not question_text:
         raise Invalid(error="validation_error", detail="The question is empty.")
@@ -163,7 +163,7 @@ def _exchange_store(question: ChatQuestion, answer: Answer) -> ChatExchange:
     The chat row is locked (checked again: it may have been deleted or handed over meanwhile) so
     concurrent sends to one chat number their messages in turn.
     """
-    chat = chat_for_owner(question.chat_id, question.actor.user_id, action="send messages", lock=True)
+    chat = chat_for_owner(question.chat_id, actor=question.actor, action="send messages", lock=True)
     sequence = (chat.messages.aggregate(last=Max("sequence"))["last"] or 0) + 1
     asked = _message(chat, question.actor.user_id, KbChatMessage.Role.USER, question.text, sequence)
     answer_id = new_id("msg")
@@ -209,7 +209,7 @@ def _message(
 @transaction.atomic
 def chat_share(*, chat_id: str, actor: Actor, user_ids: Sequence[str]) -> list[str]:
     """Adds readers; only the newly added ones are notified. Returns the readers after the change."""
-    chat = chat_for_owner(chat_id, actor.user_id, action="share it", lock=True)
+    chat = chat_for_owner(chat_id, actor=actor, action="share it", lock=True)
     wanted = list(dict.fromkeys(user_ids))
     unknown = unknown_user_ids(wanted)
     if unknown:
@@ -242,5 +242,5 @@ def chat_share(*, chat_id: str, actor: Actor, user_ids: Sequence[str]) -> list[s
 @transaction.atomic
 def chat_unshare(*, chat_id: str, actor: Actor, reader_id: str) -> None:
     """Removing someone who is not a reader changes nothing and is not an error."""
-    chat = chat_for_owner(chat_id, actor.user_id, action="change who it is shared with", lock=True)
+    chat = chat_for_owner(chat_id, actor=actor, action="change who it is shared with", lock=True)
     KbChatShare.objects.filter(chat=chat, user_id=reader_id).delete()

@@ -246,7 +246,7 @@ class KbChatDetailApi(ServiceApiView):
 
     @extend_schema(responses={200: KbChatDetailOutputSerializer, 404: ErrorOutputSerializer})
     def get(self, request: Request, chat_id: str) -> Response:
-        chat = chat_for_reader(chat_id, actor_of(request).user_id)
+        chat = chat_for_reader(chat_id, actor=actor_of(request))
         return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data)
 
     @extend_schema(

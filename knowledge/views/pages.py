@@ -261,7 +261,7 @@ def chat_page(request: HttpRequest, chat_id: str) -> HttpResponse:
     if request.method == "GET":
         return _chat_response(request, chat_id)
     actor = actor_of(request)
-    title = chat_for_reader(chat_id, actor.user_id).title
+    title = chat_for_reader(chat_id, actor=actor).title
 
     def rename(values: dict[str, str]) -> str:
         renamed = services.chat_rename(chat_id=chat_id, actor=actor, **values)
@@ -287,12 +287,12 @@ def chat_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 def _chat_response(
     request: HttpRequest, chat_id: str, refused: RefusedForm | None = None, status: int = 200
 ) -> HttpResponse:
-    user_id = actor_of(request).user_id
-    chat = selectors.chat_detail(chat=chat_for_reader(chat_id, user_id))
+    actor = actor_of(request)
+    chat = selectors.chat_detail(chat=chat_for_reader(chat_id, actor=actor))
     directory = get_user_directory().all()
     context = {
         "chat": chat,
-        "is_owner": chat.owner == user_id,
+        "is_owner": chat.owner == actor.user_id,
         "transcript": selectors.chat_transcript(messages=chat.messages),
         "people": {user.id: user for user in directory},
         "shareable": [user for user in directory if user.id != chat.owner and user.id not in chat.shared_with],
