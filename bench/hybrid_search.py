@@ -26,6 +26,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Figure, measure, parse_args, print_table, setup_django
+from collab.actor import Actor
 
 # CPU seconds this process spent per figure: on a shared machine the wall-clock figures count the
 # time other processes held the cores, this one only ours (PostgreSQL's own work is in "db ms").
@@ -96,7 +97,7 @@ def grow_library(total_chunks: int, already: int, model: str, collections: list[
 
     chunk = already
     while chunk < total_chunks:
-        collection = services.collection_create(user_id=USER, name=f"Library {chunk}")
+        collection = services.collection_create(actor=Actor(USER), name=f"Library {chunk}")
         collections.append(collection.id)
         with transaction.atomic():
             for number in range(DOCUMENTS_PER_COLLECTION):

@@ -14,6 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Figure, measure, parse_args, print_table, setup_django, timed_queries
+from collab.actor import Actor
 
 CHUNKS_PER_DOCUMENT = 20
 DOCUMENTS_PER_COLLECTION = 50
@@ -61,7 +62,7 @@ def grow_library(total_chunks: int, already: int) -> None:
 
     chunk = already
     while chunk < total_chunks:
-        collection = services.collection_create(user_id=USER, name=f"Library {chunk}")
+        collection = services.collection_create(actor=Actor(USER), name=f"Library {chunk}")
         for number in range(DOCUMENTS_PER_COLLECTION):
             if chunk >= total_chunks:
                 break
@@ -92,13 +93,13 @@ def main() -> None:
 
     from knowledge import services
 
-    handbook = services.collection_create(user_id=USER, name="Handbook")
+    handbook = services.collection_create(actor=Actor(USER), name="Handbook")
     for number in range(3):
         add_document(handbook.id, f"handbook-{number}.md", number * CHUNKS_PER_DOCUMENT)
-    chat = services.chat_create(user_id=USER, title="Questions", collection_ids=[handbook.id])
+    chat = services.chat_create(actor=Actor(USER), title="Questions", collection_ids=[handbook.id])
     for number in range(10):
-        services.chat_message_send(chat_id=chat.id, user_id=USER, content=f"quota sandbox question {number}?")
-    services.chat_share(chat_id=chat.id, user_id=USER, user_ids=["bob"])
+        services.chat_message_send(chat_id=chat.id, actor=Actor(USER), content=f"quota sandbox question {number}?")
+    services.chat_share(chat_id=chat.id, actor=Actor(USER), user_ids=["bob"])
     page = Client(HTTP_ACCEPT="text/html", HTTP_X_USER_ID=USER)
     reader = Client(HTTP_X_USER_ID="bob")
     counter = iter(range(10**9))
@@ -117,12 +118,12 @@ def main() -> None:
                 size,
                 args.repeat,
                 lambda: add_document(handbook.id, f"gone-{next(counter)}.md", 0),
-                lambda document_id: services.document_delete(document_id=document_id, user_id=USER),
+                lambda document_id: services.document_delete(document_id=document_id, actor=Actor(USER)),
             )
         )
 
         def five_documents() -> str:
-            collection = services.collection_create(user_id=USER, name="Short-lived")
+            collection = services.collection_create(actor=Actor(USER), name="Short-lived")
             for number in range(5):
                 add_document(collection.id, f"short-{number}.md", 0)
             return collection.id
@@ -133,7 +134,7 @@ def main() -> None:
                 size,
                 args.repeat,
                 five_documents,
-                lambda collection_id: services.collection_delete(collection_id=collection_id, user_id=USER),
+                lambda collection_id: services.collection_delete(collection_id=collection_id, actor=Actor(USER)),
             )
         )
         figures.append(

@@ -67,9 +67,9 @@ for user in users:
 with transaction.atomic():
     for n in range(60):
         notify(users, "system", f"Seeded notice {n}", link="/my-resources", actor=users[0])
-collection = kb.collection_create(user_id=users[0], name="Load handbook")
+collection = kb.collection_create(actor=Actor(users[0]), name="Load handbook")
 for n in range(40):
-    kb.document_upload(collection_id=collection.id, user_id=users[0], filename=f"doc{n}.txt",
+    kb.document_upload(collection_id=collection.id, actor=Actor(users[0]), filename=f"doc{n}.txt",
                        content_type="text/plain", data=("quota sandbox notice " * 40).encode())
 app = app_or_404("notebook")
 items = [services.item_create(app=app, title=f"load {n}", actor=Actor(user)).pk

@@ -40,6 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import setup_django
+from collab.actor import Actor
 
 DATA = Path(__file__).resolve().parent / "data" / "squad-v2.0-dev-5-articles.json"
 USER = "alice"
@@ -102,7 +103,11 @@ def upload(collection_id: str, filename: str, text: str) -> str:
     from knowledge.ingest import ingest_document
 
     document = services.document_upload(
-        collection_id=collection_id, user_id=USER, filename=filename, content_type="text/markdown", data=text.encode()
+        collection_id=collection_id,
+        actor=Actor(USER),
+        filename=filename,
+        content_type="text/markdown",
+        data=text.encode(),
     )
     ingest_document(document_id=document.id, content_version=document.content_version, user_id=USER)
     return document.id
@@ -153,7 +158,7 @@ def retrieval(questions: list[Question], paragraphs: list[str]) -> None:
         hybrid_search,
     )
 
-    collection = services.collection_create(user_id=USER, name="SQuAD paragraphs")
+    collection = services.collection_create(actor=Actor(USER), name="SQuAD paragraphs")
     began = time.perf_counter()
     document_of_paragraph = [upload(collection.id, f"p{number:03}.md", text) for number, text in enumerate(paragraphs)]
     print(f"ingested {len(paragraphs)} paragraphs with vectors in {time.perf_counter() - began:.0f} s")
@@ -260,7 +265,7 @@ def demo_collections() -> list[str]:
     from knowledge.models import Collection
 
     demo.load(say=lambda line: None)
-    uploaded = services.collection_create(user_id=USER, name="Uploaded Markdown")
+    uploaded = services.collection_create(actor=Actor(USER), name="Uploaded Markdown")
     for filename, text in UPLOADED.items():
         upload(uploaded.id, filename, text)
     return [Collection.objects.get(name=demo.COLLECTION_NAME).id, uploaded.id]
@@ -271,7 +276,7 @@ def demo_markers(mode: str, collection_ids: list[str]) -> None:
 
     from knowledge import services
 
-    chat = services.chat_create(user_id=USER, title=f"Demo {mode}", collection_ids=collection_ids)
+    chat = services.chat_create(actor=Actor(USER), title=f"Demo {mode}", collection_ids=collection_ids)
     client = Client(HTTP_X_USER_ID=USER)
     off_topic = markers = 0
     for question, expected in DEMO_QUESTIONS.items():
@@ -300,12 +305,12 @@ def answers(questions: list[Question], articles: list[tuple[str, list[str]]]) ->
     from knowledge.search.dense import vector_cache
 
     model_path = settings.WORKSPACE_EMBEDDINGS_PATH
-    collection = services.collection_create(user_id=USER, name="SQuAD articles")
+    collection = services.collection_create(actor=Actor(USER), name="SQuAD articles")
     for title, paragraphs in articles:
         upload(collection.id, f"{title}.md", f"# {title}\n\n" + "\n\n".join(paragraphs))
 
     def new_chat() -> str:
-        return services.chat_create(user_id=USER, title="SQuAD", collection_ids=[collection.id]).id
+        return services.chat_create(actor=Actor(USER), title="SQuAD", collection_ids=[collection.id]).id
 
     print(
         f"| {'answers through the chat API':<28} | {'questions':>9} | {'[1] holds':>9} | {'markers':>7} | {'none':>5} |"

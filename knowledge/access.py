@@ -1,6 +1,6 @@
-"""Who may see and change collections and chats: one object (`chat_for_reader`,
-`collection_for_writer`, ...) and, for an actor, the SQL scope of a chat list (`readable_chats`);
-collections are the team's library, read by everyone signed in. A chat you may not read looks
+"""Who may see and change collections and chats, for an actor: one object (`chat_for_reader`,
+`collection_for_writer`, ...) and the SQL scope of a chat list (`readable_chats`); collections
+are the team's library, read by everyone signed in. A chat you may not read looks
 exactly like one that does not exist."""
 
 from __future__ import annotations
@@ -47,13 +47,13 @@ def is_writer(collection: Collection, user_id: str) -> bool:
     )
 
 
-def collection_for_writer(collection_id: str, user_id: str, *, action: str, lock: bool = False) -> Collection:
+def collection_for_writer(collection_id: str, *, actor: Actor, action: str, lock: bool = False) -> Collection:
     """Everyone may see the collection, so a reader learns why they may not change it (403)."""
-    return _writer_checked(collection_or_404(collection_id, lock=lock), user_id, action=action)
+    return _writer_checked(collection_or_404(collection_id, lock=lock), actor=actor, action=action)
 
 
-def _writer_checked(collection: Collection, user_id: str, *, action: str) -> Collection:
-    if not is_writer(collection, user_id):
+def _writer_checked(collection: Collection, *, actor: Actor, action: str) -> Collection:
+    if not is_writer(collection, actor.user_id):
         raise Forbidden(
             error="not_a_writer",
             detail=f"Only the writers of {collection.name!r} can {action}; ask {collection.created_by} to add you.",
@@ -62,11 +62,11 @@ def _writer_checked(collection: Collection, user_id: str, *, action: str) -> Col
 
 
 def collection_for_creator(
-    collection_id: str, user_id: str, *, action: str = "choose its writers", lock: bool = False
+    collection_id: str, *, actor: Actor, action: str = "choose its writers", lock: bool = False
 ) -> Collection:
     """Choosing the writers and deleting the whole collection are its creator's alone."""
     collection = collection_or_404(collection_id, lock=lock)
-    if collection.created_by != user_id:
+    if collection.created_by != actor.user_id:
         raise Forbidden(
             error="not_collection_creator",
             detail=f"Only {collection.created_by}, who created {collection.name!r}, can {action}.",
@@ -104,7 +104,7 @@ def document_held(document_id: str) -> Document:
     return document
 
 
-def document_for_writer(document_id: str, user_id: str, *, action: str, lock: bool = False) -> Document:
+def document_for_writer(document_id: str, *, actor: Actor, action: str, lock: bool = False) -> Document:
     """With `lock`, the document is held as `document_held` holds it."""
     if lock:
         document = document_held(document_id)
@@ -112,25 +112,25 @@ def document_for_writer(document_id: str, user_id: str, *, action: str, lock: bo
         document = Document.objects.defer("content").select_related("collection").filter(pk=document_id).first()
     if document is None:
         raise Http404("No such document.")
-    _writer_checked(document.collection, user_id, action=action)
+    _writer_checked(document.collection, actor=actor, action=action)
     return document
 
 
-def chat_for_reader(chat_id: str, user_id: str, *, lock: bool = False) -> KbChat:
+def chat_for_reader(chat_id: str, *, actor: Actor, lock: bool = False) -> KbChat:
     """The owner or a shared reader gets the chat; anyone else gets 404."""
     chats = KbChat.objects.select_for_update(of=("self",)) if lock else KbChat.objects.all()
     chat = chats.filter(pk=chat_id).first()
     if chat is None:
         raise Http404("No such chat.")
-    if chat.created_by != user_id and not KbChatShare.objects.filter(chat=chat, user_id=user_id).exists():
+    if chat.created_by != actor.user_id and not KbChatShare.objects.filter(chat=chat, user_id=actor.user_id).exists():
         raise Http404("No such chat.")
     return chat
 
 
-def chat_for_owner(chat_id: str, user_id: str, *, action: str, lock: bool = False) -> KbChat:
+def chat_for_owner(chat_id: str, *, actor: Actor, action: str, lock: bool = False) -> KbChat:
     """A shared reader learns the chat is read-only (403); a stranger still gets 404."""
-    chat = chat_for_reader(chat_id, user_id, lock=lock)
-    if chat.created_by != user_id:
+    chat = chat_for_reader(chat_id, actor=actor, lock=lock)
+    if chat.created_by != actor.user_id:
         raise Forbidden(
             error="read_only_share",
             detail=f"This chat is shared with you read-only; only its owner can {action}.",

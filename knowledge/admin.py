@@ -9,6 +9,7 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
+from collab.actor import admin_actor
 from collab.edge import admin_refused
 from collab.errors import DomainError
 from collab.sizes import format_bytes
@@ -105,9 +106,7 @@ class DocumentAdmin(admin.ModelAdmin):
         return super().get_queryset(request).defer("content")
 
     def save_model(self, request: HttpRequest, obj: Document, form: DocumentForm, change: bool) -> None:
-        document_rename_by_staff(
-            document_id=obj.pk, user_id=request.user.get_username(), filename=form.cleaned_data["filename"]
-        )
+        document_rename_by_staff(document_id=obj.pk, actor=admin_actor(request), filename=form.cleaned_data["filename"])
 
     def changeform_view(
         self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from collab.actor import Actor
 from knowledge import services
 from knowledge.ingest import ingest_document
 from knowledge.models import Collection, Document, KbChat
@@ -12,6 +13,8 @@ from knowledge.models import Collection, Document, KbChat
 DOCS_DIR = Path(__file__).resolve().parent / "demo_docs"
 COLLECTION_NAME = "Operations handbook"
 OWNER = "alice"
+# The demo's own person: what a command does, it does as them (docs/ARCHITECTURE.md §3).
+AS_OWNER = Actor(OWNER)
 CHAT_TITLE = "Freeing quota"
 CHAT_QUESTION = "How do I free capacity when I hit my sandbox quota?"
 CHAT_READERS = ["bob"]
@@ -30,7 +33,7 @@ def _collection(say: Callable[[str], None]) -> Collection:
     collection = Collection.objects.filter(name=COLLECTION_NAME).first()
     if collection is None:
         collection = services.collection_create(
-            user_id=OWNER,
+            actor=AS_OWNER,
             name=COLLECTION_NAME,
             description="How the workspace runs: quotas, sandboxes, sharing and notifications.",
         )
@@ -44,7 +47,7 @@ def _document(collection: Collection, path: Path, say: Callable[[str], None]) ->
     if existing is not None and bytes(existing.content) == data and existing.status == Document.Status.READY:
         return
     document = services.document_upload(
-        collection_id=collection.id, user_id=OWNER, filename=path.name, content_type="text/markdown", data=data
+        collection_id=collection.id, actor=AS_OWNER, filename=path.name, content_type="text/markdown", data=data
     )
     # Ingest right here so the answers work before the worker starts; its queued task then finds
     # the document ready and does nothing.
@@ -55,7 +58,7 @@ def _document(collection: Collection, path: Path, say: Callable[[str], None]) ->
 def _chat(collection: Collection, say: Callable[[str], None]) -> None:
     if KbChat.objects.filter(created_by=OWNER, title=CHAT_TITLE).exists():
         return
-    chat = services.chat_create(user_id=OWNER, title=CHAT_TITLE, collection_ids=[collection.id])
-    services.chat_message_send(chat_id=chat.id, user_id=OWNER, content=CHAT_QUESTION)
-    services.chat_share(chat_id=chat.id, user_id=OWNER, user_ids=CHAT_READERS)
+    chat = services.chat_create(actor=AS_OWNER, title=CHAT_TITLE, collection_ids=[collection.id])
+    services.chat_message_send(chat_id=chat.id, actor=AS_OWNER, content=CHAT_QUESTION)
+    services.chat_share(chat_id=chat.id, actor=AS_OWNER, user_ids=CHAT_READERS)
     say(f"created chat {CHAT_TITLE!r} of {OWNER}, shared read-only with {', '.join(CHAT_READERS)}")

@@ -9,6 +9,7 @@ from itertools import count
 from typing import Any
 
 from collab import clock
+from collab.actor import Actor
 from collab.models import Notification
 from knowledge import services as knowledge_services
 from knowledge.models import Collection, KbChat
@@ -62,14 +63,16 @@ def make_item(
 def make_collection(
     name: str = "Handbook", *, user_id: str = "alice", description: str = "", writers: Sequence[str] = ()
 ) -> Collection:
-    collection = knowledge_services.collection_create(user_id=user_id, name=name, description=description)
+    collection = knowledge_services.collection_create(actor=Actor(user_id), name=name, description=description)
     if writers:
-        knowledge_services.collection_writers_add(collection_id=collection.id, user_id=user_id, user_ids=list(writers))
+        knowledge_services.collection_writers_add(
+            collection_id=collection.id, actor=Actor(user_id), user_ids=list(writers)
+        )
     return collection
 
 
 def make_chat(collection: Collection, *, owner: str = "alice", title: str = "Questions") -> KbChat:
-    return knowledge_services.chat_create(user_id=owner, title=title, collection_ids=[collection.id])
+    return knowledge_services.chat_create(actor=Actor(owner), title=title, collection_ids=[collection.id])
 
 
 def make_investigation(

@@ -68,7 +68,7 @@ class KbCollectionListApi(ServiceApiView):
     )
     def post(self, request: Request) -> Response:
         data = _valid(KbCollectionCreateInputSerializer, request.data)
-        collection = services.collection_create(user_id=actor_of(request).user_id, **data)
+        collection = services.collection_create(actor=actor_of(request), **data)
         row = selectors.collection_with_counts(collection_id=collection.id)
         return created(KbCollectionOutputSerializer(row).data, url_name="kb-collection", collection_id=collection.id)
 
@@ -87,7 +87,7 @@ class KbCollectionDetailApi(ServiceApiView):
     )
     def patch(self, request: Request, collection_id: str) -> Response:
         data = _valid(KbCollectionUpdateInputSerializer, request.data)
-        services.collection_rename(collection_id=collection_id, user_id=actor_of(request).user_id, **data)
+        services.collection_rename(collection_id=collection_id, actor=actor_of(request), **data)
         return Response(KbCollectionOutputSerializer(_collection_row(collection_id)).data)
 
     @extend_schema(
@@ -97,7 +97,7 @@ class KbCollectionDetailApi(ServiceApiView):
         "rows. Chats that searched it keep their answers; citation events stay in the log.",
     )
     def delete(self, request: Request, collection_id: str) -> Response:
-        services.collection_delete(collection_id=collection_id, user_id=actor_of(request).user_id)
+        services.collection_delete(collection_id=collection_id, actor=actor_of(request))
         return Response(status=204)
 
 
@@ -134,7 +134,7 @@ class KbCollectionDocumentsApi(ServiceApiView):
         upload = _valid(KbDocumentUploadInputSerializer, request.data)["file"]
         document = services.document_upload(
             collection_id=collection_id,
-            user_id=actor_of(request).user_id,
+            actor=actor_of(request),
             filename=upload.name or "",
             content_type=upload.content_type or "",
             data=upload,
@@ -160,7 +160,7 @@ class KbDocumentDetailApi(ServiceApiView):
     )
     def patch(self, request: Request, document_id: str) -> Response:
         filename = _valid(KbDocumentRenameInputSerializer, request.data)["filename"]
-        services.document_rename(document_id=document_id, user_id=actor_of(request).user_id, filename=filename)
+        services.document_rename(document_id=document_id, actor=actor_of(request), filename=filename)
         return Response(KbDocumentOutputSerializer(selectors.document_with_counts(document_id=document_id)).data)
 
     @extend_schema(
@@ -169,7 +169,7 @@ class KbDocumentDetailApi(ServiceApiView):
         description="Writers of the collection only: deletes the document and its chunks; citations stay counted.",
     )
     def delete(self, request: Request, document_id: str) -> Response:
-        services.document_delete(document_id=document_id, user_id=actor_of(request).user_id)
+        services.document_delete(document_id=document_id, actor=actor_of(request))
         return Response(status=204)
 
 
@@ -189,7 +189,7 @@ class KbCollectionWritersApi(ServiceApiView):
     def post(self, request: Request, collection_id: str) -> Response:
         user_ids = _valid(KbWritersInputSerializer, request.data)["user_ids"]
         writers = services.collection_writers_add(
-            collection_id=collection_id, user_id=actor_of(request).user_id, user_ids=user_ids
+            collection_id=collection_id, actor=actor_of(request), user_ids=user_ids
         )
         return Response(KbWritersOutputSerializer({"writers": writers}).data)
 
@@ -197,9 +197,7 @@ class KbCollectionWritersApi(ServiceApiView):
 class KbCollectionWriterApi(ServiceApiView):
     @extend_schema(request=None, responses={204: None, 403: ErrorOutputSerializer, 404: ErrorOutputSerializer})
     def delete(self, request: Request, collection_id: str, user_id: str) -> Response:
-        services.collection_writer_remove(
-            collection_id=collection_id, user_id=actor_of(request).user_id, writer_id=user_id
-        )
+        services.collection_writer_remove(collection_id=collection_id, actor=actor_of(request), writer_id=user_id)
         return Response(status=204)
 
 
@@ -238,7 +236,7 @@ class KbChatListApi(ServiceApiView):
     )
     def post(self, request: Request) -> Response:
         data = _valid(KbChatCreateInputSerializer, request.data)
-        chat = services.chat_create(user_id=actor_of(request).user_id, **data)
+        chat = services.chat_create(actor=actor_of(request), **data)
         detail = KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data
         return created(detail, url_name="kb-chat", chat_id=chat.id)
 
@@ -248,7 +246,7 @@ class KbChatDetailApi(ServiceApiView):
 
     @extend_schema(responses={200: KbChatDetailOutputSerializer, 404: ErrorOutputSerializer})
     def get(self, request: Request, chat_id: str) -> Response:
-        chat = chat_for_reader(chat_id, actor_of(request).user_id)
+        chat = chat_for_reader(chat_id, actor=actor_of(request))
         return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data)
 
     @extend_schema(
@@ -258,7 +256,7 @@ class KbChatDetailApi(ServiceApiView):
     )
     def patch(self, request: Request, chat_id: str) -> Response:
         title = _valid(KbChatRenameInputSerializer, request.data)["title"]
-        chat = services.chat_rename(chat_id=chat_id, user_id=actor_of(request).user_id, title=title)
+        chat = services.chat_rename(chat_id=chat_id, actor=actor_of(request), title=title)
         return Response(KbChatOutputSerializer(selectors.chat_summary(chat=chat)).data)
 
     @extend_schema(
@@ -268,7 +266,7 @@ class KbChatDetailApi(ServiceApiView):
         "wrote stay in the log, so citation counts do not drop.",
     )
     def delete(self, request: Request, chat_id: str) -> Response:
-        services.chat_delete(chat_id=chat_id, user_id=actor_of(request).user_id)
+        services.chat_delete(chat_id=chat_id, actor=actor_of(request))
         return Response(status=204)
 
 
@@ -284,7 +282,7 @@ class KbChatCopyApi(ServiceApiView):
     )
     def post(self, request: Request, chat_id: str) -> Response:
         title = _valid(KbChatCopyInputSerializer, request.data)["title"]
-        chat = services.chat_copy(chat_id=chat_id, user_id=actor_of(request).user_id, title=title)
+        chat = services.chat_copy(chat_id=chat_id, actor=actor_of(request), title=title)
         detail = KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data
         return created(detail, url_name="kb-chat", chat_id=chat.id)
 
@@ -331,9 +329,9 @@ class KbChatMessagesApi(ServiceApiView):
     def post(self, request: Request, chat_id: str) -> Response | StreamingHttpResponse:
         content = _valid(KbChatMessageInputSerializer, request.data)["content"]
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
-            question = services.chat_question_check(chat_id=chat_id, user_id=actor_of(request).user_id, content=content)
+            question = services.chat_question_check(chat_id=chat_id, actor=actor_of(request), content=content)
             return event_stream(answer_event_frames(services.chat_answer_events(question)))
-        exchange = services.chat_message_send(chat_id=chat_id, user_id=actor_of(request).user_id, content=content)
+        exchange = services.chat_message_send(chat_id=chat_id, actor=actor_of(request), content=content)
         return Response(KbChatExchangeOutputSerializer(exchange).data, status=201)
 
 
@@ -347,12 +345,12 @@ class KbChatShareApi(ServiceApiView):
     )
     def post(self, request: Request, chat_id: str) -> Response:
         user_ids = _valid(KbChatShareInputSerializer, request.data)["user_ids"]
-        shared_with = services.chat_share(chat_id=chat_id, user_id=actor_of(request).user_id, user_ids=user_ids)
+        shared_with = services.chat_share(chat_id=chat_id, actor=actor_of(request), user_ids=user_ids)
         return Response(KbChatSharedWithOutputSerializer({"shared_with": shared_with}).data)
 
 
 class KbChatUnshareApi(ServiceApiView):
     @extend_schema(request=None, responses={204: None, 403: ErrorOutputSerializer, 404: ErrorOutputSerializer})
     def delete(self, request: Request, chat_id: str, user_id: str) -> Response:
-        services.chat_unshare(chat_id=chat_id, user_id=actor_of(request).user_id, reader_id=user_id)
+        services.chat_unshare(chat_id=chat_id, actor=actor_of(request), reader_id=user_id)
         return Response(status=204)

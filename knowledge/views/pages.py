@@ -43,11 +43,9 @@ def _see_other(url: str) -> HttpResponseRedirect:
 @require_http_methods(["GET", "POST"])
 def collections_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        user_id = actor_of(request).user_id
+        actor = actor_of(request)
         name, description = request.POST.get("name", ""), request.POST.get("description", "")
-        created = _attempt(
-            request, lambda: services.collection_create(user_id=user_id, name=name, description=description)
-        )
+        created = _attempt(request, lambda: services.collection_create(actor=actor, name=name, description=description))
         if created is not None:
             messages.success(request, f"Created the collection {created.name}.")
             return _see_other(reverse("kb-collection-documents", args=[created.id]))
@@ -142,15 +140,15 @@ def collection_page(request: HttpRequest, collection_id: str) -> HttpResponse:
     if request.method == "GET":
         collection_or_404(collection_id)
         return HttpResponseRedirect(documents_url)
-    user_id = actor_of(request).user_id
+    actor = actor_of(request)
 
     def rename(values: dict[str, str]) -> str:
-        renamed = services.collection_rename(collection_id=collection_id, user_id=user_id, **values)
+        renamed = services.collection_rename(collection_id=collection_id, actor=actor, **values)
         return f"Renamed the collection to {renamed.name}."
 
     def delete() -> str:
         name = collection_or_404(collection_id).name
-        services.collection_delete(collection_id=collection_id, user_id=user_id)
+        services.collection_delete(collection_id=collection_id, actor=actor)
         return f"Deleted the collection {name} with its documents."
 
     return _manage(
@@ -172,12 +170,12 @@ def _upload_from_form(request: HttpRequest, collection_id: str) -> None:
     if upload is None:
         messages.error(request, "Choose a file to upload.")
         return
-    user_id = actor_of(request).user_id
+    actor = actor_of(request)
     document = _attempt(
         request,
         lambda: services.document_upload(
             collection_id=collection_id,
-            user_id=user_id,
+            actor=actor,
             filename=upload.name or "",
             content_type=upload.content_type or "",
             data=upload,
@@ -216,15 +214,15 @@ def document_detail_page(request: HttpRequest, document_id: str) -> HttpResponse
     """The document's page; its rename and delete forms post here."""
     if request.method == "GET":
         return _document_response(request, document_id)
-    user_id = actor_of(request).user_id
+    actor = actor_of(request)
     document = document_or_404(document_id)
 
     def rename(values: dict[str, str]) -> str:
-        renamed = services.document_rename(document_id=document_id, user_id=user_id, **values)
+        renamed = services.document_rename(document_id=document_id, actor=actor, **values)
         return f"Renamed {document.filename} to {renamed.filename}."
 
     def delete() -> str:
-        services.document_delete(document_id=document_id, user_id=user_id)
+        services.document_delete(document_id=document_id, actor=actor)
         return f"Deleted {document.filename}."
 
     return _manage(
@@ -243,15 +241,13 @@ def document_detail_page(request: HttpRequest, document_id: str) -> HttpResponse
 @identity_required
 @require_http_methods(["GET", "POST"])
 def chats_page(request: HttpRequest) -> HttpResponse:
-    user_id = actor_of(request).user_id
+    actor = actor_of(request)
     if request.method == "POST":
         title, collection_ids = request.POST.get("title", ""), request.POST.getlist("collection_ids")
-        chat = _attempt(
-            request, lambda: services.chat_create(user_id=user_id, title=title, collection_ids=collection_ids)
-        )
+        chat = _attempt(request, lambda: services.chat_create(actor=actor, title=title, collection_ids=collection_ids))
         return _see_other(reverse("kb-chat", args=[chat.id]) if chat else reverse("kb-chats"))
     context = {
-        "chats": selectors.chats_for_reader(actor=actor_of(request)),
+        "chats": selectors.chats_for_reader(actor=actor),
         "collections": selectors.collections_with_counts(),
         "people": {user.id: user for user in get_user_directory().all()},
     }
@@ -264,15 +260,15 @@ def chat_page(request: HttpRequest, chat_id: str) -> HttpResponse:
     """The chat as its owner or a reader sees it; the owner's rename and delete forms post here."""
     if request.method == "GET":
         return _chat_response(request, chat_id)
-    user_id = actor_of(request).user_id
-    title = chat_for_reader(chat_id, user_id).title
+    actor = actor_of(request)
+    title = chat_for_reader(chat_id, actor=actor).title
 
     def rename(values: dict[str, str]) -> str:
-        renamed = services.chat_rename(chat_id=chat_id, user_id=user_id, **values)
+        renamed = services.chat_rename(chat_id=chat_id, actor=actor, **values)
         return f"Renamed the chat to {renamed.title}."
 
     def delete() -> str:
-        services.chat_delete(chat_id=chat_id, user_id=user_id)
+        services.chat_delete(chat_id=chat_id, actor=actor)
         return f"Deleted the chat {title}."
 
     return _manage(
@@ -291,12 +287,12 @@ def chat_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 def _chat_response(
     request: HttpRequest, chat_id: str, refused: RefusedForm | None = None, status: int = 200
 ) -> HttpResponse:
-    user_id = actor_of(request).user_id
-    chat = selectors.chat_detail(chat=chat_for_reader(chat_id, user_id))
+    actor = actor_of(request)
+    chat = selectors.chat_detail(chat=chat_for_reader(chat_id, actor=actor))
     directory = get_user_directory().all()
     context = {
         "chat": chat,
-        "is_owner": chat.owner == user_id,
+        "is_owner": chat.owner == actor.user_id,
         "transcript": selectors.chat_transcript(messages=chat.messages),
         "people": {user.id: user for user in directory},
         "shareable": [user for user in directory if user.id != chat.owner and user.id not in chat.shared_with],
@@ -310,8 +306,8 @@ def _chat_response(
 @identity_required
 @require_POST
 def chat_copy_page(request: HttpRequest, chat_id: str) -> HttpResponse:
-    user_id, title = actor_of(request).user_id, request.POST.get("title", "")
-    copy = _attempt(request, lambda: services.chat_copy(chat_id=chat_id, user_id=user_id, title=title))
+    actor, title = actor_of(request), request.POST.get("title", "")
+    copy = _attempt(request, lambda: services.chat_copy(chat_id=chat_id, actor=actor, title=title))
     if copy is None:
         return _see_other(reverse("kb-chat", args=[chat_id]))
     messages.success(request, f"This is your copy, {copy.title}: ask your own questions here.")
@@ -321,8 +317,8 @@ def chat_copy_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 @identity_required
 @require_POST
 def chat_message_page(request: HttpRequest, chat_id: str) -> HttpResponse:
-    user_id, content = actor_of(request).user_id, request.POST.get("content", "")
-    exchange = _attempt(request, lambda: services.chat_message_send(chat_id=chat_id, user_id=user_id, content=content))
+    actor, content = actor_of(request), request.POST.get("content", "")
+    exchange = _attempt(request, lambda: services.chat_message_send(chat_id=chat_id, actor=actor, content=content))
     anchor = f"#msg-{exchange.answer.id}" if exchange else ""
     return _see_other(reverse("kb-chat", args=[chat_id]) + anchor)
 
@@ -330,8 +326,8 @@ def chat_message_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 @identity_required
 @require_POST
 def chat_share_page(request: HttpRequest, chat_id: str) -> HttpResponse:
-    user_id, wanted = actor_of(request).user_id, request.POST.getlist("user_ids")
-    shared_with = _attempt(request, lambda: services.chat_share(chat_id=chat_id, user_id=user_id, user_ids=wanted))
+    actor, wanted = actor_of(request), request.POST.getlist("user_ids")
+    shared_with = _attempt(request, lambda: services.chat_share(chat_id=chat_id, actor=actor, user_ids=wanted))
     if shared_with is not None and wanted:
         messages.success(request, f"Shared read-only with {', '.join(wanted)}.")
     return _see_other(reverse("kb-chat", args=[chat_id]))
@@ -340,10 +336,8 @@ def chat_share_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 @identity_required
 @require_POST
 def chat_unshare_page(request: HttpRequest, chat_id: str, user_id: str) -> HttpResponse:
-    owner_id = actor_of(request).user_id
-    done = _attempt(
-        request, lambda: services.chat_unshare(chat_id=chat_id, user_id=owner_id, reader_id=user_id) or True
-    )
+    owner = actor_of(request)
+    done = _attempt(request, lambda: services.chat_unshare(chat_id=chat_id, actor=owner, reader_id=user_id) or True)
     if done:
         messages.success(request, f"{user_id} can no longer read this chat.")
     return _see_other(reverse("kb-chat", args=[chat_id]))
@@ -352,9 +346,9 @@ def chat_unshare_page(request: HttpRequest, chat_id: str, user_id: str) -> HttpR
 @identity_required
 @require_POST
 def collection_writers_page(request: HttpRequest, collection_id: str) -> HttpResponse:
-    user_id, wanted = actor_of(request).user_id, request.POST.getlist("user_ids")
+    actor, wanted = actor_of(request), request.POST.getlist("user_ids")
     writers = _attempt(
-        request, lambda: services.collection_writers_add(collection_id=collection_id, user_id=user_id, user_ids=wanted)
+        request, lambda: services.collection_writers_add(collection_id=collection_id, actor=actor, user_ids=wanted)
     )
     if writers is not None:
         messages.success(request, f"{', '.join(wanted)} can now change this collection's documents.")
@@ -364,12 +358,11 @@ def collection_writers_page(request: HttpRequest, collection_id: str) -> HttpRes
 @identity_required
 @require_POST
 def collection_writer_remove_page(request: HttpRequest, collection_id: str, user_id: str) -> HttpResponse:
-    creator_id = actor_of(request).user_id
+    creator = actor_of(request)
     done = _attempt(
         request,
         lambda: (
-            services.collection_writer_remove(collection_id=collection_id, user_id=creator_id, writer_id=user_id)
-            or True
+            services.collection_writer_remove(collection_id=collection_id, actor=creator, writer_id=user_id) or True
         ),
     )
     if done:

@@ -67,10 +67,11 @@ def test_a_new_token_is_shown_once_and_a_revoke_asks_first(page_as, viewport):
 
 
 def test_a_reader_sees_who_writes_a_collection_and_the_creator_adds_them(page_as):
+    from collab.actor import Actor
     from knowledge import services
 
     # Given alice's collection
-    collection = services.collection_create(user_id="alice", name="Runbooks")
+    collection = services.collection_create(actor=Actor("alice"), name="Runbooks")
     # When bob opens it
     bob = page_as("bob")
     bob.goto(f"/kb/collections/{collection.id}/documents")

@@ -10,6 +10,7 @@ import threading
 import pytest
 from playwright.sync_api import expect
 
+from collab.actor import Actor
 from knowledge import services as knowledge_services
 from knowledge.ingest import ingest_document
 from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
@@ -81,9 +82,9 @@ def test_an_investigation_answer_links_its_sources_and_a_failing_model_is_said_i
     page_as, model_agent, settings
 ):
     # Given alice's investigation, a handbook, and a model that asks it, then cites [1]
-    collection = knowledge_services.collection_create(user_id="alice", name="Handbook")
+    collection = knowledge_services.collection_create(actor=Actor("alice"), name="Handbook")
     document = knowledge_services.document_upload(
-        collection_id=collection.id, user_id="alice", filename="quotas.md", content_type="text/markdown",
+        collection_id=collection.id, actor=Actor("alice"), filename="quotas.md", content_type="text/markdown",
         data=QUOTAS.encode(),
     )  # fmt: skip
     ingest_document(document_id=document.id, content_version=document.content_version, user_id="alice")

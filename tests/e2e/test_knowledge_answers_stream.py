@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from collab.actor import Actor
 from knowledge import services
 from knowledge.ingest import ingest_document
 from knowledge.models import KbChat, KbChatMessage
@@ -29,13 +30,13 @@ QUESTION = "How do I free capacity when a quota is hit?"
 def chat(settings: Any, llm_provider) -> KbChat:
     """Alice's empty chat over a one-document handbook, answered by the test server's model."""
     settings.WORKSPACE_LLM_TIMEOUT = 20.0
-    collection = services.collection_create(user_id="alice", name="Handbook")
+    collection = services.collection_create(actor=Actor("alice"), name="Handbook")
     document = services.document_upload(
-        collection_id=collection.id, user_id="alice", filename="quotas.md", content_type="text/markdown",
+        collection_id=collection.id, actor=Actor("alice"), filename="quotas.md", content_type="text/markdown",
         data=QUOTAS.encode(),
     )  # fmt: skip
     ingest_document(document_id=document.id, content_version=document.content_version, user_id="alice")
-    return services.chat_create(user_id="alice", title="Quota help", collection_ids=[collection.id])
+    return services.chat_create(actor=Actor("alice"), title="Quota help", collection_ids=[collection.id])
 
 
 def test_the_answer_shows_as_it_is_written_then_as_stored(page_as, chat: KbChat, llm_provider, viewport) -> None:

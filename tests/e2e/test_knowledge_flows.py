@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from collab.actor import Actor
 from knowledge import services
 from knowledge.ingest import ingest_document
 from knowledge.models import Collection, Document, KbChat, KbChatMessage
@@ -38,11 +39,11 @@ def tasks_run_inline(settings: Any) -> None:
 @pytest.fixture
 def handbook() -> Collection:
     collection = services.collection_create(
-        user_id="alice", name="Operations handbook", description="How the workspace runs."
+        actor=Actor("alice"), name="Operations handbook", description="How the workspace runs."
     )
     for filename, text in (("quotas.md", QUOTAS), ("sharing.md", SHARING)):
         document = services.document_upload(
-            collection_id=collection.id, user_id="alice", filename=filename, content_type="text/markdown",
+            collection_id=collection.id, actor=Actor("alice"), filename=filename, content_type="text/markdown",
             data=text.encode(),
         )  # fmt: skip
         ingest_document(document_id=document.id, content_version=document.content_version, user_id="alice")
@@ -52,9 +53,11 @@ def handbook() -> Collection:
 @pytest.fixture
 def answered_chat(handbook: Collection) -> KbChat:
     """Alice's chat with one extractive answer citing [1] and [2], shared read-only with bob."""
-    chat = services.chat_create(user_id="alice", title="Freeing quota", collection_ids=[handbook.id])
-    services.chat_message_send(chat_id=chat.id, user_id="alice", content="How do I free capacity when a quota is hit?")
-    services.chat_share(chat_id=chat.id, user_id="alice", user_ids=["bob"])
+    chat = services.chat_create(actor=Actor("alice"), title="Freeing quota", collection_ids=[handbook.id])
+    services.chat_message_send(
+        chat_id=chat.id, actor=Actor("alice"), content="How do I free capacity when a quota is hit?"
+    )
+    services.chat_share(chat_id=chat.id, actor=Actor("alice"), user_ids=["bob"])
     return chat
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from collab.actor import Actor
 from knowledge import services
 from knowledge.ingest import ingest_document
 from knowledge.models import Collection, KbChat
@@ -29,10 +30,10 @@ def tasks_run_inline(settings: Any) -> None:
 
 @pytest.fixture
 def handbook() -> Collection:
-    collection = services.collection_create(user_id="alice", name="Operations handbook")
+    collection = services.collection_create(actor=Actor("alice"), name="Operations handbook")
     document = services.document_upload(
         collection_id=collection.id,
-        user_id="alice",
+        actor=Actor("alice"),
         filename="quotas.md",
         content_type="text/markdown",
         data=QUOTAS.encode(),
@@ -43,7 +44,7 @@ def handbook() -> Collection:
 
 @pytest.fixture
 def chat(handbook: Collection) -> KbChat:
-    return services.chat_create(user_id="alice", title="Quota questions", collection_ids=[handbook.id])
+    return services.chat_create(actor=Actor("alice"), title="Quota questions", collection_ids=[handbook.id])
 
 
 def test_upload_a_document_then_see_its_chunks(page_as) -> None:
@@ -111,8 +112,8 @@ def test_share_a_chat_and_the_reader_sees_it_listed(page_as, chat: KbChat) -> No
 
 def test_shared_reader_gets_a_read_only_view_without_a_send_box(page_as, chat: KbChat) -> None:
     # Given alice's chat with one answered question, shared with bob
-    services.chat_message_send(chat_id=chat.id, user_id="alice", content="How do I free capacity?")
-    services.chat_share(chat_id=chat.id, user_id="alice", user_ids=["bob"])
+    services.chat_message_send(chat_id=chat.id, actor=Actor("alice"), content="How do I free capacity?")
+    services.chat_share(chat_id=chat.id, actor=Actor("alice"), user_ids=["bob"])
     reader = page_as("bob")
 
     # When bob opens it

@@ -61,11 +61,11 @@ def world(api_client_for) -> World:
     ws.item_update(item=notebook, actor=Actor("alice"), owner="carol")
     ws.item_handover_answer(item_id=notebook.pk, user_id="carol", accept=True)
     investigation = investigation_create(title="Outage", user_id="alice", members=["bob"]).item
-    collection = kb.collection_create(user_id="alice", name="Runbooks")
+    collection = kb.collection_create(actor=Actor("alice"), name="Runbooks")
     document = kb.document_upload(
-        collection_id=collection.id, user_id="alice", filename="a.md", content_type="text/markdown", data=b"# A\n"
+        collection_id=collection.id, actor=Actor("alice"), filename="a.md", content_type="text/markdown", data=b"# A\n"
     )
-    chat = kb.chat_create(user_id="alice", title="Questions", collection_ids=[collection.id])
+    chat = kb.chat_create(actor=Actor("alice"), title="Questions", collection_ids=[collection.id])
     KbChatShare.objects.create(chat=chat, user_id="dave")
     return World(
         notebook=notebook,

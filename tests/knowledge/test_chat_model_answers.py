@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from collab.actor import Actor
 from knowledge import services
 from knowledge.answers import Answer, Restart
 from knowledge.models import CitationEvent, CitationEventChunk, KbChat, KbChatMessage
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 QUESTION = "How do I free capacity when a quota limit is hit?"
 SSE = "text/event-stream"
-ASKED_BY_ALICE = {"user_id": "alice", "content": QUESTION}
+ASKED_BY_ALICE = {"actor": Actor("alice"), "content": QUESTION}
 
 
 def _events(response: Any) -> list[tuple[str, dict[str, Any]]]:

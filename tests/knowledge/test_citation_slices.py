@@ -8,11 +8,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from knowledge import services
 from knowledge.answers import Citation
 from knowledge.models import Chunk, CitationEvent, CitationEventChunk, CitationRollup, CitationTotal
 from knowledge.selectors import citation_counts_check
 from knowledge.services import citation_slices_close, citation_totals_rebuild, record_citations
+from knowledge.services import citations as citation_services
 
 pytestmark = pytest.mark.django_db
 
@@ -267,13 +267,13 @@ def test_a_slice_close_that_dies_halfway_changes_nothing(cited_document, alice_a
     collection, document_id, chunk_ids = cited_document
     _record(collection.id, document_id, [chunk_ids[:2]], message_id="msg_a")
     before = _counts(alice_api, collection.id, document_id)
-    add_closed_slice = services._add_closed_slice
+    add_closed_slice = citation_services._add_closed_slice
 
     def dies_after_adding(**bounds):
         add_closed_slice(**bounds)
         raise RuntimeError("killed halfway")
 
-    monkeypatch.setattr(services, "_add_closed_slice", dies_after_adding)
+    monkeypatch.setattr(citation_services, "_add_closed_slice", dies_after_adding)
 
     # When the worker closes the slice
     clock.advance(hours=1)
@@ -296,7 +296,7 @@ def test_a_rebuild_that_dies_halfway_keeps_the_totals(cited_document, alice_api,
     def dies(**bounds):
         raise RuntimeError("killed halfway")
 
-    monkeypatch.setattr(services, "_add_closed_slice", dies)
+    monkeypatch.setattr(citation_services, "_add_closed_slice", dies)
 
     # When the rebuild command runs
     with pytest.raises(RuntimeError):

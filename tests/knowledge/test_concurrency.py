@@ -9,6 +9,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 import pytest
 from django.db import connection, connections, transaction
 
+from collab.actor import Actor
 from knowledge import selectors, services
 from knowledge.answers import Citation
 from knowledge.ingest import ingest_document
@@ -42,7 +43,7 @@ def library(make_collection):
     for filename, text in HANDBOOK.items():
         document = services.document_upload(
             collection_id=collection.id,
-            user_id="alice",
+            actor=Actor("alice"),
             filename=filename,
             content_type="text/markdown",
             data=text.encode(),
@@ -54,11 +55,12 @@ def library(make_collection):
 def test_concurrent_answers_in_separate_chats_record_every_event(library):
     # Given the handbook and four of alice's chats over it
     chats = [
-        services.chat_create(user_id="alice", title=f"Chat {n}", collection_ids=[library.id]) for n in range(WORKERS)
+        services.chat_create(actor=Actor("alice"), title=f"Chat {n}", collection_ids=[library.id])
+        for n in range(WORKERS)
     ]
 
     def send(chat_id):
-        return services.chat_message_send(chat_id=chat_id, user_id="alice", content="quota sandbox sharing chat")
+        return services.chat_message_send(chat_id=chat_id, actor=Actor("alice"), content="quota sandbox sharing chat")
 
     # When one question is sent into each chat at the same moment
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
@@ -73,10 +75,10 @@ def test_concurrent_answers_in_separate_chats_record_every_event(library):
 
 def test_concurrent_answers_in_one_chat_are_numbered_in_turn(library):
     # Given alice's chat over the handbook
-    chat = services.chat_create(user_id="alice", title="Busy", collection_ids=[library.id])
+    chat = services.chat_create(actor=Actor("alice"), title="Busy", collection_ids=[library.id])
 
     def send(number):
-        return services.chat_message_send(chat_id=chat.id, user_id="alice", content=f"quota question {number}")
+        return services.chat_message_send(chat_id=chat.id, actor=Actor("alice"), content=f"quota question {number}")
 
     # When four questions are sent into it at the same moment
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.db import transaction
 from django_tasks_db.models import DBTaskResult
 
+from collab.actor import Actor
 from collab.errors import DomainError, TooLarge
 from knowledge import services
 from knowledge.answers import Citation
@@ -59,7 +60,11 @@ def test_an_upload_that_rolls_back_leaves_no_ingest_task(make_collection):
     @transaction.atomic
     def upload_then_die() -> None:
         services.document_upload(
-            collection_id=collection.id, user_id="alice", filename="notes.txt", content_type="text/plain", data=b"x"
+            collection_id=collection.id,
+            actor=Actor("alice"),
+            filename="notes.txt",
+            content_type="text/plain",
+            data=b"x",
         )
         raise RuntimeError("the request died")
 
@@ -224,7 +229,7 @@ def test_an_upload_past_the_limit_is_refused_having_read_one_byte_past_it(make_c
     # When she uploads it
     with pytest.raises(DomainError) as refused:
         services.document_upload(
-            collection_id=collection.id, user_id="alice", filename="big.txt", content_type="text/plain", data=file
+            collection_id=collection.id, actor=Actor("alice"), filename="big.txt", content_type="text/plain", data=file
         )
 
     # Then it is 413, at most 11 bytes were read, and nothing is stored
@@ -241,7 +246,7 @@ def test_an_upload_by_someone_who_may_not_write_is_refused_before_a_byte_is_read
     # When bob uploads it
     with pytest.raises(DomainError) as refused:
         services.document_upload(
-            collection_id=collection.id, user_id="bob", filename="notes.txt", content_type="text/plain", data=file
+            collection_id=collection.id, actor=Actor("bob"), filename="notes.txt", content_type="text/plain", data=file
         )
 
     # Then he is refused and the file was not read at all

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
+from collab.actor import Actor
 from knowledge.answers import NOTHING_FOUND, retrieve_passages
 from knowledge.demo import DOCS_DIR
 from knowledge.embeddings import EmbeddingError, get_embedder
@@ -208,7 +209,7 @@ def test_dense_search_sees_vectors_added_and_removed_since_its_cache_was_filled(
     assert found() == {"backups.md", "runbook.md", "snapshots.md"}
 
     # When a document is deleted / Then the next search no longer does
-    document_delete(document_id=collection.documents.get(filename="runbook.md").id, user_id="alice")
+    document_delete(document_id=collection.documents.get(filename="runbook.md").id, actor=Actor("alice"))
     assert found() == {"backups.md", "snapshots.md"}
 
 

@@ -13,6 +13,7 @@ import subprocess
 
 import pytest
 
+from collab.actor import Actor
 from knowledge import services
 from knowledge.ingest import ingest_document
 from knowledge.models import Chunk, Document
@@ -134,7 +135,7 @@ def test_a_reader_that_cannot_start_leaves_the_document_pending_for_the_next_att
     # Given a pending upload, and a machine that cannot start a process right now
     document = services.document_upload(
         collection_id=make_collection().id,
-        user_id="alice",
+        actor=Actor("alice"),
         filename="notes.txt",
         content_type="text/plain",
         data=b"Backups are kept.",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from collab.actor import Actor
 from knowledge.answers import retrieve_passages
 from knowledge.embeddings import get_embedder
 from knowledge.models import Chunk
@@ -133,7 +134,7 @@ def test_the_ivf_index_follows_uploads_reuploads_and_deletes(index_everything, m
     )
 
     # When a document is deleted / Then the next search no longer finds it
-    document_delete(document_id=collection.documents.get(filename="runbook.md").id, user_id="alice")
+    document_delete(document_id=collection.documents.get(filename="runbook.md").id, actor=Actor("alice"))
     assert found() == {"backups.md", "garden.md"}
 
 

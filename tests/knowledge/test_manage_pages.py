@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from collab.actor import Actor
 from knowledge.models import Collection, Document, KbChat, KbChatMessage
 
 pytestmark = pytest.mark.django_db
@@ -66,7 +67,7 @@ def test_a_writer_deleting_a_collection_is_told_only_its_creator_may(handbook, b
     # Given alice's handbook with bob as a writer
     from knowledge import services
 
-    services.collection_writers_add(collection_id=handbook.id, user_id="alice", user_ids=["bob"])
+    services.collection_writers_add(collection_id=handbook.id, actor=Actor("alice"), user_ids=["bob"])
 
     # When bob posts its delete form
     response = browser_for("bob").post(f"/kb/collections/{handbook.id}", {"intent": "delete"}, follow=True)

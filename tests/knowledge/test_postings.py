@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
+from collab.actor import Actor
 from knowledge import services
 from knowledge.chunking import ChunkText
 from knowledge.ingest import document_chunks_store
@@ -82,10 +83,10 @@ def test_postings_and_counts_follow_uploads_reuploads_and_deletes(make_collectio
 
     # When a document and then a whole collection are deleted
     runbook = Document.objects.get(collection=ops, filename="runbook.md")
-    services.document_delete(document_id=runbook.id, user_id="alice")
+    services.document_delete(document_id=runbook.id, actor=Actor("alice"))
     assert _postings(ops) == _postings_of_the_chunks(ops)
     assert _counts(ops) == _counts_of_the_chunks(ops)
-    services.collection_delete(collection_id=garden.id, user_id="alice")
+    services.collection_delete(collection_id=garden.id, actor=Actor("alice"))
 
     # Then the postings and counts are still exactly those of the chunks left, none of the deleted collection
     assert _postings(ops, garden) == _postings_of_the_chunks(ops, garden)
@@ -141,7 +142,7 @@ def test_two_ingests_of_one_collection_racing_both_count(make_collection):
     collection: Collection = make_collection("Ops")
     first, second = (
         services.document_upload(
-            collection_id=collection.id, user_id="alice", filename=name, content_type="text/plain", data=b"x"
+            collection_id=collection.id, actor=Actor("alice"), filename=name, content_type="text/plain", data=b"x"
         )
         for name in ("first.txt", "second.txt")
     )
@@ -183,4 +184,4 @@ def test_two_ingests_of_one_collection_racing_both_count(make_collection):
     assert _counts(collection) == _counts_of_the_chunks(collection)
     assert {(collection_id, chunks) for collection_id, chunks, _ in _counts(collection)} == {(collection.id, 6)}
     assert _postings(collection) == _postings_of_the_chunks(collection)
-    services.collection_delete(collection_id=collection.id, user_id="alice")  # leaves no rows behind
+    services.collection_delete(collection_id=collection.id, actor=Actor("alice"))  # leaves no rows behind

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
+from collab.actor import Actor
 from collab.errors import Conflict, DomainError
 from knowledge import services
 from knowledge.models import Collection, Document, KbChat
@@ -75,7 +76,7 @@ def _second_after_first(first: Callable[[], Any], second: Callable[[], Any]) -> 
 
 def _document(collection: Collection, filename: str) -> Document:
     return services.document_upload(
-        collection_id=collection.id, user_id="alice", filename=filename, content_type="text/markdown", data=b"# x"
+        collection_id=collection.id, actor=Actor("alice"), filename=filename, content_type="text/markdown", data=b"# x"
     )
 
 
@@ -86,8 +87,8 @@ def test_two_renames_to_one_name_at_once_refuse_the_second_with_409(make_collect
 
     # When both are renamed to x.md at the same moment
     outcome = _second_after_first(
-        lambda: services.document_rename(document_id=first.id, user_id="alice", filename="x.md"),
-        lambda: services.document_rename(document_id=second.id, user_id="alice", filename="x.md"),
+        lambda: services.document_rename(document_id=first.id, actor=Actor("alice"), filename="x.md"),
+        lambda: services.document_rename(document_id=second.id, actor=Actor("alice"), filename="x.md"),
     )
 
     # Then the second is told the name is taken, and each document keeps one name
@@ -103,7 +104,7 @@ def test_an_upload_meeting_a_rename_to_its_name_replaces_the_renamed_document(ma
 
     # When it is renamed to y.md while y.md is uploaded
     outcome = _second_after_first(
-        lambda: services.document_rename(document_id=renamed.id, user_id="alice", filename="y.md"),
+        lambda: services.document_rename(document_id=renamed.id, actor=Actor("alice"), filename="y.md"),
         lambda: _document(collection, "y.md"),
     )
 
@@ -116,12 +117,12 @@ def test_an_upload_meeting_a_rename_to_its_name_replaces_the_renamed_document(ma
 def test_copying_a_chat_while_its_collection_is_deleted_copies_it_without_the_collection(make_collection):
     # Given bob's chat over alice's collection
     collection = make_collection("Runbooks")
-    chat = services.chat_create(user_id="bob", title="Questions", collection_ids=[collection.id])
+    chat = services.chat_create(actor=Actor("bob"), title="Questions", collection_ids=[collection.id])
 
     # When bob copies the chat while alice deletes the collection
     outcome = _second_after_first(
-        lambda: services.collection_delete(collection_id=collection.id, user_id="alice"),
-        lambda: services.chat_copy(chat_id=chat.id, user_id="bob"),
+        lambda: services.collection_delete(collection_id=collection.id, actor=Actor("alice")),
+        lambda: services.chat_copy(chat_id=chat.id, actor=Actor("bob")),
     )
 
     # Then the copy is made, searching nothing, as the original now does
@@ -136,8 +137,8 @@ def test_starting_a_chat_while_its_collection_is_deleted_is_refused_naming_it(ma
 
     # When bob starts a chat over it while alice deletes it
     outcome = _second_after_first(
-        lambda: services.collection_delete(collection_id=collection.id, user_id="alice"),
-        lambda: services.chat_create(user_id="bob", title="Questions", collection_ids=[collection.id]),
+        lambda: services.collection_delete(collection_id=collection.id, actor=Actor("alice")),
+        lambda: services.chat_create(actor=Actor("bob"), title="Questions", collection_ids=[collection.id]),
     )
 
     # Then bob is told the collection does not exist, and no chat was made

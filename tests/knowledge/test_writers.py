@@ -8,6 +8,7 @@ from django.contrib.admin.utils import quote
 from django.urls import reverse
 from rest_framework.fields import DateTimeField
 
+from collab.actor import Actor
 from collab.errors import DomainError, Invalid
 from knowledge import services
 from knowledge.models import Chunk, CitationEvent, CollectionWriter, Document
@@ -248,7 +249,11 @@ def test_an_upload_named_with_control_characters_is_refused_and_nothing_stored(h
     # When a file whose name holds a control character is uploaded to it
     with pytest.raises(DomainError) as refused:
         services.document_upload(
-            collection_id=handbook.id, user_id="alice", filename=filename, content_type="text/plain", data=b"Some text."
+            collection_id=handbook.id,
+            actor=Actor("alice"),
+            filename=filename,
+            content_type="text/plain",
+            data=b"Some text.",
         )
     # Then it is 400 invalid_filename and no document is stored
     assert (type(refused.value), refused.value.error) == (Invalid, "invalid_filename")

@@ -92,10 +92,10 @@ def test_a_workflow_run_on_no_item_is_refused_as_invalid_not_as_a_400():
 
 def test_knowledge_refuses_a_stranger_with_a_domain_error():
     # Given alice's collection
-    collection = knowledge_services.collection_create(user_id="alice", name="Handbook")
+    collection = knowledge_services.collection_create(actor=Actor("alice"), name="Handbook")
     # When bob renames it outside HTTP / Then he is refused by kind, not by status
     with pytest.raises(DomainError) as refused:
-        knowledge_services.collection_rename(collection_id=collection.id, user_id="bob", name="Mine")
+        knowledge_services.collection_rename(collection_id=collection.id, actor=Actor("bob"), name="Mine")
     assert isinstance(refused.value, NotFound | Forbidden)
 
 
@@ -191,9 +191,9 @@ def test_a_task_stopped_by_a_domain_error_fails_naming_the_code_and_detail(monke
         raise Unavailable(error="search_unavailable", detail="The search index is down.")
 
     monkeypatch.setattr(ingest, "document_chunks_store", refuse)
-    collection = knowledge_services.collection_create(user_id="alice", name="Handbook")
+    collection = knowledge_services.collection_create(actor=Actor("alice"), name="Handbook")
     knowledge_services.document_upload(
-        collection_id=collection.id, user_id="alice", filename="a.txt", content_type="text/plain", data=b"Text."
+        collection_id=collection.id, actor=Actor("alice"), filename="a.txt", content_type="text/plain", data=b"Text."
     )
 
     # When the worker runs it

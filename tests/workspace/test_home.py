@@ -8,6 +8,7 @@ import pytest
 from django.test import Client
 
 from collab import clock
+from collab.actor import Actor
 from knowledge import services as knowledge_services
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from tests.factories import make_notification
@@ -58,7 +59,7 @@ def test_home_lists_chats_others_shared_with_me_but_not_my_own(
     collection = make_collection()
     shared = make_chat(collection, owner="bob", title="Freeing quota")
     with django_capture_on_commit_callbacks(execute=True):
-        knowledge_services.chat_share(chat_id=shared.pk, user_id="bob", user_ids=["alice"])
+        knowledge_services.chat_share(chat_id=shared.pk, actor=Actor("bob"), user_ids=["alice"])
     make_chat(collection, owner="alice", title="My own questions")
 
     # When alice opens the home page
@@ -127,7 +128,7 @@ def test_home_costs_the_same_queries_however_much_a_person_holds(
         make_item(title=f"item {number}", created_by="alice")
     for number in range(20):
         chat = make_chat(collection, owner="bob", title=f"chat {number}")
-        knowledge_services.chat_share(chat_id=chat.pk, user_id="bob", user_ids=["alice"])
+        knowledge_services.chat_share(chat_id=chat.pk, actor=Actor("bob"), user_ids=["alice"])
     for number in range(60):
         make_notification(title=f"note {number}", read=number % 2 == 0)
 

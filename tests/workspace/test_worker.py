@@ -9,6 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django_tasks_db.models import DBTaskResult, get_date_max
 
+from collab.actor import Actor
 from collab.background import retry_delay
 from knowledge import ingest, services
 from knowledge.models import Collection, Document
@@ -27,14 +28,18 @@ def worker(clock) -> WorkerIdentity:
 
 @pytest.fixture
 def collection(db: None) -> Collection:
-    return services.collection_create(user_id="alice", name="Handbook")
+    return services.collection_create(actor=Actor("alice"), name="Handbook")
 
 
 @pytest.fixture
 def pending_document(collection: Collection) -> Document:
     """An uploaded document whose ingest task is queued."""
     return services.document_upload(
-        collection_id=collection.id, user_id="alice", filename="notes.txt", content_type="text/plain", data=b"Quotas."
+        collection_id=collection.id,
+        actor=Actor("alice"),
+        filename="notes.txt",
+        content_type="text/plain",
+        data=b"Quotas.",
     )
 
 

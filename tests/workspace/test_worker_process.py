@@ -19,10 +19,11 @@ from bench.live import REPO, close_sandboxes, run_django, wait_for
 DEADLINE_SECONDS = 60
 
 QUEUE_AN_UPLOAD = """
+from collab.actor import Actor
 from knowledge import services
-collection = services.collection_create(user_id="alice", name="Handbook")
+collection = services.collection_create(actor=Actor("alice"), name="Handbook")
 document = services.document_upload(
-    collection_id=collection.id, user_id="alice", filename="notes.txt", content_type="text/plain",
+    collection_id=collection.id, actor=Actor("alice"), filename="notes.txt", content_type="text/plain",
     data=b"Quotas are per person.",
 )
 print(document.id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django_tasks_db.models import DBTaskResult
 
+from collab.actor import Actor
 from knowledge import services
 from knowledge.tasks import ingest_document_task
 from workspace.worker import WorkerIdentity, beat, claim_next, orphans_requeue
@@ -28,10 +29,10 @@ def _queue_run(window: str, user_id: str | None = "alice") -> str:
 
 
 def _queue_ingest() -> None:
-    collection = services.collection_create(user_id="bob", name="Notes")
+    collection = services.collection_create(actor=Actor("bob"), name="Notes")
     services.document_upload(
         collection_id=collection.id,
-        user_id="bob",
+        actor=Actor("bob"),
         filename="a.txt",
         content_type="text/plain",
         data=b"26 bytes of a small note.",
