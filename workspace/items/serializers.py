@@ -61,7 +61,7 @@ class ItemOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     app = serializers.CharField(source="app_slug")
     title = serializers.CharField()
-    owner = serializers.CharField(source="debtor", help_text="The quota debtor; permissions follow created_by.")
+    owner = serializers.CharField(source="payer", help_text="The quota debtor; permissions follow created_by.")
     pending_owner = BlankAsNullField(help_text="Asked to pay for the item; `owner` becomes them once they accept.")
     created_by = serializers.CharField()
     updated_by = serializers.CharField()

@@ -19,7 +19,7 @@ from collab.identity import unknown_user_ids
 from quotas import ledger
 from workspace.items import filebatch, filestore, volumes
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.models import ExecSlot, Item, RunningExec
+from workspace.items.models import ExecSlot, Item, RunningExec, payer_of
 from workspace.items.sandboxes import lifecycle, running
 from workspace.items.sandboxes.base import Command, CommandInvalid, validate_command
 
@@ -41,8 +41,8 @@ def _bill_to(item: Item, *, owner: str, actor: Actor) -> list[str]:
     wanted = checked_owner(owner) or item.created_by
     user_id = actor.user_id
     before = (item.owner, item.pending_owner, item.pending_owner_requested_by)
-    if actor.is_staff or wanted == user_id or wanted == item.debtor:
-        if wanted != item.debtor:
+    if actor.is_staff or wanted == user_id or wanted == item.payer:
+        if wanted != item.payer:
             _payer_named(item, payer=wanted, named_by=user_id, assigned=wanted != user_id)
         item.owner = wanted
         item.pending_owner = item.pending_owner_requested_by = ""
@@ -164,7 +164,7 @@ def item_bill_return(*, item_id: int, actor: Actor) -> Item:
     for until it closes."""
     user_id, is_staff = actor.user_id, actor.is_staff
     item = Item.objects.select_for_update().filter(pk=item_id).first() if user_id and is_row_id(item_id) else None
-    if item is None or item.debtor == item.created_by or not (is_staff or user_id in (item.owner, item.created_by)):
+    if item is None or item.payer == item.created_by or not (is_staff or user_id in (item.owner, item.created_by)):
         raise NotFound(error="no_handover", detail=f"There is no handover of item {item_id} for you to end.")
     item.owner = item.created_by
     _payer_named(item, payer=item.created_by, named_by=user_id, assigned=False)
@@ -174,7 +174,7 @@ def item_bill_return(*, item_id: int, actor: Actor) -> Item:
 
 
 def workspace_ref(item: Item) -> filestore.WorkspaceRef:
-    return filestore.WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner=item.debtor, title=item.title)
+    return filestore.WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner=item.payer, title=item.title)
 
 
 def file_write(*, item: Item, path: str, chunks: Iterable[bytes]) -> filestore.FileChange:
@@ -405,7 +405,7 @@ def workspaces_sweep() -> int:
     left from an earlier owner who had a limit is forgotten.
     """
     rows = [
-        (str(pk), slug, owner or creator)
+        (str(pk), slug, payer_of(owner=owner, creator=creator))
         for pk, slug, owner, creator in Item.objects.order_by("pk").values_list("pk", "app_slug", "owner", "created_by")
     ]
     tracked = ledger.owners_with_disk_limit({owner for _, _, owner in rows})

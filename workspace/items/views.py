@@ -328,7 +328,7 @@ class HandoverAnswerApi(ServiceApiView):
     @extend_schema(request=None, responses={200: HandoverAnswerOutputSerializer, **_ERRORS})
     def post(self, request: Request, item_id: int) -> Response:
         item = services.item_handover_answer(item_id=item_id, user_id=actor_of(request).user_id, accept=self.accept)
-        answer = {"item_id": item.pk, "owner": item.debtor, "accepted": self.accept}
+        answer = {"item_id": item.pk, "owner": item.payer, "accepted": self.accept}
         return Response(HandoverAnswerOutputSerializer(answer).data)
 
 
@@ -347,4 +347,4 @@ class HandoverReturnApi(ServiceApiView):
     )
     def post(self, request: Request, item_id: int) -> Response:
         item = services.item_bill_return(item_id=item_id, actor=actor_of(request))
-        return Response(HandoverReturnOutputSerializer({"item_id": item.pk, "owner": item.debtor}).data)
+        return Response(HandoverReturnOutputSerializer({"item_id": item.pk, "owner": item.payer}).data)

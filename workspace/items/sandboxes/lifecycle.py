@@ -131,7 +131,7 @@ def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
     # closed refuses the open (503) rather than let more run than the limit.
     for stale in ledger.open_rows_of_item(item.pk).filter(lease_expires_at__lte=clock.now()):
         _shut_down(stale, reason=Reason.EXPIRED, strict=True)
-    for stale in ledger.expired_rows_of_owner(item.debtor):
+    for stale in ledger.expired_rows_of_owner(item.payer):
         _shut_down(stale, reason=Reason.EXPIRED, strict=True)
     backend = default_backend()
     admission = before_sandbox_open(item=item, app=app, backend=backend.name)
@@ -325,7 +325,7 @@ def _hold_growth(item: Item, directory: Path, used: int | None = None) -> None:
     if not volumes.is_bounded(directory):
         return
     size = volumes.used_bytes(directory) if used is None else used
-    headroom = owner_disk_headroom(owner=item.debtor, item_id=str(item.pk), item_bytes=size)
+    headroom = owner_disk_headroom(owner=item.payer, item_id=str(item.pk), item_bytes=size)
     volumes.ballast_set(directory, None if headroom is None else max(0, headroom))
 
 
@@ -337,7 +337,7 @@ def _account_disk(item: Item, app: AppDescriptor, activity: SandboxActivity) -> 
     """
     directory = workspace_dir(item.pk)
     limit = app.resources.disk_bytes or 0
-    owner = item.debtor
+    owner = item.payer
     tracked = limits_for(owner).disk is not None
     bounded = volumes.is_bounded(directory)
     if not tracked and (bounded or not limit):
