@@ -73,7 +73,7 @@ def test_the_payer_frees_disk_in_an_item_she_did_not_create(page_as, alices_note
     page.click("[data-testid=hand-back]")
     # Then My resources says alice pays again
     page.wait_for_selector("text=alice pays for Alice's experiments again.")
-    assert Item.objects.get(pk=item.pk).debtor == "alice"
+    assert Item.objects.get(pk=item.pk).payer == "alice"
 
 
 def test_staff_assigning_a_bill_leaves_the_payer_a_record(settings, page_as, make_notebook, viewport):

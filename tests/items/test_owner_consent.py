@@ -118,7 +118,7 @@ def test_a_member_of_an_investigation_cannot_move_its_bill(api_client_for):
     # Then both are refused and alice still pays
     assert answers == [403, 403]
     item.refresh_from_db()
-    assert (item.debtor, item.pending_owner) == ("alice", "")
+    assert (item.payer, item.pending_owner) == ("alice", "")
 
 
 def test_the_handover_page_answers_with_the_sites_messages(bob_api, api_client_for):
