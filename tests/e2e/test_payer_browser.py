@@ -28,7 +28,7 @@ def alices_notebook_carol_pays_for(make_notebook) -> Item:
         "Alice's experiments", owner="alice", files={"logs/run.log": b"x" * 12288, "notes.txt": b"n" * 4096}
     )
     services.item_update(item=item, actor=Actor("alice"), owner="carol")
-    services.item_handover_answer(item_id=item.pk, user_id="carol", accept=True)
+    services.item_handover_answer(item_id=item.pk, actor=Actor("carol"), accept=True)
     services.workspaces_sweep()
     return item
 

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from collab.actor import Actor
 from collab.models import Notification
 from knowledge import services as knowledge_services
 from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
@@ -40,7 +41,7 @@ def bobs_world(make_notebook):
     """bob with two notebooks, an investigation, a chat alice shared with him, and notifications."""
     make_notebook("Capacity planning", owner="bob")
     make_notebook("Scratch with a rather long title that has to wrap on a phone", owner="bob")
-    investigation = investigation_services.investigation_create(title="Disk alerts on node 4", user_id="bob")
+    investigation = investigation_services.investigation_create(title="Disk alerts on node 4", actor=Actor("bob"))
     collection = knowledge_services.collection_create(user_id="alice", name="Operations handbook")
     chat = knowledge_services.chat_create(user_id="alice", title="Freeing quota", collection_ids=[collection.id])
     knowledge_services.chat_share(chat_id=chat.id, user_id="alice", user_ids=["bob"])

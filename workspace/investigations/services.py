@@ -64,15 +64,16 @@ def _members_add(investigation: Investigation, user_ids: Sequence[str], *, by: s
 
 
 @transaction.atomic
-def investigation_create(*, title: str, user_id: str, members: Sequence[str] = ()) -> Investigation:
-    """A new `rca` item and its investigation; the creator is the owner, `members` join at once."""
+def investigation_create(*, title: str, actor: Actor, members: Sequence[str] = ()) -> Investigation:
+    """A new `rca` item and its investigation, created by `actor` (who pays for it too); `members`
+    join at once."""
     title = item_services.checked_title(title, noun="An investigation")
     known = _known_user_ids(members)
-    item = item_services.item_create(app=app_or_404(INVESTIGATION_APP), title=title, actor=Actor(user_id))
+    item = item_services.item_create(app=app_or_404(INVESTIGATION_APP), title=title, actor=actor)
     investigation = Investigation(item=item)
-    investigation.stamp_created(user_id)
+    investigation.stamp_created(actor.user_id)
     investigation.save(force_insert=True)
-    _members_add(investigation, known, by=user_id)
+    _members_add(investigation, known, by=actor.user_id)
     return investigation
 
 
@@ -122,13 +123,14 @@ def _mention(
 
 
 @transaction.atomic
-def mention_create(*, investigation_id: int, user_id: str, user_ids: Sequence[str], note: str = "") -> ItemMessage:
-    """A person mentions colleagues: one `mention` message, one notification each; the agent stays idle.
+def mention_create(*, investigation_id: int, actor: Actor, user_ids: Sequence[str], note: str = "") -> ItemMessage:
+    """A participant mentions colleagues: one `mention` message, one notification each; the agent
+    stays idle.
 
     Allowed whatever the status: a closed investigation may still need someone's eyes.
     """
-    investigation = investigation_for_member(investigation_id, user_id, lock=True)
-    return _mention(investigation, user_ids, note, user_id)
+    investigation = investigation_for_member(investigation_id, actor.user_id, lock=True)
+    return _mention(investigation, user_ids, note, actor.user_id)
 
 
 @transaction.atomic
@@ -177,12 +179,12 @@ def _move(investigation: Investigation, status: str, actor: str | None, asked_by
 
 
 @transaction.atomic
-def status_change(*, investigation_id: int, user_id: str, status: str) -> Investigation:
-    """Any move except into the current status; owner and members hear of it, the mover does not.
+def status_change(*, investigation_id: int, actor: Actor, status: str) -> Investigation:
+    """Any move except into the current status; creator and members hear of it, the mover does not.
 
     The row is locked so two concurrent moves are judged one after the other.
     """
-    return _move(investigation_for_member(investigation_id, user_id, lock=True), status, user_id)
+    return _move(investigation_for_member(investigation_id, actor.user_id, lock=True), status, actor.user_id)
 
 
 @transaction.atomic

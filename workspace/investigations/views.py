@@ -45,7 +45,7 @@ class InvestigationListCreateApi(ServiceApiView):
     def post(self, request: Request) -> Response:
         body = InvestigationCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        investigation = services.investigation_create(user_id=actor_of(request).user_id, **body.validated_data)
+        investigation = services.investigation_create(actor=actor_of(request), **body.validated_data)
         detail = _detail(investigation.pk, actor_of(request).user_id)
         return created(detail, url_name="investigation", investigation_id=investigation.pk)
 
@@ -84,7 +84,7 @@ class InvestigationMentionsApi(ServiceApiView):
         body = InvestigationMentionInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         message = services.mention_create(
-            investigation_id=investigation_id, user_id=actor_of(request).user_id, **body.validated_data
+            investigation_id=investigation_id, actor=actor_of(request), **body.validated_data
         )
         return Response(ChatMessageOutputSerializer(message).data, status=201)
 
@@ -98,6 +98,6 @@ class InvestigationStatusApi(ServiceApiView):
         body = InvestigationStatusInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         investigation = services.status_change(
-            investigation_id=investigation_id, user_id=actor_of(request).user_id, status=body.validated_data["status"]
+            investigation_id=investigation_id, actor=actor_of(request), status=body.validated_data["status"]
         )
         return Response(InvestigationOutputSerializer(investigation).data)

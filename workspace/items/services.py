@@ -129,10 +129,11 @@ def items_delete(*, item_ids: Sequence[int]) -> int:
 
 
 @transaction.atomic
-def item_handover_answer(*, item_id: int, user_id: str, accept: bool) -> Item:
+def item_handover_answer(*, item_id: int, actor: Actor, accept: bool) -> Item:
     """The addressee of a handover accepts (they pay from now on) or declines (nothing changes
-    but the request, which goes). Anyone else, or no waiting handover, is 404."""
-    in_range = is_row_id(item_id)
+    but the request, which goes). Anyone else, or no waiting handover, is 404: staff too, since
+    nobody pays without their own consent."""
+    user_id, in_range = actor.user_id, is_row_id(item_id)
     item = (
         Item.objects.select_for_update().filter(pk=item_id, pending_owner=user_id).first()
         if user_id and in_range
@@ -308,10 +309,10 @@ def exec_slot_held(*, user_id: str, seconds: float) -> Iterator[None]:
 
 
 def item_exec(
-    *, item: Item, app: AppDescriptor, command: Any, user_id: str | None, timeout: float | None = None
+    *, item: Item, app: AppDescriptor, command: Any, actor: Actor | None, timeout: float | None = None
 ) -> lifecycle.ExecOutcome:
     """Runs `command` in the item's sandbox, opening one through admission when none is live, in
-    one of `user_id`'s command slots (429 when they have none left); None when the caller holds
+    one of `actor`'s command slots (429 when they have none left); None when the caller holds
     the person's slot already (an agent turn, which took one for the whole turn). Run for a
     person, it is listed while it runs, and they (or staff) may stop it (`item_exec_stop`).
 
@@ -319,9 +320,9 @@ def item_exec(
     their own, so a crash mid-command leaves the sandbox counted only until its lease runs out.
     """
     valid, seconds = _valid_command(command), exec_timeout(timeout)
-    if user_id is None:
+    if actor is None:
         return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=seconds)
-    slot = _SlotHeld(exec_slot_take(user_id=user_id, seconds=seconds))
+    slot = _SlotHeld(exec_slot_take(user_id=actor.user_id, seconds=seconds))
     try:
         return lifecycle.sandbox_exec(
             item=item,
@@ -329,7 +330,7 @@ def item_exec(
             command=valid,
             timeout=seconds,
             exec_id=running.new_exec_id(),
-            requested_by=user_id,
+            requested_by=actor.user_id,
             when_ended=slot.release,
         )
     finally:
@@ -337,7 +338,7 @@ def item_exec(
 
 
 def item_exec_streaming(
-    *, item: Item, app: AppDescriptor, command: Any, user_id: str, timeout: float | None = None
+    *, item: Item, app: AppDescriptor, command: Any, actor: Actor, timeout: float | None = None
 ) -> Iterator[lifecycle.ExecStarted | tuple[str, bytes] | lifecycle.ExecOutcome]:
     """`item_exec` as it happens. The command, the timeout, the person's command slots and the
     quota gate are checked (and the sandbox opened) before this returns, so their refusals come
@@ -346,7 +347,7 @@ def item_exec_streaming(
     with the outcome. The slot is given back when the iterator ends or is closed (the client
     went away)."""
     valid, seconds = _valid_command(command), exec_timeout(timeout)
-    slot = _SlotHeld(exec_slot_take(user_id=user_id, seconds=seconds))
+    slot = _SlotHeld(exec_slot_take(user_id=actor.user_id, seconds=seconds))
     try:
         activity, opened = ready = lifecycle.sandbox_for_item(item=item, app=app)
     except BaseException:
@@ -361,7 +362,7 @@ def item_exec_streaming(
         timeout=seconds,
         ready=ready,
         exec_id=exec_id,
-        requested_by=user_id,
+        requested_by=actor.user_id,
         when_ended=slot.release,
     )
     return exec_slot_released_after(itertools.chain([started], events), slot)
@@ -392,9 +393,9 @@ def exec_slot_released_after(events: Iterator[Any], slot: ExecSlot | _SlotHeld |
             exec_slot_release(slot)
 
 
-def item_sandbox_close(*, item: Item, user_id: str) -> int:
-    """Shuts the item's sandbox down for `user_id`, whom a command it stops names as the closer."""
-    return lifecycle.sandbox_close(item=item, closed_by=user_id)
+def item_sandbox_close(*, item: Item, actor: Actor) -> int:
+    """Shuts the item's sandbox down for `actor`, whom a command it stops names as the closer."""
+    return lifecycle.sandbox_close(item=item, closed_by=actor.user_id)
 
 
 def workspaces_sweep() -> int:
