@@ -14,10 +14,10 @@ from django.conf import settings
 from django.db import transaction
 
 from collab import clock
-from collab.actor import Actor
+from collab.actor import Actor, actor_now
 from collab.converters import is_row_id
 from collab.errors import Conflict, Forbidden, Invalid, NotFound
-from collab.identity import mock_identity_enabled, standing_of
+from collab.identity import mock_identity_enabled
 from collab.models import ApiToken
 
 TOKEN_PREFIX = "wst_"
@@ -97,15 +97,9 @@ def tokens_of(*, actor: Actor) -> list[ApiToken]:
     return list(ApiToken.objects.filter(created_by=actor.user_id).order_by("-id")[:200])
 
 
-@dataclass(frozen=True)
-class TokenHolder:
-    user_id: str
-    is_staff: bool
-
-
 @dataclass
 class _Remembered:
-    holder: TokenHolder
+    holder: Actor
     token_id: int
     last_used_at: datetime | None
     until: float  # time.monotonic()
@@ -148,7 +142,7 @@ def forget_holders_of_changed_user(**_signal: object) -> None:
     forget_token_holders()
 
 
-def token_holder(token: str) -> TokenHolder | None:
+def token_holder(token: str) -> Actor | None:
     """Who a presented token acts for, or None (unknown, revoked, or its owner left): one indexed
     lookup, plus the owner's standing, read now so a demoted or removed owner loses access; both
     remembered WORKSPACE_IDENTITY_CACHE_SECONDS in this process."""
@@ -157,22 +151,20 @@ def token_holder(token: str) -> TokenHolder | None:
     key = _hash(token)
     remembered = _holders.get(key)
     if remembered is not None and remembered.until > time.monotonic():
-        holder = remembered.holder
+        holder: Actor | None = remembered.holder
         if mock_identity_enabled():
             # The mock directory and its staff list are settings, read in memory: always fresh.
-            standing = standing_of(holder.user_id)
-            if not standing.active:
+            holder = actor_now(remembered.holder.user_id)
+            if holder is None:
                 return None
-            holder = TokenHolder(user_id=holder.user_id, is_staff=standing.is_staff)
         _note_use(remembered.token_id, remembered)
         return holder
     row = ApiToken.objects.filter(key_hash=key, revoked_at__isnull=True).first()
     if row is None:
         return None
-    standing = standing_of(row.created_by)
-    if not standing.active:
+    holder = actor_now(row.created_by)
+    if holder is None:
         return None
-    holder = TokenHolder(user_id=row.created_by, is_staff=standing.is_staff)
     remembered = _Remembered(holder, row.pk, row.last_used_at, 0.0)
     _note_use(row.pk, remembered)
     seconds = settings.WORKSPACE_IDENTITY_CACHE_SECONDS
