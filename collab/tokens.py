@@ -1,4 +1,4 @@
-"""Personal API tokens: created, listed and revoked by their owner; stored hashed (issue 12.6)."""
+"""Personal API tokens: created, listed and revoked by their creator; stored hashed (issue 12.6)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def _hash(token: str) -> str:
 
 @dataclass(frozen=True)
 class IssuedToken:
-    """The only moment the token itself exists outside its owner's hands."""
+    """The only moment the token itself exists outside its creator's hands."""
 
     row: ApiToken
     token: str
@@ -143,8 +143,8 @@ def forget_holders_of_changed_user(**_signal: object) -> None:
 
 
 def token_holder(token: str) -> Actor | None:
-    """Who a presented token acts for, or None (unknown, revoked, or its owner left): one indexed
-    lookup, plus the owner's standing, read now so a demoted or removed owner loses access; both
+    """Who a presented token acts for, or None (unknown, revoked, or its creator left): one indexed
+    lookup, plus its creator's standing, read now so a demoted or removed creator loses access; both
     remembered WORKSPACE_IDENTITY_CACHE_SECONDS in this process."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None

@@ -27,7 +27,7 @@ def alices_notebook_carol_pays_for(make_notebook) -> Item:
     item = make_notebook(
         "Alice's experiments", owner="alice", files={"logs/run.log": b"x" * 12288, "notes.txt": b"n" * 4096}
     )
-    services.item_update(item=item, actor=Actor("alice"), owner="carol")
+    services.item_update(item=item, actor=Actor("alice"), payer="carol")
     services.item_handover_answer(item_id=item.pk, actor=Actor("carol"), accept=True)
     services.workspaces_sweep()
     return item
@@ -80,7 +80,7 @@ def test_staff_assigning_a_bill_leaves_the_payer_a_record(settings, page_as, mak
     # Given dave is staff and assigned alice's notebook to carol without asking
     settings.WORKSPACE_MOCK_STAFF = ["dave"]
     item = make_notebook("Quarterly numbers", owner="alice")
-    services.item_update(item=item, actor=Actor("dave", is_staff=True), owner="carol")
+    services.item_update(item=item, actor=Actor("dave", is_staff=True), payer="carol")
     # When carol opens My resources
     page = page_as("carol", viewport=viewport)
     page.goto("/my-resources")

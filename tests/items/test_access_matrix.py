@@ -58,7 +58,7 @@ def world(api_client_for) -> World:
     notebook.save()
     workspace_dir(notebook.pk).mkdir(parents=True, exist_ok=True)
     (workspace_dir(notebook.pk) / "secret.txt").write_text("alice only")
-    ws.item_update(item=notebook, actor=Actor("alice"), owner="carol")
+    ws.item_update(item=notebook, actor=Actor("alice"), payer="carol")
     ws.item_handover_answer(item_id=notebook.pk, actor=Actor("carol"), accept=True)
     investigation = investigation_create(title="Outage", actor=Actor("alice"), members=["bob"]).item
     collection = kb.collection_create(user_id="alice", name="Runbooks")

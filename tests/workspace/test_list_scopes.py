@@ -107,9 +107,9 @@ NOT_LISTS = {
     "collab.inbox_state",
     "collab.unread_count",
     "quotas.resources_at_a_glance",
-    "quotas.owner_sandbox_usage",
-    "quotas.owner_disk_bytes",
-    "quotas.owner_live_sandbox_exists",
+    "quotas.payer_sandbox_usage",
+    "quotas.payer_disk_bytes",
+    "quotas.payer_live_sandbox_exists",
     "quotas.override_of_user",
     "workflows.items_for_viewer",
     "workflows.revision_comparison",
@@ -171,8 +171,8 @@ def test_a_stranger_cannot_list_the_revisions_of_alices_workflow(alices: Alices)
 
 
 def test_every_list_selector_is_in_the_table() -> None:
-    # Given the selector modules' public functions that take a person (an actor, a user id, an owner)
-    people = {"actor", "user_id", "owner"}
+    # Given the selector modules' public functions that take a person (an actor, a user id, a payer or creator)
+    people = {"actor", "user_id", "owner", "payer", "creator"}
     found = {
         f"{label}.{name}"
         for label, module in MODULES

@@ -14,7 +14,7 @@ DEMO_INVESTIGATION = "Checkout latency spike"
 def load_investigation(say: Callable[[str], None]) -> None:
     if Investigation.objects.filter(item__created_by="alice", item__title=DEMO_INVESTIGATION).exists():
         return
-    # carol is added as well as mentioned: a mention notifies, only the owner adds members.
+    # carol is added as well as mentioned: a mention notifies, only the creator adds members.
     investigation = investigation_services.investigation_create(
         title=DEMO_INVESTIGATION, actor=Actor("alice"), members=["bob", "carol"]
     )

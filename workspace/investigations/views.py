@@ -13,7 +13,7 @@ from collab.api import ServiceApiView, created, location_header
 from collab.serializers import ErrorOutputSerializer
 from workspace.agent.serializers import ChatMessageOutputSerializer
 from workspace.investigations import selectors, services
-from workspace.investigations.access import investigation_for_member, investigation_for_owner
+from workspace.investigations.access import investigation_for_creator, investigation_for_member
 from workspace.investigations.serializers import (
     InvestigationCreateInputSerializer,
     InvestigationDetailOutputSerializer,
@@ -65,7 +65,7 @@ class InvestigationMembersApi(ServiceApiView):
     )
     def post(self, request: Request, investigation_id: int) -> Response:
         # Who may add is checked before the body, so a stranger learns nothing from a 400.
-        investigation_for_owner(investigation_id, actor=actor_of(request), action="add members")
+        investigation_for_creator(investigation_id, actor=actor_of(request), action="add members")
         body = InvestigationMembersInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         investigation = services.members_add(

@@ -93,7 +93,7 @@ def items_page(request: HttpRequest, slug: str) -> HttpResponse:
             item = services.item_create(
                 app=app,
                 title=request.POST.get("title", ""),
-                owner=request.POST.get("owner", ""),
+                payer=request.POST.get("owner", ""),
                 actor=actor_of(request),
             )
         except DomainError as exc:
@@ -177,7 +177,7 @@ def _item_update(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
         item=item,
         actor=actor_of(request),
         title=request.POST.get("title") or None,
-        owner=request.POST.get("owner"),
+        payer=request.POST.get("owner"),
     )
     messages.success(request, f"Saved.{_handover_note(item)}")
     return HttpResponseRedirect(_item_url(slug, item_id))

@@ -74,7 +74,7 @@ def item_facts(item_id: str) -> ItemFacts | None:
     if not item_id.isdigit():
         return None
     row = Item.objects.filter(pk=int(item_id)).values_list("app_slug", "owner", "created_by").first()
-    return None if row is None else ItemFacts(app_slug=row[0], owner=payer_of(owner=row[1], creator=row[2]))
+    return None if row is None else ItemFacts(app_slug=row[0], payer=payer_of(owner=row[1], creator=row[2]))
 
 
 def pending_handovers(*, user_id: str) -> list[Handover]:

@@ -27,12 +27,13 @@ class WorkspaceAppOutputSerializer(serializers.Serializer):
 
 class ItemCreateInputSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=200, allow_blank=False, trim_whitespace=True)
-    owner = serializers.CharField(max_length=150, required=False, allow_blank=True, default="")
+    # The spec's field name; the services call the billed person the payer.
+    owner = serializers.CharField(max_length=150, required=False, allow_blank=True, default="", source="payer")
 
 
 class ItemUpdateInputSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=200, required=False, allow_blank=False)
-    owner = serializers.CharField(max_length=150, required=False, allow_blank=True)
+    owner = serializers.CharField(max_length=150, required=False, allow_blank=True, source="payer")
 
 
 class ItemListQuerySerializer(serializers.Serializer):

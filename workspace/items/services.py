@@ -24,21 +24,21 @@ from workspace.items.sandboxes import lifecycle, running
 from workspace.items.sandboxes.base import Command, CommandInvalid, validate_command
 
 
-def checked_owner(owner: str) -> str:
-    owner = owner.strip()
-    if owner and unknown_user_ids([owner]):
-        raise Invalid(error="unknown_user", detail=f"{owner!r} is not in the user directory.")
-    return owner
+def checked_payer(payer: str) -> str:
+    payer = payer.strip()
+    if payer and unknown_user_ids([payer]):
+        raise Invalid(error="unknown_user", detail=f"{payer!r} is not in the user directory.")
+    return payer
 
 
-def _bill_to(item: Item, *, owner: str, actor: Actor) -> list[str]:
+def _bill_to(item: Item, *, payer: str, actor: Actor) -> list[str]:
     """Who pays for `item` (docs/ARCHITECTURE.md §5: nobody is billed without consent); returns the changed fields.
 
     Staff assign directly, and anyone may name themselves. Naming someone else only asks them:
     the item waits in `pending_owner` until they accept on their My resources page, and the
-    current payer pays meanwhile. A blank owner is the creator.
+    current payer pays meanwhile. A blank `payer` is the creator.
     """
-    wanted = checked_owner(owner) or item.created_by
+    wanted = checked_payer(payer) or item.created_by
     user_id = actor.user_id
     before = (item.owner, item.pending_owner, item.pending_owner_requested_by)
     if actor.is_staff or wanted == user_id or wanted == item.payer:
@@ -83,11 +83,11 @@ def checked_title(title: str, *, noun: str = "An item") -> str:
 
 
 @transaction.atomic
-def item_create(*, app: AppDescriptor, title: str, owner: str = "", actor: Actor) -> Item:
+def item_create(*, app: AppDescriptor, title: str, payer: str = "", actor: Actor) -> Item:
     """A new item of `app`; the creator pays unless staff name someone else or that person accepts."""
     item = Item(app_slug=app.slug, title=checked_title(title), owner=actor.user_id)
     item.stamp_created(actor.user_id)
-    _bill_to(item, owner=owner, actor=actor)
+    _bill_to(item, payer=payer, actor=actor)
     item.save()
     # After commit: making and mounting a workspace image must not hold the database's write lock.
     transaction.on_commit(lambda: filestore.workspace_prepared(item.pk, item.app_slug))
@@ -95,14 +95,14 @@ def item_create(*, app: AppDescriptor, title: str, owner: str = "", actor: Actor
 
 
 @transaction.atomic
-def item_update(*, item: Item, actor: Actor, title: str | None = None, owner: str | None = None) -> Item:
+def item_update(*, item: Item, actor: Actor, title: str | None = None, payer: str | None = None) -> Item:
     """Owner locking (docs/ARCHITECTURE.md §8): only the creator or staff may change who pays for an item,
     and handing the bill to someone else waits for their consent (`_bill_to`)."""
     fields: list[str] = []
-    if owner is not None and (owner.strip() != item.owner or item.pending_owner):
+    if payer is not None and (payer.strip() != item.owner or item.pending_owner):
         if not (actor.is_staff or actor.is_user(item.created_by)):
             raise Forbidden(error="owner_locked", detail="Only the item's creator or staff may change its owner.")
-        fields += _bill_to(item, owner=owner, actor=actor)
+        fields += _bill_to(item, payer=payer, actor=actor)
     if title is not None and title.strip() != item.title:
         item.title = checked_title(title)
         fields.append("title")
@@ -175,7 +175,7 @@ def item_bill_return(*, item_id: int, actor: Actor) -> Item:
 
 
 def workspace_ref(item: Item) -> filestore.WorkspaceRef:
-    return filestore.WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner=item.payer, title=item.title)
+    return filestore.WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, payer=item.payer, title=item.title)
 
 
 def file_write(*, item: Item, path: str, chunks: Iterable[bytes]) -> filestore.FileChange:
@@ -399,30 +399,30 @@ def item_sandbox_close(*, item: Item, actor: Actor) -> int:
 
 
 def workspaces_sweep() -> int:
-    """The mirror sweep: measure the workspaces whose owner has a disk limit, for the disk ledger.
+    """The mirror sweep: measure the workspaces whose payer has a disk limit, for the disk ledger.
 
-    Items of owners without a per-user disk limit are not walked at all (with no disk quota
+    Items of payers without a per-user disk limit are not walked at all (with no disk quota
     configured a sweep reads no workspace); they are still handed over, unmeasured, so a row
-    left from an earlier owner who had a limit is forgotten.
+    left from an earlier payer who had a limit is forgotten.
     """
     rows = [
         (str(pk), slug, payer_of(owner=owner, creator=creator))
         for pk, slug, owner, creator in Item.objects.order_by("pk").values_list("pk", "app_slug", "owner", "created_by")
     ]
-    tracked = ledger.owners_with_disk_limit({owner for _, _, owner in rows})
+    tracked = ledger.payers_with_disk_limit({payer for _, _, payer in rows})
     before = ledger.disk_bytes_by_item()
     measurements = [
         ledger.DiskMeasurement(
             item_id=item_id,
             app_slug=slug,
-            owner=owner,
-            bytes=filestore.workspace_bytes(filestore.workspace_dir(item_id)) if owner in tracked else 0,
+            payer=payer,
+            bytes=filestore.workspace_bytes(filestore.workspace_dir(item_id)) if payer in tracked else 0,
         )
-        for item_id, slug, owner in rows
+        for item_id, slug, payer in rows
     ]
     written = ledger.record_disk_measurements(measurements)
-    # An owner the sweep found over their total stops growing now, not at their next command.
-    lifecycle.sandboxes_hold_to_disk_totals([m for m in measurements if m.owner in tracked], before=before)
+    # A payer the sweep found over their total stops growing now, not at their next command.
+    lifecycle.sandboxes_hold_to_disk_totals([m for m in measurements if m.payer in tracked], before=before)
     return written
 
 
