@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from collab.identity import standing_of
+from django.conf import settings
+
+from collab.identity import DjangoUserDirectory, MockUserProvider, get_user_directory, get_user_provider
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,25 @@ def _is_drf(request: Any) -> bool:
 
 def actor_now(user_id: str) -> Actor | None:
     """The actor of work done for `user_id` off the request path (a scheduled run, a task, a
-    command), read at the moment of use: None when they have left the directory, so removed
-    access takes effect; staff only while they still are."""
-    standing = standing_of(user_id)
-    return Actor(user_id, standing.is_staff) if standing.active else None
+    personal API token), read in the directory at the moment of use: None when they have left it,
+    so removed access takes effect; staff only while they still are."""
+    if not user_id:
+        return None
+    if isinstance(get_user_provider(), MockUserProvider):
+        if get_user_directory().get(user_id) is None:
+            return None
+        return Actor(user_id, user_id in settings.WORKSPACE_MOCK_STAFF)
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects.filter(username=user_id, is_active=True)
+    directory = get_user_directory()
+    if isinstance(directory, DjangoUserDirectory):
+        # One indexed lookup: this runs on every request a personal API token makes.
+        row = users.values_list("is_staff").first()
+        return None if row is None else Actor(user_id, bool(row[0]))
+    if directory.get(user_id) is None:
+        return None
+    return Actor(user_id, users.filter(is_staff=True).exists())
 
 
 def admin_actor(request: Any) -> Actor:

@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from collab import tokens
+from collab.actor import admin_actor
 from collab.models import ApiToken, Notification
 from collab.services import notifications_mark_selected_read
 
@@ -87,7 +88,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if change:
             return
-        issued = tokens.token_create(user_id=request.user.get_username(), name=form.cleaned_data["name"])
+        issued = tokens.token_create(actor=admin_actor(request), name=form.cleaned_data["name"])
         obj.pk = issued.row.pk
         request._issued_token = issued  # type: ignore[attr-defined]
 
@@ -106,6 +107,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         revoked = tokens.tokens_revoke_as_staff(
-            token_ids=list(queryset.values_list("pk", flat=True)), user_id=request.user.get_username()
+            token_ids=list(queryset.values_list("pk", flat=True)), actor=admin_actor(request)
         )
         self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)

@@ -81,5 +81,5 @@ class Unavailable(_WorthRetrying):
 
 
 class QuotaExceeded(DomainError):
-    """A limit on what the owner may hold binds; only a new action by the person frees it (no
+    """A limit on what the payer may hold binds; only a new action by the person frees it (no
     retry_after, ever). `also` lists the other binding limits as QuotaExceeded errors too."""

@@ -156,31 +156,3 @@ def check_mock_identity_allowed(*, debug: bool, allow_flag: bool, directory_path
             "Set WORKSPACE_MOCK_IDENTITY=0 to use Django users and logins, or set "
             "WORKSPACE_ALLOW_MOCK_IDENTITY=1 if this really is a demo or test deployment."
         )
-
-
-@dataclass(frozen=True)
-class Standing:
-    """What someone may do right now, for work that acts for them off the request path."""
-
-    active: bool
-    is_staff: bool
-
-
-def standing_of(user_id: str) -> Standing:
-    """Whether `user_id` is still in the directory and whether they are staff, read at the moment of
-    use (a scheduled run re-checks its creator each time, so removed access takes effect)."""
-    if not user_id:
-        return Standing(active=False, is_staff=False)
-    if isinstance(get_user_provider(), MockUserProvider):
-        active = get_user_directory().get(user_id) is not None
-        return Standing(active=active, is_staff=active and user_id in settings.WORKSPACE_MOCK_STAFF)
-    from django.contrib.auth import get_user_model
-
-    users = get_user_model().objects.filter(username=user_id, is_active=True)
-    directory = get_user_directory()
-    if isinstance(directory, DjangoUserDirectory):
-        # One indexed lookup: this runs on every request a personal API token makes.
-        row = users.values_list("is_staff").first()
-        return Standing(active=row is not None, is_staff=bool(row and row[0]))
-    active = directory.get(user_id) is not None
-    return Standing(active=active, is_staff=active and users.filter(is_staff=True).exists())

@@ -83,8 +83,8 @@ class ApiToken(TrackedModel):
     """A personal API token for scripts: `Authorization: Token <token>` (or `Bearer`).
 
     Only a SHA-256 of the token is stored (the token is 32 random bytes, so a fast hash is as
-    safe as a slow one and costs nothing per request); `prefix` lets its owner recognise it.
-    `created_by` is the owner: the token acts as them, with their rights at the moment of use.
+    safe as a slow one and costs nothing per request); `prefix` lets its creator recognise it.
+    `created_by` is its creator: the token acts as them, with their rights at the moment of use.
     """
 
     name = models.CharField(max_length=100)

@@ -1,4 +1,4 @@
-"""Personal API tokens: created, listed and revoked by their owner; stored hashed (issue 12.6)."""
+"""Personal API tokens: created, listed and revoked by their creator; stored hashed (issue 12.6)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from django.conf import settings
 from django.db import transaction
 
 from collab import clock
+from collab.actor import Actor, actor_now
 from collab.converters import is_row_id
 from collab.errors import Conflict, Forbidden, Invalid, NotFound
-from collab.identity import mock_identity_enabled, standing_of
+from collab.identity import mock_identity_enabled
 from collab.models import ApiToken
 
 TOKEN_PREFIX = "wst_"
@@ -31,16 +32,17 @@ def _hash(token: str) -> str:
 
 @dataclass(frozen=True)
 class IssuedToken:
-    """The only moment the token itself exists outside its owner's hands."""
+    """The only moment the token itself exists outside its creator's hands."""
 
     row: ApiToken
     token: str
 
 
 @transaction.atomic
-def token_create(*, user_id: str, name: str, via_token: bool = False) -> IssuedToken:
-    """A new token of `user_id`'s. `via_token`: the request came with a token, which may not make
-    another: a leaked token would otherwise mint one that outlives its own revocation."""
+def token_create(*, actor: Actor, name: str, via_token: bool = False) -> IssuedToken:
+    """A new token of `actor`'s, which acts as them. `via_token`: the request came with a token,
+    which may not make another: a leaked token would otherwise mint one that outlives its own
+    revocation."""
     if via_token:
         raise Forbidden(
             error="token_cannot_create_tokens",
@@ -49,7 +51,7 @@ def token_create(*, user_id: str, name: str, via_token: bool = False) -> IssuedT
     name = name.strip()
     if not name or len(name) > 100:
         raise Invalid(error="invalid_name", detail="A token needs a name of 1 to 100 characters.")
-    live = ApiToken.objects.select_for_update().filter(created_by=user_id, revoked_at__isnull=True)
+    live = ApiToken.objects.select_for_update().filter(created_by=actor.user_id, revoked_at__isnull=True)
     if live.count() >= MAX_TOKENS_PER_USER:
         raise Conflict(
             error="too_many_tokens",
@@ -57,16 +59,17 @@ def token_create(*, user_id: str, name: str, via_token: bool = False) -> IssuedT
         )
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
     row = ApiToken(name=name, prefix=token[: len(TOKEN_PREFIX) + 6], key_hash=_hash(token))
-    row.stamp_created(user_id)
+    row.stamp_created(actor.user_id)
     row.save()
     return IssuedToken(row=row, token=token)
 
 
 @transaction.atomic
-def token_revoke(*, token_id: int, user_id: str) -> ApiToken:
-    """The owner revokes one of theirs; someone else's, or no such token, is 404."""
+def token_revoke(*, token_id: int, actor: Actor) -> ApiToken:
+    """Its creator revokes one of theirs; someone else's (staff's too: they revoke in admin), or no
+    such token, is 404."""
     row = (
-        ApiToken.objects.select_for_update().filter(pk=token_id, created_by=user_id).first()
+        ApiToken.objects.select_for_update().filter(pk=token_id, created_by=actor.user_id).first()
         if is_row_id(token_id)
         else None
     )
@@ -74,34 +77,29 @@ def token_revoke(*, token_id: int, user_id: str) -> ApiToken:
         raise NotFound(error="not_found", detail="No such token of yours.")
     if row.revoked_at is None:
         row.revoked_at = clock.now()
-        row.stamp_updated(user_id)
+        row.stamp_updated(actor.user_id)
         row.save(update_fields=["revoked_at", "updated_by", "updated_at"])
     forget_token_holders(token_ids=[row.pk])
     return row
 
 
 @transaction.atomic
-def tokens_revoke_as_staff(*, token_ids: list[int], user_id: str) -> int:
+def tokens_revoke_as_staff(*, token_ids: list[int], actor: Actor) -> int:
     """Admin: staff revoke anyone's tokens; returns how many were live."""
     forget_token_holders(token_ids=token_ids)
     return ApiToken.objects.filter(pk__in=token_ids, revoked_at__isnull=True).update(
-        revoked_at=clock.now(), updated_by=user_id, updated_at=clock.now()
+        revoked_at=clock.now(), updated_by=actor.user_id, updated_at=clock.now()
     )
 
 
-def tokens_of(*, user_id: str) -> list[ApiToken]:
-    return list(ApiToken.objects.filter(created_by=user_id).order_by("-id")[:200])
-
-
-@dataclass(frozen=True)
-class TokenHolder:
-    user_id: str
-    is_staff: bool
+def tokens_of(*, actor: Actor) -> list[ApiToken]:
+    """The tokens `actor` created, newest first."""
+    return list(ApiToken.objects.filter(created_by=actor.user_id).order_by("-id")[:200])
 
 
 @dataclass
 class _Remembered:
-    holder: TokenHolder
+    holder: Actor
     token_id: int
     last_used_at: datetime | None
     until: float  # time.monotonic()
@@ -144,31 +142,29 @@ def forget_holders_of_changed_user(**_signal: object) -> None:
     forget_token_holders()
 
 
-def token_holder(token: str) -> TokenHolder | None:
-    """Who a presented token acts for, or None (unknown, revoked, or its owner left): one indexed
-    lookup, plus the owner's standing, read now so a demoted or removed owner loses access; both
+def token_holder(token: str) -> Actor | None:
+    """Who a presented token acts for, or None (unknown, revoked, or its creator left): one indexed
+    lookup, plus its creator's standing, read now so a demoted or removed creator loses access; both
     remembered WORKSPACE_IDENTITY_CACHE_SECONDS in this process."""
     if not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
     key = _hash(token)
     remembered = _holders.get(key)
     if remembered is not None and remembered.until > time.monotonic():
-        holder = remembered.holder
+        holder: Actor | None = remembered.holder
         if mock_identity_enabled():
             # The mock directory and its staff list are settings, read in memory: always fresh.
-            standing = standing_of(holder.user_id)
-            if not standing.active:
+            holder = actor_now(remembered.holder.user_id)
+            if holder is None:
                 return None
-            holder = TokenHolder(user_id=holder.user_id, is_staff=standing.is_staff)
         _note_use(remembered.token_id, remembered)
         return holder
     row = ApiToken.objects.filter(key_hash=key, revoked_at__isnull=True).first()
     if row is None:
         return None
-    standing = standing_of(row.created_by)
-    if not standing.active:
+    holder = actor_now(row.created_by)
+    if holder is None:
         return None
-    holder = TokenHolder(user_id=row.created_by, is_staff=standing.is_staff)
     remembered = _Remembered(holder, row.pk, row.last_used_at, 0.0)
     _note_use(row.pk, remembered)
     seconds = settings.WORKSPACE_IDENTITY_CACHE_SECONDS

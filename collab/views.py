@@ -210,7 +210,7 @@ def switch_user(request: HttpRequest) -> HttpResponse:
 class ApiTokenListApi(ServiceApiView):
     @extend_schema(responses={200: ApiTokenOutputSerializer(many=True)})
     def get(self, request: Request) -> Response:
-        return Response(ApiTokenOutputSerializer(tokens.tokens_of(user_id=actor_of(request).user_id), many=True).data)
+        return Response(ApiTokenOutputSerializer(tokens.tokens_of(actor=actor_of(request)), many=True).data)
 
     @extend_schema(
         request=ApiTokenCreateInputSerializer,
@@ -227,7 +227,7 @@ class ApiTokenListApi(ServiceApiView):
         body = ApiTokenCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         issued = tokens.token_create(
-            user_id=actor_of(request).user_id,
+            actor=actor_of(request),
             name=body.validated_data["name"],
             via_token=request.identity.source == "token",
         )
@@ -237,7 +237,7 @@ class ApiTokenListApi(ServiceApiView):
 class ApiTokenApi(ServiceApiView):
     @extend_schema(request=None, responses={200: ApiTokenOutputSerializer, 404: ErrorOutputSerializer})
     def delete(self, request: Request, token_id: int) -> Response:
-        revoked = tokens.token_revoke(token_id=token_id, user_id=actor_of(request).user_id)
+        revoked = tokens.token_revoke(token_id=token_id, actor=actor_of(request))
         return Response(ApiTokenOutputSerializer(revoked).data)
 
 
@@ -251,11 +251,11 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
     """Lists the person's tokens. Creating one answers with a redirect (post/redirect/get, so a
     reload creates nothing), and the next GET shows the token once: it waits in the person's own
     session, never in a message or a URL, and is removed from it as it is shown."""
-    user_id = actor_of(request).user_id
+    actor = actor_of(request)
     if request.method == "POST":
         try:
             issued = tokens.token_create(
-                user_id=user_id, name=request.POST.get("name", ""), via_token=request.identity.source == "token"
+                actor=actor, name=request.POST.get("name", ""), via_token=request.identity.source == "token"
             )
         except DomainError as exc:
             messages.error(request, str(exc.detail))
@@ -263,7 +263,7 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
             request.session[ISSUED_TOKEN_SESSION_KEY] = {"name": issued.row.name, "token": issued.token}
         return HttpResponseRedirect(reverse("me-tokens"))
     shown = request.session.pop(ISSUED_TOKEN_SESSION_KEY, None)
-    response = render(request, "collab/tokens.html", {"tokens": tokens.tokens_of(user_id=user_id), "issued": shown})
+    response = render(request, "collab/tokens.html", {"tokens": tokens.tokens_of(actor=actor), "issued": shown})
     response["Cache-Control"] = "no-store"
     return response
 
@@ -272,7 +272,7 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 def token_revoke_page(request: HttpRequest, token_id: int) -> HttpResponse:
     try:
-        row = tokens.token_revoke(token_id=token_id, user_id=actor_of(request).user_id)
+        row = tokens.token_revoke(token_id=token_id, actor=actor_of(request))
     except DomainError as exc:
         messages.error(request, str(exc.detail))
     else:

@@ -1,4 +1,4 @@
-"""The disk write check: the item's app limit (exact) and the owner's per-user total (approximate).
+"""The disk write check: the item's app limit (exact) and the payer's per-user total (approximate).
 
 The file store calls this for every write that grows a workspace (shrinking, same-size and
 delete never reach it, spec "Errors" rule 2). It only refuses: nothing is charged here, the
@@ -27,7 +27,7 @@ class GrowingWrite(Protocol):
     def app_slug(self) -> str: ...
 
     @property
-    def owner(self) -> str: ...
+    def payer(self) -> str: ...
 
     @property
     def delta(self) -> int: ...
@@ -45,7 +45,7 @@ _item_facts: TtlMemo[str, host.ItemFacts | None] = register_memo(TtlMemo())
 
 
 def item_facts(item_id: str) -> host.ItemFacts | None:
-    """The item -> (app, owner) lookup, memoised for 5 s (spec "Limits" 11)."""
+    """The item -> (app, payer) lookup, memoised for 5 s (spec "Limits" 11)."""
     return _item_facts.get(item_id, lambda: host.installed().item_facts(item_id))
 
 
@@ -65,25 +65,25 @@ class _Standing:
 
     item_id: str
     app_slug: str
-    owner: str
+    payer: str
     app_limit: int  # 0: none
     user_limit: int | None
     live: int  # the workspace's bytes without this write's staged files
-    user_used: int  # the owner's total with `live` for this item (0 without a user limit)
+    user_used: int  # the payer's total with `live` for this item (0 without a user limit)
 
 
 def _standing(write: GrowingWrite) -> _Standing | None:
     """None when no disk limit binds the write (then nothing is read, not even the workspace)."""
     item_id = str(write.item_id)
-    app_slug, owner = write.app_slug, write.owner
-    if not (app_slug and owner):
+    app_slug, payer = write.app_slug, write.payer
+    if not (app_slug and payer):
         facts = item_facts(item_id)
         if facts is None:
             return None
-        app_slug, owner = app_slug or facts.app_slug, owner or facts.owner
+        app_slug, payer = app_slug or facts.app_slug, payer or facts.payer
     quotas_host = host.installed()
     app_limit = quotas_host.app_disk_limit(app_slug) or 0
-    user_limit = limits_for(owner).disk
+    user_limit = limits_for(payer).disk
     if not app_limit and user_limit is None:
         return None
     # The staged files already sit in the workspace as temp files until they land; without
@@ -91,8 +91,8 @@ def _standing(write: GrowingWrite) -> _Standing | None:
     live = max(0, quotas_host.workspace_bytes(item_id) - write.attempted)
     user_used = 0
     if user_limit is not None:
-        user_used = selectors.owner_disk_bytes(owner=owner, excluding_item=item_id) + live
-    return _Standing(item_id, app_slug, owner, app_limit, user_limit, live, user_used)
+        user_used = selectors.payer_disk_bytes(payer=payer, excluding_item=item_id) + live
+    return _Standing(item_id, app_slug, payer, app_limit, user_limit, live, user_used)
 
 
 def disk_write_headroom(write: GrowingWrite) -> int | None:
@@ -113,11 +113,11 @@ def disk_write_headroom(write: GrowingWrite) -> int | None:
 
 
 def disk_write_check(write: GrowingWrite) -> None:
-    """Refuses (507) a growing write over the workspace limit or the owner's per-user disk total.
+    """Refuses (507) a growing write over the workspace limit or the payer's per-user disk total.
 
     The workspace limit is the item's app's (the batch gate uses the same, spec "Limits" 9) and
     is checked against the live size, so it is exact. The per-user total is the ledger's last
-    measurements of the owner's other items plus this item's live size: approximate, as the spec
+    measurements of the payer's other items plus this item's live size: approximate, as the spec
     allows. With no per-user disk limit this reads nothing from the database.
     """
     delta = write.delta
@@ -145,23 +145,23 @@ def disk_write_check(write: GrowingWrite) -> None:
                 used=standing.user_used,
                 quota=standing.user_limit,
                 delta=delta,
-                whose=f"{standing.owner}'s disk use across all items",
-                limit=f"{standing.owner}'s per-user disk limit",
+                whose=f"{standing.payer}'s disk use across all items",
+                limit=f"{standing.payer}'s per-user disk limit",
             )
         )
     if refusals:
         raise quota_error(refusals)
 
 
-def owner_disk_headroom(*, owner: str, item_id: str, item_bytes: int) -> int | None:
-    """How much further an item's workspace (now `item_bytes`) may grow under its owner's per-user
-    disk total, the other items counted at their last measurement; negative when the owner is
+def payer_disk_headroom(*, payer: str, item_id: str, item_bytes: int) -> int | None:
+    """How much further an item's workspace (now `item_bytes`) may grow under its payer's per-user
+    disk total, the other items counted at their last measurement; negative when the payer is
     over it, None when no per-user disk limit binds them (then nothing is read from the database).
 
     Sandbox code is held to it as the file API is: growth stops at the total, reading and
     shrinking never do.
     """
-    limit = limits_for(owner).disk
+    limit = limits_for(payer).disk
     if limit is None:
         return None
-    return limit - selectors.owner_disk_bytes(owner=owner, excluding_item=item_id) - item_bytes
+    return limit - selectors.payer_disk_bytes(payer=payer, excluding_item=item_id) - item_bytes

@@ -21,10 +21,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ItemFacts:
-    """An item as the quotas see it: the app that sets its disk limit and the owner who pays."""
+    """An item as the quotas see it: the app that sets its disk limit and who pays for it."""
 
     app_slug: str
-    owner: str
+    payer: str
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ class QuotaHost(Protocol):
         """Bytes on disk in the item's workspace right now (the exact, immediate figure)."""
 
     def item_facts(self, item_id: str) -> ItemFacts | None:
-        """App and owner (blank owner already replaced by the creator); None if there is no such item."""
+        """App and payer (a blank `owner` column already replaced by the creator); None if there is no such item."""
 
     def describe_items(self, item_ids: Sequence[str], *, viewer: Actor) -> dict[str, ItemLink]:
         """Titles of the items that still exist; a page link only where `viewer` may open the page

@@ -24,7 +24,7 @@ from quotas.values import SandboxSize
 class DiskMeasurement:
     item_id: str
     app_slug: str
-    owner: str
+    payer: str
     bytes: int
 
 
@@ -33,8 +33,8 @@ def live_rows(*, at: datetime | None = None) -> QuerySet[SandboxActivity]:
     return SandboxActivity.current.filter(lease_expires_at__gt=at or clock.now())
 
 
-def live_rows_of_owner(owner: str, *, at: datetime | None = None) -> QuerySet[SandboxActivity]:
-    return live_rows(at=at).filter(owner=owner)
+def live_rows_of_payer(payer: str, *, at: datetime | None = None) -> QuerySet[SandboxActivity]:
+    return live_rows(at=at).filter(owner=payer)
 
 
 def live_row_of_item(item_id: str | int) -> SandboxActivity | None:
@@ -50,7 +50,7 @@ def activity_open(
     *,
     item_id: str | int,
     app_slug: str,
-    owner: str,
+    payer: str,
     backend: str,
     size: SandboxSize,
     lease: timedelta,
@@ -65,7 +65,7 @@ def activity_open(
     return SandboxActivity.objects.create(
         item_id=str(item_id),
         app_slug=app_slug,
-        owner=owner,
+        owner=payer,
         backend=backend,
         cpu_cores=size.cpu_cores,
         memory_bytes=size.memory_bytes,
@@ -83,7 +83,7 @@ OPENING_LEASE = timedelta(seconds=30)
 
 def opening_lease(lease: timedelta) -> timedelta:
     """How long a row counts before its backend confirms the sandbox: a crash while opening
-    then holds the owner's capacity for seconds, not for a whole lease."""
+    then holds the payer's capacity for seconds, not for a whole lease."""
     return min(lease, OPENING_LEASE)
 
 
@@ -143,8 +143,8 @@ def expired_rows(*, at: datetime | None = None) -> QuerySet[SandboxActivity]:
     return SandboxActivity.current.filter(lease_expires_at__lte=at or clock.now()).order_by("id")
 
 
-def expired_rows_of_owner(owner: str) -> QuerySet[SandboxActivity]:
-    return expired_rows().filter(owner=owner)
+def expired_rows_of_payer(payer: str) -> QuerySet[SandboxActivity]:
+    return expired_rows().filter(owner=payer)
 
 
 def open_backend_ids(backend: str) -> set[str]:
@@ -157,32 +157,32 @@ def open_backend_ids(backend: str) -> set[str]:
 
 
 @transaction.atomic
-def owners_with_disk_limit(owners: Iterable[str]) -> set[str]:
-    """Who among `owners` has a per-user disk limit: only their workspaces need measuring."""
-    return {owner for owner, limits in limits_for_many(owners).items() if limits.disk is not None}
+def payers_with_disk_limit(payers: Iterable[str]) -> set[str]:
+    """Who among `payers` has a per-user disk limit: only their workspaces need measuring."""
+    return {payer for payer, limits in limits_for_many(payers).items() if limits.disk is not None}
 
 
 def record_disk_measurements(measurements: Iterable[DiskMeasurement]) -> int:
     """The disk ledger's one entry point, fed after each mirror sweep (spec "Events" 4).
 
-    Writes only the figures of owners who have a per-user disk limit (spec "Limits" 11): with
-    no disk quota anywhere a sweep writes nothing. An item whose owner has no limit (any more)
-    has its old row forgotten, so a former owner is not charged for it. Returns rows written.
+    Writes only the figures of payers who have a per-user disk limit (spec "Limits" 11): with
+    no disk quota anywhere a sweep writes nothing. An item whose payer has no limit (any more)
+    has its old row forgotten, so a former payer is not charged for it. Returns rows written.
     """
     measurements = list(measurements)
-    limits = limits_for_many(m.owner for m in measurements)
+    limits = limits_for_many(m.payer for m in measurements)
     moment = clock.now()
     written = 0
     untracked: list[str] = []
     for measurement in measurements:
-        if limits[measurement.owner].disk is None:
+        if limits[measurement.payer].disk is None:
             untracked.append(str(measurement.item_id))
             continue
         WorkspaceDiskUsage.objects.update_or_create(
             item_id=str(measurement.item_id),
             defaults={
                 "app_slug": measurement.app_slug,
-                "owner": measurement.owner,
+                "owner": measurement.payer,
                 "bytes": measurement.bytes,
                 "measured_at": moment,
                 "is_deleted": False,
@@ -196,12 +196,12 @@ def record_disk_measurements(measurements: Iterable[DiskMeasurement]) -> int:
 
 
 def disk_usage_forget(item_ids: Iterable[str | int]) -> int:
-    """Items that are gone stop counting towards their owners' disk (soft delete, like every row)."""
+    """Items that are gone stop counting towards their payers' disk (soft delete, like every row)."""
     return WorkspaceDiskUsage.current.filter(item_id__in=[str(item_id) for item_id in item_ids]).update(is_deleted=True)
 
 
 def disk_bytes_by_item() -> dict[str, int]:
-    """Every item's last measurement (rows exist only for owners with a disk limit), read before a
+    """Every item's last measurement (rows exist only for payers with a disk limit), read before a
     sweep records new ones so it can tell which workspaces grew."""
     return dict(WorkspaceDiskUsage.current.values_list("item_id", "bytes"))
 

@@ -1,4 +1,4 @@
-"""Quota records: sandbox liveness evidence, measured workspace disk, per-user overrides, owner locks."""
+"""Quota records: sandbox liveness evidence, measured workspace disk, per-user overrides, payer locks."""
 
 from __future__ import annotations
 
@@ -38,13 +38,13 @@ class SandboxActivity(models.Model):
     owner = models.CharField(max_length=150)
     backend = models.CharField(max_length=20)
     # Empty while the backend is still opening it; the row already counts so that a
-    # concurrent open of the same owner sees it.
+    # concurrent open of the same payer sees it.
     backend_sandbox_id = models.CharField(max_length=100, blank=True, default="")
     # Resolved sizes: None = unspecified (the backend's default applies), 0 = explicitly unlimited.
     cpu_cores = models.FloatField(null=True, blank=True)
     memory_bytes = models.BigIntegerField(null=True, blank=True)
     pids_max = models.IntegerField(null=True, blank=True)
-    # Whether cpu and memory count towards the owner's per-user totals: only sandboxes of apps
+    # Whether cpu and memory count towards the payer's per-user totals: only sandboxes of apps
     # that declare a cost do (spec "Limits" 5). Fixed at admission, so a later config change
     # does not re-price sandboxes that are already running.
     charges_cost = models.BooleanField(default=False)
@@ -69,7 +69,7 @@ class SandboxActivity(models.Model):
     class Meta:
         verbose_name_plural = "sandbox activities"
         indexes = [
-            # "Live rows of an owner": the admission gate's one query.
+            # "Live rows of a payer": the admission gate's one query.
             models.Index(fields=["owner", "is_deleted", "lease_expires_at"], name="sbx_owner_live_idx"),
             # "The live sandbox of an item": every exec.
             models.Index(fields=["item_id", "is_deleted", "lease_expires_at"], name="sbx_item_live_idx"),
@@ -123,9 +123,9 @@ class UserResourceOverride(TrackedModel):
 
 
 class AdmissionLock(models.Model):
-    """One row per sandbox owner, locked FOR UPDATE while a new sandbox of theirs is admitted.
+    """One row per sandbox payer (its `owner` column), locked FOR UPDATE while a new sandbox of theirs is admitted.
 
-    The gate's check and the new activity row then form one step per owner (docs/ARCHITECTURE.md §8);
+    The gate's check and the new activity row then form one step per payer (docs/ARCHITECTURE.md §8);
     locking a row of our own keeps the ledger itself free of long-held locks.
     """
 

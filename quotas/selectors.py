@@ -1,4 +1,4 @@
-"""Reads of the quotas: an owner's live usage (one aggregate each), my-resources, the override lists."""
+"""Reads of the quotas: an payer's live usage (one aggregate each), my-resources, the override lists."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ MY_DISK_ROWS = 500
 
 @dataclass(frozen=True)
 class SandboxUsage:
-    """What an owner's live sandboxes hold; cpu and memory only of apps that declare a cost."""
+    """What an payer's live sandboxes hold; cpu and memory only of apps that declare a cost."""
 
     count: int
     cpu: float
@@ -71,8 +71,8 @@ _ACTIVITY = SandboxActivity._meta.db_table
 _DISK = WorkspaceDiskUsage._meta.db_table
 
 
-def owner_sandbox_usage(*, owner: str) -> SandboxUsage:
-    """The admission gate's one query: an aggregate over the owner's live rows on `sbx_owner_live_idx`."""
+def payer_sandbox_usage(*, payer: str) -> SandboxUsage:
+    """The admission gate's one query: an aggregate over the payer's live rows on `sbx_owner_live_idx`."""
     sql = (
         f"SELECT COUNT(*), SUM(CASE WHEN charges_cost THEN cpu_cores END), "
         f"SUM(CASE WHEN charges_cost THEN memory_bytes END) FROM {_ACTIVITY} "
@@ -80,15 +80,15 @@ def owner_sandbox_usage(*, owner: str) -> SandboxUsage:
     )
     moment = connection.ops.adapt_datetimefield_value(clock.now())
     with connection.cursor() as cursor:
-        cursor.execute(sql, [owner, False, moment])
+        cursor.execute(sql, [payer, False, moment])
         count, cpu, memory = cursor.fetchone()
     return SandboxUsage(count=int(count), cpu=float(cpu or 0), memory=int(memory or 0))
 
 
-def owner_disk_bytes(*, owner: str, excluding_item: str | None = None) -> int:
-    """Sum of the owner's last measurements (approximate, spec "Limits" 10), optionally without one item."""
+def payer_disk_bytes(*, payer: str, excluding_item: str | None = None) -> int:
+    """Sum of the payer's last measurements (approximate, spec "Limits" 10), optionally without one item."""
     sql = f"SELECT SUM(bytes) FROM {_DISK} WHERE owner = %s AND is_deleted = %s"
-    params: list[object] = [owner, False]
+    params: list[object] = [payer, False]
     if excluding_item is not None:
         sql += " AND item_id <> %s"
         params.append(excluding_item)
@@ -102,7 +102,7 @@ def my_resources(*, actor: Actor) -> MyResources:
     """Usage against limits for the person who pays: live sandboxes and measured disk, with item links."""
     user_id = actor.user_id
     limits = limits_for(user_id)
-    live_rows = list(ledger.live_rows_of_owner(user_id).order_by("opened_at", "id"))
+    live_rows = list(ledger.live_rows_of_payer(user_id).order_by("opened_at", "id"))
     disk_rows = list(WorkspaceDiskUsage.current.filter(owner=user_id).order_by("-bytes", "item_id")[:MY_DISK_ROWS])
     installed = host.installed()
     links = installed.describe_items(sorted({row.item_id for row in [*live_rows, *disk_rows]}), viewer=actor)
@@ -139,9 +139,9 @@ def my_resources(*, actor: Actor) -> MyResources:
     return MyResources(
         user_id=user_id,
         limits=limits,
-        usage=owner_sandbox_usage(owner=user_id),
+        usage=payer_sandbox_usage(payer=user_id),
         live=live,
-        disk_in_use=owner_disk_bytes(owner=user_id),
+        disk_in_use=payer_disk_bytes(payer=user_id),
         disk_tracked=limits.disk is not None,
         disk=disk,
         handovers=installed.pending_handovers(user_id),
@@ -162,14 +162,14 @@ def resources_at_a_glance(*, user_id: str) -> ResourcesAtAGlance:
     """Three indexed reads (the override is memoised), whatever the person holds: the home page's."""
     return ResourcesAtAGlance(
         limits=limits_for(user_id),
-        usage=owner_sandbox_usage(owner=user_id),
-        disk_in_use=owner_disk_bytes(owner=user_id),
+        usage=payer_sandbox_usage(payer=user_id),
+        disk_in_use=payer_disk_bytes(payer=user_id),
     )
 
 
-def owner_live_sandbox_exists(*, owner: str, item_id: str) -> bool:
-    """Whether `owner` pays for a live sandbox of `item_id` (what my-resources may close)."""
-    return ledger.live_rows_of_owner(owner).filter(item_id=item_id).exists()
+def payer_live_sandbox_exists(*, payer: str, item_id: str) -> bool:
+    """Whether `payer` pays for a live sandbox of `item_id` (what my-resources may close)."""
+    return ledger.live_rows_of_payer(payer).filter(item_id=item_id).exists()
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import connection, transaction
 from django.http import Http404
 
+from collab.actor import Actor
 from collab.errors import QuotaExceeded
 from collab.sizes import format_bytes
 from quotas import host, selectors
@@ -32,10 +33,10 @@ def _shown(dimension: str, value: float) -> str:
     return f"{int(value)}"
 
 
-def _sandbox_refusal(*, owner: str, dimension: str, used: float, incoming: float, limit: float) -> QuotaExceeded:
+def _sandbox_refusal(*, payer: str, dimension: str, used: float, incoming: float, limit: float) -> QuotaExceeded:
     label = "sandboxes" if dimension == "sandboxes" else dimension
     detail = (
-        f"Opening a sandbox would exceed {owner}'s {label} limit: {_shown(dimension, used)} of "
+        f"Opening a sandbox would exceed {payer}'s {label} limit: {_shown(dimension, used)} of "
         f"{_shown(dimension, limit)} in use, and this sandbox needs {_shown(dimension, incoming)}. "
         "Close a sandbox on My resources to make room."
     )
@@ -46,7 +47,7 @@ def _sandbox_refusal(*, owner: str, dimension: str, used: float, incoming: float
         used=used,
         limit=limit,
         requested=incoming,
-        owner=owner,
+        owner=payer,
     )
 
 
@@ -67,42 +68,42 @@ def _bound_dimensions(limits: UserLimits, incoming: SandboxSize) -> list[tuple[s
     return bound
 
 
-def _lock_owner(owner: str) -> None:
-    """Serialises admissions of one owner until the caller's transaction ends.
+def _lock_payer(payer: str) -> None:
+    """Serialises admissions of one payer until the caller's transaction ends.
 
-    Lock order: the caller has locked the item row already; the owner's lock comes second,
+    Lock order: the caller has locked the item row already; the payer's lock comes second,
     everywhere, so two admissions cannot wait on each other in a cycle. SQLite needs nothing:
     its writers already run one at a time (BEGIN IMMEDIATE).
     """
     if not connection.features.has_select_for_update:
         return
-    locked = AdmissionLock.objects.select_for_update().filter(owner=owner).values_list("owner", flat=True)
+    locked = AdmissionLock.objects.select_for_update().filter(owner=payer).values_list("owner", flat=True)
     if locked.first() is None:
-        # First admission of this owner: ON CONFLICT DO NOTHING lets concurrent first-timers
+        # First admission of this payer: ON CONFLICT DO NOTHING lets concurrent first-timers
         # both continue, and the SELECT below then queues them on the one row.
-        AdmissionLock.objects.bulk_create([AdmissionLock(owner=owner)], ignore_conflicts=True)
+        AdmissionLock.objects.bulk_create([AdmissionLock(owner=payer)], ignore_conflicts=True)
         locked.first()
 
 
-def sandbox_admit(*, owner: str, incoming: SandboxSize) -> None:
-    """Refuses (507 `sandbox_quota_exceeded`) a new sandbox that would take `owner` over a limit.
+def sandbox_admit(*, payer: str, incoming: SandboxSize) -> None:
+    """Refuses (507 `sandbox_quota_exceeded`) a new sandbox that would take `payer` over a limit.
 
-    Run it inside the transaction that then records the new activity row: the owner's lock is
+    Run it inside the transaction that then records the new activity row: the payer's lock is
     held until that commits, so concurrent opens cannot both slip under a limit (docs/ARCHITECTURE.md §8).
     `used + incoming > limit` refuses; exactly at the limit is admitted. With no limit that
     binds this sandbox it costs no query beyond the memoised override lookup.
     """
-    bound = _bound_dimensions(limits_for(owner), incoming)
+    bound = _bound_dimensions(limits_for(payer), incoming)
     if not bound:
         return
     # No savepoint (two more statements per gate); the refusal is raised outside the block so
     # a caller's transaction stays usable, e.g. to record that a scheduled run was refused.
     with transaction.atomic(savepoint=False):
-        _lock_owner(owner)
-        usage = selectors.owner_sandbox_usage(owner=owner)
+        _lock_payer(payer)
+        usage = selectors.payer_sandbox_usage(payer=payer)
     used_of = {"sandboxes": usage.count, "cpu": usage.cpu, "memory": usage.memory}
     refusals = [
-        _sandbox_refusal(owner=owner, dimension=dimension, used=used_of[dimension], incoming=amount, limit=limit)
+        _sandbox_refusal(payer=payer, dimension=dimension, used=used_of[dimension], incoming=amount, limit=limit)
         for dimension, amount, limit in bound
         if used_of[dimension] + amount > limit + (_CPU_TOLERANCE if dimension == "cpu" else 0)
     ]
@@ -140,11 +141,11 @@ def _forget_now_and_at_commit(user_id: str) -> None:
     transaction.on_commit(lambda: forget_override(user_id))
 
 
-def my_sandbox_close(*, owner: str, item_id: str) -> int:
-    """Truly shuts down a sandbox `owner` pays for (my-resources); anything else is 404.
+def my_sandbox_close(*, actor: Actor, item_id: str) -> int:
+    """Truly shuts down a sandbox `actor` pays for (my-resources); anything else is 404.
 
     Not atomic: shutting a sandbox down calls its backend, and the ledger steps commit on their own.
     """
-    if not selectors.owner_live_sandbox_exists(owner=owner, item_id=item_id):
+    if not selectors.payer_live_sandbox_exists(payer=actor.user_id, item_id=item_id):
         raise Http404("You have no live sandbox for that item.")
-    return host.installed().sandbox_close(item_id, closed_by=owner)
+    return host.installed().sandbox_close(item_id, closed_by=actor.user_id)

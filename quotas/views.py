@@ -39,7 +39,7 @@ class MyResourcesApi(ServiceApiView):
 class MyLiveSandboxApi(ServiceApiView):
     @extend_schema(responses={204: None, 404: ErrorOutputSerializer, 503: ErrorOutputSerializer})
     def delete(self, request: Request, item_id: str) -> Response:
-        services.my_sandbox_close(owner=actor_of(request).user_id, item_id=item_id)
+        services.my_sandbox_close(actor=actor_of(request), item_id=item_id)
         return Response(status=204)
 
 
@@ -133,7 +133,7 @@ def my_resources_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 def my_sandbox_close_page(request: HttpRequest, item_id: str) -> HttpResponse:
     try:
-        closed = services.my_sandbox_close(owner=actor_of(request).user_id, item_id=item_id)
+        closed = services.my_sandbox_close(actor=actor_of(request), item_id=item_id)
     except Http404:
         messages.error(request, "That sandbox is not live any more, or it is not yours.")
     except DomainError as exc:

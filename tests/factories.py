@@ -78,7 +78,7 @@ def make_chat(collection: Collection, *, owner: str = "alice", title: str = "Que
 def make_investigation(
     *, title: str = "Disk alerts on node 4", owner: str = "alice", members: tuple[str, ...] = ()
 ) -> Investigation:
-    return investigation_services.investigation_create(title=title, user_id=owner, members=list(members))
+    return investigation_services.investigation_create(title=title, actor=Actor(owner), members=list(members))
 
 
 def make_workflow(steps: list[str], *, name: str = "checks", user: str = "alice", **fields: object) -> str:

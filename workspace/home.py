@@ -64,7 +64,7 @@ def home_dashboard(*, user_id: str) -> Dashboard:
         GlanceRow(
             title=chat.title,
             url=reverse("kb-chat", args=[chat.pk]),
-            note=f"from {owner.name if (owner := directory.get(chat.created_by)) else chat.created_by}",
+            note=f"from {creator.name if (creator := directory.get(chat.created_by)) else chat.created_by}",
             moment_label="active",
             moment=chat.updated_at,
         )

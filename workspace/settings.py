@@ -222,7 +222,7 @@ WORKSPACE_MOCK_STAFF = [u for u in os.environ.get("WORKSPACE_MOCK_STAFF", "alice
 # The CRUD systems the crudgen_dump / crudgen_load / crudgen_migrate commands act on.
 CRUDGEN_SYSTEMS = ["workspace.workflows.generated.system"]
 
-# Who a personal API token acts for (the token's row and its owner's standing) is remembered this
+# Who a personal API token acts for (the token's row and its creator's standing) is remembered this
 # many seconds per process, so a script's requests do not look both up every time. Revoking a token
 # and saving or deleting a user forget it at once in the process that did it; other processes see
 # the change within this many seconds. 0: looked up on every request.

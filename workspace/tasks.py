@@ -44,7 +44,7 @@ def sandboxes_reconcile_task() -> dict[str, int]:
 
 @task()
 def disk_sweep_task() -> dict[str, int]:
-    """Measures the workspaces of owners with a disk limit for the disk ledger."""
+    """Measures the workspaces of payers with a disk limit for the disk ledger."""
     return {"measured": workspaces_sweep()}
 
 

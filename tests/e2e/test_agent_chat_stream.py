@@ -88,7 +88,7 @@ def test_an_investigation_answer_links_its_sources_and_a_failing_model_is_said_i
         data=QUOTAS.encode(),
     )  # fmt: skip
     ingest_document(document_id=document.id, content_version=document.content_version, user_id="alice")
-    investigation = investigation_services.investigation_create(title="Quota outage", user_id="alice")
+    investigation = investigation_services.investigation_create(title="Quota outage", actor=Actor("alice"))
     model_agent.push(
         Reply(tool_calls=[Call("ask_knowledge", {"question": "free capacity quota"})]),
         Stream(["Close a sandbox on ", "my-resources [1]."]),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from collab.actor import Actor
 from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
 from workspace.agent.models import ItemMessage
 from workspace.investigations import services
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_mentioning_a_colleague_rings_their_bell_and_only_adding_them_lets_them_in(page_as):
     # Given alice's investigation, and carol's bell at zero
-    investigation = services.investigation_create(title="Latency spike", user_id="alice")
+    investigation = services.investigation_create(title="Latency spike", actor=Actor("alice"))
     carol = page_as("carol")
     carol.goto("/")
     assert carol.locator("[data-testid=bell-count]").inner_text() == "0"
@@ -50,7 +51,7 @@ def test_mentioning_a_colleague_rings_their_bell_and_only_adding_them_lets_them_
 
 def test_moving_the_status_notifies_the_member(page_as):
     # Given alice's investigation with bob as member
-    investigation = services.investigation_create(title="Disk alerts", user_id="alice", members=["bob"])
+    investigation = services.investigation_create(title="Disk alerts", actor=Actor("alice"), members=["bob"])
     # When alice moves its status to in progress on the page
     alice = page_as("alice")
     alice.goto(f"/investigations/{investigation.pk}")
@@ -66,7 +67,7 @@ def test_moving_the_status_notifies_the_member(page_as):
 
 def test_enter_in_the_people_search_picks_the_highlighted_person(page_as, viewport):
     # Given alice on her investigation
-    investigation = services.investigation_create(title="Latency spike", user_id="alice")
+    investigation = services.investigation_create(title="Latency spike", actor=Actor("alice"))
     alice = page_as("alice", viewport=viewport)
     alice.goto(f"/investigations/{investigation.pk}")
 
@@ -103,7 +104,7 @@ def test_enter_in_the_people_search_picks_the_highlighted_person(page_as, viewpo
 
 def test_sending_a_mention_with_nobody_picked_says_what_to_do(page_as):
     # Given alice on her investigation, with a name typed that matches nobody
-    investigation = services.investigation_create(title="Latency spike", user_id="alice")
+    investigation = services.investigation_create(title="Latency spike", actor=Actor("alice"))
     alice = page_as("alice")
     alice.goto(f"/investigations/{investigation.pk}")
     alice.get_by_test_id("mention-search").fill("zzz")
@@ -119,8 +120,8 @@ def test_sending_a_mention_with_nobody_picked_says_what_to_do(page_as):
 
 def test_the_investigation_page_offers_only_real_moves_and_fits_a_phone(page_as, viewport):
     # Given alice's investigation in progress
-    investigation = services.investigation_create(title="Disk alerts", user_id="alice", members=["bob"])
-    services.status_change(investigation_id=investigation.pk, user_id="alice", status="in_progress")
+    investigation = services.investigation_create(title="Disk alerts", actor=Actor("alice"), members=["bob"])
+    services.status_change(investigation_id=investigation.pk, actor=Actor("alice"), status="in_progress")
     alice = page_as("alice", viewport=viewport)
 
     # When she opens it
@@ -136,8 +137,8 @@ def test_the_investigation_page_offers_only_real_moves_and_fits_a_phone(page_as,
 
 def test_the_one_list_of_investigations_fits_a_phone(page_as, viewport):
     # Given alice's two investigations
-    services.investigation_create(title="Disk alerts on node 4", user_id="alice", members=["bob", "carol"])
-    services.investigation_create(title="Latency spike after the deploy", user_id="alice")
+    services.investigation_create(title="Disk alerts on node 4", actor=Actor("alice"), members=["bob", "carol"])
+    services.investigation_create(title="Latency spike after the deploy", actor=Actor("alice"))
     alice = page_as("alice", viewport=viewport)
 
     # When she opens the investigations app from the apps page's address

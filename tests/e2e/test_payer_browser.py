@@ -27,8 +27,8 @@ def alices_notebook_carol_pays_for(make_notebook) -> Item:
     item = make_notebook(
         "Alice's experiments", owner="alice", files={"logs/run.log": b"x" * 12288, "notes.txt": b"n" * 4096}
     )
-    services.item_update(item=item, actor=Actor("alice"), owner="carol")
-    services.item_handover_answer(item_id=item.pk, user_id="carol", accept=True)
+    services.item_update(item=item, actor=Actor("alice"), payer="carol")
+    services.item_handover_answer(item_id=item.pk, actor=Actor("carol"), accept=True)
     services.workspaces_sweep()
     return item
 
@@ -73,14 +73,14 @@ def test_the_payer_frees_disk_in_an_item_she_did_not_create(page_as, alices_note
     page.click("[data-testid=hand-back]")
     # Then My resources says alice pays again
     page.wait_for_selector("text=alice pays for Alice's experiments again.")
-    assert Item.objects.get(pk=item.pk).debtor == "alice"
+    assert Item.objects.get(pk=item.pk).payer == "alice"
 
 
 def test_staff_assigning_a_bill_leaves_the_payer_a_record(settings, page_as, make_notebook, viewport):
     # Given dave is staff and assigned alice's notebook to carol without asking
     settings.WORKSPACE_MOCK_STAFF = ["dave"]
     item = make_notebook("Quarterly numbers", owner="alice")
-    services.item_update(item=item, actor=Actor("dave", is_staff=True), owner="carol")
+    services.item_update(item=item, actor=Actor("dave", is_staff=True), payer="carol")
     # When carol opens My resources
     page = page_as("carol", viewport=viewport)
     page.goto("/my-resources")

@@ -27,15 +27,15 @@ def carols_week(make_notebook):
     disk and two API tokens."""
     app = app_or_404("notebook")
     own = make_notebook("Carol's long-titled experiment notebook", owner="carol", files={"a.txt": b"a" * 2048})
-    services.item_exec(item=own, app=app, command="true", user_id="carol")
+    services.item_exec(item=own, app=app, command="true", actor=Actor("carol"))
     asked = make_notebook("Bob's dashboards", owner="bob")
-    services.item_update(item=asked, actor=Actor("bob"), owner="carol")
+    services.item_update(item=asked, actor=Actor("bob"), payer="carol")
     paid = make_notebook("Alice's reports", owner="alice", files={"big.log": b"x" * 4096})
-    services.item_update(item=paid, actor=Actor("alice"), owner="carol")
-    services.item_handover_answer(item_id=paid.pk, user_id="carol", accept=True)
+    services.item_update(item=paid, actor=Actor("alice"), payer="carol")
+    services.item_handover_answer(item_id=paid.pk, actor=Actor("carol"), accept=True)
     services.workspaces_sweep()
     for name in ("nightly backup script", "laptop"):
-        tokens.token_create(user_id="carol", name=name)
+        tokens.token_create(actor=Actor("carol"), name=name)
     return own, paid
 
 

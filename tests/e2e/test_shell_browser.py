@@ -41,7 +41,7 @@ def bobs_world(make_notebook):
     """bob with two notebooks, an investigation, a chat alice shared with him, and notifications."""
     make_notebook("Capacity planning", owner="bob")
     make_notebook("Scratch with a rather long title that has to wrap on a phone", owner="bob")
-    investigation = investigation_services.investigation_create(title="Disk alerts on node 4", user_id="bob")
+    investigation = investigation_services.investigation_create(title="Disk alerts on node 4", actor=Actor("bob"))
     collection = knowledge_services.collection_create(actor=Actor("alice"), name="Operations handbook")
     chat = knowledge_services.chat_create(actor=Actor("alice"), title="Freeing quota", collection_ids=[collection.id])
     knowledge_services.chat_share(chat_id=chat.id, actor=Actor("alice"), user_ids=["bob"])

@@ -58,9 +58,9 @@ def world(api_client_for) -> World:
     notebook.save()
     workspace_dir(notebook.pk).mkdir(parents=True, exist_ok=True)
     (workspace_dir(notebook.pk) / "secret.txt").write_text("alice only")
-    ws.item_update(item=notebook, actor=Actor("alice"), owner="carol")
-    ws.item_handover_answer(item_id=notebook.pk, user_id="carol", accept=True)
-    investigation = investigation_create(title="Outage", user_id="alice", members=["bob"]).item
+    ws.item_update(item=notebook, actor=Actor("alice"), payer="carol")
+    ws.item_handover_answer(item_id=notebook.pk, actor=Actor("carol"), accept=True)
+    investigation = investigation_create(title="Outage", actor=Actor("alice"), members=["bob"]).item
     collection = kb.collection_create(actor=Actor("alice"), name="Runbooks")
     document = kb.document_upload(
         collection_id=collection.id, actor=Actor("alice"), filename="a.md", content_type="text/markdown", data=b"# A\n"
@@ -74,7 +74,7 @@ def world(api_client_for) -> World:
         collection_id=collection.id,
         document_id=document.id,
         chat_id=chat.id,
-        token_id=tokens.token_create(user_id="alice", name="alice's script").row.pk,
+        token_id=tokens.token_create(actor=Actor("alice"), name="alice's script").row.pk,
         notification_id=make_notification(recipient="alice").pk,
     )
 

@@ -141,4 +141,4 @@ def test_staff_assigning_a_payer_in_admin_leaves_the_payer_a_record(admin_client
     # Then carol pays, and the item records that staff assigned it without asking her
     assert response.status_code == 302
     item.refresh_from_db()
-    assert (item.debtor, item.owner_named_by, item.owner_assigned) == ("carol", "root", True)
+    assert (item.payer, item.owner_named_by, item.owner_assigned) == ("carol", "root", True)

@@ -24,7 +24,7 @@ def _return(client, item: Item):
 
 
 def _payer(item: Item) -> str:
-    return Item.objects.get(pk=item.pk).debtor
+    return Item.objects.get(pk=item.pk).payer
 
 
 def test_the_payer_hands_the_bill_back_to_the_creator(api_client_for, paid_by_carol):
@@ -84,7 +84,7 @@ def test_a_handover_still_waiting_is_left_waiting(bob_api, api_client_for, paid_
     _return(api_client_for("carol"), paid_by_carol)
     # Then bob pays and dave's request still waits for his answer
     item = Item.objects.get(pk=paid_by_carol.pk)
-    assert (item.debtor, item.pending_owner) == ("bob", "dave")
+    assert (item.payer, item.pending_owner) == ("bob", "dave")
 
 
 def test_my_resources_lists_what_the_payer_may_hand_back_with_a_button(api_client_for, paid_by_carol):

@@ -17,6 +17,7 @@ from datetime import timedelta
 import pytest
 
 from collab import clock
+from collab.actor import Actor
 from quotas import ledger
 from tests.fixtures.items import exec_ok, host_call, item_url
 from workspace.items.models import Item, RunningExec
@@ -112,7 +113,7 @@ def test_a_member_may_see_but_not_stop_anothers_command(alice_api, api_client_fo
     # Given alice's investigation with bob as a member, and a command of alice's running in it
     from workspace.investigations.services import investigation_create
 
-    item = investigation_create(title="Outage", user_id="alice", members=["bob"]).item
+    item = investigation_create(title="Outage", actor=Actor("alice"), members=["bob"]).item
     stream, exec_id = _running(alice_api, item, "echo ready; sleep 30")
     bob = api_client_for("bob")
     # When bob lists the item's commands and tries to stop alice's

@@ -9,6 +9,7 @@ import threading
 import pytest
 from django.db import connection
 
+from collab.actor import Actor
 from collab.errors import DomainError
 from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
@@ -93,7 +94,7 @@ def test_a_stream_the_client_leaves_gives_its_slot_back(make_item, two_at_once):
     # Given alice streaming a command that would write for a while
     events = item_exec_streaming(
         item=make_item(), app=get_config().app("notebook"), command="for i in 1 2 3; do echo $i; sleep 0.2; done",
-        user_id="alice",
+        actor=Actor("alice"),
     )  # fmt: skip
     assert isinstance(next(events), ExecStarted)
     assert ExecSlot.objects.count() == 1

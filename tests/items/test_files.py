@@ -178,7 +178,7 @@ def test_the_write_check_sees_the_item_owner_and_sizes(alice_api, make_item):
         unregister_write_check(seen.append)
     # Then the check saw one write of five bytes to that notebook, owed by bob
     (intent,) = seen
-    assert (intent.item_id, intent.app_slug, intent.owner, intent.delta) == (item.pk, "notebook", "bob", 5)
+    assert (intent.item_id, intent.app_slug, intent.payer, intent.delta) == (item.pk, "notebook", "bob", 5)
 
 
 def test_an_oversized_upload_is_413_and_leaves_nothing(alice_api, item, settings):

@@ -70,7 +70,7 @@ def test_a_delete_raced_by_a_symlink_swap_deletes_nothing_outside(monkeypatch, r
     (root / "docs").symlink_to(outside)
     monkeypatch.setattr(filestore, "resolve", lambda root, path: root / path)
     monkeypatch.setattr(filestore, "workspace_prepared", lambda item_id, app_slug: root)
-    ref = filestore.WorkspaceRef(item_id=1, app_slug="notebook", owner="alice")
+    ref = filestore.WorkspaceRef(item_id=1, app_slug="notebook", payer="alice")
     # When a delete of docs/secret.txt goes ahead / Then it is refused
     with pytest.raises(DomainError):
         filestore.delete_path(ref, "docs/secret.txt")

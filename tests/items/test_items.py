@@ -163,7 +163,7 @@ def test_anyone_else_changing_the_owner_is_refused_with_403(make_item):
     item = make_item(created_by="alice")
     # When bob names himself as its owner through the item service / Then it is refused with 403
     with pytest.raises(Forbidden):
-        services.item_update(item=item, actor=Actor("bob"), owner="bob")
+        services.item_update(item=item, actor=Actor("bob"), payer="bob")
     # Then alice still pays
     item.refresh_from_db()
     assert item.owner == "alice"

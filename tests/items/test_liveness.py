@@ -34,11 +34,11 @@ def test_a_sandbox_is_live_until_its_evidence_is_older_than_the_lease(alice_api,
     # When 89 s pass
     clock.advance(seconds=89)
     # Then it still counts as live
-    assert ledger.live_rows_of_owner("alice").count() == 1
+    assert ledger.live_rows_of_payer("alice").count() == 1
     # When 2 s more pass
     clock.advance(seconds=2)
     # Then it no longer counts
-    assert ledger.live_rows_of_owner("alice").count() == 0
+    assert ledger.live_rows_of_payer("alice").count() == 0
 
 
 def test_exec_activity_is_fresh_evidence(alice_api, make_item, clock):
@@ -61,7 +61,7 @@ def test_a_late_heartbeat_never_revives_a_closed_sandbox(alice_api, make_item, c
     # When a late heartbeat for it arrives / Then it is refused
     assert ledger.heartbeat(activity_id=row.pk, lease=LEASE, used=True) is False
     # Then nothing is live and the row stays closed
-    assert ledger.live_rows_of_owner("alice").count() == 0
+    assert ledger.live_rows_of_payer("alice").count() == 0
     row.refresh_from_db()
     assert row.is_deleted
 
@@ -193,13 +193,13 @@ def test_a_sandbox_that_never_finished_opening_stops_counting_after_the_opening_
     item = make_item()
     before_sandbox_open(item=item, app=get_config().app(item.app_slug), backend="local")
     # Then it counts as live at first
-    assert ledger.live_rows_of_owner("alice").count() == 1
+    assert ledger.live_rows_of_payer("alice").count() == 1
 
     # When the 30 s opening lease passes
     clock.advance(seconds=31)
 
     # Then it no longer counts
-    assert ledger.live_rows_of_owner("alice").count() == 0
+    assert ledger.live_rows_of_payer("alice").count() == 0
 
 
 def test_an_opened_sandbox_holds_the_full_lease_from_when_it_opened(alice_api, make_item, clock):
@@ -224,7 +224,7 @@ def test_a_probe_never_revives_a_row_whose_lease_ran_out(alice_api, make_item, c
     counts = lifecycle.sandboxes_probe()
     # Then the probe does not bring it back into the count; reclaim shuts it down
     assert counts.refreshed == 0
-    assert ledger.live_rows_of_owner("alice").count() == 0
+    assert ledger.live_rows_of_payer("alice").count() == 0
     assert lifecycle.sandboxes_reclaim().closed == 1
     assert not _running(row)
 
@@ -251,7 +251,7 @@ def test_with_no_worker_expired_sandboxes_stop_before_their_capacity_is_given_aw
         "expired",
         "expired",
     ]
-    assert ledger.live_rows_of_owner("carol").count() == 1
+    assert ledger.live_rows_of_payer("carol").count() == 1
 
 
 def test_an_expired_sandbox_that_cannot_be_confirmed_closed_refuses_the_open(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from collab.actor import Actor
 from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
 from workspace.items.models import Item
@@ -109,7 +110,7 @@ def test_a_member_of_an_investigation_cannot_move_its_bill(api_client_for):
     # Given alice's investigation with bob as member
     from workspace.investigations.services import investigation_create
 
-    item = investigation_create(title="outage", user_id="alice", members=["bob"]).item
+    item = investigation_create(title="outage", actor=Actor("alice"), members=["bob"]).item
     # When bob names himself or carol as owner
     answers = [
         api_client_for("bob").patch(item_url(item), {"owner": owner}, format="json").status_code
@@ -118,7 +119,7 @@ def test_a_member_of_an_investigation_cannot_move_its_bill(api_client_for):
     # Then both are refused and alice still pays
     assert answers == [403, 403]
     item.refresh_from_db()
-    assert (item.debtor, item.pending_owner) == ("alice", "")
+    assert (item.payer, item.pending_owner) == ("alice", "")
 
 
 def test_the_handover_page_answers_with_the_sites_messages(bob_api, api_client_for):

@@ -181,7 +181,7 @@ def test_handing_the_bill_back_clears_the_record(settings, api_client_for, make_
     assert api_client_for("carol").post(f"/me/resources/handovers/{item.pk}/return").status_code == 200
     # Then alice pays and no record of the assignment is left
     item.refresh_from_db()
-    assert (item.debtor, item.owner_named_by, item.owner_assigned) == ("alice", "", False)
+    assert (item.payer, item.owner_named_by, item.owner_assigned) == ("alice", "", False)
 
 
 def test_the_creators_item_page_has_what_the_payers_lacks(client, paid_by_carol):

@@ -150,7 +150,7 @@ def test_a_host_that_is_down_gives_a_clear_503_and_nothing_live(alice_api, make_
     assert response.status_code == 503
     assert response.json()["error"] == "sandbox_host_unavailable"
     assert "127.0.0.1" not in response.json()["detail"]
-    assert ledger.live_rows_of_owner("alice").count() == 0
+    assert ledger.live_rows_of_payer("alice").count() == 0
     assert SandboxActivity.objects.get().close_reason == "failed"
 
 

@@ -62,7 +62,7 @@ def test_an_investigation_with_a_long_title_is_refused_whole(alice_api):
     # Given alice, and a title of 201 characters
     # When alice creates an investigation with 201 characters of title, through the service
     with pytest.raises(DomainError) as refused:
-        investigation_create(title=TOO_LONG, user_id="alice")
+        investigation_create(title=TOO_LONG, actor=Actor("alice"))
 
     # Then it is refused, not cut
     assert refused.value.error == "title_too_long"

@@ -23,7 +23,7 @@ def test_ten_concurrent_writes_admit_exactly_the_ones_that_fit(write_config, mak
     # Given a workspace limit of 48K and ten writers of 16K each
     write_config('[sandbox]\nworkspace_quota = "48K"\n')
     item = make_item()
-    ref = WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner="alice")
+    ref = WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, payer="alice")
     start, staged, outcomes = threading.Barrier(10), threading.Barrier(10), []
 
     def chunks() -> Iterator[bytes]:
@@ -56,7 +56,7 @@ def test_an_upload_over_quota_is_refused_at_most_one_chunk_past_it(write_config,
     # Given a workspace limit of 2M and an upload of 8M arriving chunk by chunk
     write_config('[sandbox]\nworkspace_quota = "2M"\n')
     item = make_item()
-    ref = WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner="alice")
+    ref = WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, payer="alice")
     consumed = []
 
     def upload() -> Iterator[bytes]:
@@ -77,7 +77,7 @@ def test_an_upload_within_quota_is_stored_whole(write_config, make_item):
     # Given a workspace limit of 8M
     write_config('[sandbox]\nworkspace_quota = "8M"\n')
     item = make_item()
-    ref = WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner="alice")
+    ref = WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, payer="alice")
     # When alice writes a file of three chunks
     change = filestore.write_file(ref, "fits.bin", (b"y" * CHUNK for _ in range(3)))
     # Then all of it is stored

@@ -20,9 +20,10 @@ BESIDE_WRITES = 150
 
 ACCOUNT = """
 from django.contrib.auth.models import User
+from collab.actor import Actor
 from collab.tokens import token_create
 User.objects.create_user("sam", password="sam-secret-1")
-print(token_create(user_id="sam", name="writer").token)
+print(token_create(actor=Actor("sam"), name="writer").token)
 """
 
 # The worker beside gunicorn, as far as the database sees it: another process writing in

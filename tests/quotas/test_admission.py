@@ -81,7 +81,7 @@ def test_exactly_at_each_limit_is_admitted(per_user, alice_api, make_item):
     # When she opens both / Then both are admitted
     _fill(alice_api, [first, second])
     # Then both are live
-    assert ledger.live_rows_of_owner("alice").count() == 2
+    assert ledger.live_rows_of_payer("alice").count() == 2
 
 
 def test_when_several_limits_bind_the_first_is_named_and_the_others_listed(per_user, alice_api, make_item):
@@ -183,22 +183,22 @@ def test_no_limit_means_the_gate_costs_no_query(make_item, django_assert_num_que
     # Given no per-user limit, and the 5 s override memo warmed by a first gate
     write_config("")
     item = make_item()
-    services.sandbox_admit(owner=item.debtor, incoming=_notebook_size())
+    services.sandbox_admit(payer=item.payer, incoming=_notebook_size())
     # When the gate runs again / Then it reads nothing at all
     with django_assert_num_queries(0):
-        services.sandbox_admit(owner=item.debtor, incoming=_notebook_size())
+        services.sandbox_admit(payer=item.payer, incoming=_notebook_size())
 
 
 def test_with_limits_the_gate_is_one_aggregate_query(per_user, make_item, django_assert_num_queries):
     # Given per-user limits on every dimension, and the override memo warmed
     per_user(count=5, cpu=5, memory="5G")
     item = make_item()
-    services.sandbox_admit(owner=item.debtor, incoming=_notebook_size())
+    services.sandbox_admit(payer=item.payer, incoming=_notebook_size())
     # When the gate runs again
     # (the owner's lock on PostgreSQL only, since SQLite serialises writers; then the sums)
     expected = 2 if connection.features.has_select_for_update else 1
     with django_assert_num_queries(expected) as captured:
-        services.sandbox_admit(owner=item.debtor, incoming=_notebook_size())
+        services.sandbox_admit(payer=item.payer, incoming=_notebook_size())
     # Then its last statement is the one aggregate over the owner's live rows
     gate = captured.captured_queries[-1]["sql"]
     assert "COUNT(" in gate
@@ -212,7 +212,7 @@ def test_a_refusing_gate_stores_nothing(per_user, alice_api, make_item):
     item = make_item()
     # When the gate alone is asked about another item's new sandbox
     with pytest.raises(QuotaExceeded) as refused:
-        services.sandbox_admit(owner=item.debtor, incoming=_notebook_size())
+        services.sandbox_admit(payer=item.payer, incoming=_notebook_size())
     # Then it refuses with the sandbox quota error (no HTTP status: the edge maps it) and no ledger row is written
     assert refused.value.error == "sandbox_quota_exceeded"
     assert not hasattr(refused.value, "status_code")
@@ -257,7 +257,7 @@ def test_only_the_creator_or_staff_can_move_the_debt(per_user, alice_api, bob_ap
     assert bob_api.patch(item_url(item), {"owner": "carol"}, format="json").status_code == 404
     # Then alice still pays
     item.refresh_from_db()
-    assert item.debtor == "alice"
+    assert item.payer == "alice"
     # When alice names bob / Then he is only asked
     assert alice_api.patch(item_url(item), {"owner": "bob"}, format="json").json()["pending_owner"] == "bob"
     # When bob accepts / Then he pays

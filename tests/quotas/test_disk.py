@@ -254,7 +254,7 @@ def test_the_write_check_memoises_the_item_lookup_for_five_seconds(
     # When the write check looks it up ten times / Then one query answers them all
     with django_assert_num_queries(1):
         for _ in range(10):
-            assert (item_facts(str(item.pk)).app_slug, item_facts(str(item.pk)).owner) == ("notebook", "bob")
+            assert (item_facts(str(item.pk)).app_slug, item_facts(str(item.pk)).payer) == ("notebook", "bob")
     # When five seconds pass
     clock.advance(seconds=5)
     # Then the next lookup queries again

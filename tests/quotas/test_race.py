@@ -51,4 +51,4 @@ def test_twenty_concurrent_opens_with_count_three_admit_exactly_three(per_user, 
         thread.join(timeout=60)
     # Then exactly three are admitted and seventeen refused, and three are live
     assert sorted(outcomes) == ["507 sandbox_quota_exceeded"] * 17 + ["admitted"] * 3
-    assert ledger.live_rows_of_owner("alice").count() == 3
+    assert ledger.live_rows_of_payer("alice").count() == 3

@@ -39,9 +39,9 @@ def test_sandbox_usage_counts_live_rows_and_sums_only_costed_ones(clock):
     _row("alice", cpu=None, memory=None)
     _row("bob", cpu=2.0, memory=200)
     # When the gate's hand-written usage of alice is read
-    usage = selectors.owner_sandbox_usage(owner="alice")
+    usage = selectors.payer_sandbox_usage(payer="alice")
     # Then it agrees with the ORM: four live rows, with 1.5 cpu and 150 bytes summed from the costed ones
-    orm = ledger.live_rows_of_owner("alice").aggregate(
+    orm = ledger.live_rows_of_payer("alice").aggregate(
         count=Count("id"),
         cpu=Sum("cpu_cores", filter=Q(charges_cost=True)),
         memory=Sum("memory_bytes", filter=Q(charges_cost=True)),
@@ -52,7 +52,7 @@ def test_sandbox_usage_counts_live_rows_and_sums_only_costed_ones(clock):
 def test_sandbox_usage_of_nobody_is_zero(clock):
     # Given nobody with a sandbox
     # When the usage of nobody is read
-    usage = selectors.owner_sandbox_usage(owner="nobody")
+    usage = selectors.payer_sandbox_usage(payer="nobody")
     # Then it is zero in each dimension
     assert (usage.count, usage.cpu, usage.memory) == (0, 0.0, 0)
 
@@ -64,8 +64,8 @@ def test_disk_bytes_sum_current_rows_of_the_owner_optionally_without_one_item():
     WorkspaceDiskUsage.objects.create(item_id="3", app_slug="notebook", owner="alice", bytes=40, is_deleted=True)
     WorkspaceDiskUsage.objects.create(item_id="4", app_slug="notebook", owner="bob", bytes=80)
     # When alice's disk bytes are summed / Then only her current rows count
-    assert selectors.owner_disk_bytes(owner="alice") == 30
+    assert selectors.payer_disk_bytes(payer="alice") == 30
     # When one of her items is left out / Then its bytes are too
-    assert selectors.owner_disk_bytes(owner="alice", excluding_item="2") == 10
+    assert selectors.payer_disk_bytes(payer="alice", excluding_item="2") == 10
     # When carol's are summed / Then they are zero
-    assert selectors.owner_disk_bytes(owner="carol") == 0
+    assert selectors.payer_disk_bytes(payer="carol") == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from collab.actor import Actor
 from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
 from workspace.investigations.models import InvestigationMember
@@ -56,7 +57,7 @@ def test_staff_may_run_a_workflow_on_an_item_its_creator_may_use(settings, alice
 
 def test_a_scheduled_run_acts_for_the_workflows_creator(scheduler_tick, make_item, make_workflow, clock):
     # Given bob's scheduled workflow on alice's investigation where bob is a member
-    investigation = investigation_create(title="outage", user_id="alice", members=["bob"]).item
+    investigation = investigation_create(title="outage", actor=Actor("alice"), members=["bob"]).item
     make_workflow(["echo tick"], user="bob", item_id=str(investigation.pk), every_seconds=60)
     # When the scheduler runs it
     scheduler_tick()
@@ -69,7 +70,7 @@ def test_a_scheduled_run_whose_creator_lost_access_is_not_run_and_says_why(
     scheduler_tick, make_item, make_workflow, clock
 ):
     # Given bob's scheduled workflow on alice's investigation, then bob removed from it
-    investigation = investigation_create(title="outage", user_id="alice", members=["bob"]).item
+    investigation = investigation_create(title="outage", actor=Actor("alice"), members=["bob"]).item
     make_workflow(["touch bob.txt"], user="bob", item_id=str(investigation.pk), every_seconds=60)
     InvestigationMember.objects.filter(investigation_id=investigation.pk, user_id="bob").delete()
     # When the scheduler's turn comes
@@ -108,7 +109,7 @@ def test_the_run_list_of_someone_elses_workflow_is_404(api_client_for, make_item
 
 def test_the_item_page_lists_only_the_workflows_its_viewer_may_see(api_client_for, make_item, make_workflow):
     # Given an investigation of alice's with bob as member, a workflow of alice's and one of bob's
-    investigation = investigation_create(title="outage", user_id="alice", members=["bob"]).item
+    investigation = investigation_create(title="outage", actor=Actor("alice"), members=["bob"]).item
     make_workflow(["true"], name="alice-secret-checks", user="alice")
     make_workflow(["true"], name="bob-checks", user="bob")
     # When bob opens the investigation's item page

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.utils.html import escape
 
+from collab.actor import Actor
 from crudgen.models import StoredResource, StoredRevision
 from workspace.investigations.models import InvestigationMember
 from workspace.investigations.services import investigation_create
@@ -137,7 +138,7 @@ def test_the_form_opened_from_an_item_has_that_item_chosen(alice_api, make_item)
 
 def test_an_investigation_a_member_opens_the_form_from_is_offered(api_client_for):
     # Given alice's investigation with bob as member
-    investigation = investigation_create(title="Outage", user_id="alice", members=["bob"]).item
+    investigation = investigation_create(title="Outage", actor=Actor("alice"), members=["bob"]).item
     # When bob opens the new-workflow form from it
     page = api_client_for("bob").get(f"/workflows/new?item={investigation.pk}").content.decode()
     # Then the investigation is offered, chosen, among his items
@@ -214,7 +215,7 @@ def test_a_save_over_a_newer_revision_is_refused_keeping_what_was_typed(alice_ap
 
 def test_an_item_no_longer_usable_stays_chosen_and_the_save_says_why(api_client_for):
     # Given bob's workflow on alice's investigation, from which alice then removed him
-    investigation = investigation_create(title="Outage", user_id="alice", members=["bob"]).item
+    investigation = investigation_create(title="Outage", actor=Actor("alice"), members=["bob"]).item
     bob = api_client_for("bob")
     workflow_id = workflows.create({"name": "probe", "steps": ["true"], "item_id": str(investigation.pk)}, user="bob")[
         "resource_id"

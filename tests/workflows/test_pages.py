@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.utils.html import escape
 
+from collab.actor import Actor
 from tests.fixtures.items import item_url
 from workspace.investigations.models import InvestigationMember
 from workspace.investigations.services import investigation_create
@@ -236,7 +237,7 @@ def test_the_item_page_offers_a_new_workflow_on_that_item(alice_api, make_item):
 
 def test_an_item_the_viewer_no_longer_sees_is_named_by_id_only(api_client_for, make_workflow):
     # Given bob's workflow on alice's investigation, from which alice then removed him
-    investigation = investigation_create(title="Secret outage", user_id="alice", members=["bob"]).item
+    investigation = investigation_create(title="Secret outage", actor=Actor("alice"), members=["bob"]).item
     workflow_id = make_workflow(["true"], user="bob", item_id=str(investigation.pk))
     InvestigationMember.objects.filter(investigation_id=investigation.pk, user_id="bob").delete()
     bob = api_client_for("bob")

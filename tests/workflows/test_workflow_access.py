@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from collab.actor import Actor
 from crudgen.models import StoredResource, StoredRevision
 from workspace.investigations.services import investigation_create
 from workspace.items.models import Item
@@ -155,7 +156,7 @@ def test_a_caller_may_name_their_own_item_and_an_investigation_they_are_member_o
 ) -> None:
     # Given bob's own item and alice's investigation with bob as a member
     own = make_item(created_by="bob")
-    investigation = investigation_create(title="outage", user_id="alice", members=["bob"]).item
+    investigation = investigation_create(title="outage", actor=Actor("alice"), members=["bob"]).item
     # When bob names each
     answers = [
         bob_api.post("/api/v1/workflow", {**BODY, "item_id": str(item.pk)}, format="json").status_code

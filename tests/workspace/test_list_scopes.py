@@ -59,7 +59,7 @@ def alices() -> Alices:
         workflow=make_workflow(["true"], user="alice", item_id=str(item.pk)),
         chat=str(chat.pk),
         notification=str(make_notification(recipient="alice").pk),
-        token=str(tokens.token_create(user_id="alice", name="ci").row.pk),
+        token=str(tokens.token_create(actor=Actor("alice"), name="ci").row.pk),
     )
 
 
@@ -77,6 +77,8 @@ def _ids(rows: Iterable[Any], *fields: str) -> set[str]:
 LISTS: dict[str, Callable[[], set[str]]] = {
     "items.items_of_app": lambda: _ids(item_selectors.items_of_app(app_slug="notebook", actor=DAVE).results, "pk"),
     "items.items_of_creator": lambda: _ids(item_selectors.items_of_creator(user_id="dave", limit=50), "pk"),
+    "items.pending_handovers": lambda: _ids(item_selectors.pending_handovers(user_id="dave"), "item_id"),
+    "items.paid_for_others": lambda: _ids(item_selectors.paid_for_others(user_id="dave"), "item_id"),
     "workflows.definitions_page": lambda: _ids(definitions.definitions_page(actor=DAVE).definitions, "id"),
     "workflows.definitions_page(deleted)": lambda: _ids(
         definitions.definitions_page(actor=DAVE, deleted=True).definitions, "id"
@@ -91,7 +93,7 @@ LISTS: dict[str, Callable[[], set[str]]] = {
     "knowledge.chats_for_reader": lambda: _ids(knowledge_selectors.chats_for_reader(actor=DAVE), "id"),
     "knowledge.chats_shared_with": lambda: _ids(knowledge_selectors.chats_shared_with(user_id="dave", limit=50), "pk"),
     "collab.inbox": lambda: _ids(collab_selectors.inbox(user_id="dave").results, "id"),
-    "collab.tokens_of": lambda: _ids(tokens.tokens_of(user_id="dave"), "pk"),
+    "collab.tokens_of": lambda: _ids(tokens.tokens_of(actor=Actor("dave")), "pk"),
     "quotas.my_resources": lambda: _ids(
         [*quota_selectors.my_resources(actor=DAVE).live, *quota_selectors.my_resources(actor=DAVE).disk], "item"
     ),
@@ -105,9 +107,9 @@ NOT_LISTS = {
     "collab.inbox_state",
     "collab.unread_count",
     "quotas.resources_at_a_glance",
-    "quotas.owner_sandbox_usage",
-    "quotas.owner_disk_bytes",
-    "quotas.owner_live_sandbox_exists",
+    "quotas.payer_sandbox_usage",
+    "quotas.payer_disk_bytes",
+    "quotas.payer_live_sandbox_exists",
     "quotas.override_of_user",
     "workflows.items_for_viewer",
     "workflows.revision_comparison",
@@ -169,8 +171,8 @@ def test_a_stranger_cannot_list_the_revisions_of_alices_workflow(alices: Alices)
 
 
 def test_every_list_selector_is_in_the_table() -> None:
-    # Given the selector modules' public functions that take a person (an actor, a user id, an owner)
-    people = {"actor", "user_id", "owner"}
+    # Given the selector modules' public functions that take a person (an actor, a user id, a payer or creator)
+    people = {"actor", "user_id", "owner", "payer", "creator"}
     found = {
         f"{label}.{name}"
         for label, module in MODULES

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from collab.actor import Actor
 from collab.errors import Invalid
 from workspace.agent.messages import message_append
 from workspace.agent.models import ItemMessage
@@ -55,7 +56,7 @@ def _warm_up(item: Item, app: AppDescriptor) -> None:
         logger.warning("sandbox warm-up for item %s failed; the turn goes on", item.pk, exc_info=True)
 
 
-def chat_send(*, item: Item, app: AppDescriptor, user_id: str, content: Any) -> ChatTurn:
+def chat_send(*, item: Item, app: AppDescriptor, actor: Actor, content: Any) -> ChatTurn:
     """Validate, take one of the sender's command slots (429 when all are taken), gate, store the
     user's message, warm up, run the agent turn; the slot is held for the whole turn, whose
     commands hold this thread.
@@ -63,18 +64,18 @@ def chat_send(*, item: Item, app: AppDescriptor, user_id: str, content: Any) -> 
     Not one transaction: the agent's commands run for seconds, and each message commits on its
     own so the conversation shows what happened even when a later step fails.
     """
-    message, events = chat_send_streaming(item=item, app=app, user_id=user_id, content=content)
+    message, events = chat_send_streaming(item=item, app=app, actor=actor, content=content)
     return ChatTurn(message=message, replies=[event for event in events if isinstance(event, ItemMessage)])
 
 
 def chat_send_streaming(
-    *, item: Item, app: AppDescriptor, user_id: str, content: Any
+    *, item: Item, app: AppDescriptor, actor: Actor, content: Any
 ) -> tuple[ItemMessage, Iterator[TurnEvent]]:
     """`chat_send` as it happens: validated, one of the sender's command slots taken, gated and the
     user's message stored before this returns (so refusals come back as plain errors and nothing
     is stored); the turn runs as the events are read: the agent's text as written, its tool calls,
     each reply once stored. The slot is given back when the turn ends."""
-    text = _validated_content(content)
+    text, user_id = _validated_content(content), actor.user_id
     slot = exec_slot_take(user_id=user_id, seconds=get_config().sandbox.exec_timeout_max)
     try:
         chat_send_gate(item=item, app=app)

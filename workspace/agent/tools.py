@@ -56,7 +56,7 @@ class ItemAgentTools:
         try:
             # The turn holds the person's command slot (chat_send), so the command takes none of its own.
             outcome = item_services.item_exec(
-                item=self.item, app=self.app, command=command, user_id=None, timeout=seconds
+                item=self.item, app=self.app, command=command, actor=None, timeout=seconds
             )
             return outcome.result
         except DomainError as exc:

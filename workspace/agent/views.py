@@ -93,9 +93,7 @@ class ItemMessagesApi(ServiceApiView):
             raise Invalid(error="empty_message", detail="The body needs a 'content'.")
         content = request.data.get("content")
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
-            message, events = services.chat_send_streaming(
-                item=item, app=app, user_id=actor_of(request).user_id, content=content
-            )
+            message, events = services.chat_send_streaming(item=item, app=app, actor=actor_of(request), content=content)
             return event_stream(_turn_frames(message, events))
-        turn = services.chat_send(item=item, app=app, user_id=actor_of(request).user_id, content=content)
+        turn = services.chat_send(item=item, app=app, actor=actor_of(request), content=content)
         return Response(ChatTurnOutputSerializer(turn).data, status=201)

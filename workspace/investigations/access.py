@@ -1,7 +1,7 @@
-"""Who may see investigations, for an actor: one (`investigation_for_member`, `investigation_for_owner`),
+"""Who may see investigations, for an actor: one (`investigation_for_member`, `investigation_for_creator`),
 many (`members_among`: the investigations' items shared with someone) and the SQL scope of a list
 (`participated`). Missing, not an investigation and not yours all 404; a member asking for what
-only the owner may do is 403."""
+only the creator may do is 403."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def members_among(item_ids: Sequence[int], user_id: str) -> set[int]:
 
 
 def is_participant(investigation: Investigation, user_id: str) -> bool:
-    """The owner (the item's creator, who holds the permissions) or a member."""
+    """The creator (of the item, who holds the permissions) or a member."""
     if not user_id:
         return False
     if investigation.item.created_by == user_id:
@@ -78,9 +78,9 @@ def investigation_for_member(investigation_id: int, user_id: str, *, lock: bool 
     return investigation
 
 
-def investigation_for_owner(investigation_id: int, *, actor: Actor, action: str, lock: bool = False) -> Investigation:
-    """The owner (the creator) or staff get the investigation; a member learns that only the owner
-    may `action` (403), anyone else that there is no such investigation (404)."""
+def investigation_for_creator(investigation_id: int, *, actor: Actor, action: str, lock: bool = False) -> Investigation:
+    """The creator or staff get the investigation; a member learns that only its owner (the spec's
+    word for the creator) may `action` (403), anyone else that there is no such investigation (404)."""
     user_id = actor.user_id
     if actor.is_staff:
         investigation = _investigation(investigation_id, lock=lock)
@@ -88,7 +88,7 @@ def investigation_for_owner(investigation_id: int, *, actor: Actor, action: str,
             raise Http404("No such investigation.")
         return investigation
     investigation = investigation_for_member(investigation_id, user_id, lock=lock)
-    owner = investigation.item.created_by
-    if owner != user_id:
-        raise Forbidden(error="owner_only", detail=f"Only the investigation's owner ({owner}) can {action}.")
+    creator = investigation.item.created_by
+    if creator != user_id:
+        raise Forbidden(error="owner_only", detail=f"Only the investigation's owner ({creator}) can {action}.")
     return investigation

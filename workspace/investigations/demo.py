@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from collab.actor import Actor
 from workspace.investigations import services as investigation_services
 from workspace.investigations.models import Investigation
 
@@ -13,17 +14,17 @@ DEMO_INVESTIGATION = "Checkout latency spike"
 def load_investigation(say: Callable[[str], None]) -> None:
     if Investigation.objects.filter(item__created_by="alice", item__title=DEMO_INVESTIGATION).exists():
         return
-    # carol is added as well as mentioned: a mention notifies, only the owner adds members.
+    # carol is added as well as mentioned: a mention notifies, only the creator adds members.
     investigation = investigation_services.investigation_create(
-        title=DEMO_INVESTIGATION, user_id="alice", members=["bob", "carol"]
+        title=DEMO_INVESTIGATION, actor=Actor("alice"), members=["bob", "carol"]
     )
     investigation_services.mention_create(
         investigation_id=investigation.pk,
-        user_id="alice",
+        actor=Actor("alice"),
         user_ids=["carol"],
         note="The p95 doubled after the 14:00 deploy; can you check the data pipeline?",
     )
-    investigation_services.status_change(investigation_id=investigation.pk, user_id="alice", status="in_progress")
+    investigation_services.status_change(investigation_id=investigation.pk, actor=Actor("alice"), status="in_progress")
     say(f"created investigation {investigation.pk} {DEMO_INVESTIGATION!r} (members bob, carol)")
 
 

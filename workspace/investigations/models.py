@@ -33,7 +33,7 @@ class Investigation(TrackedModel):
 
     @property
     def changed_at(self) -> datetime:
-        """The later of its own change (status, members) and its item's (title, owner)."""
+        """The later of its own change (status, members) and its item's (title, payer)."""
         return max(self.updated_at, self.item.updated_at)
 
     @property

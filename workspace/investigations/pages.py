@@ -19,18 +19,18 @@ from workspace.items.access import app_or_404
 
 @identity_required
 def investigations_page(request: HttpRequest) -> HttpResponse:
-    user_id = actor_of(request).user_id
+    actor = actor_of(request)
     if request.method == "POST":
         members = [part for part in request.POST.get("members", "").replace(",", " ").split() if part]
         try:
             investigation = services.investigation_create(
-                title=request.POST.get("title", ""), members=members, user_id=user_id
+                title=request.POST.get("title", ""), members=members, actor=actor
             )
         except DomainError as exc:
             messages.error(request, str(exc.detail))
         else:
             return HttpResponseRedirect(reverse("investigation", args=[investigation.pk]))
-    rows = selectors.investigations_for_user(actor=actor_of(request))
+    rows = selectors.investigations_for_user(actor=actor)
     return render(request, "investigations/investigations.html", {"investigations": rows})
 
 

@@ -18,7 +18,7 @@ STATUS_ORDER = [choice.value for choice in Investigation.Status]
 
 
 def investigations_for_user(*, actor: Actor, limit: int = LIST_LIMIT) -> list[Investigation]:
-    """Where the caller is the owner (creator) or a member; newest first; two queries whatever the size."""
+    """Where the caller is the creator or a member; newest first; two queries whatever the size."""
     rows = (
         Investigation.objects.filter(participated(actor=actor))
         .select_related("item")

@@ -12,7 +12,7 @@ from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
 from workspace.agent.messages import message_append
 from workspace.agent.models import ItemMessage
-from workspace.investigations.access import INVESTIGATION_APP, investigation_for_member, investigation_for_owner
+from workspace.investigations.access import INVESTIGATION_APP, investigation_for_creator, investigation_for_member
 from workspace.investigations.models import Investigation, InvestigationMember
 from workspace.items import services as item_services
 from workspace.items.access import app_or_404
@@ -51,7 +51,7 @@ def _known_user_ids(user_ids: Sequence[str]) -> list[str]:
 
 
 def _members_add(investigation: Investigation, user_ids: Sequence[str], *, by: str | None) -> list[str]:
-    """Adds the ones who are neither the owner nor already members; returns those added."""
+    """Adds the ones who are neither the creator nor already members; returns those added."""
     existing = set(investigation.members.values_list("user_id", flat=True))
     added = [u for u in user_ids if u != investigation.item.created_by and u not in existing]
     rows = []
@@ -64,24 +64,25 @@ def _members_add(investigation: Investigation, user_ids: Sequence[str], *, by: s
 
 
 @transaction.atomic
-def investigation_create(*, title: str, user_id: str, members: Sequence[str] = ()) -> Investigation:
-    """A new `rca` item and its investigation; the creator is the owner, `members` join at once."""
+def investigation_create(*, title: str, actor: Actor, members: Sequence[str] = ()) -> Investigation:
+    """A new `rca` item and its investigation, created by `actor` (who pays for it too); `members`
+    join at once."""
     title = item_services.checked_title(title, noun="An investigation")
     known = _known_user_ids(members)
-    item = item_services.item_create(app=app_or_404(INVESTIGATION_APP), title=title, actor=Actor(user_id))
+    item = item_services.item_create(app=app_or_404(INVESTIGATION_APP), title=title, actor=actor)
     investigation = Investigation(item=item)
-    investigation.stamp_created(user_id)
+    investigation.stamp_created(actor.user_id)
     investigation.save(force_insert=True)
-    _members_add(investigation, known, by=user_id)
+    _members_add(investigation, known, by=actor.user_id)
     return investigation
 
 
 @transaction.atomic
 def members_add(*, investigation_id: int, actor: Actor, user_ids: Sequence[str]) -> Investigation:
-    """Only the owner (the creator, who holds the permissions) or staff add members: a member
-    sees and runs commands in the owner's sandbox, billed to the owner. Unknown ids are a 400
+    """Only the creator (who holds the permissions) or staff add members: a member sees and runs
+    commands in the item's sandbox, billed to its payer. Unknown ids are a 400
     naming them, with nobody added; people already in are left as they are."""
-    investigation = investigation_for_owner(investigation_id, actor=actor, action="add members", lock=True)
+    investigation = investigation_for_creator(investigation_id, actor=actor, action="add members", lock=True)
     wanted = _known_user_ids(user_ids)
     if not wanted:
         raise Invalid(error="validation_error", detail="Name at least one person to add.")
@@ -106,8 +107,8 @@ def _mention(
         mentions=mentioned,
     )
     # A mention grants nothing: a mentioned non-member is told, and the link is a 404 for them
-    # until the owner adds them (`members_add`). Otherwise any member could bring anyone in to
-    # run commands billed to the owner.
+    # until the creator adds them (`members_add`). Otherwise any member could bring anyone in to
+    # run commands billed to the payer.
     if asked_by:
         note = f"{_display_name(asked_by)} asked the agent to mention you{': ' + note if note else '.'}"
     notify(
@@ -122,13 +123,14 @@ def _mention(
 
 
 @transaction.atomic
-def mention_create(*, investigation_id: int, user_id: str, user_ids: Sequence[str], note: str = "") -> ItemMessage:
-    """A person mentions colleagues: one `mention` message, one notification each; the agent stays idle.
+def mention_create(*, investigation_id: int, actor: Actor, user_ids: Sequence[str], note: str = "") -> ItemMessage:
+    """A participant mentions colleagues: one `mention` message, one notification each; the agent
+    stays idle.
 
     Allowed whatever the status: a closed investigation may still need someone's eyes.
     """
-    investigation = investigation_for_member(investigation_id, user_id, lock=True)
-    return _mention(investigation, user_ids, note, user_id)
+    investigation = investigation_for_member(investigation_id, actor.user_id, lock=True)
+    return _mention(investigation, user_ids, note, actor.user_id)
 
 
 @transaction.atomic
@@ -177,17 +179,17 @@ def _move(investigation: Investigation, status: str, actor: str | None, asked_by
 
 
 @transaction.atomic
-def status_change(*, investigation_id: int, user_id: str, status: str) -> Investigation:
-    """Any move except into the current status; owner and members hear of it, the mover does not.
+def status_change(*, investigation_id: int, actor: Actor, status: str) -> Investigation:
+    """Any move except into the current status; creator and members hear of it, the mover does not.
 
     The row is locked so two concurrent moves are judged one after the other.
     """
-    return _move(investigation_for_member(investigation_id, user_id, lock=True), status, user_id)
+    return _move(investigation_for_member(investigation_id, actor.user_id, lock=True), status, actor.user_id)
 
 
 @transaction.atomic
 def status_change_by_agent(*, investigation_id: int, status: str, asked_by: str = "") -> Investigation:
-    """The agent flips the status: actor null, so everyone (owner and members) is notified; the
+    """The agent flips the status: actor null, so everyone (creator and members) is notified; the
     message names `asked_by`, whose message the agent was answering."""
     investigation = (
         Investigation.objects.select_for_update(of=("self",)).select_related("item").get(pk=investigation_id)

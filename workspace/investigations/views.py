@@ -13,7 +13,7 @@ from collab.api import ServiceApiView, created, location_header
 from collab.serializers import ErrorOutputSerializer
 from workspace.agent.serializers import ChatMessageOutputSerializer
 from workspace.investigations import selectors, services
-from workspace.investigations.access import investigation_for_member, investigation_for_owner
+from workspace.investigations.access import investigation_for_creator, investigation_for_member
 from workspace.investigations.serializers import (
     InvestigationCreateInputSerializer,
     InvestigationDetailOutputSerializer,
@@ -45,7 +45,7 @@ class InvestigationListCreateApi(ServiceApiView):
     def post(self, request: Request) -> Response:
         body = InvestigationCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        investigation = services.investigation_create(user_id=actor_of(request).user_id, **body.validated_data)
+        investigation = services.investigation_create(actor=actor_of(request), **body.validated_data)
         detail = _detail(investigation.pk, actor_of(request).user_id)
         return created(detail, url_name="investigation", investigation_id=investigation.pk)
 
@@ -65,7 +65,7 @@ class InvestigationMembersApi(ServiceApiView):
     )
     def post(self, request: Request, investigation_id: int) -> Response:
         # Who may add is checked before the body, so a stranger learns nothing from a 400.
-        investigation_for_owner(investigation_id, actor=actor_of(request), action="add members")
+        investigation_for_creator(investigation_id, actor=actor_of(request), action="add members")
         body = InvestigationMembersInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         investigation = services.members_add(
@@ -84,7 +84,7 @@ class InvestigationMentionsApi(ServiceApiView):
         body = InvestigationMentionInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         message = services.mention_create(
-            investigation_id=investigation_id, user_id=actor_of(request).user_id, **body.validated_data
+            investigation_id=investigation_id, actor=actor_of(request), **body.validated_data
         )
         return Response(ChatMessageOutputSerializer(message).data, status=201)
 
@@ -98,6 +98,6 @@ class InvestigationStatusApi(ServiceApiView):
         body = InvestigationStatusInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         investigation = services.status_change(
-            investigation_id=investigation_id, user_id=actor_of(request).user_id, status=body.validated_data["status"]
+            investigation_id=investigation_id, actor=actor_of(request), status=body.validated_data["status"]
         )
         return Response(InvestigationOutputSerializer(investigation).data)

@@ -28,7 +28,7 @@ class ItemForm(forms.ModelForm):
 
     def clean_owner(self) -> str:
         owner = self.cleaned_data["owner"].strip()
-        return _validated(services.checked_owner, owner) if owner else owner
+        return _validated(services.checked_payer, owner) if owner else owner
 
 
 def _validated(check: Callable[[str], str], value: str) -> str:
@@ -67,7 +67,7 @@ class ItemAdmin(admin.ModelAdmin):
             item=stored,
             actor=admin_actor(request),
             title=form.cleaned_data["title"],
-            owner=form.cleaned_data["owner"],
+            payer=form.cleaned_data["owner"],
         )
 
     def delete_model(self, request: HttpRequest, obj: Item) -> None:

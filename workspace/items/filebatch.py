@@ -150,7 +150,7 @@ def _stage_check_commit(ref: WorkspaceRef, root: Path, planned: dict[str, Any]) 
                 staged.append(stage(root, path, _chunks(root, source)))
             except DiskFull as full:
                 raise refuse_full(ref, (*(s.change for s in staged), full.change)) from full
-        check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, tuple(s.change for s in staged), ref.title))
+        check_write(WriteIntent(ref.item_id, ref.app_slug, ref.payer, tuple(s.change for s in staged), ref.title))
         for item in staged:
             item.commit()
     except BaseException:

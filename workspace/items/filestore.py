@@ -61,7 +61,7 @@ class WriteIntent:
 
     item_id: int
     app_slug: str
-    owner: str
+    payer: str
     changes: tuple[FileChange, ...]
     title: str = ""  # how a refusal names the item
 
@@ -93,7 +93,7 @@ class WorkspaceRef:
 
     item_id: int
     app_slug: str
-    owner: str
+    payer: str
     title: str = ""  # how a refusal names the item
 
     @property
@@ -142,7 +142,7 @@ class _StreamBudget:
     def after_chunk(self, change: FileChange) -> None:
         if change.new_size <= CHUNK or not _write_headrooms:
             return
-        intent = WriteIntent(self.ref.item_id, self.ref.app_slug, self.ref.owner, (change,), self.ref.title)
+        intent = WriteIntent(self.ref.item_id, self.ref.app_slug, self.ref.payer, (change,), self.ref.title)
         if not self.asked:
             self.asked = True
             rooms = [room for room in (headroom(intent) for headroom in _write_headrooms) if room is not None]
@@ -607,7 +607,7 @@ def _kernel_full(change: FileChange) -> Iterator[None]:
 def refuse_full(ref: WorkspaceRef, changes: tuple[FileChange, ...]) -> QuotaExceeded:
     """The 507 for a write the kernel refused: the quota checks' own answer when they refuse it,
     else the workspace limit's, since the image is what filled up."""
-    check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, changes, ref.title))
+    check_write(WriteIntent(ref.item_id, ref.app_slug, ref.payer, changes, ref.title))
     app = get_config().app(ref.app_slug)
     quota = app.resources.disk_bytes if app else 0
     attempted = sum(change.new_size for change in changes)
@@ -638,7 +638,7 @@ def write_file(ref: WorkspaceRef, path: str, chunks: Iterable[bytes]) -> FileCha
         except DiskFull as full:
             raise refuse_full(ref, (full.change,)) from full
         try:
-            check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, (staged.change,), ref.title))
+            check_write(WriteIntent(ref.item_id, ref.app_slug, ref.payer, (staged.change,), ref.title))
             staged.commit()
         except BaseException:
             staged.discard()
@@ -758,7 +758,7 @@ def delete_path(ref: WorkspaceRef, path: str) -> FileChange:
                 raise Conflict(error="folder_not_empty", detail=f"{path!r} is not empty.") from exc
             return FileChange(relative(root, target), 0, 0)
         change = FileChange(relative(root, target), charged_bytes(info), 0)
-        check_write(WriteIntent(ref.item_id, ref.app_slug, ref.owner, (change,), ref.title))
+        check_write(WriteIntent(ref.item_id, ref.app_slug, ref.payer, (change,), ref.title))
         os.unlink(name, dir_fd=folder_fd)
         return change
     finally:

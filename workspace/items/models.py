@@ -11,8 +11,9 @@ from collab.models import TrackedModel
 class Item(TrackedModel):
     """An item of one app (a notebook, an investigation...).
 
-    `owner` is the quota debtor and nothing more; permissions follow `created_by` (spec
-    "Resources", Work item). A blank owner falls back to the creator.
+    The `owner` column holds the payer (the quota debtor) and nothing more; permissions follow
+    `created_by`, the creator (spec "Resources", Work item). A blank owner is the creator: read
+    who pays through `payer` (`payer_of`), never the column alone.
     """
 
     app_slug = models.CharField(max_length=64)
@@ -50,8 +51,14 @@ class Item(TrackedModel):
         return f"{self.app_slug}/{self.pk}: {self.title}"
 
     @property
-    def debtor(self) -> str:
-        return self.owner or self.created_by
+    def payer(self) -> str:
+        return payer_of(owner=self.owner, creator=self.created_by)
+
+
+def payer_of(*, owner: str, creator: str) -> str:
+    """Who pays for an item, from its `owner` and `created_by` columns: the owner, else the creator.
+    The one place of that rule, for callers that read the columns without loading an `Item`."""
+    return owner or creator
 
 
 class RunningExec(models.Model):

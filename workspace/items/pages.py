@@ -93,7 +93,7 @@ def items_page(request: HttpRequest, slug: str) -> HttpResponse:
             item = services.item_create(
                 app=app,
                 title=request.POST.get("title", ""),
-                owner=request.POST.get("owner", ""),
+                payer=request.POST.get("owner", ""),
                 actor=actor_of(request),
             )
         except DomainError as exc:
@@ -177,7 +177,7 @@ def _item_update(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
         item=item,
         actor=actor_of(request),
         title=request.POST.get("title") or None,
-        owner=request.POST.get("owner"),
+        payer=request.POST.get("owner"),
     )
     messages.success(request, f"Saved.{_handover_note(item)}")
     return HttpResponseRedirect(_item_url(slug, item_id))
@@ -336,7 +336,7 @@ def _kept_bytes(typed: str) -> int:
 @refused_on_the_item_page("sandbox")
 def sandbox_close_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
-    closed = services.item_sandbox_close(item=item, user_id=actor_of(request).user_id)
+    closed = services.item_sandbox_close(item=item, actor=actor_of(request))
     messages.success(request, "The sandbox is shut down." if closed else "There was no live sandbox.")
     return HttpResponseRedirect(_item_url(slug, item_id))
 
@@ -353,7 +353,7 @@ def handover_answer_page(request: HttpRequest, item_id: int, answer: str) -> Htt
             item = services.item_bill_return(item_id=item_id, actor=actor)
             done = f"{item.created_by} pays for {item.title} again."
         else:
-            item = services.item_handover_answer(item_id=item_id, user_id=actor.user_id, accept=answer == "accept")
+            item = services.item_handover_answer(item_id=item_id, actor=actor, accept=answer == "accept")
             done = f"{'You pay for' if answer == 'accept' else 'You declined paying for'} {item.title}."
     except DomainError as exc:
         messages.error(request, str(exc.detail))

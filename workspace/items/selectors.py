@@ -5,8 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.db.models import F
+from django.urls import reverse
+
 from collab.actor import Actor
 from quotas import ledger
+from quotas.host import Handover, ItemFacts, PaidItem
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from workspace.items.access import listed_items
 from workspace.items.config import AppDescriptor, get_config
@@ -19,7 +23,7 @@ from workspace.items.filestore import (
     resolve,
     workspace_prepared,
 )
-from workspace.items.models import Item, RunningExec
+from workspace.items.models import Item, RunningExec, payer_of
 from workspace.items.sandboxes import running
 
 ITEMS_DEFAULT_LIMIT = 50
@@ -63,6 +67,52 @@ def items_of_app(
 def items_of_creator(*, user_id: str, limit: int) -> list[Item]:
     """The caller's own items of every app, newest first (`item_creator_idx`)."""
     return list(Item.objects.filter(created_by=user_id).order_by("-pk")[:limit])
+
+
+def item_facts(item_id: str) -> ItemFacts | None:
+    """The item's app and payer as the quotas see them; None for no such item."""
+    if not item_id.isdigit():
+        return None
+    row = Item.objects.filter(pk=int(item_id)).values_list("app_slug", "owner", "created_by").first()
+    return None if row is None else ItemFacts(app_slug=row[0], payer=payer_of(owner=row[1], creator=row[2]))
+
+
+def pending_handovers(*, user_id: str) -> list[Handover]:
+    """The items whose bill someone asked `user_id` to take over, oldest request first
+    (`item_pending_owner_idx`)."""
+    rows = (
+        Item.objects.filter(pending_owner=user_id)
+        .exclude(pending_owner="")
+        .order_by("pending_owner_requested_at", "pk")
+    )
+    return [
+        Handover(
+            item_id=str(row.pk),
+            app_slug=row.app_slug,
+            title=row.title,
+            requested_by=row.pending_owner_requested_by,
+            requested_at=row.pending_owner_requested_at,
+        )
+        for row in rows[:100]
+    ]
+
+
+def paid_for_others(*, user_id: str) -> list[PaidItem]:
+    """The items `user_id` pays for but did not create, oldest first: the bills they may hand back."""
+    rows = Item.objects.filter(owner=user_id).exclude(created_by=F("owner")).order_by("pk")
+    return [
+        PaidItem(
+            item_id=str(row.pk),
+            app_slug=row.app_slug,
+            title=row.title,
+            created_by=row.created_by,
+            url=reverse("ws-item", args=[row.app_slug, row.pk]),
+            named_by=row.owner_named_by,
+            named_at=row.owner_named_at,
+            assigned=row.owner_assigned,
+        )
+        for row in rows[:100]
+    ]
 
 
 def item_detail(item: Item) -> ItemDetail:

@@ -27,12 +27,13 @@ class WorkspaceAppOutputSerializer(serializers.Serializer):
 
 class ItemCreateInputSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=200, allow_blank=False, trim_whitespace=True)
-    owner = serializers.CharField(max_length=150, required=False, allow_blank=True, default="")
+    # The spec's field name; the services call the billed person the payer.
+    owner = serializers.CharField(max_length=150, required=False, allow_blank=True, default="", source="payer")
 
 
 class ItemUpdateInputSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=200, required=False, allow_blank=False)
-    owner = serializers.CharField(max_length=150, required=False, allow_blank=True)
+    owner = serializers.CharField(max_length=150, required=False, allow_blank=True, source="payer")
 
 
 class ItemListQuerySerializer(serializers.Serializer):
@@ -61,7 +62,7 @@ class ItemOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     app = serializers.CharField(source="app_slug")
     title = serializers.CharField()
-    owner = serializers.CharField(source="debtor", help_text="The quota debtor; permissions follow created_by.")
+    owner = serializers.CharField(source="payer", help_text="The quota debtor; permissions follow created_by.")
     pending_owner = BlankAsNullField(help_text="Asked to pay for the item; `owner` becomes them once they accept.")
     created_by = serializers.CharField()
     updated_by = serializers.CharField()

@@ -19,30 +19,30 @@ from collab.identity import unknown_user_ids
 from quotas import ledger
 from workspace.items import filebatch, filestore, volumes
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.models import ExecSlot, Item, RunningExec
+from workspace.items.models import ExecSlot, Item, RunningExec, payer_of
 from workspace.items.sandboxes import lifecycle, running
 from workspace.items.sandboxes.base import Command, CommandInvalid, validate_command
 
 
-def checked_owner(owner: str) -> str:
-    owner = owner.strip()
-    if owner and unknown_user_ids([owner]):
-        raise Invalid(error="unknown_user", detail=f"{owner!r} is not in the user directory.")
-    return owner
+def checked_payer(payer: str) -> str:
+    payer = payer.strip()
+    if payer and unknown_user_ids([payer]):
+        raise Invalid(error="unknown_user", detail=f"{payer!r} is not in the user directory.")
+    return payer
 
 
-def _bill_to(item: Item, *, owner: str, actor: Actor) -> list[str]:
+def _bill_to(item: Item, *, payer: str, actor: Actor) -> list[str]:
     """Who pays for `item` (docs/ARCHITECTURE.md §5: nobody is billed without consent); returns the changed fields.
 
     Staff assign directly, and anyone may name themselves. Naming someone else only asks them:
     the item waits in `pending_owner` until they accept on their My resources page, and the
-    current payer pays meanwhile. A blank owner is the creator.
+    current payer pays meanwhile. A blank `payer` is the creator.
     """
-    wanted = checked_owner(owner) or item.created_by
+    wanted = checked_payer(payer) or item.created_by
     user_id = actor.user_id
     before = (item.owner, item.pending_owner, item.pending_owner_requested_by)
-    if actor.is_staff or wanted == user_id or wanted == item.debtor:
-        if wanted != item.debtor:
+    if actor.is_staff or wanted == user_id or wanted == item.payer:
+        if wanted != item.payer:
             _payer_named(item, payer=wanted, named_by=user_id, assigned=wanted != user_id)
         item.owner = wanted
         item.pending_owner = item.pending_owner_requested_by = ""
@@ -83,11 +83,11 @@ def checked_title(title: str, *, noun: str = "An item") -> str:
 
 
 @transaction.atomic
-def item_create(*, app: AppDescriptor, title: str, owner: str = "", actor: Actor) -> Item:
+def item_create(*, app: AppDescriptor, title: str, payer: str = "", actor: Actor) -> Item:
     """A new item of `app`; the creator pays unless staff name someone else or that person accepts."""
     item = Item(app_slug=app.slug, title=checked_title(title), owner=actor.user_id)
     item.stamp_created(actor.user_id)
-    _bill_to(item, owner=owner, actor=actor)
+    _bill_to(item, payer=payer, actor=actor)
     item.save()
     # After commit: making and mounting a workspace image must not hold the database's write lock.
     transaction.on_commit(lambda: filestore.workspace_prepared(item.pk, item.app_slug))
@@ -95,14 +95,14 @@ def item_create(*, app: AppDescriptor, title: str, owner: str = "", actor: Actor
 
 
 @transaction.atomic
-def item_update(*, item: Item, actor: Actor, title: str | None = None, owner: str | None = None) -> Item:
+def item_update(*, item: Item, actor: Actor, title: str | None = None, payer: str | None = None) -> Item:
     """Owner locking (docs/ARCHITECTURE.md §8): only the creator or staff may change who pays for an item,
     and handing the bill to someone else waits for their consent (`_bill_to`)."""
     fields: list[str] = []
-    if owner is not None and (owner.strip() != item.owner or item.pending_owner):
+    if payer is not None and (payer.strip() != item.owner or item.pending_owner):
         if not (actor.is_staff or actor.is_user(item.created_by)):
             raise Forbidden(error="owner_locked", detail="Only the item's creator or staff may change its owner.")
-        fields += _bill_to(item, owner=owner, actor=actor)
+        fields += _bill_to(item, payer=payer, actor=actor)
     if title is not None and title.strip() != item.title:
         item.title = checked_title(title)
         fields.append("title")
@@ -129,10 +129,11 @@ def items_delete(*, item_ids: Sequence[int]) -> int:
 
 
 @transaction.atomic
-def item_handover_answer(*, item_id: int, user_id: str, accept: bool) -> Item:
+def item_handover_answer(*, item_id: int, actor: Actor, accept: bool) -> Item:
     """The addressee of a handover accepts (they pay from now on) or declines (nothing changes
-    but the request, which goes). Anyone else, or no waiting handover, is 404."""
-    in_range = is_row_id(item_id)
+    but the request, which goes). Anyone else, or no waiting handover, is 404: staff too, since
+    nobody pays without their own consent."""
+    user_id, in_range = actor.user_id, is_row_id(item_id)
     item = (
         Item.objects.select_for_update().filter(pk=item_id, pending_owner=user_id).first()
         if user_id and in_range
@@ -164,7 +165,7 @@ def item_bill_return(*, item_id: int, actor: Actor) -> Item:
     for until it closes."""
     user_id, is_staff = actor.user_id, actor.is_staff
     item = Item.objects.select_for_update().filter(pk=item_id).first() if user_id and is_row_id(item_id) else None
-    if item is None or item.debtor == item.created_by or not (is_staff or user_id in (item.owner, item.created_by)):
+    if item is None or item.payer == item.created_by or not (is_staff or user_id in (item.owner, item.created_by)):
         raise NotFound(error="no_handover", detail=f"There is no handover of item {item_id} for you to end.")
     item.owner = item.created_by
     _payer_named(item, payer=item.created_by, named_by=user_id, assigned=False)
@@ -174,7 +175,7 @@ def item_bill_return(*, item_id: int, actor: Actor) -> Item:
 
 
 def workspace_ref(item: Item) -> filestore.WorkspaceRef:
-    return filestore.WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, owner=item.debtor, title=item.title)
+    return filestore.WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, payer=item.payer, title=item.title)
 
 
 def file_write(*, item: Item, path: str, chunks: Iterable[bytes]) -> filestore.FileChange:
@@ -308,10 +309,10 @@ def exec_slot_held(*, user_id: str, seconds: float) -> Iterator[None]:
 
 
 def item_exec(
-    *, item: Item, app: AppDescriptor, command: Any, user_id: str | None, timeout: float | None = None
+    *, item: Item, app: AppDescriptor, command: Any, actor: Actor | None, timeout: float | None = None
 ) -> lifecycle.ExecOutcome:
     """Runs `command` in the item's sandbox, opening one through admission when none is live, in
-    one of `user_id`'s command slots (429 when they have none left); None when the caller holds
+    one of `actor`'s command slots (429 when they have none left); None when the caller holds
     the person's slot already (an agent turn, which took one for the whole turn). Run for a
     person, it is listed while it runs, and they (or staff) may stop it (`item_exec_stop`).
 
@@ -319,9 +320,9 @@ def item_exec(
     their own, so a crash mid-command leaves the sandbox counted only until its lease runs out.
     """
     valid, seconds = _valid_command(command), exec_timeout(timeout)
-    if user_id is None:
+    if actor is None:
         return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=seconds)
-    slot = _SlotHeld(exec_slot_take(user_id=user_id, seconds=seconds))
+    slot = _SlotHeld(exec_slot_take(user_id=actor.user_id, seconds=seconds))
     try:
         return lifecycle.sandbox_exec(
             item=item,
@@ -329,7 +330,7 @@ def item_exec(
             command=valid,
             timeout=seconds,
             exec_id=running.new_exec_id(),
-            requested_by=user_id,
+            requested_by=actor.user_id,
             when_ended=slot.release,
         )
     finally:
@@ -337,7 +338,7 @@ def item_exec(
 
 
 def item_exec_streaming(
-    *, item: Item, app: AppDescriptor, command: Any, user_id: str, timeout: float | None = None
+    *, item: Item, app: AppDescriptor, command: Any, actor: Actor, timeout: float | None = None
 ) -> Iterator[lifecycle.ExecStarted | tuple[str, bytes] | lifecycle.ExecOutcome]:
     """`item_exec` as it happens. The command, the timeout, the person's command slots and the
     quota gate are checked (and the sandbox opened) before this returns, so their refusals come
@@ -346,7 +347,7 @@ def item_exec_streaming(
     with the outcome. The slot is given back when the iterator ends or is closed (the client
     went away)."""
     valid, seconds = _valid_command(command), exec_timeout(timeout)
-    slot = _SlotHeld(exec_slot_take(user_id=user_id, seconds=seconds))
+    slot = _SlotHeld(exec_slot_take(user_id=actor.user_id, seconds=seconds))
     try:
         activity, opened = ready = lifecycle.sandbox_for_item(item=item, app=app)
     except BaseException:
@@ -361,7 +362,7 @@ def item_exec_streaming(
         timeout=seconds,
         ready=ready,
         exec_id=exec_id,
-        requested_by=user_id,
+        requested_by=actor.user_id,
         when_ended=slot.release,
     )
     return exec_slot_released_after(itertools.chain([started], events), slot)
@@ -392,36 +393,36 @@ def exec_slot_released_after(events: Iterator[Any], slot: ExecSlot | _SlotHeld |
             exec_slot_release(slot)
 
 
-def item_sandbox_close(*, item: Item, user_id: str) -> int:
-    """Shuts the item's sandbox down for `user_id`, whom a command it stops names as the closer."""
-    return lifecycle.sandbox_close(item=item, closed_by=user_id)
+def item_sandbox_close(*, item: Item, actor: Actor) -> int:
+    """Shuts the item's sandbox down for `actor`, whom a command it stops names as the closer."""
+    return lifecycle.sandbox_close(item=item, closed_by=actor.user_id)
 
 
 def workspaces_sweep() -> int:
-    """The mirror sweep: measure the workspaces whose owner has a disk limit, for the disk ledger.
+    """The mirror sweep: measure the workspaces whose payer has a disk limit, for the disk ledger.
 
-    Items of owners without a per-user disk limit are not walked at all (with no disk quota
+    Items of payers without a per-user disk limit are not walked at all (with no disk quota
     configured a sweep reads no workspace); they are still handed over, unmeasured, so a row
-    left from an earlier owner who had a limit is forgotten.
+    left from an earlier payer who had a limit is forgotten.
     """
     rows = [
-        (str(pk), slug, owner or creator)
+        (str(pk), slug, payer_of(owner=owner, creator=creator))
         for pk, slug, owner, creator in Item.objects.order_by("pk").values_list("pk", "app_slug", "owner", "created_by")
     ]
-    tracked = ledger.owners_with_disk_limit({owner for _, _, owner in rows})
+    tracked = ledger.payers_with_disk_limit({payer for _, _, payer in rows})
     before = ledger.disk_bytes_by_item()
     measurements = [
         ledger.DiskMeasurement(
             item_id=item_id,
             app_slug=slug,
-            owner=owner,
-            bytes=filestore.workspace_bytes(filestore.workspace_dir(item_id)) if owner in tracked else 0,
+            payer=payer,
+            bytes=filestore.workspace_bytes(filestore.workspace_dir(item_id)) if payer in tracked else 0,
         )
-        for item_id, slug, owner in rows
+        for item_id, slug, payer in rows
     ]
     written = ledger.record_disk_measurements(measurements)
-    # An owner the sweep found over their total stops growing now, not at their next command.
-    lifecycle.sandboxes_hold_to_disk_totals([m for m in measurements if m.owner in tracked], before=before)
+    # A payer the sweep found over their total stops growing now, not at their next command.
+    lifecycle.sandboxes_hold_to_disk_totals([m for m in measurements if m.payer in tracked], before=before)
     return written
 
 

@@ -163,12 +163,10 @@ class ItemExecApi(ServiceApiView):
         command, timeout = body.validated_data["command"], body.validated_data.get("timeout")
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
             events = services.item_exec_streaming(
-                item=item, app=app, command=command, user_id=actor_of(request).user_id, timeout=timeout
+                item=item, app=app, command=command, actor=actor_of(request), timeout=timeout
             )
             return event_stream(_server_sent_events(events))
-        outcome = services.item_exec(
-            item=item, app=app, command=command, user_id=actor_of(request).user_id, timeout=timeout
-        )
+        outcome = services.item_exec(item=item, app=app, command=command, actor=actor_of(request), timeout=timeout)
         return Response(ExecOutputSerializer(outcome).data)
 
 
@@ -211,7 +209,7 @@ class ItemSandboxApi(ServiceApiView):
     @extend_schema(responses={204: None, 503: ErrorOutputSerializer, **_ERRORS})
     def delete(self, request: Request, slug: str, item_id: int) -> Response:
         _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
-        services.item_sandbox_close(item=item, user_id=actor_of(request).user_id)
+        services.item_sandbox_close(item=item, actor=actor_of(request))
         return Response(status=204)
 
 
@@ -327,8 +325,8 @@ class HandoverAnswerApi(ServiceApiView):
 
     @extend_schema(request=None, responses={200: HandoverAnswerOutputSerializer, **_ERRORS})
     def post(self, request: Request, item_id: int) -> Response:
-        item = services.item_handover_answer(item_id=item_id, user_id=actor_of(request).user_id, accept=self.accept)
-        answer = {"item_id": item.pk, "owner": item.debtor, "accepted": self.accept}
+        item = services.item_handover_answer(item_id=item_id, actor=actor_of(request), accept=self.accept)
+        answer = {"item_id": item.pk, "owner": item.payer, "accepted": self.accept}
         return Response(HandoverAnswerOutputSerializer(answer).data)
 
 
@@ -347,4 +345,4 @@ class HandoverReturnApi(ServiceApiView):
     )
     def post(self, request: Request, item_id: int) -> Response:
         item = services.item_bill_return(item_id=item_id, actor=actor_of(request))
-        return Response(HandoverReturnOutputSerializer({"item_id": item.pk, "owner": item.debtor}).data)
+        return Response(HandoverReturnOutputSerializer({"item_id": item.pk, "owner": item.payer}).data)

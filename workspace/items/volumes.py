@@ -2,7 +2,7 @@
 
 Where the service may mount (root), each workspace lives on an ext4 image of its own, so sandbox
 code that writes past what it may gets ENOSPC from the kernel. What it may write is the smaller of
-two rooms: its app's disk limit, and what its owner's per-user total has left. The file API
+two rooms: its app's disk limit, and what its payer's per-user total has left. The file API
 writes through the same mount and still answers its exact 507 first. Where the service may not
 mount, workspaces are plain directories measured after each exec.
 
@@ -11,12 +11,12 @@ An image (`<workspaces>/.images/<item>.img`, sparse: it takes the disk its files
 root-only place, and holds:
 - `workspace/`: bind-mounted at the workspace's directory, all sandbox code and the file API see;
 - `ballast`: a root-owned file, allocated but never written, sized so that the free space sandbox
-  code sees is its owner's remaining per-user total (`ballast_set`); deleting files frees room
+  code sees is its payer's remaining per-user total (`ballast_set`); deleting files frees room
   again, and the next exec or sweep sizes it anew;
 - `layout`: the marker of this layout (images made before it held the workspace at their root).
 Images are twice the app's limit with half reserved for root (ext4's reserved blocks): sandbox code
 (never root) is held to the limit, and the file API (root) keeps room for the temp copy a
-shrinking or same-size overwrite stages, however full the workspace or the owner's total is
+shrinking or same-size overwrite stages, however full the workspace or the payer's total is
 (spec "Errors" 2). Images survive restarts; a process that finds one unmounted mounts it again.
 
 A workspace is its owner's alone on the host (0700, owned by the sandbox uid where there is one),

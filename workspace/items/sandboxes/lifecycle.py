@@ -19,7 +19,7 @@ from django.db import transaction
 from collab import clock
 from collab.errors import Conflict, DomainError, Misconfigured, Unavailable
 from quotas import ledger
-from quotas.disk import owner_disk_headroom
+from quotas.disk import payer_disk_headroom
 from quotas.limits import limits_for, limits_for_many
 from quotas.models import SandboxActivity
 from workspace.items import volumes
@@ -126,12 +126,12 @@ def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool, closed_b
 
 def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
     # A row whose evidence ran out is not counted, so its sandbox must not run either: the
-    # owner's expired sandboxes are shut down before their capacity goes to a new one, even
+    # payer's expired sandboxes are shut down before their capacity goes to a new one, even
     # when no worker is there to reclaim them (docs/ARCHITECTURE.md §5). One the backend cannot confirm
     # closed refuses the open (503) rather than let more run than the limit.
     for stale in ledger.open_rows_of_item(item.pk).filter(lease_expires_at__lte=clock.now()):
         _shut_down(stale, reason=Reason.EXPIRED, strict=True)
-    for stale in ledger.expired_rows_of_owner(item.debtor):
+    for stale in ledger.expired_rows_of_payer(item.payer):
         _shut_down(stale, reason=Reason.EXPIRED, strict=True)
     backend = default_backend()
     admission = before_sandbox_open(item=item, app=app, backend=backend.name)
@@ -320,25 +320,25 @@ def _stopped_after_exec(item: Item, app: AppDescriptor, activity: SandboxActivit
 
 
 def _hold_growth(item: Item, directory: Path, used: int | None = None) -> None:
-    """On an image, the kernel holds sandbox code to what its owner's per-user disk total has left
+    """On an image, the kernel holds sandbox code to what its payer's per-user disk total has left
     (the ballast); `used` is the workspace's size when the caller just measured it."""
     if not volumes.is_bounded(directory):
         return
     size = volumes.used_bytes(directory) if used is None else used
-    headroom = owner_disk_headroom(owner=item.debtor, item_id=str(item.pk), item_bytes=size)
+    headroom = payer_disk_headroom(payer=item.payer, item_id=str(item.pk), item_bytes=size)
     volumes.ballast_set(directory, None if headroom is None else max(0, headroom))
 
 
 def _account_disk(item: Item, app: AppDescriptor, activity: SandboxActivity) -> str | None:
-    """After an exec: the disk ledger learns what the command wrote (when the owner has a disk
+    """After an exec: the disk ledger learns what the command wrote (when the payer has a disk
     limit) and an image's ballast is sized anew. A workspace the kernel does not bound is stopped
-    once it passes its app's limit, or when it grew while its owner is over the per-user total.
+    once it passes its app's limit, or when it grew while its payer is over the per-user total.
     Returns the reply's note when it stopped the sandbox.
     """
     directory = workspace_dir(item.pk)
     limit = app.resources.disk_bytes or 0
-    owner = item.debtor
-    tracked = limits_for(owner).disk is not None
+    payer = item.payer
+    tracked = limits_for(payer).disk is not None
     bounded = volumes.is_bounded(directory)
     if not tracked and (bounded or not limit):
         return None
@@ -347,7 +347,7 @@ def _account_disk(item: Item, app: AppDescriptor, activity: SandboxActivity) -> 
     if tracked:
         before = getattr(ledger.disk_usage_of_item(item.pk), "bytes", 0)
         ledger.record_disk_measurements(
-            [ledger.DiskMeasurement(item_id=str(item.pk), app_slug=item.app_slug, owner=owner, bytes=used)]
+            [ledger.DiskMeasurement(item_id=str(item.pk), app_slug=item.app_slug, payer=payer, bytes=used)]
         )
     if bounded:
         _hold_growth(item, directory, used)
@@ -356,10 +356,10 @@ def _account_disk(item: Item, app: AppDescriptor, activity: SandboxActivity) -> 
         logger.warning("item %s wrote %d bytes past its %d byte limit; its sandbox is stopped", item.pk, used, limit)
         _shut_down(activity, reason=Reason.DISK, strict=False)
         return _DISK_STOP_NOTE
-    headroom = owner_disk_headroom(owner=owner, item_id=str(item.pk), item_bytes=used) if used > before else None
+    headroom = payer_disk_headroom(payer=payer, item_id=str(item.pk), item_bytes=used) if used > before else None
     if headroom is not None and headroom < 0:
         logger.warning(
-            "item %s grew while %s is over their per-user disk total; its sandbox is stopped", item.pk, owner
+            "item %s grew while %s is over their per-user disk total; its sandbox is stopped", item.pk, payer
         )
         _shut_down(activity, reason=Reason.DISK, strict=False)
         return _USER_DISK_STOP_NOTE
@@ -367,27 +367,27 @@ def _account_disk(item: Item, app: AppDescriptor, activity: SandboxActivity) -> 
 
 
 def sandboxes_hold_to_disk_totals(measurements: list[ledger.DiskMeasurement], *, before: dict[str, int]) -> int:
-    """After a sweep: each image of an owner with a per-user disk total gets a ballast sized to what
+    """After a sweep: each image of a payer with a per-user disk total gets a ballast sized to what
     the total has left, and where workspaces are only measured, a sandbox whose workspace grew
-    (since `before`, the previous measurements) while its owner is over the total is stopped, so
+    (since `before`, the previous measurements) while its payer is over the total is stopped, so
     a background writer does not go on. Returns how many sandboxes it stopped."""
     totals: dict[str, int] = {}
     for measurement in measurements:
-        totals[measurement.owner] = totals.get(measurement.owner, 0) + measurement.bytes
+        totals[measurement.payer] = totals.get(measurement.payer, 0) + measurement.bytes
     limits = limits_for_many(totals)
     stopped = 0
     for measurement in measurements:
-        limit = limits[measurement.owner].disk
+        limit = limits[measurement.payer].disk
         if limit is None:
             continue
-        headroom = limit - totals[measurement.owner]
+        headroom = limit - totals[measurement.payer]
         directory = workspace_dir(measurement.item_id)
         if volumes.is_bounded(directory):
             volumes.ballast_set(directory, max(0, headroom))
         elif headroom < 0 and measurement.bytes > before.get(measurement.item_id, 0):
             for activity in ledger.open_rows_of_item(measurement.item_id).filter(backend="local"):
                 logger.warning(
-                    "item %s grew while its owner is over their disk total; its sandbox is stopped", measurement.item_id
+                    "item %s grew while its payer is over their disk total; its sandbox is stopped", measurement.item_id
                 )
                 stopped += _shut_down(activity, reason=Reason.DISK, strict=False)
     return stopped
