@@ -107,11 +107,11 @@ def main() -> None:
     opening: list[float] = []
     with CaptureQueriesContext(connection) as queries:
         for _ in range(args.runs):
-            services.item_sandbox_close(item=item, user_id="alice")
+            services.item_sandbox_close(item=item, actor=Actor("alice"))
             opening.append(exec_once())
     # The close between runs is not part of the figure, but its queries are; count them apart.
     rows.append(("opens one", opening, len(queries) / args.runs, _db_ms(queries) / args.runs))
-    services.item_sandbox_close(item=item, user_id="alice")
+    services.item_sandbox_close(item=item, actor=Actor("alice"))
     rows.append(("bwrap directly", _bwrap_directly(var_dir, args.runs), 0.0, 0.0))
 
     driver = configured_driver().name if args.backend == "local" else "sandbox host"

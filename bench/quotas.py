@@ -65,7 +65,7 @@ def _gate(owner: str):
 
     def run() -> None:
         with transaction.atomic():
-            sandbox_admit(owner=owner, incoming=incoming)
+            sandbox_admit(payer=owner, incoming=incoming)
 
     return run
 
@@ -77,7 +77,7 @@ def _file_write(owner: str):
     from workspace.items.access import app_or_404
     from workspace.items.filestore import delete_path, write_file
 
-    item = services.item_create(app=app_or_404("notebook"), title=f"bench {owner}", owner=owner, actor=Actor(owner))
+    item = services.item_create(app=app_or_404("notebook"), title=f"bench {owner}", payer=owner, actor=Actor(owner))
     ref = services.workspace_ref(item)
     for n in range(WORKSPACE_FILES):
         write_file(ref, f"existing/{n}.txt", [b"x" * 1000])

@@ -150,11 +150,12 @@ def main() -> None:
     from django.test import Client, RequestFactory
 
     from bench.notifications import fill
+    from collab.actor import Actor
     from collab.tokens import token_create
     from crudgen.models import StoredResource
 
     User.objects.create_user(USER, password="bench-secret-1")
-    token = token_create(user_id=USER, name="bench").token
+    token = token_create(actor=Actor(USER), name="bench").token
     api = {"HTTP_AUTHORIZATION": f"Bearer {token}", "HTTP_ACCEPT": "application/json"}
     browser = Client()
     browser.force_login(User.objects.get(username=USER))

@@ -286,7 +286,7 @@ def demo_markers(mode: str, collection_ids: list[str]) -> None:
         off_topic += sum(name not in expected for name in cited)
         print(f"  {mode:<8} {question!r}: {', '.join(f'[{n}] {name}' for n, name in enumerate(cited, 1)) or 'none'}")
     print(f"| demo questions, {mode:<8} | {len(DEMO_QUESTIONS):>9} | markers {markers} | off-topic {off_topic} |")
-    handbook = services.chat_create(user_id=USER, title=f"Handbook {mode}", collection_ids=collection_ids[:1])
+    handbook = services.chat_create(actor=Actor(USER), title=f"Handbook {mode}", collection_ids=collection_ids[:1])
     cited_any = 0
     for question in UNCOVERED_QUESTIONS:
         response = client.post(

@@ -54,9 +54,10 @@ user, size, service = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
 token = ""
 if service:
     from django.contrib.auth.models import User
+    from collab.actor import Actor
     from collab.tokens import token_create
     User.objects.get_or_create(username=user)
-    token = token_create(user_id=user, name="bench").token
+    token = token_create(actor=Actor(user), name="bench").token
 owner = user if service else None
 StoredResource.objects.filter(namespace="task").delete()
 start = datetime(2026, 1, 1, tzinfo=UTC)
