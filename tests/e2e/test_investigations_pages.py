@@ -85,6 +85,7 @@ def test_enter_in_the_people_search_picks_the_highlighted_person(page_as, viewpo
 
     # Then the second match and carol are chosen, the search is empty again, and nothing was sent yet
     chosen = alice.locator("[data-testid=mention-chosen] .chip")
+    expect(chosen).to_have_count(2)
     assert [chip.get_attribute("data-user-id") for chip in chosen.all()] == [first_two[1], "carol"]
     assert search.input_value() == ""
     assert not InvestigationMember.objects.exists()

@@ -106,6 +106,7 @@ def test_an_edit_is_compared_with_the_earlier_revision_and_switching_back_asks_f
     page.click("[data-testid=compare-revision]")
     # Then it shows the step the switch would take away and the one it would bring back, and asks first
     lines = page.locator("[data-testid=step-diff] li")
+    lines.first.wait_for()  # `all()` reads what is there now: the comparison may still be loading
     marks = [(line.get_attribute("data-mark"), line.locator("code").inner_text()) for line in lines.all()]
     assert marks == [("-", "echo second"), ("+", "echo first"), (" ", "echo shared")]
     assert page.locator("#switch-title").inner_text() == "Switch back to this revision?"
