@@ -115,6 +115,9 @@ def test_counts_equal_the_log_at_every_check_while_answers_are_written_and_slice
     chunks = list(Chunk.objects.order_by("document_id", "ordinal"))
     writers_left = [WORKERS - 1]
     counter = threading.Lock()
+    # One close per answer written at most: SQLite's busy handler is not fair, and a closer that
+    # took the write lock again at once kept the writers waiting past their busy timeout.
+    answers_written = threading.Semaphore(0)
 
     def record(worker: int, number: int) -> None:
         first, second = chunks[number % len(chunks)], chunks[(number + worker) % len(chunks)]
@@ -128,10 +131,12 @@ def test_counts_equal_the_log_at_every_check_while_answers_are_written_and_slice
             cited_by="alice",
             message_id=f"msg_{number}",
         )
+        answers_written.release()
 
     def close_and_check() -> list[selectors.CitationCheck]:
         checks = []
         while writers_left[0] > 0 or len(checks) < 2:
+            answers_written.acquire(timeout=1)
             clock.advance(hours=1)
             services.citation_slices_close()
             checks.append(selectors.citation_counts_check())
@@ -140,10 +145,13 @@ def test_counts_equal_the_log_at_every_check_while_answers_are_written_and_slice
     def work(role: int) -> list[selectors.CitationCheck]:
         if role == 0:
             return close_and_check()
-        for number in range(ANSWERS):
-            record(role, number)
-        with counter:
-            writers_left[0] -= 1
+        try:
+            for number in range(ANSWERS):
+                record(role, number)
+        finally:
+            # A writer that failed ends the closer's loop too, so the failure is reported, not a hang.
+            with counter:
+                writers_left[0] -= 1
         return []
 
     # When they run at once
