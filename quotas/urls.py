@@ -2,11 +2,11 @@
 
 from django.urls import path
 
-from quotas import views
+from quotas import pages, views
 
 urlpatterns = [
-    path("my-resources", views.my_resources_page, name="my-resources"),
-    path("my-resources/live/<str:item_id>/close", views.my_sandbox_close_page, name="my-resources-close"),
+    path("my-resources", pages.my_resources_page, name="my-resources"),
+    path("my-resources/live/<str:item_id>/close", pages.my_sandbox_close_page, name="my-resources-close"),
     path("me/resources", views.MyResourcesApi.as_view(), name="me-resources"),
     path("me/resources/live/<str:item_id>", views.MyLiveSandboxApi.as_view(), name="me-resources-live"),
     # Matched before Django admin's own `admin/` (see the root URLs).

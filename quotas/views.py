@@ -1,23 +1,17 @@
-"""Quota endpoints and pages: my-resources (JSON and HTML), closing from it, staff overrides."""
+"""Quota endpoints: my-resources and closing from it, staff overrides (the pages are in `pages.py`)."""
 
 from __future__ import annotations
 
-from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import render
-from django.urls import reverse
-from django.views.decorators.http import require_POST
+from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab.actor import actor_of
 from collab.api import ServiceApiView
-from collab.errors import DomainError, NotFound
+from collab.errors import NotFound
 from collab.identity import unknown_user_ids
 from collab.serializers import ErrorOutputSerializer
-from collab.sizes import format_bytes
-from collab.web import identity_required
 from quotas import selectors, services
 from quotas.serializers import (
     MyResourcesOutputSerializer,
@@ -25,7 +19,6 @@ from quotas.serializers import (
     UserResourceListOutputSerializer,
     UserResourceOverrideInputSerializer,
 )
-from quotas.sizes import format_size
 
 _STAFF_ERRORS = {404: ErrorOutputSerializer}
 
@@ -88,56 +81,3 @@ class UserResourceApi(ServiceApiView):
         _known_user(user_id)
         services.override_delete(user_id=user_id)
         return Response(status=204)
-
-
-def usage_rows(summed: selectors.MyResources | selectors.ResourcesAtAGlance) -> list[dict[str, object]]:
-    """Sandboxes, cores, memory and disk against their limits, as people read them (the last row is disk)."""
-    usage, limits = summed.usage, summed.limits
-    return [
-        _usage_row("Sandboxes", usage.count, limits.count),
-        _usage_row("CPU cores", usage.cpu, limits.cpu),
-        _usage_row("Memory", usage.memory, limits.memory, size=True),
-        _usage_row("Disk", summed.disk_in_use, limits.disk, size=True),
-    ]
-
-
-def _usage_row(label: str, used: float, limit: float | None, *, size: bool = False) -> dict[str, object]:
-    shown = format_bytes if size else (lambda value: f"{value:g}")
-    full = limit is not None and used >= limit
-    # 100 only at the limit, so the meter turns red exactly when nothing more fits (its `high`
-    # is 99): 99.6% of a limit is not yet refused.
-    percent = None if not limit else 100 if full else min(99, round(used * 100 / limit))
-    return {
-        "label": label,
-        "used": shown(used),
-        "limit": "no limit" if limit is None else shown(limit),
-        "percent": percent,
-        "full": full,
-    }
-
-
-@identity_required
-def my_resources_page(request: HttpRequest) -> HttpResponse:
-    mine = selectors.my_resources(actor=actor_of(request))
-    *sandbox_rows, disk_row = usage_rows(mine)
-    context = {
-        "mine": mine,
-        "sandbox_rows": sandbox_rows,
-        "disk_row": disk_row,
-        "live": [{"sandbox": sandbox, "memory": format_size(sandbox.memory)} for sandbox in mine.live],
-    }
-    return render(request, "quotas/my_resources.html", context)
-
-
-@identity_required
-@require_POST
-def my_sandbox_close_page(request: HttpRequest, item_id: str) -> HttpResponse:
-    try:
-        closed = services.my_sandbox_close(actor=actor_of(request), item_id=item_id)
-    except Http404:
-        messages.error(request, "That sandbox is not live any more, or it is not yours.")
-    except DomainError as exc:
-        messages.error(request, str(exc.detail))
-    else:
-        messages.success(request, "The sandbox is shut down." if closed else "There was no live sandbox.")
-    return HttpResponseRedirect(reverse("my-resources"))

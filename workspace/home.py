@@ -17,8 +17,8 @@ from collab.actor import actor_of
 from collab.identity import get_user_directory
 from collab.web import identity_required
 from knowledge.selectors import chats_shared_with
+from quotas.pages import usage_rows
 from quotas.selectors import resources_at_a_glance
-from quotas.views import usage_rows
 from workspace.items.config import get_config
 from workspace.items.links import item_page
 from workspace.items.selectors import items_of_creator

@@ -14,7 +14,7 @@ from collab.actor import Actor
 from knowledge import services
 from knowledge.answers import Answer, Restart
 from knowledge.models import CitationEvent, CitationEventChunk, KbChat, KbChatMessage
-from knowledge.views.api import answer_event_frames
+from knowledge.views import answer_event_frames
 from tests.fixtures.llm import TEST_API_KEY, HttpError, Stream
 
 pytestmark = pytest.mark.django_db

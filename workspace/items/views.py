@@ -1,4 +1,4 @@
-"""Workspace core endpoints (DRF) and the pages that share their paths (chosen by Accept)."""
+"""Workspace core endpoints (DRF); the pages that share their paths (chosen by Accept) are in `pages.py`."""
 
 from __future__ import annotations
 
