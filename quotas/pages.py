@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from collab.actor import actor_of
-from collab.errors import DomainError
+from collab.errors import DomainError, NotFound
 from collab.sizes import format_bytes
 from collab.web import identity_required
 from quotas import selectors, services
@@ -60,7 +60,7 @@ def my_resources_page(request: HttpRequest) -> HttpResponse:
 def my_sandbox_close_page(request: HttpRequest, item_id: str) -> HttpResponse:
     try:
         closed = services.my_sandbox_close(actor=actor_of(request), item_id=item_id)
-    except Http404:
+    except NotFound:
         messages.error(request, "That sandbox is not live any more, or it is not yours.")
     except DomainError as exc:
         messages.error(request, str(exc.detail))

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from django.db import connection, transaction
-from django.http import Http404
 
 from collab.actor import Actor
-from collab.errors import QuotaExceeded
+from collab.errors import NotFound, QuotaExceeded
 from collab.sizes import format_bytes
 from quotas import host, selectors
 from quotas.limits import forget_override, limits_for
@@ -147,5 +146,6 @@ def my_sandbox_close(*, actor: Actor, item_id: str) -> int:
     Not atomic: shutting a sandbox down calls its backend, and the ledger steps commit on their own.
     """
     if not selectors.payer_live_sandbox_exists(payer=actor.user_id, item_id=item_id):
-        raise Http404("You have no live sandbox for that item.")
+        # Not yours and not live look the same, as everywhere (the API's 404 body is its usual one).
+        raise NotFound(error="not_found", detail="Not found.")
     return host.installed().sandbox_close(item_id, closed_by=actor.user_id)

@@ -86,8 +86,10 @@ def test_closing_someone_elses_or_no_sandbox_is_404(per_user, alice_api, bob_api
     per_user()
     item = make_item()
     _open(alice_api, item)
-    # When bob closes it / Then it is 404
-    assert bob_api.delete(f"/me/resources/live/{item.pk}").status_code == 404
+    # When bob closes it / Then it is the usual 404, which does not say whether it exists
+    response = bob_api.delete(f"/me/resources/live/{item.pk}")
+    assert response.status_code == 404
+    assert response.json() == {"error": "not_found", "detail": "Not found."}
     # When alice closes one on a notebook that has none, or on an id that is no item / Then it is 404
     assert alice_api.delete(f"/me/resources/live/{make_item().pk}").status_code == 404
     assert alice_api.delete("/me/resources/live/nope").status_code == 404
