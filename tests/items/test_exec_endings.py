@@ -152,6 +152,15 @@ def test_stopping_a_command_that_is_not_running_is_404(alice_api, make_item):
         assert (response.status_code, response.json()["error"]) == (404, "no_running_command")
 
 
+@pytest.mark.parametrize("name", ["a" * 31 + "\x00", "A" * 32, "0" * 33, "%00", "é" * 32])
+def test_stopping_a_command_by_an_id_of_another_form_is_404_on_every_database(alice_api, make_item, name):
+    # Given alice's notebook / When she stops a command by an id no command can have (a NUL in it, say)
+    response = _stop(alice_api, make_item(), name)
+    # Then it is 404 no_running_command, the same on SQLite and PostgreSQL, and nothing is echoed
+    assert (response.status_code, response.json()["error"]) == (404, "no_running_command")
+    assert name not in response.json()["detail"]
+
+
 def test_closing_the_sandbox_under_a_command_says_who_closed_it(alice_api, api_client_for, make_item):
     # Given alice's notebook that carol pays for, with a command of alice's running
     item = make_item(created_by="alice", owner="carol")

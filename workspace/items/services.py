@@ -432,6 +432,8 @@ def item_exec_stop(*, item: Item, exec_id: str, actor: Actor) -> RunningExec:
     who may use the item is refused (403 `not_your_command`). A command that is not running
     (any more) is 404 `no_running_command`."""
     user_id, is_staff = actor.user_id, actor.is_staff
+    if not running.is_exec_id(exec_id):
+        raise NotFound(error="no_running_command", detail="No command with that id is running in this item.")
     command = RunningExec.objects.filter(pk=exec_id, item=item, ends_by__gt=clock.now()).first()
     if command is None:
         raise NotFound(error="no_running_command", detail=f"No command {exec_id} is running in this item.")

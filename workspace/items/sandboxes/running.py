@@ -31,6 +31,13 @@ def new_exec_id() -> str:
     return uuid.uuid4().hex
 
 
+def is_exec_id(text: str) -> bool:
+    """Whether `text` has the form `new_exec_id` gives (32 lower-case hex digits): anything else
+    names no command, and is answered so before any database sees it (a NUL was a 400 on
+    PostgreSQL and a 404 on SQLite)."""
+    return len(text) == 32 and all(character in "0123456789abcdef" for character in text)
+
+
 def exec_record(
     *, exec_id: str, item: Item, requested_by: str, command: Command, activity: SandboxActivity, timeout: float
 ) -> None:
