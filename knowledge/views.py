@@ -316,6 +316,7 @@ class KbChatMessagesApi(ServiceApiView):
             (201, "application/json"): KbChatExchangeOutputSerializer,
             (200, "text/event-stream"): event_schema("delta", "restart", "answer", "error"),
             403: ErrorOutputSerializer,
+            429: ErrorOutputSerializer,
             **_ERRORS,
         },
         description=(
@@ -323,7 +324,9 @@ class KbChatMessagesApi(ServiceApiView):
             "its answer are stored together once the answer is done. With `Accept: text/event-stream` the "
             "answer streams as it is written: `delta` events ({text}), a `restart` ({detail}) if the model "
             "fails midway and the quoted fallback follows, then one `answer` event (this JSON answer) or an "
-            "`error` event. Refusals (400, 403, 404) come back as JSON before any event."
+            "`error` event. Refusals (400, 403, 404) come back as JSON before any event, and so does 429 "
+            "`too_many_running_commands` (with Retry-After) when a model writes the answers and the person already "
+            "runs as many commands or model answers at once as they may (WORKSPACE_EXEC_CONCURRENCY_PER_USER)."
         ),
     )
     def post(self, request: Request, chat_id: str) -> Response | StreamingHttpResponse:

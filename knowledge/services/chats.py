@@ -15,6 +15,7 @@ from collab.services import notify
 from knowledge.access import chat_for_owner, chat_for_reader
 from knowledge.answers import Answer, Restart, answer_events
 from knowledge.models import CitationEvent, Collection, KbChat, KbChatMessage, KbChatShare, new_id
+from knowledge.services.answer_slots import answer_slot_release, answer_slot_take
 from knowledge.services.citations import record_citations
 from knowledge.services.text import NAME_MAX, checked_text
 
@@ -113,20 +114,26 @@ class ChatQuestion:
     actor: Actor
     text: str
     collection_ids: list[str]
+    # The person's request slot a model's answer holds until it is stored (answer_slots).
+    slot: object | None = None
 
 
 def chat_question_check(*, chat_id: str, actor: Actor, content: str) -> ChatQuestion:
     """The refusals of a send, before anything is answered: a chat that is not the caller's
-    (404, a reader's 403 `read_only_share`) and an empty question (400)."""
+    (404, a reader's 403 `read_only_share`), an empty question (400) and, when a model writes the
+    answers, a person whose request slots are all taken (429 with Retry-After). The slot taken
+    here goes back when `chat_answer_events` ends (or expires, should it never start)."""
     chat = chat_for_owner(chat_id, actor=actor, action="send messages")
     question_text = content.strip()
     if not question_text:
         raise Invalid(error="validation_error", detail="The question is empty.")
+    collection_ids = list(chat.collections.values_list("pk", flat=True))
     return ChatQuestion(
         chat_id=chat.id,
         actor=actor,
         text=question_text,
-        collection_ids=list(chat.collections.values_list("pk", flat=True)),
+        collection_ids=collection_ids,
+        slot=answer_slot_take(user_id=actor.user_id),
     )
 
 
@@ -138,15 +145,18 @@ def chat_answer_events(question: ChatQuestion) -> Iterator[str | Restart | ChatE
     SQLite, the database's) would be held as long. The question and its answer are stored together
     once the answer is done, so a failure anywhere before stores nothing, never half an exchange.
     """
-    answer = None
-    for event in answer_events(question=question.text, collection_ids=question.collection_ids):
-        if isinstance(event, Answer):
-            answer = event
-        else:
-            yield event
-    if answer is None:
-        raise TypeError("the answerer ended without an answer")
-    yield _exchange_store(question, answer)
+    try:
+        answer = None
+        for event in answer_events(question=question.text, collection_ids=question.collection_ids):
+            if isinstance(event, Answer):
+                answer = event
+            else:
+                yield event
+        if answer is None:
+            raise TypeError("the answerer ended without an answer")
+        yield _exchange_store(question, answer)
+    finally:
+        answer_slot_release(question.slot)
 
 
 def chat_message_send(*, chat_id: str, actor: Actor, content: str) -> ChatExchange:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import logging
 import re
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from collab import clock
 from collab.actor import Actor
 from knowledge import services
 from knowledge.answers import Answer, Restart
@@ -289,3 +291,73 @@ def test_any_provider_streams_an_answer_into_a_chat(handbook, make_chat, ask_str
     # Then the stream ends with the stored exchange, and both messages are stored
     assert events[-1][0] == "answer"
     assert KbChatMessage.objects.filter(chat=chat).count() == 2
+
+
+@pytest.fixture
+def all_of_alices_slots_taken(settings):
+    """alice already runs as many commands or model answers as she may (one, here)."""
+    from workspace.items.models import ExecSlot
+
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 1
+    ExecSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now() + timedelta(minutes=5))
+    return ExecSlot
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_model_answer_while_all_of_the_persons_slots_are_taken_is_429_and_asks_no_model(
+    handbook, make_chat, ask, ask_streamed, llm_provider, all_of_alices_slots_taken, streamed
+):
+    # Given alice's chat, and a command of hers holding her one slot
+    chat = make_chat(handbook)
+
+    # When she asks a question the model would answer
+    response = (ask_streamed if streamed else ask)(chat.id, QUESTION)
+
+    # Then it is 429 with Retry-After, as JSON before any event; nothing is stored, no model asked
+    assert response.status_code == 429
+    assert response["Retry-After"]
+    assert json.loads(response.content)["error"] == "too_many_running_commands"
+    assert not KbChatMessage.objects.exists()
+    assert llm_provider.chat_requests == []
+
+
+def test_a_model_answer_gives_its_slot_back_once_stored_even_after_a_failure(
+    handbook, make_chat, ask, llm_provider, settings
+):
+    # Given alice, who may run one thing at once, and a model that fails, then answers
+    from workspace.items.models import ExecSlot
+
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 1
+    chat = make_chat(handbook)
+    llm_provider.push(HttpError(500, "boom"), Stream(["Close a sandbox [1]."]))
+
+    # When she asks twice in turn
+    first, second = ask(chat.id, QUESTION), ask(chat.id, QUESTION)
+
+    # Then both are answered (the first by the quoted fallback) and no slot is left held
+    assert (first.status_code, second.status_code) == (201, 201)
+    assert second.json()["answer"]["content"] == "Close a sandbox [1]."
+    assert not ExecSlot.objects.exists()
+
+
+def test_a_quoted_answer_takes_no_slot(handbook, make_chat, ask, all_of_alices_slots_taken):
+    # Given no model connected, and alice's one slot taken by a command
+    chat = make_chat(handbook)
+
+    # When she asks / Then the documents are quoted as ever: quoting holds no thread for long
+    response = ask(chat.id, QUESTION)
+    assert response.status_code == 201, response.content
+    assert response.json()["answer"]["citations"]
+
+
+def test_another_persons_slots_do_not_limit_her_answers(handbook, make_chat, ask, llm_provider, settings):
+    # Given bob's one slot taken, and alice's chat with a model
+    from workspace.items.models import ExecSlot
+
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 1
+    ExecSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now() + timedelta(minutes=5))
+    chat = make_chat(handbook)
+    llm_provider.push(Stream(["Close a sandbox [1]."]))
+
+    # When alice asks / Then she is answered
+    assert ask(chat.id, QUESTION).status_code == 201
