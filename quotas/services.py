@@ -145,7 +145,9 @@ def my_sandbox_close(*, actor: Actor, item_id: str) -> int:
 
     Not atomic: shutting a sandbox down calls its backend, and the ledger steps commit on their own.
     """
-    if not selectors.payer_live_sandbox_exists(payer=actor.user_id, item_id=item_id):
+    # An id with a NUL names no item, and is answered so before any query: PostgreSQL refuses
+    # the NUL itself (a 400), SQLite finds nothing (a 404).
+    if "\x00" in item_id or not selectors.payer_live_sandbox_exists(payer=actor.user_id, item_id=item_id):
         # Not yours and not live look the same, as everywhere (the API's 404 body is its usual one).
         raise NotFound(error="not_found", detail="Not found.")
     return host.installed().sandbox_close(item_id, closed_by=actor.user_id)

@@ -97,6 +97,32 @@ def test_closing_someone_elses_or_no_sandbox_is_404(per_user, alice_api, bob_api
     assert SandboxActivity.current.filter(item_id=str(item.pk)).exists()
 
 
+@pytest.mark.parametrize("item_id", ["a\x00b", "%00"])
+def test_closing_a_sandbox_by_an_id_with_a_nul_is_the_usual_404_on_every_database(alice_api, item_id):
+    # Given alice / When she closes a sandbox by an id no item can have (a NUL in it)
+    response = alice_api.delete(f"/me/resources/live/{item_id}")
+    # Then it is the usual 404, the same on SQLite and PostgreSQL
+    assert response.status_code == 404
+    assert response.json() == {"error": "not_found", "detail": "Not found."}
+
+
+def test_the_close_button_of_a_sandbox_that_is_not_hers_says_so_on_the_page(per_user, client, alice_api, make_item):
+    # Given alice's live sandbox
+    per_user()
+    item = make_item()
+    _open(alice_api, item)
+    # When bob presses a close button for it, and for an id with a NUL in it
+    pages = [
+        client.post(f"/my-resources/live/{item_id}/close", HTTP_X_USER_ID="bob", follow=True)
+        for item_id in (item.pk, "a%00b")
+    ]
+    # Then each time he lands on My resources, which says so, and her sandbox is still live
+    for page in pages:
+        assert page.status_code == 200
+        assert "That sandbox is not live any more, or it is not yours." in page.content.decode()
+    assert SandboxActivity.current.filter(item_id=str(item.pk)).exists()
+
+
 def test_the_payer_may_close_a_sandbox_of_an_item_someone_else_created(per_user, alice_api, bob_api, make_item):
     # Given a sandbox open on an item alice created and bob pays for
     per_user()
