@@ -95,6 +95,11 @@ def hybrid_search(*, question: str, collection_ids: Sequence[str], limit: int) -
     except EmbeddingError as exc:
         logger.warning("Searching by words only: the question could not be embedded: %s", exc)
         return lexical[:limit]
+    except Exception:
+        # Whatever else breaks on the embedding thread (a model's runtime, a client library) costs
+        # the question its meaning, not its answer: the words are ranked already. Logged whole.
+        logger.exception("Searching by words only: embedding the question failed unexpectedly")
+        return lexical[:limit]
     blocks = vector_cache.blocks(model=embedder.model, collection_ids=collection_ids)
     with one_blas_thread():
         dense = dense_search(

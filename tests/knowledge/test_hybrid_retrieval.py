@@ -164,6 +164,26 @@ def test_a_question_while_the_provider_is_down_is_answered_by_words(local_embedd
     assert "thirty days" in response.json()["answer"]["content"]
 
 
+def test_an_unexpected_failure_on_the_embedding_thread_still_answers_by_words(
+    local_embeddings, ops, ask, make_chat, monkeypatch
+):
+    # Given an embedded collection, a chat over it, and a model that breaks in a way no provider error names
+    collection = ops()
+    chat = make_chat(collection)
+
+    def breaks(self: LocalEmbedder, texts: object) -> np.ndarray:
+        raise RuntimeError("the inference session died")
+
+    monkeypatch.setattr(LocalEmbedder, "embed", breaks)
+
+    # When a question is asked
+    response = ask(chat.id, "How long are database backups kept?")
+
+    # Then it is answered from lexical search, not a 500
+    assert response.status_code == 201, response.content
+    assert "thirty days" in response.json()["answer"]["content"]
+
+
 def test_a_question_about_nothing_in_the_collection_still_finds_nothing(local_embeddings, ops, ask, make_chat):
     # Given an embedded collection
     collection = ops()
