@@ -76,8 +76,28 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: N
     path = folder / f"workspace-tests-{os.getpid()}.sqlite3"
     database.setdefault("TEST", {})["NAME"] = str(path)
     _remove_sqlite_files(path)
+    _remove_databases_of_dead_runs(folder)
     yield
     _remove_sqlite_files(path)
+
+
+def _remove_databases_of_dead_runs(folder: Path) -> None:
+    """A run killed before its end (SIGKILL, a CI timeout) leaves its database behind, in memory
+    when the folder is /dev/shm: the next run removes those whose process is gone."""
+    for leftover in folder.glob("workspace-tests-*.sqlite3"):
+        pid = leftover.name.removeprefix("workspace-tests-").removesuffix(".sqlite3")
+        if pid.isdigit() and not _alive(int(pid)):
+            _remove_sqlite_files(leftover)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 def _remove_sqlite_files(path: Path) -> None:
