@@ -147,7 +147,8 @@ def about_the_question(passages: Sequence[Passage], terms: list[str]) -> list[Pa
     one word of it ("long") all rank alike, and none of them is about it.
 
     A passage's section title counts as its words (the search indexes it too). When no passage
-    shares a word as these prefixes see it (the search stems better), all stay that meaning keeps.
+    shares a word as these prefixes see it (the search stems better), the word rule drops none and
+    only the meaning rule applies.
     """
     wanted = _stems(terms)
     overlaps = [len(wanted & _text_stems(f"{passage.title}\n{passage.text}")) for passage in passages]
