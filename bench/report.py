@@ -123,7 +123,7 @@ def _exec(text: str) -> list[Row]:
     size = f"{runs.group(1)} runs" if runs else ""
     rows = []
     number = r"\s+([\d.]+)"
-    for match in re.finditer(rf"^(live sandbox|opens one|bwrap directly){number * 5}$", text, re.M):
+    for match in re.finditer(rf"^(live sandbox|live, nsenter|opens one|bwrap directly){number * 5}$", text, re.M):
         label, median, p90, least, queries, db_ms = match.groups()
         size = f"{runs.group(1)} runs" if runs else ""
         spent = f"{median} ms (p90 {p90}, min {least})"

@@ -357,6 +357,10 @@ WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS = int(os.environ.get("WORKSPACE_EMBEDDINGS_
 # item pages show a banner).
 WORKSPACE_SANDBOX_ISOLATION = os.environ.get("WORKSPACE_SANDBOX_ISOLATION", "bwrap")
 WORKSPACE_BWRAP = os.environ.get("WORKSPACE_BWRAP", "/usr/bin/bwrap")
+# An open sandbox's holder is an exec agent (/usr/bin/perl, Debian's Essential perl-base) that forks
+# each command inside the namespaces, instead of a chain of host programs entering them per exec.
+# Off (or without perl), every exec enters with nsenter and setpriv as before.
+WORKSPACE_SANDBOX_EXEC_AGENT = _env_flag("WORKSPACE_SANDBOX_EXEC_AGENT", True)
 # When the server runs as root, sandbox code runs as host uid BASE + (item id mod COUNT): never 0,
 # never the server's uid. Unprivileged servers cannot switch uid; their sandboxes keep the server's.
 WORKSPACE_SANDBOX_UID_BASE = int(os.environ.get("WORKSPACE_SANDBOX_UID_BASE", "1500000000"))

@@ -1,10 +1,12 @@
 """The sandbox boundary: bubblewrap namespaces, an unprivileged uid, and how commands enter them.
 
 A sandbox is one long-lived bubblewrap "init" (its own mount, PID, network, IPC, UTS, user and
-cgroup namespaces) started when the sandbox opens; every exec enters those namespaces with
-`nsenter` and drops to the sandbox's uid and `no_new_privs` with `setpriv` before the command
-runs. So all execs of one sandbox share one machine-like view (background processes, /tmp), and
-nothing of the host is visible but read-only system directories and the item's workspace.
+cgroup namespaces) started when the sandbox opens. Its holder is the exec agent (exec_agent.py),
+which forks every exec's command inside those namespaces; where the agent is off, every exec
+enters them with `nsenter` and drops to the sandbox's uid and `no_new_privs` with `setpriv` before
+the command runs. So all execs of one sandbox share one machine-like view (background processes,
+/tmp), and nothing of the host is visible but read-only system directories and the item's
+workspace.
 
 Namespace setup is bubblewrap's and util-linux's job; this module only builds their argv.
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from workspace.items.sandboxes.exec_agent import agent_available
 from workspace.items.sandboxes.reach import closed_dir
 
 logger = logging.getLogger(__name__)
@@ -59,6 +62,8 @@ class Boundary:
     uid_base: int
     uid_count: int
     tmp_bytes: int
+    # An open sandbox's holder is the exec agent (exec_agent.py), which forks each command inside.
+    exec_agent: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -81,8 +86,16 @@ class Boundary:
         """
         return self.enabled and self.privileged
 
-    def init_argv(self, *, workspace: Path, info_fd: int, uid: int | None) -> list[str]:
-        """The argv that creates the namespaces and holds them open until the sandbox closes."""
+    @property
+    def uses_agent(self) -> bool:
+        return self.keeps_namespaces and self.exec_agent
+
+    def init_argv(
+        self, *, workspace: Path, info_fd: int, uid: int | None, holder: list[str] | None = None
+    ) -> list[str]:
+        """The argv that creates the namespaces and holds them open until the sandbox closes:
+        `holder` (the exec agent, which prints the ready line itself), else a shell that prints
+        it and sleeps."""
         drop = []
         if uid is not None:
             drop = ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--"]
@@ -92,9 +105,7 @@ class Boundary:
             "--info-fd",
             str(info_fd),
             "--",
-            "/bin/sh",
-            "-c",
-            _INIT_SCRIPT,
+            *(holder or ["/bin/sh", "-c", _INIT_SCRIPT]),
         ]
 
     def oneshot_argv(self, *, workspace: Path, env: dict[str, str], argv: list[str]) -> list[str]:
@@ -217,6 +228,7 @@ def configured_boundary() -> Boundary:
         uid_base=settings.WORKSPACE_SANDBOX_UID_BASE,
         uid_count=settings.WORKSPACE_SANDBOX_UID_COUNT,
         tmp_bytes=settings.WORKSPACE_SANDBOX_TMP_BYTES,
+        exec_agent=settings.WORKSPACE_SANDBOX_EXEC_AGENT and agent_available(),
     )
 
 

@@ -36,6 +36,7 @@ from workspace.items.sandboxes.base import (
     final_result,
 )
 from workspace.items.sandboxes.boundary import SANDBOX_PATH, WORKSPACE_MOUNT, Boundary, untraversable_parent
+from workspace.items.sandboxes.exec_agent import AGENT_SOURCE, agent_argv, agent_listen, run_via_agent
 from workspace.items.sandboxes.isolation import Confinement, IsolationDriver
 from workspace.items.sandboxes.runner import (
     MARKER_VARIABLE,
@@ -47,7 +48,6 @@ from workspace.items.sandboxes.runner import (
 from workspace.items.volumes import workspace_prepare
 
 _STATE_FILE = "state.json"
-_INIT_LOG = "init.log"
 _INIT_READY_SECONDS = 10.0
 _EXEC_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # Inits this process started: reaped when they end, so no zombie stays behind.
@@ -136,39 +136,55 @@ class LocalBackend:
                 f"the sandbox uid cannot reach its workspace: {blocked} needs the x bit for others (chmod o+x)"
             )
         info_read, info_write = os.pipe()
+        listener = agent_listen(home) if self.boundary.uses_agent else None
         try:
-            argv = self.boundary.init_argv(workspace=directory, info_fd=info_write, uid=uid)
-            with open(home / _INIT_LOG, "wb") as log:
-                process = subprocess.Popen(
-                    confinement.wrap(argv),
-                    cwd="/",
-                    env={"PATH": SANDBOX_PATH, MARKER_VARIABLE: sandbox_id},
-                    pass_fds=(info_write,),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    start_new_session=True,
-                )
+            holder = agent_argv(listener.fileno()) if listener else None
+            argv = self.boundary.init_argv(workspace=directory, info_fd=info_write, uid=uid, holder=holder)
+            # Its output (both streams) goes to a pipe this process reads until the ready line and
+            # then closes: a file would let sandbox code that takes over the holder fill the disk.
+            process = subprocess.Popen(
+                confinement.wrap(argv),
+                cwd="/",
+                env={"PATH": SANDBOX_PATH, MARKER_VARIABLE: sandbox_id},
+                pass_fds=(info_write, listener.fileno()) if listener else (info_write,),
+                stdin=subprocess.PIPE if listener else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            if process.stdin:
+                _hand_over(process.stdin, AGENT_SOURCE)
         finally:
             os.close(info_write)
+            # Only the agent may accept: were the server's copy kept, a dead agent's socket would
+            # still take connections that nobody answers.
+            if listener:
+                listener.close()
         try:
-            ready = _read_line(process.stdout, seconds=_INIT_READY_SECONDS)
-            info = _read_json(info_read) if self.boundary.is_ready_line(ready) else None
+            said = _until_ready(process.stdout, self.boundary, seconds=_INIT_READY_SECONDS)
+            info = _read_json(info_read) if said is None else None
+            if info is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+                said = (said or b"") + _rest(process.stdout)
         finally:
             os.close(info_read)
             if process.stdout:
                 process.stdout.close()
         if not info or "child-pid" not in info:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            reason = (home / _INIT_LOG).read_text(errors="replace").strip()[-300:] or "no reason given"
+            reason = (said or b"").decode(errors="replace").strip()[-300:] or "no reason given"
             raise SandboxUnavailable(f"bubblewrap could not set the sandbox up: {reason}")
         _started_inits[sandbox_id] = process
         pid = int(info["child-pid"])
-        # bubblewrap's pid 1 reaps; its one child (the `sleep`) sits in /workspace, where execs start.
+        # bubblewrap's pid 1 reaps; its one child (the agent, or a `sleep`) sits in /workspace, where execs start.
         holder = _children(pid)
-        return {"pid": pid, "pidns": _pid_namespace(pid), "holder": holder[0] if holder else pid}
+        return {
+            "pid": pid,
+            "pidns": _pid_namespace(pid),
+            "holder": holder[0] if holder else pid,
+            "agent": self.boundary.uses_agent,
+        }
 
     def exec(self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = "") -> ExecResult:
         return final_result(self.exec_streaming(sandbox_id, command=command, timeout=timeout, exec_id=exec_id))
@@ -189,9 +205,20 @@ class LocalBackend:
             MARKER_VARIABLE: sandbox_id,
         }
         init = state.get("init")
+        ended = _Ending(home=home, exec_id=valid_exec_id(exec_id), timeout=timeout, state=state)
+        ended.ooms_before = self.driver.oom_kills(confinement)
+        record = {
+            "on_start": lambda pid: _record(pids_dir / str(pid), ended.exec_id),
+            "on_exit": lambda pid: _unlink(pids_dir / str(pid)),
+        }
+        if init and not _init_alive(init):
+            raise SandboxGone(f"the namespaces of sandbox {sandbox_id!r} are gone")
+        if init and init.get("agent"):
+            events = run_via_agent(
+                home, holder_pid=init["holder"], argv=command_argv(command), env=env, timeout=timeout, **record
+            )
+            return ended.explained(events, lambda: self.driver.oom_kills(confinement))
         if init:
-            if not _init_alive(init):
-                raise SandboxGone(f"the namespaces of sandbox {sandbox_id!r} are gone")
             argv = self.boundary.enter_argv(holder_pid=init["holder"], uid=state.get("uid"), argv=command_argv(command))
             cwd, outer_env = Path("/"), env
         elif self.boundary.enabled:
@@ -200,16 +227,7 @@ class LocalBackend:
         else:
             argv = command_argv(command)
             cwd, outer_env = Path(state["workspace"]), {**env, "HOME": state["workspace"]}
-        ended = _Ending(home=home, exec_id=valid_exec_id(exec_id), timeout=timeout, state=state)
-        ended.ooms_before = self.driver.oom_kills(confinement)
-        events = run_streaming(
-            confinement.wrap(argv),
-            cwd=cwd,
-            env=outer_env,
-            timeout=timeout,
-            on_start=lambda pid: _record(pids_dir / str(pid), ended.exec_id),
-            on_exit=lambda pid: _unlink(pids_dir / str(pid)),
-        )
+        events = run_streaming(confinement.wrap(argv), cwd=cwd, env=outer_env, timeout=timeout, **record)
         return ended.explained(events, lambda: self.driver.oom_kills(confinement))
 
     def stop(self, sandbox_id: str, exec_id: str) -> bool:
@@ -289,10 +307,34 @@ class LocalBackend:
         return sorted(entry.name for entry in self.state_dir.iterdir() if (entry / _STATE_FILE).exists())
 
 
-def _read_line(stream, *, seconds: float) -> bytes:
-    """One line from the init's stdout, or b"" if it exits or stays silent past `seconds`."""
-    ready, _, _ = select.select([stream], [], [], seconds)
-    return stream.readline() if ready else b""
+def _hand_over(stream, text: str) -> None:
+    """The agent's program on its stdin (a few KB: the pipe takes it whole), then EOF."""
+    with contextlib.suppress(BrokenPipeError):
+        stream.write(text.encode())
+    with contextlib.suppress(BrokenPipeError):
+        stream.close()
+
+
+def _until_ready(stream, boundary: Boundary, *, seconds: float) -> bytes | None:
+    """None once the init printed its ready line; else what it said before it exited or stayed
+    silent past `seconds` (bubblewrap's reason), at most a few KB."""
+    deadline = time.monotonic() + seconds
+    said = b""
+    while len(said) < 4096:
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        line = stream.readline() if ready else b""
+        if not line:
+            return said
+        if boundary.is_ready_line(line):
+            return None
+        said += line
+    return said
+
+
+def _rest(stream) -> bytes:
+    """What a killed init left in its pipe (it is closed once the init is gone)."""
+    ready, _, _ = select.select([stream], [], [], 1.0)
+    return stream.read(4096) if ready else b""
 
 
 def _read_json(descriptor: int) -> dict | None:

@@ -31,6 +31,7 @@ def _key(name: str) -> tuple:
         str(settings.WORKSPACE_CGROUP_ROOT),
         settings.WORKSPACE_CGROUP_DRIVER,
         settings.WORKSPACE_SANDBOX_ISOLATION,
+        settings.WORKSPACE_SANDBOX_EXEC_AGENT,
         settings.WORKSPACE_SANDBOX_HOST_TOKEN,
         configured_cap(),
     )

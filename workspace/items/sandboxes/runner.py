@@ -16,13 +16,13 @@ from workspace.items.sandboxes.base import OUTPUT_LIMIT_BYTES, ExecResult
 
 MARKER_VARIABLE = "WORKSPACE_SANDBOX_ID"
 _CHUNK = 64 * 1024
-_PIPE_GRACE_SECONDS = 1.0
+PIPE_GRACE_SECONDS = 1.0
 # How often the loop looks at the clock and the process while the pipes stay quiet.
-_POLL_SECONDS = 0.05
+POLL_SECONDS = 0.05
 
 
 @dataclass
-class _Capture:
+class Capture:
     limit: int
     data: bytearray
     truncated: bool = False
@@ -107,21 +107,27 @@ def run_streaming(
         return
     if on_start:
         on_start(process.pid)
-    out, err = _Capture(output_limit, bytearray()), _Capture(output_limit, bytearray())
+    out, err = Capture(output_limit, bytearray()), Capture(output_limit, bytearray())
     try:
         timed_out = yield from _drain_until_exit(
             process, {process.stdout: ("stdout", out), process.stderr: ("stderr", err)}, started + timeout
         )
     except GeneratorExit:
-        _kill_group(process.pid)
+        kill_group(process.pid)
         process.wait()
         raise
     finally:
         if on_exit:
             on_exit(process.pid)
     code = process.returncode
-    yield ExecResult(
-        exit_code=code if code >= 0 else 128 - code,
+    yield captured_result(code if code >= 0 else 128 - code, out, err, timed_out=timed_out, started=started)
+
+
+def captured_result(exit_code: int, out: Capture, err: Capture, *, timed_out: bool, started: float) -> ExecResult:
+    """The result of a command that ended with `exit_code` (as a shell reports it), begun at
+    `started` (time.monotonic), from what was kept of its two streams."""
+    return ExecResult(
+        exit_code=exit_code,
         stdout=bytes(out.data).decode("utf-8", errors="replace"),
         stderr=bytes(err.data).decode("utf-8", errors="replace"),
         stdout_truncated=out.truncated,
@@ -148,12 +154,12 @@ def _drain_until_exit(process: subprocess.Popen, captures: dict, deadline: float
             now = time.monotonic()
             if exited_at is None and process.poll() is not None:
                 exited_at = now
-            if exited_at is not None and now > exited_at + _PIPE_GRACE_SECONDS:
+            if exited_at is not None and now > exited_at + PIPE_GRACE_SECONDS:
                 break
             if not timed_out and now > deadline:
                 timed_out = True
-                _kill_group(process.pid)
-            for key, _events in selector.select(timeout=_POLL_SECONDS):
+                kill_group(process.pid)
+            for key, _events in selector.select(timeout=POLL_SECONDS):
                 chunk = os.read(key.fd, _CHUNK)
                 if not chunk:
                     selector.unregister(key.fileobj)
@@ -169,11 +175,11 @@ def _drain_until_exit(process: subprocess.Popen, captures: dict, deadline: float
     except subprocess.TimeoutExpired:
         # It closed its pipes but ran on to the deadline.
         timed_out = True
-        _kill_group(process.pid)
+        kill_group(process.pid)
         process.wait()
     return timed_out
 
 
-def _kill_group(pgid: int) -> None:
+def kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)

@@ -1,0 +1,304 @@
+"""The exec agent: the holder of an open sandbox that starts each command inside it.
+
+The first tests run on this machine's real kernel (root, bubblewrap, cgroups), through the exec
+endpoint, with the agent and with the `nsenter` path it replaces. The rest put a fake agent on
+the other end of the socket: the agent is sandbox code (it may be taken over from inside), so the
+server must survive whatever it says.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.items import exec_ok
+from workspace.items.sandboxes import local, runner
+from workspace.items.sandboxes.base import ExecResult, SandboxGone, SandboxUnavailable, final_result
+from workspace.items.sandboxes.boundary import configured_boundary
+from workspace.items.sandboxes.exec_agent import SOCKET_NAME, agent_listen, run_via_agent
+from workspace.items.sandboxes.isolation import PrlimitDriver
+from workspace.items.sandboxes.registry import backend_named
+
+WHO_AND_WHERE = "id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; pwd; env | sort | cut -d= -f1"
+
+
+def _state_of(item) -> dict:
+    backend = backend_named("local")
+    (sandbox_id,) = [s for s in backend.sandboxes() if backend._state(s)["item_id"] == str(item.pk)]
+    return backend._state(sandbox_id)
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("real_boundary")
+@pytest.mark.parametrize("agent", [True, False], ids=["agent", "nsenter"])
+def test_a_command_runs_as_the_sandbox_uid_without_privileges_in_the_workspace(
+    settings, agent, api_client_for, make_item
+):
+    # Given a sandbox whose commands the agent starts (or, with it off, enter through nsenter)
+    settings.WORKSPACE_SANDBOX_EXEC_AGENT = agent
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    exec_ok(api, item, "true")
+    # When a command reports who and where it is
+    body = exec_ok(api, item, WHO_AND_WHERE)
+    # Then it is the item's unprivileged uid, no capabilities, no_new_privs, in /workspace, with
+    # only the sandbox's variables
+    uid = configured_boundary().uid_for(str(item.pk))
+    assert body["stdout"].split("\n") == [
+        str(uid),
+        "CapEff:\t0000000000000000",
+        "NoNewPrivs:\t1",
+        "/workspace",
+        *sorted(["HOME", "LANG", "PATH", "PWD", "TERM", "TMPDIR", "WORKSPACE_SANDBOX_ID"]),
+        "",
+    ]
+    assert _state_of(item)["init"]["agent"] is agent
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("real_boundary")
+def test_an_exec_on_a_live_sandbox_starts_no_host_program(monkeypatch, api_client_for, make_item):
+    # Given carol's open sandbox
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    exec_ok(api, item, "true")
+
+    def no_host_program(*args, **kwargs):
+        raise AssertionError("a host program was started for an exec")
+
+    # When she runs a command that writes to both streams and fails
+    with monkeypatch.context() as patched:
+        patched.setattr(local, "run_streaming", no_host_program)
+        patched.setattr(runner.subprocess, "Popen", no_host_program)
+        body = exec_ok(api, item, "echo out; echo err >&2; exit 3")
+    # Then the agent ran it inside, and its output and exit code came back as before
+    assert (body["stdout"], body["stderr"], body["exit_code"]) == ("out\n", "err\n", 3)
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("real_boundary")
+def test_sandbox_code_cannot_write_to_the_servers_disk_through_the_holders_output(api_client_for, make_item):
+    # Given carol's open sandbox
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    exec_ok(api, item, "true")
+    # When her command looks at what the init and the agent write to
+    body = exec_ok(api, item, "for fd in 1 2; do readlink /proc/1/fd/$fd /proc/2/fd/$fd; done")
+    # Then the agent writes nowhere and bubblewrap's init only to a pipe (closed once the sandbox was ready)
+    targets = body["stdout"].split()
+    assert targets.count("/dev/null") == 2
+    assert all(target == "/dev/null" or target.startswith("pipe:") for target in targets), targets
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("real_boundary")
+def test_a_sandbox_opened_without_the_agent_keeps_working_once_it_is_turned_on(settings, api_client_for, make_item):
+    # Given a sandbox opened while the agent was off (a server before the upgrade)
+    settings.WORKSPACE_SANDBOX_EXEC_AGENT = False
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    first = exec_ok(api, item, "echo one")
+    # When the agent is turned on and she runs another command
+    settings.WORKSPACE_SANDBOX_EXEC_AGENT = True
+    second = exec_ok(api, item, "echo two")
+    # Then it runs in the same sandbox, entered as before
+    assert (second["stdout"], second["sandbox_id"]) == ("two\n", first["sandbox_id"])
+    assert _state_of(item)["init"]["agent"] is False
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("real_boundary")
+@pytest.mark.parametrize("pids", [3, 4], ids=["agent-cannot-fork", "session-cannot-fork"])
+def test_a_sandbox_at_its_process_limit_says_the_command_could_not_start(write_config, pids, api_client_for, make_item):
+    # Given a sandbox whose process limit its holders use up (bubblewrap's two, the agent, perhaps a session)
+    write_config(
+        f"[sandbox]\nlease = '90s'\npids = {pids}\n",
+        apps={"notebook.toml": 'slug = "notebook"\nname = "Notebook"\n[resources]\nmemory = "64M"\n'},
+    )
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    # When she runs a command
+    body = exec_ok(api, item, "echo never")
+    # Then it fails with the reason, and the sandbox still counts as live
+    assert (body["exit_code"], body["stdout"]) == (126, "")
+    assert "cannot start the command" in body["stderr"]
+    assert body["sandbox_closed"] is False
+
+
+def test_without_perl_the_boundary_does_not_use_the_agent(settings, monkeypatch):
+    # Given a machine without /usr/bin/perl
+    monkeypatch.setattr("workspace.items.sandboxes.boundary.agent_available", lambda: False)
+    settings.WORKSPACE_SANDBOX_EXEC_AGENT = True
+    # When the boundary is configured
+    boundary = configured_boundary()
+    # Then execs enter the namespaces the old way
+    assert boundary.exec_agent is False
+    assert boundary.uses_agent is False
+
+
+def test_a_bubblewrap_that_cannot_set_the_sandbox_up_refuses_the_open_with_its_reason(settings, tmp_path, monkeypatch):
+    # Given a bubblewrap that fails the way a kernel without user namespaces makes it fail, as root
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    settings.WORKSPACE_BWRAP = str(fake)
+    boundary = configured_boundary()
+    monkeypatch.setattr(boundary.__class__, "keeps_namespaces", property(lambda self: True))
+    backend = local.LocalBackend(
+        state_dir=tmp_path / "state", workspace_root=tmp_path / "ws", driver=PrlimitDriver(), boundary=boundary
+    )
+    # When a sandbox opens
+    with pytest.raises(SandboxUnavailable) as refused:
+        backend.open(item_id="7", spec=local.SandboxSize(), workspace=_traversable(tmp_path))
+    # Then the refusal carries bubblewrap's own words and nothing of the sandbox is left
+    assert "No permissions to creating new namespace" in str(refused.value)
+    assert backend.sandboxes() == []
+
+
+def _traversable(tmp_path: Path) -> Path:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    for directory in (workspace, *workspace.parents):
+        if directory == Path("/"):
+            break
+        directory.chmod(directory.stat().st_mode | 0o011)
+    return workspace
+
+
+# A fake agent on the sandbox's socket: what a taken-over agent could say.
+
+Reply = Callable[[socket.socket], None]
+
+
+@pytest.fixture
+def fake_agent(tmp_path: Path) -> Iterator[Callable[[Reply], Path]]:
+    """Serves one connection on `<home>/agent.sock` with `reply`; returns the home directory."""
+    threads: list[threading.Thread] = []
+    listeners: list[socket.socket] = []
+
+    def serve(reply: Reply) -> Path:
+        home = tmp_path / "home"
+        home.mkdir()
+        listener = agent_listen(home)
+        listeners.append(listener)
+
+        def one() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                _read_request(connection)
+                reply(connection)
+
+        thread = threading.Thread(target=one, daemon=True)
+        thread.start()
+        threads.append(thread)
+        return home
+
+    yield serve
+    for listener in listeners:
+        listener.close()
+    for thread in threads:
+        thread.join(timeout=5)
+
+
+def _read_request(connection: socket.socket) -> bytes:
+    (length,) = struct.unpack(">I", _exactly(connection, 4))
+    return _exactly(connection, length)
+
+
+def _exactly(connection: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _frame(kind: bytes, data: bytes) -> bytes:
+    return kind + struct.pack(">I", len(data)) + data
+
+
+def _run(home: Path, *, timeout: float = 2.0, holder_pid: int | None = None, output_limit: int = 1024) -> ExecResult:
+    events = run_via_agent(
+        home,
+        holder_pid=holder_pid or os.getpid(),
+        argv=["true"],
+        env={"PATH": "/usr/bin"},
+        timeout=timeout,
+        output_limit=output_limit,
+    )
+    return final_result(events)
+
+
+def test_an_agent_that_never_answers_is_given_up_at_the_time_limit(fake_agent):
+    # Given an agent that takes the command and then says nothing
+    release = threading.Event()
+    home = fake_agent(lambda connection: release.wait(10))
+    # When a command with a 0.3 s limit is run through it
+    began = time.monotonic()
+    result = _run(home, timeout=0.3)
+    release.set()
+    # Then the server stops waiting at the limit and reports a killed, timed-out command
+    assert time.monotonic() - began < 3
+    assert (result.exit_code, result.timed_out) == (137, True)
+
+
+def test_an_agent_naming_a_process_outside_its_sandbox_gets_nothing_killed(fake_agent):
+    # Given a process of the host, and an agent that names its pid as the command's and then stalls
+    bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        release = threading.Event()
+
+        def lie(connection: socket.socket) -> None:
+            connection.sendall(_frame(b"P", str(bystander.pid).encode()))
+            release.wait(10)
+
+        home = fake_agent(lie)
+        # When the command runs past its limit (the server kills the command's process group)
+        result = _run(home, timeout=0.3, holder_pid=1)
+        release.set()
+        # Then the bystander, no child of the sandbox's holder, still runs
+        assert result.timed_out is True
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_an_agent_sending_an_oversized_frame_ends_the_command_without_an_error(fake_agent):
+    # Given an agent that announces a frame of 1 GiB
+    home = fake_agent(lambda connection: connection.sendall(b"O" + struct.pack(">I", 1 << 30) + b"x" * 100))
+    # When a command runs through it
+    result = _run(home)
+    # Then the command ends as killed, with none of the frame kept
+    assert (result.exit_code, result.stdout) == (137, "")
+
+
+def test_an_agent_flooding_output_is_held_to_the_output_limit(fake_agent):
+    # Given an agent that sends 200 KiB of stdout, then a clean exit
+    def flood(connection: socket.socket) -> None:
+        for _ in range(50):
+            connection.sendall(_frame(b"O", b"y" * 4096))
+        connection.sendall(_frame(b"X", b"0"))
+
+    home = fake_agent(flood)
+    # When a command with a 1 KiB output limit runs through it
+    result = _run(home, output_limit=1024)
+    # Then 1 KiB is kept, the rest marked as cut, and the exit code is the agent's
+    assert (len(result.stdout), result.stdout_truncated, result.exit_code) == (1024, True, 0)
+
+
+def test_an_exec_through_an_agent_that_is_gone_is_a_gone_sandbox(tmp_path):
+    # Given a sandbox directory whose agent socket nobody listens on any more
+    home = tmp_path / "home"
+    home.mkdir()
+    agent_listen(home).close()
+    assert (home / SOCKET_NAME).exists()
+    # When a command is run through it
+    # Then the sandbox counts as gone (the caller closes it and opens a new one)
+    with pytest.raises(SandboxGone):
+        _run(home)

@@ -1,0 +1,253 @@
+"""The server's side of the exec agent (exec_agent.pl), the process that holds a sandbox open.
+
+Without it every exec ran a chain of host programs: `sh` joining the sandbox's cgroups, `nsenter`
+entering its seven namespaces as its uid, `setpriv` for no_new_privs, then the command: about
+5 ms of process start-ups, as much as starting a fresh bubblewrap sandbox. The agent already sits
+inside all of that (it is the command bubblewrap started, as the sandbox uid with no_new_privs), so
+it only forks the command. It listens on a Unix socket the server made in the sandbox's state
+directory on the host (which no sandbox sees) and passed to it as a file descriptor, so any
+server process on this machine can reach it and no sandbox code can.
+
+The agent counts as sandbox code: it may be killed or taken over from inside (same uid). What it
+says is read with bounds; time limits, stops and closes kill its commands from the host, by the
+host pid of each command's process group, found among the agent's own children. A hostile agent
+can only lie about its own sandbox's commands, which its sandbox's code could do anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import socket
+import struct
+import time
+from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
+
+from workspace.items.sandboxes.base import OUTPUT_LIMIT_BYTES, ExecResult, SandboxGone
+from workspace.items.sandboxes.runner import (
+    PIPE_GRACE_SECONDS,
+    POLL_SECONDS,
+    Capture,
+    OutputChunk,
+    captured_result,
+    kill_group,
+)
+
+PERL = "/usr/bin/perl"
+SOCKET_NAME = "agent.sock"
+AGENT_SOURCE = (Path(__file__).with_name("exec_agent.pl")).read_text()
+_HEADER = struct.Struct(">cI")
+# The longest frame the agent may send: its reads are 64 KiB; anything longer is not the agent.
+_FRAME_LIMIT = 65536
+_CONNECT_SECONDS = 5.0
+_BACKLOG = 64
+
+
+def agent_available() -> bool:
+    return os.access(PERL, os.X_OK)
+
+
+def agent_argv(listen_fd: int) -> list[str]:
+    """The command bubblewrap starts as the sandbox's holder: perl reading the agent's program
+    (AGENT_SOURCE) from its stdin, told its socket's fd. Not `-e`: the program would fill every
+    `ps` line of the sandbox."""
+    return [PERL, "-", str(listen_fd)]
+
+
+def agent_listen(home: Path) -> socket.socket:
+    """The listening socket at `<home>/agent.sock`; the caller passes it to the agent and closes it."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with _short_path(home) as directory:
+            listener.bind(f"{directory}/{SOCKET_NAME}")
+        listener.listen(_BACKLOG)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
+@contextlib.contextmanager
+def _short_path(directory: Path) -> Iterator[str]:
+    """`directory` as /proc/self/fd/N: a socket's path may be at most 107 bytes, a state
+    directory's path need not be that short."""
+    descriptor = os.open(directory, os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{descriptor}"
+    finally:
+        os.close(descriptor)
+
+
+def _connect(home: Path) -> socket.socket:
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.settimeout(_CONNECT_SECONDS)
+    try:
+        with _short_path(home) as directory:
+            connection.connect(f"{directory}/{SOCKET_NAME}")
+    except OSError as exc:
+        connection.close()
+        raise SandboxGone(f"the exec agent of {home.name} does not answer: {exc}") from exc
+    return connection
+
+
+def _request(argv: list[str], env: dict[str, str]) -> bytes:
+    fields = [str(len(argv)), *argv, str(len(env)), *(f"{key}={value}" for key, value in env.items())]
+    body = "\0".join(fields).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+def run_via_agent(
+    home: Path,
+    *,
+    holder_pid: int,
+    argv: list[str],
+    env: dict[str, str],
+    timeout: float,
+    on_start: Callable[[int], None] | None = None,
+    on_exit: Callable[[int], None] | None = None,
+    output_limit: int = OUTPUT_LIMIT_BYTES,
+) -> Iterator[OutputChunk | ExecResult]:
+    """`runner.run_streaming` through the sandbox's agent: each chunk of output as it arrives,
+    then the ExecResult. Past `timeout`, or when the iterator is closed early, the command's
+    process group is killed from the host. SandboxGone when the agent does not take the command.
+    """
+    started = time.monotonic()
+    connection = _connect(home)
+    try:
+        connection.sendall(_request(argv, env))
+    except OSError as exc:
+        connection.close()
+        raise SandboxGone(f"the exec agent of {home.name} hung up: {exc}") from exc
+    session = _Session(connection, holder_pid=holder_pid, deadline=started + timeout)
+    out, err = Capture(output_limit, bytearray()), Capture(output_limit, bytearray())
+    try:
+        yield from session.relay({b"O": ("stdout", out), b"E": ("stderr", err)}, on_start=on_start)
+    except GeneratorExit:
+        session.kill()
+        raise
+    finally:
+        connection.close()
+        if on_exit and session.leader:
+            on_exit(session.leader)
+    yield captured_result(session.exit_code(), out, err, timed_out=session.timed_out, started=started)
+
+
+class _Session:
+    """One command's connection: its frames read with bounds, its deadline kept, its process
+    group's host pid (`leader`) found once the agent names it."""
+
+    def __init__(self, connection: socket.socket, *, holder_pid: int, deadline: float) -> None:
+        self.connection = connection
+        self.holder_pid = holder_pid
+        self.deadline = deadline
+        self.leader = 0
+        self.status: int | None = None
+        self.timed_out = False
+        self.buffer = bytearray()
+
+    def exit_code(self) -> int:
+        """As a shell reports it; a command whose session was killed (time limit, stop, close,
+        the kernel's memory killer) ends as killed by SIGKILL."""
+        if self.status is None:
+            return 128 + 9
+        if os.WIFSIGNALED(self.status):
+            return 128 + os.WTERMSIG(self.status)
+        return os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else 128 + 9
+
+    def kill(self) -> None:
+        if self.leader:
+            kill_group(self.leader)
+
+    def relay(
+        self, captures: dict[bytes, tuple[str, Capture]], *, on_start: Callable[[int], None] | None
+    ) -> Generator[OutputChunk, None, None]:
+        exited_at: float | None = None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.connection, selectors.EVENT_READ)
+            while True:
+                now = time.monotonic()
+                if exited_at is not None and now > exited_at + PIPE_GRACE_SECONDS:
+                    return
+                if now > self.deadline:
+                    if self.timed_out or not self.leader:
+                        # Killed and still not closed, or never named its process: nothing more to wait for.
+                        self.timed_out = True
+                        self.kill()
+                        return
+                    self.timed_out = True
+                    self.kill()
+                    self.deadline = now + PIPE_GRACE_SECONDS
+                if not selector.select(timeout=POLL_SECONDS):
+                    continue
+                try:
+                    chunk = self.connection.recv(_FRAME_LIMIT + _HEADER.size)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    return
+                self.buffer.extend(chunk)
+                for kind, data in self._frames():
+                    if kind == b"P":
+                        self.leader = self._host_pid(data)
+                        if on_start and self.leader:
+                            on_start(self.leader)
+                    elif kind == b"X":
+                        self.status = _number(data)
+                        exited_at = time.monotonic()
+                    elif kind in captures:
+                        name, capture = captures[kind]
+                        kept = capture.take(data)
+                        if kept:
+                            yield name, kept
+                    else:
+                        return
+
+    def _frames(self) -> Iterator[tuple[bytes, bytes]]:
+        while len(self.buffer) >= _HEADER.size:
+            kind, length = _HEADER.unpack_from(self.buffer)
+            if length > _FRAME_LIMIT:
+                # Not the agent's frame: end here, as if the connection closed.
+                self.buffer.clear()
+                yield b"!", b""
+                return
+            end = _HEADER.size + length
+            if len(self.buffer) < end:
+                return
+            data = bytes(self.buffer[_HEADER.size : end])
+            del self.buffer[:end]
+            yield kind, data
+
+    def _host_pid(self, data: bytes) -> int:
+        """The host pid of the agent's child whose pid in the sandbox is `data`, or 0."""
+        wanted = _number(data)
+        if not wanted:
+            return 0
+        for child in _children(self.holder_pid):
+            if _innermost_pid(child) == wanted:
+                return child
+        return 0
+
+
+def _number(data: bytes) -> int:
+    text = data.decode("ascii", errors="replace")
+    return int(text) if text.isdigit() and len(text) < 12 else 0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _innermost_pid(pid: int) -> int:
+    """The pid `pid` has in its own (innermost) pid namespace."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    except (OSError, ValueError):
+        pass
+    return 0
