@@ -15,7 +15,7 @@ from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
 from workspace.agent.models import ItemMessage
 from workspace.items.config import get_config
-from workspace.items.models import ExecSlot
+from workspace.items.models import ExecSlot, RunningExec
 from workspace.items.sandboxes.lifecycle import ExecStarted
 from workspace.items.services import TooManyRunning, exec_slot_take, item_exec_streaming
 from workspace.workflows.models import WorkflowRun
@@ -52,6 +52,25 @@ def test_a_third_command_is_429_with_retry_after_and_opens_nothing(alice_api, ma
     assert (body["error"], body["limit"]) == ("too_many_running_commands", 2)
     assert "2 commands running at once" in body["detail"]
     assert not SandboxActivity.objects.exists()
+
+
+def test_a_command_over_the_limit_on_a_live_sandbox_is_429_and_records_nothing(
+    alice_api, make_item, two_at_once, clock
+):
+    # Given alice's item with a live sandbox, and two commands of hers running elsewhere
+    item = make_item()
+    assert _exec(alice_api, item).status_code == 200
+    before = SandboxActivity.current.get(item_id=str(item.pk))
+    slots = [exec_slot_take(user_id="alice", seconds=30) for _ in range(two_at_once)]
+    clock.advance(seconds=5)
+    # When she starts a third there (the slot is taken in the transaction that records a command)
+    response = _exec(alice_api, item)
+    # Then it is refused, no command is recorded, the sandbox's lease did not move, no slot was added
+    assert response.status_code == 429
+    assert not RunningExec.objects.exists()
+    after = SandboxActivity.current.get(item_id=str(item.pk))
+    assert (after.last_seen_at, after.lease_expires_at) == (before.last_seen_at, before.lease_expires_at)
+    assert ExecSlot.objects.filter(user_id="alice").count() == len(slots)
 
 
 def test_a_refused_stream_is_json_before_any_event(alice_api, make_item, alice_runs_two):

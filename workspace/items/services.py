@@ -322,15 +322,23 @@ def item_exec(
     valid, seconds = _valid_command(command), exec_timeout(timeout)
     if actor is None:
         return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=seconds)
-    slot = _SlotHeld(exec_slot_take(user_id=actor.user_id, seconds=seconds))
+    slot = _SlotHeld(None)
+    ready = lifecycle.live_sandbox_of_item(item=item)
     try:
+        if ready is None:
+            # A sandbox is opened only for someone who has a slot left.
+            slot.take(user_id=actor.user_id, seconds=seconds)
+            ready = lifecycle.sandbox_open(item=item, app=app)
         return lifecycle.sandbox_exec(
             item=item,
             app=app,
             command=valid,
             timeout=seconds,
+            ready=ready,
             exec_id=running.new_exec_id(),
             requested_by=actor.user_id,
+            # On a live sandbox the slot is taken in the transaction that records the command.
+            when_starting=None if slot.slot else lambda: slot.take(user_id=actor.user_id, seconds=seconds),
             when_ended=slot.release,
         )
     finally:
@@ -374,6 +382,9 @@ class _SlotHeld:
 
     def __init__(self, slot: ExecSlot | None) -> None:
         self.slot = slot
+
+    def take(self, *, user_id: str, seconds: float) -> None:
+        self.slot = exec_slot_take(user_id=user_id, seconds=seconds)
 
     def release(self) -> None:
         slot, self.slot = self.slot, None

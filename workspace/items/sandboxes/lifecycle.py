@@ -178,10 +178,21 @@ def item_workspace(item: Item) -> Path:
 
 def sandbox_for_item(*, item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
     """The item's live sandbox, opened (through admission) when there is none."""
-    live = ledger.live_row_of_item(item.pk)
-    if live is not None:
-        return (_await_opened(live) if not live.backend_sandbox_id else live), False
+    return live_sandbox_of_item(item=item) or _open(item, app)
+
+
+def sandbox_open(*, item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
+    """Opens the item's sandbox through admission, for a caller that just found none live; if
+    another request opened one since, admission hands that one over instead."""
     return _open(item, app)
+
+
+def live_sandbox_of_item(*, item: Item) -> tuple[SandboxActivity, bool] | None:
+    """The item's live sandbox (waiting for one another request is opening), or None."""
+    live = ledger.live_row_of_item(item.pk)
+    if live is None:
+        return None
+    return (_await_opened(live) if not live.backend_sandbox_id else live), False
 
 
 def sandbox_exec(
@@ -192,6 +203,8 @@ def sandbox_exec(
     timeout: float,
     exec_id: str = "",
     requested_by: str = "",
+    ready: tuple[SandboxActivity, bool] | None = None,
+    when_starting: Callable[[], None] | None = None,
     when_ended: Callable[[], None] | None = None,
 ) -> ExecOutcome:
     events = sandbox_exec_streaming(
@@ -199,8 +212,10 @@ def sandbox_exec(
         app=app,
         command=command,
         timeout=timeout,
+        ready=ready,
         exec_id=exec_id,
         requested_by=requested_by,
+        when_starting=when_starting,
         when_ended=when_ended,
     )
     for event in events:
@@ -218,6 +233,7 @@ def sandbox_exec_streaming(
     ready: tuple[SandboxActivity, bool] | None = None,
     exec_id: str = "",
     requested_by: str = "",
+    when_starting: Callable[[], None] | None = None,
     when_ended: Callable[[], None] | None = None,
 ) -> Iterator[tuple[str, bytes] | ExecOutcome]:
     """Runs `command` in the item's sandbox: its output chunks as they arrive, then the outcome.
@@ -225,8 +241,10 @@ def sandbox_exec_streaming(
     `ready` is the sandbox `sandbox_for_item` already opened (or found), so a caller can meet
     the quota gate (507) before it starts answering; without it the first step opens one. With
     an `exec_id` the command is recorded while it runs, so `requested_by` or staff can stop it.
-    `when_ended` runs in the transaction that ends the record once the command ended (the
-    caller gives back the person's command slot there: one commit, not two).
+    `when_starting` runs first in the transaction that records the command, once (the caller
+    takes the person's command slot there when the sandbox was live: one commit, not two; what
+    it raises refuses the command with nothing stored), and `when_ended` in the transaction
+    that ends the record once the command ended (the caller gives the slot back there).
     """
     lease = get_config().sandbox.lease
     # The lease covers the whole command, so a long exec is not reclaimed as dead halfway.
@@ -237,9 +255,13 @@ def sandbox_exec_streaming(
         activity, opened = ready if (ready and attempt == 0) else sandbox_for_item(item=item, app=app)
         opened_any = opened_any or opened
         # The heartbeat and the command's record are one write (one commit): a crash after it
-        # leaves a record that recovery finds exactly as before, and nothing half-written.
-        # savepoint=False: nothing here is caught and retried, so a savepoint would only cost statements.
-        with transaction.atomic(savepoint=False):
+        # leaves a record that recovery finds exactly as before, and nothing half-written. A
+        # refusal from `when_starting` (429) is caught by the caller: inside a caller's own
+        # transaction this block is a savepoint, so the refusal leaves that transaction usable.
+        with transaction.atomic():
+            if when_starting is not None:
+                when_starting()
+                when_starting = None
             alive = ledger.heartbeat(activity_id=activity.pk, lease=running_lease, used=True)
             if alive:
                 running.exec_record(
