@@ -15,6 +15,8 @@ compares a live exec with). It asserts nothing about time.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import statistics
 import subprocess
@@ -56,6 +58,48 @@ def _bwrap_directly(var_dir: Path, runs: int) -> list[float]:
         subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, capture_output=True)
         samples.append((time.perf_counter() - began) * 1000)
     return samples
+
+
+class _OpenPhases:
+    """Times the steps of opening a sandbox while it is entered (each call's wall time)."""
+
+    def __init__(self) -> None:
+        from workspace.items.sandboxes import lifecycle, local
+
+        self.targets = [
+            (lifecycle, "_open", "opening, all of it (the rest is the exec)"),
+            (lifecycle, "before_sandbox_open", "  admission (quota check, the ledger's row)"),
+            (local.LocalBackend, "open", "  the backend's open"),
+            (local.LocalBackend, "_start_init", "    bubblewrap init started until ready"),
+            (lifecycle.ledger, "activity_attach", "  the ledger learns the sandbox's id"),
+        ]
+        self.spent: dict[str, list[float]] = {label: [] for _, _, label in self.targets}
+        self.saved: list[tuple[object, str, object]] = []
+
+    def __enter__(self) -> _OpenPhases:
+        for owner, name, label in self.targets:
+            original = getattr(owner, name)
+            self.saved.append((owner, name, original))
+            setattr(owner, name, self._timed(original, label))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for owner, name, original in self.saved:
+            setattr(owner, name, original)
+
+    def _timed(self, original, label: str):
+        @functools.wraps(original)
+        def timed(*args, **kwargs):
+            began = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.spent[label].append((time.perf_counter() - began) * 1000)
+
+        return timed
+
+    def medians(self) -> list[tuple[str, float]]:
+        return [(label, statistics.median(spent)) for label, spent in self.spent.items() if spent]
 
 
 def _db_ms(queries) -> float:
@@ -118,7 +162,8 @@ def main() -> None:
         live = [exec_once() for _ in range(args.runs)]
     rows.insert(0, ("live sandbox", live, len(queries) / args.runs, _db_ms(queries) / args.runs))
     opening: list[float] = []
-    with CaptureQueriesContext(connection) as queries:
+    phases = _OpenPhases() if args.backend == "local" else None
+    with CaptureQueriesContext(connection) as queries, phases or contextlib.nullcontext():
         for _ in range(args.runs):
             services.item_sandbox_close(item=item, actor=Actor("alice"))
             opening.append(exec_once())
@@ -134,6 +179,10 @@ def main() -> None:
         p90 = statistics.quantiles(samples, n=10)[-1]
         median, least = statistics.median(samples), min(samples)
         print(f"{label:<15} {median:>10.2f} {p90:>8.2f} {least:>8.2f} {per_run:>13.2f} {db_ms:>11.2f}")
+    if phases:
+        print("where an exec that opens a sandbox spends its time (median ms of each step):")
+        for label, spent in phases.medians():
+            print(f"  {label:<44} {spent:>7.2f}")
     live, direct = rows[0][1], rows[-1][1]
     if statistics.median(direct):
         ratio, least = statistics.median(live) / statistics.median(direct), min(live) / min(direct)

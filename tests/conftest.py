@@ -175,6 +175,9 @@ def sandboxes_closed_after_each_test(settings) -> Iterator[None]:
     """Workspaces are measured (not image-bounded) unless a test asks for images; whatever a test
     opened is closed and unmounted after it, while its settings still name its var dir."""
     settings.WORKSPACE_DISK_ENFORCEMENT = "measure"
+    # Warm skeletons are made by a thread of their own after an open: only the tests of them
+    # (tests/items/test_warm_sandboxes.py) turn them on.
+    settings.WORKSPACE_SANDBOX_WARM = 0
     yield
     from workspace.items.sandboxes.registry import local_sandboxes_release
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from quotas import ledger
 from quotas.models import SandboxActivity
@@ -176,6 +178,24 @@ def test_exec_on_a_live_sandbox_costs_a_bounded_number_of_queries(alice_api, mak
     # sandbox (read), then two writes: her command slot (slot 0 inserted without a read, in a
     # savepoint pair) + heartbeat + the record that lets it be stopped, then record gone +
     # heartbeat + slot freed (two commits in production; here each write is a savepoint pair too,
-    # as tests run in a transaction)
-    with django_assert_max_num_queries(12):
+    # as tests run in a transaction; on PostgreSQL each also relaxes synchronous_commit)
+    with django_assert_max_num_queries(14):
         assert _exec(alice_api, item, "true").status_code == 200
+
+
+def test_on_postgresql_only_an_execs_bookkeeping_commits_without_waiting_for_the_disk(alice_api, make_item):
+    # Given alice's notebook with a live sandbox, on PostgreSQL
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: synchronous_commit is its setting")
+    item = make_item()
+    _exec(alice_api, item, "true")
+    # When she runs a command and then writes a file
+    with CaptureQueriesContext(connection) as executed:
+        assert _exec(alice_api, item, "true").status_code == 200
+    with CaptureQueriesContext(connection) as written:
+        put = alice_api.put(item_url(item, "/files/a.txt"), b"x", content_type="application/octet-stream")
+        assert put.status_code in (200, 201)
+    # Then the command's two bookkeeping transactions (slot, heartbeat, record) skip the flush; her file's don't
+    relaxed = "SET LOCAL synchronous_commit TO OFF"
+    assert [query["sql"] for query in executed.captured_queries].count(relaxed) == 2
+    assert relaxed not in [query["sql"] for query in written.captured_queries]

@@ -352,6 +352,7 @@ def build_server(address: str, port: int, host_settings: HostSettings | None = N
         boundary=boundary,
         defaults=chosen.defaults,
         cap=cap,
+        warm=settings.WORKSPACE_SANDBOX_WARM,
     )
     handler = type("SandboxHostHandler", (_Handler,), {"host": SandboxHost(backend), "token": chosen.token})
     server = ThreadingHTTPServer((address, port), handler)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -258,7 +259,7 @@ def sandbox_exec_streaming(
         # leaves a record that recovery finds exactly as before, and nothing half-written. A
         # refusal from `when_starting` (429) is caught by the caller: inside a caller's own
         # transaction this block is a savepoint, so the refusal leaves that transaction usable.
-        with transaction.atomic():
+        with _bookkeeping():
             if when_starting is not None:
                 when_starting()
                 when_starting = None
@@ -311,7 +312,7 @@ def sandbox_exec_streaming(
         note = None
         lives_on = result.reason != EndReason.SANDBOX_CLOSED
         # The record ends, the sandbox gets its fresh lease and the slot goes back in one commit.
-        with transaction.atomic(savepoint=False):
+        with _bookkeeping(savepoint=False):
             running.exec_forget(exec_id)
             if lives_on:
                 ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
@@ -326,6 +327,22 @@ def sandbox_exec_streaming(
         yield ExecOutcome(result=result, activity=activity, opened=opened_any, closed=note is not None, exec_id=exec_id)
         return
     raise Unavailable(error="sandbox_host_unavailable", detail="The sandbox vanished twice in a row.")
+
+
+@contextmanager
+def _bookkeeping(*, savepoint: bool = True) -> Iterator[None]:
+    """A transaction of an exec's own bookkeeping (the person's slot, the heartbeat, the command's
+    record). On PostgreSQL it commits without waiting for the WAL to reach the disk
+    (`synchronous_commit` off for it alone): it stays atomic and ordered, and what a crash of
+    the database server could lose of it is what expiry recovers anyway (a slot frees at its
+    `expires_at`, a record at its `ends_by`, an older heartbeat only shortens the lease). It
+    saves an exec two disk flushes, the largest part of its database time."""
+    with transaction.atomic(savepoint=savepoint):
+        connection = transaction.get_connection()
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        yield
 
 
 def _stopped_after_exec(item: Item, app: AppDescriptor, activity: SandboxActivity) -> str | None:

@@ -45,6 +45,7 @@ from workspace.items.sandboxes.runner import (
     process_carries_marker,
     run_streaming,
 )
+from workspace.items.sandboxes.warm import Skeleton, WarmPool
 from workspace.items.volumes import workspace_prepare
 
 _STATE_FILE = "state.json"
@@ -66,6 +67,7 @@ class LocalBackend:
         boundary: Boundary,
         defaults: SandboxSize | None = None,
         cap: SandboxSize | None = None,
+        warm: int = 0,
     ) -> None:
         self.state_dir = state_dir
         self.workspace_root = workspace_root
@@ -74,6 +76,8 @@ class LocalBackend:
         self.defaults = defaults or SandboxSize()
         # The kernel ceiling of a dimension that resolves to no limit (WORKSPACE_SANDBOX_CAP_*).
         self.cap = cap or SandboxSize()
+        # Skeletons made ahead of opens (warm.py), where sandboxes keep namespaces and an agent.
+        self.warm = WarmPool(size=warm if boundary.uses_agent else 0, state_dir=state_dir, driver=driver)
 
     def _home(self, sandbox_id: str) -> Path:
         if not sandbox_id or "/" in sandbox_id or sandbox_id.startswith("."):
@@ -92,20 +96,29 @@ class LocalBackend:
         """`workspace` is the prepared directory (the app's file store); else this backend prepares
         `<workspace_root>/<item_id>` with an image of `disk_bytes` (a sandbox host)."""
         _reap_finished_inits()
-        sandbox_id = f"loc-{uuid.uuid4().hex[:16]}"
+        skeleton = self.warm.take()
+        sandbox_id = skeleton.sandbox_id if skeleton else f"loc-{uuid.uuid4().hex[:16]}"
         effective = spec.inherit(self.defaults)
         uid = self.boundary.uid_for(str(item_id))
-        directory = workspace or workspace_prepare(self.workspace_root / str(item_id), limit_bytes=disk_bytes, uid=uid)
         # The kernel gets the capped size; the ledger is handed `effective`, so what an app leaves
-        # undeclared is bounded here and still charged as nothing.
+        # undeclared is bounded here and still charged as nothing. A skeleton's groups exist (with
+        # its waiter inside): this writes their limits before anything of the sandbox runs there.
         enforced = effective.within(self.cap)
-        confinement = self.driver.create(sandbox_id, enforced)
+        try:
+            directory = workspace or workspace_prepare(
+                self.workspace_root / str(item_id), limit_bytes=disk_bytes, uid=uid
+            )
+            confinement = self.driver.create(sandbox_id, enforced)
+        except BaseException:
+            if skeleton:
+                skeleton.discard(self.driver)
+            raise
         home = self._home(sandbox_id)
-        (home / "pids").mkdir(parents=True)
+        (home / "pids").mkdir(parents=True, exist_ok=skeleton is not None)
         init: dict | None = None
         if self.boundary.keeps_namespaces:
             try:
-                init = self._start_init(sandbox_id, home, directory, confinement, uid)
+                init = self._start_init(sandbox_id, home, directory, confinement, uid, skeleton)
             except SandboxUnavailable:
                 self.driver.destroy(confinement)
                 shutil.rmtree(home, ignore_errors=True)
@@ -127,14 +140,28 @@ class LocalBackend:
         return OpenedSandbox(id=sandbox_id, spec=effective)
 
     def _start_init(
-        self, sandbox_id: str, home: Path, directory: Path, confinement: Confinement, uid: int | None
+        self,
+        sandbox_id: str,
+        home: Path,
+        directory: Path,
+        confinement: Confinement,
+        uid: int | None,
+        skeleton: Skeleton | None = None,
     ) -> dict:
-        """Starts the bubblewrap init inside the sandbox's cgroups and waits until it is set up."""
+        """Starts the bubblewrap init inside the sandbox's cgroups (through a warm skeleton's
+        waiter, already in them, when there is one) and waits until it is set up."""
         blocked = untraversable_parent(directory, uid)
         if blocked is not None:
+            if skeleton:
+                skeleton.discard(self.driver)
             raise SandboxMisconfigured(
                 f"the sandbox uid cannot reach its workspace: {blocked} needs the x bit for others (chmod o+x)"
             )
+        if skeleton:
+            holder = agent_argv(skeleton.listen_fd)
+            argv = self.boundary.init_argv(workspace=directory, info_fd=skeleton.info_fd, uid=uid, holder=holder)
+            skeleton.start(argv, then=AGENT_SOURCE)
+            return self._await_init(sandbox_id, skeleton.process, skeleton.info_read)
         info_read, info_write = os.pipe()
         listener = agent_listen(home) if self.boundary.uses_agent else None
         try:
@@ -160,6 +187,10 @@ class LocalBackend:
             # still take connections that nobody answers.
             if listener:
                 listener.close()
+        return self._await_init(sandbox_id, process, info_read)
+
+    def _await_init(self, sandbox_id: str, process: subprocess.Popen, info_read: int) -> dict:
+        """Waits for the init's ready line; kills it and says bubblewrap's reason when it fails."""
         try:
             said = _until_ready(process.stdout, self.boundary, seconds=_INIT_READY_SECONDS)
             info = _read_json(info_read) if said is None else None

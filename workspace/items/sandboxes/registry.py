@@ -32,6 +32,7 @@ def _key(name: str) -> tuple:
         settings.WORKSPACE_CGROUP_DRIVER,
         settings.WORKSPACE_SANDBOX_ISOLATION,
         settings.WORKSPACE_SANDBOX_EXEC_AGENT,
+        settings.WORKSPACE_SANDBOX_WARM,
         settings.WORKSPACE_SANDBOX_HOST_TOKEN,
         configured_cap(),
     )
@@ -61,6 +62,7 @@ def _build(name: str) -> SandboxBackend:
             driver=configured_driver(),
             boundary=configured_boundary(),
             cap=configured_cap(),
+            warm=settings.WORKSPACE_SANDBOX_WARM,
         )
     raise ValueError(f"Unknown sandbox backend {name!r}.")
 
@@ -74,6 +76,7 @@ def local_sandboxes_release() -> tuple[int, int]:
     closed = 0
     if (var_dir() / "sandboxes").is_dir():
         backend = backend_named("local")
+        backend.warm.drain()
         for sandbox_id in backend.sandboxes():
             backend.close(sandbox_id)
             closed += 1

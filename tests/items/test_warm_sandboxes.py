@@ -1,0 +1,104 @@
+"""Warm sandbox skeletons (workspace/items/sandboxes/warm.py), on this machine's real kernel.
+
+A skeleton's cgroups hold a waiting root process before any item asks for a sandbox; opening one
+must still give the item its own uid, limits and workspace, and nothing of a skeleton may
+outlive its server process or a release.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.items import exec_ok
+from workspace.items.sandboxes.boundary import configured_boundary
+from workspace.items.sandboxes.registry import backend_named, local_sandboxes_release
+from workspace.items.sandboxes.warm import SKELETON_FILE, make_skeleton, sweep_orphans
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("real_boundary")]
+MIB = 1024**2
+
+
+@pytest.fixture
+def warm_backend(settings):
+    """The local backend with one warm skeleton made (synchronously) and ready."""
+    settings.WORKSPACE_SANDBOX_WARM = 1
+    backend = backend_named("local")
+    backend.warm.fill()
+    assert len(backend.warm._ready) == 1
+    return backend
+
+
+def _memory_limit(confinement_groups: list[str]) -> int:
+    (memory,) = [Path(group) for group in confinement_groups if "/memory/" in group or group.endswith("memory")]
+    return int((memory / "memory.limit_in_bytes").read_text())
+
+
+def test_an_open_takes_the_warm_skeleton_and_gives_it_the_items_uid_and_limits(warm_backend, api_client_for, make_item):
+    # Given a warm skeleton, made before any item asked for a sandbox
+    (skeleton,) = warm_backend.warm._ready
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    # When carol's first command opens her sandbox
+    body = exec_ok(api, item, "id -u; grep NoNewPrivs /proc/self/status; pwd; echo hi > note.txt")
+    # Then it runs in the skeleton, as her item's uid with no_new_privs, in her workspace, under her app's memory limit
+    assert body["sandbox_id"] == skeleton.sandbox_id
+    assert body["stdout"].split("\n")[:3] == [
+        str(configured_boundary().uid_for(str(item.pk))),
+        "NoNewPrivs:\t1",
+        "/workspace",
+    ]
+    state = warm_backend._state(skeleton.sandbox_id)
+    if state["confinement"]["driver"] == "cgroup-v1":
+        assert _memory_limit(state["confinement"]["groups"]) == 64 * MIB
+    assert not (warm_backend._home(skeleton.sandbox_id) / SKELETON_FILE).exists()
+    assert exec_ok(api, item, "cat note.txt")["stdout"] == "hi\n"
+
+
+def test_a_skeleton_whose_waiter_died_is_not_used(warm_backend, api_client_for, make_item):
+    # Given a warm skeleton whose waiting process was killed
+    (skeleton,) = warm_backend.warm._ready
+    os.killpg(skeleton.process.pid, signal.SIGKILL)
+    skeleton.process.wait()
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    # When carol's first command opens her sandbox
+    body = exec_ok(api, item, "echo hi")
+    # Then it opens the usual way, and the dead skeleton is gone
+    assert (body["stdout"], body["exit_code"]) == ("hi\n", 0)
+    assert body["sandbox_id"] != skeleton.sandbox_id
+    assert not skeleton.home.exists()
+    assert not any(Path(group).exists() for group in skeleton.confinement.groups)
+
+
+def test_release_discards_warm_skeletons_and_their_cgroups(warm_backend):
+    # Given a warm skeleton
+    (skeleton,) = warm_backend.warm._ready
+    # When the sandboxes are released (tests, `release_sandboxes`)
+    local_sandboxes_release()
+    # Then its waiter, its state directory and its cgroups are gone
+    assert skeleton.process.poll() is not None
+    assert not skeleton.home.exists()
+    assert not any(Path(group).exists() for group in skeleton.confinement.groups)
+
+
+def test_skeletons_of_a_server_process_that_ended_are_removed(settings, warm_backend):
+    # Given two skeletons: one of this process, one whose server process has ended
+    state_dir = Path(settings.WORKSPACE_VAR_DIR) / "sandboxes"
+    orphan = make_skeleton(state_dir, warm_backend.driver)
+    assert orphan is not None
+    os.killpg(orphan.process.pid, signal.SIGKILL)
+    orphan.process.wait()
+    record = json.loads((orphan.home / SKELETON_FILE).read_text())
+    (orphan.home / SKELETON_FILE).write_text(json.dumps({**record, "owner": "999999999:1"}))
+    (ours,) = warm_backend.warm._ready
+    # When a pool sweeps the state directory
+    removed = sweep_orphans(state_dir, warm_backend.driver)
+    # Then the orphan's directory and cgroups are gone, and this process's skeleton is untouched
+    assert removed == 1
+    assert not orphan.home.exists()
+    assert not any(Path(group).exists() for group in orphan.confinement.groups)
+    assert ours.home.exists()
+    assert ours.process.poll() is None
