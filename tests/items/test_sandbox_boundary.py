@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -571,6 +572,25 @@ def test_a_raised_limit_on_a_mounted_image_is_never_lost(tmp_path):
     volumes.workspace_prepare(directory, limit_bytes=4 * MIB, uid=None)
     # Then it has the raised size
     assert _capacity(directory) > 3 * MIB
+
+
+def test_a_raised_limit_waits_for_an_image_still_held_after_its_lazy_unmount(tmp_path):
+    # Given a 1M workspace unmounted lazily while a file on it is still open (the kernel keeps the
+    # image attached and may still write it back)
+    directory = volumes.workspace_prepare(tmp_path / "w", limit_bytes=MIB, uid=None)
+    held = open(directory / "held.txt", "w")  # noqa: SIM115 - closed by the timer below
+    held.write("kept")
+    _unmount(directory)
+    release = threading.Timer(0.3, held.close)
+    release.start()
+    # When it is prepared again under a raised 4M limit
+    try:
+        volumes.workspace_prepare(directory, limit_bytes=4 * MIB, uid=None)
+    finally:
+        release.join()
+    # Then it waited for the image to be let go, grew it, and kept the file
+    assert _capacity(directory) > 3 * MIB
+    assert (directory / "held.txt").read_text() == "kept"
 
 
 def test_after_release_sandboxes_a_changed_limit_resizes_the_image(settings, api_client_for, make_item, write_config):

@@ -36,6 +36,7 @@ import secrets
 import shutil
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -274,6 +275,7 @@ def _mount_image(directory: Path, limit_bytes: int, uid: int | None) -> None:
             _make_image(image, wanted)
         else:
             _keep_mode(image, 0o600)
+            _await_released(image)
             if image.stat().st_size != wanted:
                 _resize_offline(image, wanted)
             # Images made before the root reserve get it now (and any resize kept the old share).
@@ -336,6 +338,16 @@ def _make_image(image: Path, size: int) -> None:
     except (OSError, VolumeError) as exc:
         image.unlink(missing_ok=True)
         raise VolumeError(f"could not make {image}: {exc}") from exc
+
+
+def _await_released(image: Path, *, seconds: float = 5.0) -> None:
+    """Waits (bounded) until no loop device holds `image`: after a lazy unmount (`umount -l`,
+    `release_sandboxes`) the kernel may still be writing the filesystem back, and checking,
+    resizing or mounting it again meanwhile reads half-written metadata ("checksum does not
+    match")."""
+    deadline = time.monotonic() + seconds
+    while _run(["losetup", "-j", str(image)], ok_codes=(0, 1)).strip() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _resize_offline(image: Path, size: int) -> None:
