@@ -113,11 +113,17 @@ def run_via_agent(
     timeout: float,
     on_start: Callable[[int], None] | None = None,
     on_exit: Callable[[int], None] | None = None,
+    stopped: Callable[[], bool] | None = None,
     output_limit: int = OUTPUT_LIMIT_BYTES,
 ) -> Iterator[OutputChunk | ExecResult]:
     """`runner.run_streaming` through the sandbox's agent: each chunk of output as it arrives,
-    then the ExecResult. Past `timeout`, or when the iterator is closed early, the command's
-    process group is killed from the host. SandboxGone when the agent does not take the command.
+    then the ExecResult. Past `timeout`, once `stopped()` says so (asked every few ms), or when
+    the iterator is closed early, the command's process group is killed from the host.
+    SandboxGone when the agent does not take the command.
+
+    `stopped` lets a stop reach the command through this session's pidfd: a kill by the leader's
+    pid alone needs a check that the pid is still the session's, and the session's environment
+    (the sandbox's marker) is sandbox code's to rewrite (/proc/<pid>/mem, same uid).
     """
     started = time.monotonic()
     connection = _connect(home)
@@ -128,6 +134,7 @@ def run_via_agent(
         raise SandboxGone(f"the exec agent of {home.name} hung up: {exc}") from exc
     session = _Session(connection, holder_pid=holder_pid, deadline=started + timeout)
     session.answer_by = started + ANSWER_SECONDS
+    session.stopped = stopped
     out, err = Capture(output_limit, bytearray()), Capture(output_limit, bytearray())
     try:
         yield from session.relay({b"O": ("stdout", out), b"E": ("stderr", err)}, on_start=on_start)
@@ -160,6 +167,8 @@ class _Session:
         self.answer_by = deadline
         self.answered = False
         self.named = False
+        self.stopped: Callable[[], bool] | None = None
+        self.stopping_until: float | None = None
 
     def exit_code(self) -> int:
         """As a shell reports it; a command whose session was killed (time limit, stop, close,
@@ -199,6 +208,11 @@ class _Session:
             while True:
                 now = time.monotonic()
                 if exited_at is not None and now > exited_at + PIPE_GRACE_SECONDS:
+                    return
+                if self.stopping_until is None and self.leader and self.stopped and self.stopped():
+                    self.kill()
+                    self.stopping_until = now + PIPE_GRACE_SECONDS
+                if self.stopping_until is not None and now > self.stopping_until:
                     return
                 if now > self.deadline:
                     if self.timed_out or not self.leader:
