@@ -375,3 +375,17 @@ def test_a_command_that_rewrites_its_sessions_environment_is_still_stopped(api_c
     finally:
         events.close()
         backend.close(sandbox_id)
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("real_boundary")
+def test_a_command_that_kills_its_session_does_not_run_on_past_its_exec(api_client_for, make_item):
+    # Given carol's open sandbox
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    exec_ok(api, item, "true")
+    # When her command kills the session that relays it (its parent) and runs on in its group
+    body = exec_ok(api, item, "kill -9 $PPID; exec sleep 60", timeout=30)
+    # Then the exec ends as killed, and so does the command: nothing of it runs on unlimited
+    assert body["exit_code"] == 137
+    left = exec_ok(api, item, "ps -eo args | grep -c '^sleep 60' || true")
+    assert left["stdout"] == "0\n"

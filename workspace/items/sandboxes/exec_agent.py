@@ -232,6 +232,10 @@ class _Session:
                 except OSError:
                     chunk = b""
                 if not chunk:
+                    if self.status is None:
+                        # The session is gone before its command ended (killed from inside, or by
+                        # the kernel): the command would run on with no limit; its group goes too.
+                        self.kill()
                     return
                 self.answered = True
                 self.buffer.extend(chunk)
