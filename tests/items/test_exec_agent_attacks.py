@@ -389,3 +389,19 @@ def test_a_command_that_kills_its_session_does_not_run_on_past_its_exec(api_clie
     assert body["exit_code"] == 137
     left = exec_ok(api, item, "ps -eo args | grep -c '^sleep 60' || true")
     assert left["stdout"] == "0\n"
+
+
+def test_only_the_servers_user_may_connect_to_an_agent_whatever_its_umask(tmp_path):
+    # Given a server running with a permissive umask (a service manager's UMask=0000)
+    home = tmp_path / "home"
+    home.mkdir()
+    previous = os.umask(0)
+    try:
+        # When it makes a sandbox's agent socket
+        listener = agent_listen(home)
+    finally:
+        os.umask(previous)
+    listener.close()
+    # Then no other local user may connect to it (connecting needs write permission on it), so
+    # none can run commands in a sandbox whose id they learnt
+    assert (home / "agent.sock").stat().st_mode & 0o777 == 0o600

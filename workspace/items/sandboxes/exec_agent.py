@@ -68,6 +68,8 @@ def agent_listen(home: Path) -> socket.socket:
     try:
         with _short_path(home) as directory:
             listener.bind(f"{directory}/{SOCKET_NAME}")
+            # Before it listens: connecting takes write permission, which only its owner keeps.
+            os.chmod(f"{directory}/{SOCKET_NAME}", 0o600)
         listener.listen(_BACKLOG)
     except OSError:
         listener.close()
