@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -256,19 +257,37 @@ def test_an_agent_reporting_an_impossible_exit_status_ends_the_command_as_killed
     assert result.exit_code == 137
 
 
-def test_an_agent_that_accepts_but_never_answers_is_a_gone_sandbox(monkeypatch, fake_agent):
-    # Given an agent that takes the command and says nothing (stopped, or traced, from inside)
+def test_an_agent_that_is_stopped_is_a_gone_sandbox(monkeypatch, fake_agent):
+    # Given an agent that takes the command and says nothing, its holder stopped from inside
     monkeypatch.setattr("workspace.items.sandboxes.exec_agent.ANSWER_SECONDS", 0.2)
+    holder = subprocess.Popen(["sleep", "30"])
+    os.kill(holder.pid, signal.SIGSTOP)
     release = threading.Event()
     home = fake_agent(lambda connection: release.wait(10))
-    # When a command with a long time limit runs through it
-    began = time.monotonic()
-    with pytest.raises(SandboxGone):
-        _run(home, timeout=30)
+    try:
+        # When a command with a long time limit runs through it
+        began = time.monotonic()
+        with pytest.raises(SandboxGone):
+            _run(home, timeout=30, holder_pid=holder.pid)
+        # Then the server gives up on the sandbox long before the limit (the caller closes it and
+        # runs the command in a new one)
+        assert time.monotonic() - began < 5
+    finally:
+        release.set()
+        holder.kill()
+        holder.wait()
+
+
+def test_an_agent_that_is_only_slow_is_waited_for_until_the_time_limit(monkeypatch, fake_agent):
+    # Given an agent, running (a sandbox at its cpu limit), that says nothing for a while
+    monkeypatch.setattr("workspace.items.sandboxes.exec_agent.ANSWER_SECONDS", 0.1)
+    release = threading.Event()
+    home = fake_agent(lambda connection: release.wait(10))
+    # When a command runs through it
+    result = _run(home, timeout=0.6)
     release.set()
-    # Then the server gives up on the sandbox long before the limit (the caller closes it and
-    # runs the command in a new one)
-    assert time.monotonic() - began < 5
+    # Then its sandbox is not given up: the command ends at its limit, as with the old path
+    assert (result.exit_code, result.timed_out) == (137, True)
 
 
 def test_an_agent_whose_named_process_is_gone_cannot_make_the_time_limit_kill_the_pids_next_owner(fake_agent):

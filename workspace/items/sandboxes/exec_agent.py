@@ -43,9 +43,10 @@ _HEADER = struct.Struct(">cI")
 # The longest frame the agent may send: its reads are 64 KiB; anything longer is not the agent.
 _FRAME_LIMIT = 65536
 _CONNECT_SECONDS = 5.0
-# How long the agent may take to say anything about a command it was sent: an agent that sandbox
-# code stopped (`kill -STOP 2`) or traces accepts nothing, and every exec would run to its limit.
-ANSWER_SECONDS = 5.0
+# How long the agent may stay silent about a command before the server looks whether it is
+# stopped or traced (`kill -STOP 2`, ptrace from inside): such an agent accepts nothing, and every
+# exec would run to its limit. One merely slow (a sandbox at its cpu or memory limit) is waited for.
+ANSWER_SECONDS = 1.0
 _BACKLOG = 64
 # pidfd_send_signal's flag (Linux 6.9) that signals the process group of the pidfd's process.
 _PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2
@@ -225,8 +226,8 @@ class _Session:
                     self.timed_out = True
                     self.kill()
                     self.deadline = now + PIPE_GRACE_SECONDS
-                if not self.answered and now > self.answer_by:
-                    raise SandboxGone("its exec agent does not take commands")
+                if not self.answered and now > self.answer_by and _stopped(self.holder_pid):
+                    raise SandboxGone("its exec agent is stopped: it takes no commands")
                 if not selector.select(timeout=POLL_SECONDS):
                     continue
                 try:
@@ -308,6 +309,14 @@ def _wait_status(data: bytes) -> int | None:
     if data == b"0":
         return 0
     return _number(data) if 0 < _number(data) < 1 << 16 else None
+
+
+def _stopped(pid: int) -> bool:
+    """`pid` is stopped by a signal or a tracer."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
 
 
 def _exited(pidfd: int) -> bool:
