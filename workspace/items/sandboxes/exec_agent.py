@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import selectors
+import signal
 import socket
 import struct
 import time
@@ -32,7 +34,6 @@ from workspace.items.sandboxes.runner import (
     Capture,
     OutputChunk,
     captured_result,
-    kill_group,
 )
 
 PERL = "/usr/bin/perl"
@@ -42,7 +43,13 @@ _HEADER = struct.Struct(">cI")
 # The longest frame the agent may send: its reads are 64 KiB; anything longer is not the agent.
 _FRAME_LIMIT = 65536
 _CONNECT_SECONDS = 5.0
+# How long the agent may stay silent about a command before the server looks whether it is
+# stopped or traced (`kill -STOP 2`, ptrace from inside): such an agent accepts nothing, and every
+# exec would run to its limit. One merely slow (a sandbox at its cpu or memory limit) is waited for.
+ANSWER_SECONDS = 1.0
 _BACKLOG = 64
+# pidfd_send_signal's flag (Linux 6.9) that signals the process group of the pidfd's process.
+_PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2
 
 
 def agent_available() -> bool:
@@ -62,6 +69,8 @@ def agent_listen(home: Path) -> socket.socket:
     try:
         with _short_path(home) as directory:
             listener.bind(f"{directory}/{SOCKET_NAME}")
+            # Before it listens: connecting takes write permission, which only its owner keeps.
+            os.chmod(f"{directory}/{SOCKET_NAME}", 0o600)
         listener.listen(_BACKLOG)
     except OSError:
         listener.close()
@@ -107,11 +116,17 @@ def run_via_agent(
     timeout: float,
     on_start: Callable[[int], None] | None = None,
     on_exit: Callable[[int], None] | None = None,
+    stopped: Callable[[], bool] | None = None,
     output_limit: int = OUTPUT_LIMIT_BYTES,
 ) -> Iterator[OutputChunk | ExecResult]:
     """`runner.run_streaming` through the sandbox's agent: each chunk of output as it arrives,
-    then the ExecResult. Past `timeout`, or when the iterator is closed early, the command's
-    process group is killed from the host. SandboxGone when the agent does not take the command.
+    then the ExecResult. Past `timeout`, once `stopped()` says so (asked every few ms), or when
+    the iterator is closed early, the command's process group is killed from the host.
+    SandboxGone when the agent does not take the command.
+
+    `stopped` lets a stop reach the command through this session's pidfd: a kill by the leader's
+    pid alone needs a check that the pid is still the session's, and the session's environment
+    (the sandbox's marker) is sandbox code's to rewrite (/proc/<pid>/mem, same uid).
     """
     started = time.monotonic()
     connection = _connect(home)
@@ -121,6 +136,8 @@ def run_via_agent(
         connection.close()
         raise SandboxGone(f"the exec agent of {home.name} hung up: {exc}") from exc
     session = _Session(connection, holder_pid=holder_pid, deadline=started + timeout)
+    session.answer_by = started + ANSWER_SECONDS
+    session.stopped = stopped
     out, err = Capture(output_limit, bytearray()), Capture(output_limit, bytearray())
     try:
         yield from session.relay({b"O": ("stdout", out), b"E": ("stderr", err)}, on_start=on_start)
@@ -129,6 +146,7 @@ def run_via_agent(
         raise
     finally:
         connection.close()
+        session.forget_leader()
         if on_exit and session.leader:
             on_exit(session.leader)
     yield captured_result(session.exit_code(), out, err, timed_out=session.timed_out, started=started)
@@ -143,9 +161,17 @@ class _Session:
         self.holder_pid = holder_pid
         self.deadline = deadline
         self.leader = 0
+        # A pidfd of the leader: its host pid is free again once its group is empty (sandbox code
+        # can kill its session and leave the group), and a host process may then get it.
+        self.leader_fd: int | None = None
         self.status: int | None = None
         self.timed_out = False
         self.buffer = bytearray()
+        self.answer_by = deadline
+        self.answered = False
+        self.named = False
+        self.stopped: Callable[[], bool] | None = None
+        self.stopping_until: float | None = None
 
     def exit_code(self) -> int:
         """As a shell reports it; a command whose session was killed (time limit, stop, close,
@@ -157,8 +183,24 @@ class _Session:
         return os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else 128 + 9
 
     def kill(self) -> None:
-        if self.leader:
-            kill_group(self.leader)
+        """SIGKILL to the leader's process group, through its pidfd: never to a group that has
+        its pid number since (a host process's, another sandbox's)."""
+        if self.leader_fd is None:
+            return
+        try:
+            signal.pidfd_send_signal(self.leader_fd, signal.SIGKILL, None, _PIDFD_SIGNAL_PROCESS_GROUP)
+        except ProcessLookupError:
+            pass
+        except OSError:
+            # A kernel before 6.9: by number, but only while the leader runs (its pid is its own).
+            if not _exited(self.leader_fd):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.leader, signal.SIGKILL)
+
+    def forget_leader(self) -> None:
+        if self.leader_fd is not None:
+            os.close(self.leader_fd)
+            self.leader_fd = None
 
     def relay(
         self, captures: dict[bytes, tuple[str, Capture]], *, on_start: Callable[[int], None] | None
@@ -170,6 +212,11 @@ class _Session:
                 now = time.monotonic()
                 if exited_at is not None and now > exited_at + PIPE_GRACE_SECONDS:
                     return
+                if self.stopping_until is None and self.leader and self.stopped and self.stopped():
+                    self.kill()
+                    self.stopping_until = now + PIPE_GRACE_SECONDS
+                if self.stopping_until is not None and now > self.stopping_until:
+                    return
                 if now > self.deadline:
                     if self.timed_out or not self.leader:
                         # Killed and still not closed, or never named its process: nothing more to wait for.
@@ -179,6 +226,8 @@ class _Session:
                     self.timed_out = True
                     self.kill()
                     self.deadline = now + PIPE_GRACE_SECONDS
+                if not self.answered and now > self.answer_by and _stopped(self.holder_pid):
+                    raise SandboxGone("its exec agent is stopped: it takes no commands")
                 if not selector.select(timeout=POLL_SECONDS):
                     continue
                 try:
@@ -186,15 +235,21 @@ class _Session:
                 except OSError:
                     chunk = b""
                 if not chunk:
+                    if self.status is None:
+                        # The session is gone before its command ended (killed from inside, or by
+                        # the kernel): the command would run on with no limit; its group goes too.
+                        self.kill()
                     return
+                self.answered = True
                 self.buffer.extend(chunk)
                 for kind, data in self._frames():
-                    if kind == b"P":
-                        self.leader = self._host_pid(data)
+                    if kind == b"P" and not self.named:
+                        self.named = True
+                        self.leader, self.leader_fd = self._host_pid(data)
                         if on_start and self.leader:
                             on_start(self.leader)
-                    elif kind == b"X":
-                        self.status = _number(data)
+                    elif kind == b"X" and self.status is None and exited_at is None:
+                        self.status = _wait_status(data)
                         exited_at = time.monotonic()
                     elif kind in captures:
                         name, capture = captures[kind]
@@ -202,6 +257,9 @@ class _Session:
                         if kept:
                             yield name, kept
                     else:
+                        # Not the agent's protocol (a second P or X, an unknown frame): the
+                        # command ends here, killed, rather than run on without its time limit.
+                        self.kill()
                         return
 
     def _frames(self) -> Iterator[tuple[bytes, bytes]]:
@@ -219,20 +277,53 @@ class _Session:
             del self.buffer[:end]
             yield kind, data
 
-    def _host_pid(self, data: bytes) -> int:
-        """The host pid of the agent's child whose pid in the sandbox is `data`, or 0."""
+    def _host_pid(self, data: bytes) -> tuple[int, int | None]:
+        """The host pid of the agent's child whose pid in the sandbox is `data`, with a pidfd
+        of it; (0, None) when it has none."""
         wanted = _number(data)
         if not wanted:
-            return 0
+            return 0, None
         for child in _children(self.holder_pid):
-            if _innermost_pid(child) == wanted:
-                return child
-        return 0
+            if _innermost_pid(child) != wanted:
+                continue
+            try:
+                handle = os.pidfd_open(child)
+            except OSError:
+                return 0, None
+            # Still that child once the pidfd holds it (its pid cannot change hands while it runs).
+            if child in _children(self.holder_pid) and _innermost_pid(child) == wanted and not _exited(handle):
+                return child, handle
+            os.close(handle)
+            return 0, None
+        return 0, None
 
 
 def _number(data: bytes) -> int:
+    """A pid or a wait status: both fit a C int."""
     text = data.decode("ascii", errors="replace")
-    return int(text) if text.isdigit() and len(text) < 12 else 0
+    return int(text) if text.isdigit() and len(text) < 11 and int(text) < 2**31 else 0
+
+
+def _wait_status(data: bytes) -> int | None:
+    """A wait status is 16 bits; anything else is unknown (ends as killed)."""
+    if data == b"0":
+        return 0
+    return _number(data) if 0 < _number(data) < 1 << 16 else None
+
+
+def _stopped(pid: int) -> bool:
+    """`pid` is stopped by a signal or a tracer."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+def _exited(pidfd: int) -> bool:
+    """A pidfd reads as ready once its process has exited."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _children(pid: int) -> list[int]:
