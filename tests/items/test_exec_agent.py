@@ -9,6 +9,7 @@ server must survive whatever it says.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import struct
 import subprocess
@@ -19,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from quotas.models import SandboxActivity
 from tests.fixtures.items import exec_ok
-from workspace.items.sandboxes import local, runner
+from workspace.items.sandboxes import lifecycle, local, runner
 from workspace.items.sandboxes.base import ExecResult, SandboxGone, SandboxUnavailable, final_result
 from workspace.items.sandboxes.boundary import configured_boundary
 from workspace.items.sandboxes.exec_agent import SOCKET_NAME, agent_listen, run_via_agent
@@ -302,3 +304,18 @@ def test_an_exec_through_an_agent_that_is_gone_is_a_gone_sandbox(tmp_path):
     # Then the sandbox counts as gone (the caller closes it and opens a new one)
     with pytest.raises(SandboxGone):
         _run(home)
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("real_boundary")
+def test_a_probe_closes_a_sandbox_whose_agent_was_stopped(api_client_for, make_item):
+    # Given carol's sandbox whose agent was stopped (`kill -STOP 2` from inside, or a tracer)
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    exec_ok(api, item, "true")
+    holder = _state_of(item)["init"]["holder"]
+    os.kill(holder, signal.SIGSTOP)
+    # When the worker probes the sandboxes
+    closed = lifecycle.sandboxes_probe().closed
+    # Then it is closed (it would start no command again) and no longer counted
+    assert closed == 1
+    assert not SandboxActivity.current.filter(item_id=str(item.pk)).exists()

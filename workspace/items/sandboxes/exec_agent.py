@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import selectors
-import signal
 import socket
 import struct
 import time
@@ -34,6 +32,8 @@ from workspace.items.sandboxes.runner import (
     Capture,
     OutputChunk,
     captured_result,
+    exited,
+    kill_group_through,
 )
 
 PERL = "/usr/bin/perl"
@@ -48,8 +48,6 @@ _CONNECT_SECONDS = 5.0
 # exec would run to its limit. One merely slow (a sandbox at its cpu or memory limit) is waited for.
 ANSWER_SECONDS = 1.0
 _BACKLOG = 64
-# pidfd_send_signal's flag (Linux 6.9) that signals the process group of the pidfd's process.
-_PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2
 
 
 def agent_available() -> bool:
@@ -185,17 +183,8 @@ class _Session:
     def kill(self) -> None:
         """SIGKILL to the leader's process group, through its pidfd: never to a group that has
         its pid number since (a host process's, another sandbox's)."""
-        if self.leader_fd is None:
-            return
-        try:
-            signal.pidfd_send_signal(self.leader_fd, signal.SIGKILL, None, _PIDFD_SIGNAL_PROCESS_GROUP)
-        except ProcessLookupError:
-            pass
-        except OSError:
-            # A kernel before 6.9: by number, but only while the leader runs (its pid is its own).
-            if not _exited(self.leader_fd):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.leader, signal.SIGKILL)
+        if self.leader_fd is not None:
+            kill_group_through(self.leader_fd, self.leader)
 
     def forget_leader(self) -> None:
         if self.leader_fd is not None:
@@ -291,7 +280,7 @@ class _Session:
             except OSError:
                 return 0, None
             # Still that child once the pidfd holds it (its pid cannot change hands while it runs).
-            if child in _children(self.holder_pid) and _innermost_pid(child) == wanted and not _exited(handle):
+            if child in _children(self.holder_pid) and _innermost_pid(child) == wanted and not exited(handle):
                 return child, handle
             os.close(handle)
             return 0, None
@@ -317,13 +306,6 @@ def _stopped(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] in ("T", "t")
     except (OSError, IndexError):
         return False
-
-
-def _exited(pidfd: int) -> bool:
-    """A pidfd reads as ready once its process has exited."""
-    poller = select.poll()
-    poller.register(pidfd, select.POLLIN)
-    return bool(poller.poll(0))
 
 
 def _children(pid: int) -> list[int]:

@@ -40,6 +40,7 @@ from workspace.items.sandboxes.exec_agent import AGENT_SOURCE, agent_argv, agent
 from workspace.items.sandboxes.isolation import Confinement, IsolationDriver
 from workspace.items.sandboxes.runner import (
     MARKER_VARIABLE,
+    kill_group_through,
     kill_marked,
     marked_pids,
     process_carries_marker,
@@ -246,7 +247,15 @@ class LocalBackend:
             raise SandboxGone(f"the namespaces of sandbox {sandbox_id!r} are gone")
         if init and init.get("agent"):
             events = run_via_agent(
-                home, holder_pid=init["holder"], argv=command_argv(command), env=env, timeout=timeout, **record
+                home,
+                holder_pid=init["holder"],
+                argv=command_argv(command),
+                env=env,
+                timeout=timeout,
+                # A stop reaches the command through the session's pidfd too: sandbox code can
+                # rewrite the marker `stop` checks before it kills by pid.
+                stopped=lambda: bool(ended.exec_id) and (home / "stops" / ended.exec_id).exists(),
+                **record,
             )
             return ended.explained(events, lambda: self.driver.oom_kills(confinement))
         if init:
@@ -400,23 +409,28 @@ def _pid_namespace(pid: int) -> str:
 def _init_alive(init: dict) -> bool:
     """The init and the holder execs enter through both still run (the namespace check guards
     against reused pids). Sandbox code can kill the holder (`kill -9 2`) while a background
-    process keeps the init waiting: every exec would then fail, so the sandbox counts as gone."""
+    process keeps the init waiting: every exec would then fail, so the sandbox counts as gone.
+    An exec agent stopped (`kill -STOP 2`) or held by a tracer starts nothing either."""
     namespace = init.get("pidns")
-    return bool(namespace) and all(
-        _running_in(int(pid), namespace) for pid in (init["pid"], init.get("holder", init["pid"]))
+    holder = init.get("holder", init["pid"])
+    dead = ("Z", "X", "T", "t") if init.get("agent") else ("Z", "X")
+    return (
+        bool(namespace)
+        and _running_in(int(init["pid"]), namespace, dead=("Z", "X"))
+        and _running_in(int(holder), namespace, dead=dead)
     )
 
 
-def _running_in(pid: int, namespace: str) -> bool:
-    """`pid` runs in `namespace`; a killed process not yet reaped (a zombie) still shows the
-    namespace, so its state decides."""
+def _running_in(pid: int, namespace: str, *, dead: tuple[str, ...]) -> bool:
+    """`pid` runs in `namespace`, in none of the `dead` states; a killed process not yet reaped
+    (a zombie) still shows the namespace, so its state decides."""
     if _pid_namespace(pid) != namespace:
         return False
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
     except (OSError, IndexError):
         return False
-    return state not in ("Z", "X")
+    return state not in dead
 
 
 def _reap_finished_inits() -> None:
@@ -426,9 +440,19 @@ def _reap_finished_inits() -> None:
 
 
 def _kill_group_marked(leader: int, sandbox_id: str) -> None:
-    if leader > 1 and process_carries_marker(leader, sandbox_id):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(leader, signal.SIGKILL)
+    """SIGKILL to the group of `leader` if it is this sandbox's: through a pidfd taken before the
+    marker is checked, so the group killed is the one whose leader was checked."""
+    if leader <= 1:
+        return
+    try:
+        handle = os.pidfd_open(leader)
+    except OSError:
+        return
+    try:
+        if process_carries_marker(leader, sandbox_id):
+            kill_group_through(handle, leader)
+    finally:
+        os.close(handle)
 
 
 def _wait_until_gone(

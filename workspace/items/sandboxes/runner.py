@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -178,6 +179,31 @@ def _drain_until_exit(process: subprocess.Popen, captures: dict, deadline: float
         kill_group(process.pid)
         process.wait()
     return timed_out
+
+
+# pidfd_send_signal's flag (Linux 6.9) that signals the process group of the pidfd's process.
+_PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2
+
+
+def kill_group_through(pidfd: int, pid: int) -> None:
+    """SIGKILL to the process group led by the process `pidfd` holds (whose pid is `pid`): never
+    to a group that has that pid number since. Before Linux 6.9, by number, and only while the
+    leader still runs (until then its pid is its own)."""
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL, None, _PIDFD_SIGNAL_PROCESS_GROUP)
+    except ProcessLookupError:
+        pass
+    except OSError:
+        if not exited(pidfd):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def exited(pidfd: int) -> bool:
+    """A pidfd reads as ready once its process has exited."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def kill_group(pgid: int) -> None:
