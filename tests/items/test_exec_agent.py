@@ -89,12 +89,31 @@ def test_sandbox_code_cannot_write_to_the_servers_disk_through_the_holders_outpu
     # Given carol's open sandbox
     api, item = api_client_for("carol"), make_item(created_by="carol")
     exec_ok(api, item, "true")
-    # When her command looks at what the init and the agent write to
-    body = exec_ok(api, item, "for fd in 1 2; do readlink /proc/1/fd/$fd /proc/2/fd/$fd; done")
+    init = _state_of(item)["init"]
+    # When the host looks at what bubblewrap's init and the agent write to
+    targets = [os.readlink(f"/proc/{pid}/fd/{fd}") for pid in (init["pid"], init["holder"]) for fd in (1, 2)]
     # Then the agent writes nowhere and bubblewrap's init only to a pipe (closed once the sandbox was ready)
-    targets = body["stdout"].split()
-    assert targets.count("/dev/null") == 2
-    assert all(target == "/dev/null" or target.startswith("pipe:") for target in targets), targets
+    assert targets[2:] == ["/dev/null", "/dev/null"]
+    assert all(target.startswith("pipe:") for target in targets[:2]), targets
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("real_boundary")
+def test_sandbox_code_cannot_trace_the_agent_or_read_its_memory(api_client_for, make_item):
+    # Given carol's open sandbox
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    exec_ok(api, item, "true")
+    # When her command tries to attach to the agent (pid 2) and to read its descriptors and memory
+    probe = (
+        "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+        "print('attach', libc.ptrace(16, 2, 0, 0), ctypes.get_errno()); "
+        "print('fds', os.access('/proc/2/fd', os.R_OK), 'mem', os.access('/proc/2/mem', os.R_OK))"
+    )
+    body = exec_ok(api, item, ["python3", "-c", probe])
+    # Then every one is refused (the agent is not dumpable), while her own commands stay traceable
+    assert body["stdout"].split("\n")[:2] == ["attach -1 1", "fds False mem False"], body
+    own = exec_ok(api, item, "python3 -c \"import os; print(os.access(f'/proc/{os.getppid()}/mem', os.R_OK))\"")
+    assert own["stdout"] == "True\n"
 
 
 @pytest.mark.django_db
@@ -114,18 +133,18 @@ def test_a_sandbox_opened_without_the_agent_keeps_working_once_it_is_turned_on(s
 
 @pytest.mark.django_db
 @pytest.mark.usefixtures("real_boundary")
-@pytest.mark.parametrize("pids", [3, 4], ids=["agent-cannot-fork", "session-cannot-fork"])
-def test_a_sandbox_at_its_process_limit_says_the_command_could_not_start(write_config, pids, api_client_for, make_item):
-    # Given a sandbox whose process limit its holders use up (bubblewrap's two, the agent, perhaps a session)
-    write_config(
-        f"[sandbox]\nlease = '90s'\npids = {pids}\n",
-        apps={"notebook.toml": 'slug = "notebook"\nname = "Notebook"\n[resources]\nmemory = "64M"\n'},
-    )
+@pytest.mark.parametrize("room", [0, 1], ids=["agent-cannot-fork", "session-cannot-fork"])
+def test_a_sandbox_at_its_process_limit_says_the_command_could_not_start(room, api_client_for, make_item):
+    # Given an open sandbox whose process limit leaves `room` processes beyond its holders (set
+    # from the host once it is open: bubblewrap's two and the agent)
     api, item = api_client_for("carol"), make_item(created_by="carol")
+    exec_ok(api, item, "true")
+    (pids,) = [Path(group) for group in _state_of(item)["confinement"]["groups"] if (Path(group) / "pids.max").exists()]
+    (pids / "pids.max").write_text(str(3 + room))
     # When she runs a command
     body = exec_ok(api, item, "echo never")
     # Then it fails with the reason, and the sandbox still counts as live
-    assert (body["exit_code"], body["stdout"]) == (126, "")
+    assert (body["exit_code"], body["stdout"]) == (126, ""), body
     assert "cannot start the command" in body["stderr"]
     assert body["sandbox_closed"] is False
 
@@ -319,3 +338,27 @@ def test_a_probe_closes_a_sandbox_whose_agent_was_stopped(api_client_for, make_i
     # Then it is closed (it would start no command again) and no longer counted
     assert closed == 1
     assert not SandboxActivity.current.filter(item_id=str(item.pk)).exists()
+
+
+def test_an_agent_that_answers_before_reading_the_whole_command_is_heard(tmp_path):
+    # Given an agent that cannot fork: it answers "cannot start" and hangs up without reading
+    home = tmp_path / "home"
+    home.mkdir()
+    listener = agent_listen(home)
+
+    def refuse() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.sendall(_frame(b"E", b"cannot start the command: no room\n") + _frame(b"X", b"32256"))
+
+    thread = threading.Thread(target=refuse, daemon=True)
+    thread.start()
+    # When a command too long to fit in the socket's buffer is sent to it
+    events = run_via_agent(
+        home, holder_pid=os.getpid(), argv=["echo", "x" * 2_000_000], env={"PATH": "/usr/bin"}, timeout=5
+    )
+    result = final_result(events)
+    thread.join(timeout=5)
+    listener.close()
+    # Then its answer is the result (exit 126 and why), not a sandbox counted as gone
+    assert (result.exit_code, result.stderr) == (126, "cannot start the command: no room\n")

@@ -90,7 +90,7 @@ def _host_process_at(pid: int, *, tries: int = 50) -> subprocess.Popen:
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("real_boundary")
+@pytest.mark.usefixtures("real_boundary", "dumpable_agent")
 def test_sandbox_code_that_frees_its_sessions_pid_cannot_make_the_time_limit_kill_a_host_process(
     api_client_for, make_item
 ):
@@ -125,7 +125,7 @@ def test_sandbox_code_that_frees_its_sessions_pid_cannot_make_the_time_limit_kil
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("real_boundary")
+@pytest.mark.usefixtures("real_boundary", "dumpable_agent")
 def test_a_command_that_kills_its_session_but_stays_in_its_group_is_still_killed_at_its_limit(
     api_client_for, make_item
 ):
@@ -171,6 +171,14 @@ def test_a_stopped_agent_closes_the_sandbox_and_the_command_runs_in_a_new_one(mo
 # A fake agent on the socket, as in test_exec_agent.py.
 
 Reply = Callable[[socket.socket], None]
+
+
+@pytest.fixture
+def dumpable_agent(monkeypatch) -> None:
+    """The agent as on a machine whose prctl number the server does not know: it stays dumpable,
+    so sandbox code can trace it and its sessions. The attacks below need that; the server's own
+    defences must hold without the agent's."""
+    monkeypatch.setattr("workspace.items.sandboxes.exec_agent._PRCTL_SYSCALL", {})
 
 
 @pytest.fixture
@@ -368,7 +376,7 @@ EOF
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("real_boundary")
+@pytest.mark.usefixtures("real_boundary", "dumpable_agent")
 def test_a_command_that_rewrites_its_sessions_environment_is_still_stopped(api_client_for, make_item):
     # Given carol's command that rewrote its session's environment and runs on
     api, item = api_client_for("carol"), make_item(created_by="carol")

@@ -15,8 +15,13 @@
 #        output pipes do. The server owns time limits and kills from the host.
 use strict;
 
-my $listen_fd = shift @ARGV;
+my ($listen_fd, $prctl) = @ARGV;
 open(my $listen, '+<&=', $listen_fd) or die "exec agent: no listening socket on fd $listen_fd: $!\n";
+# Not dumpable (prctl PR_SET_DUMPABLE 0, by the syscall number the server passes for this machine):
+# the sandbox's commands, same uid, cannot ptrace the agent or its sessions, read their memory or
+# take their descriptors. Each command's exec makes it dumpable again, so commands can still debug
+# each other.
+syscall($prctl, 4, 0, 0, 0, 0) if $prctl;
 $SIG{CHLD} = 'IGNORE';    # sessions are reaped by the kernel
 $| = 1;
 print "ready\n";

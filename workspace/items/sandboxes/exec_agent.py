@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import selectors
 import socket
 import struct
@@ -48,6 +49,8 @@ _CONNECT_SECONDS = 5.0
 # exec would run to its limit. One merely slow (a sandbox at its cpu or memory limit) is waited for.
 ANSWER_SECONDS = 1.0
 _BACKLOG = 64
+# prctl's syscall number, by machine: the agent makes itself non-dumpable with it.
+_PRCTL_SYSCALL = {"x86_64": 157, "aarch64": 167, "riscv64": 167}
 
 
 def agent_available() -> bool:
@@ -56,9 +59,10 @@ def agent_available() -> bool:
 
 def agent_argv(listen_fd: int) -> list[str]:
     """The command bubblewrap starts as the sandbox's holder: perl reading the agent's program
-    (AGENT_SOURCE) from its stdin, told its socket's fd. Not `-e`: the program would fill every
-    `ps` line of the sandbox."""
-    return [PERL, "-", str(listen_fd)]
+    (AGENT_SOURCE) from its stdin, told its socket's fd and this machine's prctl syscall number
+    (0 where unknown: the agent then stays dumpable). Not `-e`: the program would fill every `ps`
+    line of the sandbox."""
+    return [PERL, "-", str(listen_fd), str(_PRCTL_SYSCALL.get(platform.machine(), 0))]
 
 
 def agent_listen(home: Path) -> socket.socket:
@@ -128,11 +132,13 @@ def run_via_agent(
     """
     started = time.monotonic()
     connection = _connect(home)
+    hung_up: OSError | None = None
     try:
         connection.sendall(_request(argv, env))
     except OSError as exc:
-        connection.close()
-        raise SandboxGone(f"the exec agent of {home.name} hung up: {exc}") from exc
+        # An agent that cannot fork (the sandbox at its process limit) answers and hangs up
+        # before it has read the request: its answer is still there to read.
+        hung_up = exc
     session = _Session(connection, holder_pid=holder_pid, deadline=started + timeout)
     session.answer_by = started + ANSWER_SECONDS
     session.stopped = stopped
@@ -147,6 +153,8 @@ def run_via_agent(
         session.forget_leader()
         if on_exit and session.leader:
             on_exit(session.leader)
+    if hung_up is not None and not session.answered:
+        raise SandboxGone(f"the exec agent of {home.name} hung up: {hung_up}") from hung_up
     yield captured_result(session.exit_code(), out, err, timed_out=session.timed_out, started=started)
 
 
