@@ -27,6 +27,7 @@ pytest_plugins = [
     "tests.fixtures.workflows",
     "tests.fixtures.llm",
     "tests.fixtures.agent",
+    "tests.fixtures.exec_agent",
 ]
 
 

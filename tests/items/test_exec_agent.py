@@ -15,15 +15,15 @@ import struct
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from quotas.models import SandboxActivity
+from tests.fixtures.exec_agent import agent_frame, run_through
 from tests.fixtures.items import exec_ok
 from workspace.items.sandboxes import lifecycle, local, runner
-from workspace.items.sandboxes.base import ExecResult, SandboxGone, SandboxUnavailable, final_result
+from workspace.items.sandboxes.base import SandboxGone, SandboxUnavailable, final_result
 from workspace.items.sandboxes.boundary import configured_boundary
 from workspace.items.sandboxes.exec_agent import SOCKET_NAME, agent_listen, run_via_agent
 from workspace.items.sandboxes.isolation import PrlimitDriver
@@ -189,70 +189,7 @@ def _traversable(tmp_path: Path) -> Path:
     return workspace
 
 
-# A fake agent on the sandbox's socket: what a taken-over agent could say.
-
-Reply = Callable[[socket.socket], None]
-
-
-@pytest.fixture
-def fake_agent(tmp_path: Path) -> Iterator[Callable[[Reply], Path]]:
-    """Serves one connection on `<home>/agent.sock` with `reply`; returns the home directory."""
-    threads: list[threading.Thread] = []
-    listeners: list[socket.socket] = []
-
-    def serve(reply: Reply) -> Path:
-        home = tmp_path / "home"
-        home.mkdir()
-        listener = agent_listen(home)
-        listeners.append(listener)
-
-        def one() -> None:
-            connection, _ = listener.accept()
-            with connection:
-                _read_request(connection)
-                reply(connection)
-
-        thread = threading.Thread(target=one, daemon=True)
-        thread.start()
-        threads.append(thread)
-        return home
-
-    yield serve
-    for listener in listeners:
-        listener.close()
-    for thread in threads:
-        thread.join(timeout=5)
-
-
-def _read_request(connection: socket.socket) -> bytes:
-    (length,) = struct.unpack(">I", _exactly(connection, 4))
-    return _exactly(connection, length)
-
-
-def _exactly(connection: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = connection.recv(size - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def _frame(kind: bytes, data: bytes) -> bytes:
-    return kind + struct.pack(">I", len(data)) + data
-
-
-def _run(home: Path, *, timeout: float = 2.0, holder_pid: int | None = None, output_limit: int = 1024) -> ExecResult:
-    events = run_via_agent(
-        home,
-        holder_pid=holder_pid or os.getpid(),
-        argv=["true"],
-        env={"PATH": "/usr/bin"},
-        timeout=timeout,
-        output_limit=output_limit,
-    )
-    return final_result(events)
+# A fake agent on the socket (tests/fixtures/exec_agent.py): what a taken-over agent could say.
 
 
 def test_an_agent_that_never_answers_is_given_up_at_the_time_limit(fake_agent):
@@ -261,7 +198,7 @@ def test_an_agent_that_never_answers_is_given_up_at_the_time_limit(fake_agent):
     home = fake_agent(lambda connection: release.wait(10))
     # When a command with a 0.3 s limit is run through it
     began = time.monotonic()
-    result = _run(home, timeout=0.3)
+    result = run_through(home, timeout=0.3)
     release.set()
     # Then the server stops waiting at the limit and reports a killed, timed-out command
     assert time.monotonic() - began < 3
@@ -275,12 +212,12 @@ def test_an_agent_naming_a_process_outside_its_sandbox_gets_nothing_killed(fake_
         release = threading.Event()
 
         def lie(connection: socket.socket) -> None:
-            connection.sendall(_frame(b"P", str(bystander.pid).encode()))
+            connection.sendall(agent_frame(b"P", str(bystander.pid).encode()))
             release.wait(10)
 
         home = fake_agent(lie)
         # When the command runs past its limit (the server kills the command's process group)
-        result = _run(home, timeout=0.3, holder_pid=1)
+        result = run_through(home, timeout=0.3, holder_pid=1)
         release.set()
         # Then the bystander, no child of the sandbox's holder, still runs
         assert result.timed_out is True
@@ -294,7 +231,7 @@ def test_an_agent_sending_an_oversized_frame_ends_the_command_without_an_error(f
     # Given an agent that announces a frame of 1 GiB
     home = fake_agent(lambda connection: connection.sendall(b"O" + struct.pack(">I", 1 << 30) + b"x" * 100))
     # When a command runs through it
-    result = _run(home)
+    result = run_through(home)
     # Then the command ends as killed, with none of the frame kept
     assert (result.exit_code, result.stdout) == (137, "")
 
@@ -303,12 +240,12 @@ def test_an_agent_flooding_output_is_held_to_the_output_limit(fake_agent):
     # Given an agent that sends 200 KiB of stdout, then a clean exit
     def flood(connection: socket.socket) -> None:
         for _ in range(50):
-            connection.sendall(_frame(b"O", b"y" * 4096))
-        connection.sendall(_frame(b"X", b"0"))
+            connection.sendall(agent_frame(b"O", b"y" * 4096))
+        connection.sendall(agent_frame(b"X", b"0"))
 
     home = fake_agent(flood)
     # When a command with a 1 KiB output limit runs through it
-    result = _run(home, output_limit=1024)
+    result = run_through(home, output_limit=1024)
     # Then 1 KiB is kept, the rest marked as cut, and the exit code is the agent's
     assert (len(result.stdout), result.stdout_truncated, result.exit_code) == (1024, True, 0)
 
@@ -322,7 +259,7 @@ def test_an_exec_through_an_agent_that_is_gone_is_a_gone_sandbox(tmp_path):
     # When a command is run through it
     # Then the sandbox counts as gone (the caller closes it and opens a new one)
     with pytest.raises(SandboxGone):
-        _run(home)
+        run_through(home)
 
 
 @pytest.mark.django_db
@@ -349,7 +286,7 @@ def test_an_agent_that_answers_before_reading_the_whole_command_is_heard(tmp_pat
     def refuse() -> None:
         connection, _ = listener.accept()
         with connection:
-            connection.sendall(_frame(b"E", b"cannot start the command: no room\n") + _frame(b"X", b"32256"))
+            connection.sendall(agent_frame(b"E", b"cannot start the command: no room\n") + agent_frame(b"X", b"32256"))
 
     thread = threading.Thread(target=refuse, daemon=True)
     thread.start()

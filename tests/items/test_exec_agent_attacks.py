@@ -7,11 +7,9 @@ agent on the socket, as in test_exec_agent.py.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
-import struct
 import subprocess
 import threading
 import time
@@ -20,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.exec_agent import agent_frame, run_through
 from tests.fixtures.items import exec_ok
 from workspace.items.sandboxes.base import ExecResult, SandboxGone, final_result
-from workspace.items.sandboxes.exec_agent import agent_listen, run_via_agent
+from workspace.items.sandboxes.exec_agent import agent_listen
 from workspace.items.sandboxes.registry import backend_named
 
 # Run as the command of an exec: takes a copy of its session's connection to the server (the
@@ -170,8 +169,6 @@ def test_a_stopped_agent_closes_the_sandbox_and_the_command_runs_in_a_new_one(mo
 
 # A fake agent on the socket, as in test_exec_agent.py.
 
-Reply = Callable[[socket.socket], None]
-
 
 @pytest.fixture
 def dumpable_agent(monkeypatch) -> None:
@@ -179,53 +176,6 @@ def dumpable_agent(monkeypatch) -> None:
     so sandbox code can trace it and its sessions. The attacks below need that; the server's own
     defences must hold without the agent's."""
     monkeypatch.setattr("workspace.items.sandboxes.exec_agent._PRCTL_SYSCALL", {})
-
-
-@pytest.fixture
-def fake_agent(tmp_path: Path) -> Iterator[Callable[[Reply], Path]]:
-    """Serves one connection on `<home>/agent.sock` with `reply`; returns the home directory."""
-    threads: list[threading.Thread] = []
-    listeners: list[socket.socket] = []
-
-    def serve(reply: Reply) -> Path:
-        home = tmp_path / "home"
-        home.mkdir()
-        listener = agent_listen(home)
-        listeners.append(listener)
-
-        def one() -> None:
-            connection, _ = listener.accept()
-            with connection, contextlib.suppress(OSError):
-                (length,) = struct.unpack(">I", connection.recv(4, socket.MSG_WAITALL))
-                connection.recv(length, socket.MSG_WAITALL)
-                reply(connection)
-
-        thread = threading.Thread(target=one, daemon=True)
-        thread.start()
-        threads.append(thread)
-        return home
-
-    yield serve
-    for listener in listeners:
-        listener.close()
-    for thread in threads:
-        thread.join(timeout=5)
-
-
-def _frame(kind: bytes, data: bytes) -> bytes:
-    return kind + struct.pack(">I", len(data)) + data
-
-
-def _run(home: Path, *, timeout: float = 2.0, holder_pid: int | None = None, **callbacks) -> ExecResult:
-    events = run_via_agent(
-        home,
-        holder_pid=holder_pid or os.getpid(),
-        argv=["true"],
-        env={"PATH": "/usr/bin"},
-        timeout=timeout,
-        **callbacks,
-    )
-    return final_result(events)
 
 
 @pytest.fixture
@@ -241,13 +191,13 @@ def children() -> Iterator[list[subprocess.Popen]]:
 def test_an_agent_naming_many_processes_gets_only_its_first_recorded(fake_agent, children):
     # Given an agent that names each of three processes as the command's, then says it exited
     def many(connection: socket.socket) -> None:
-        connection.sendall(b"".join(_frame(b"P", str(child.pid).encode()) for child in children))
-        connection.sendall(_frame(b"X", b"0"))
+        connection.sendall(b"".join(agent_frame(b"P", str(child.pid).encode()) for child in children))
+        connection.sendall(agent_frame(b"X", b"0"))
 
     home = fake_agent(many)
     recorded: list[int] = []
     # When a command runs through it
-    result = _run(home, on_start=recorded.append)
+    result = run_through(home, on_start=recorded.append)
     # Then only the first is recorded (each record is a file in the state directory, and each
     # name a scan of /proc), and the others end the command as killed
     assert recorded == [children[0].pid]
@@ -259,9 +209,9 @@ def test_an_agent_naming_many_processes_gets_only_its_first_recorded(fake_agent,
 @pytest.mark.parametrize("status", [b"99999999999", b"4294967295", b"65536", b"-1", b""])
 def test_an_agent_reporting_an_impossible_exit_status_ends_the_command_as_killed(fake_agent, status):
     # Given an agent that reports a wait status no process can have
-    home = fake_agent(lambda connection: connection.sendall(_frame(b"X", status)))
+    home = fake_agent(lambda connection: connection.sendall(agent_frame(b"X", status)))
     # When a command runs through it
-    result = _run(home)
+    result = run_through(home)
     # Then the command ends as killed, not with an error (a 500) nor as a success
     assert result.exit_code == 137
 
@@ -277,7 +227,7 @@ def test_an_agent_that_is_stopped_is_a_gone_sandbox(monkeypatch, fake_agent):
         # When a command with a long time limit runs through it
         began = time.monotonic()
         with pytest.raises(SandboxGone):
-            _run(home, timeout=30, holder_pid=holder.pid)
+            run_through(home, timeout=30, holder_pid=holder.pid)
         # Then the server gives up on the sandbox long before the limit (the caller closes it and
         # runs the command in a new one)
         assert time.monotonic() - began < 5
@@ -293,7 +243,7 @@ def test_an_agent_that_is_only_slow_is_waited_for_until_the_time_limit(monkeypat
     release = threading.Event()
     home = fake_agent(lambda connection: release.wait(10))
     # When a command runs through it
-    result = _run(home, timeout=0.6)
+    result = run_through(home, timeout=0.6)
     release.set()
     # Then its sandbox is not given up: the command ends at its limit, as with the old path
     assert (result.exit_code, result.timed_out) == (137, True)
@@ -306,7 +256,7 @@ def test_an_agent_whose_named_process_is_gone_cannot_make_the_time_limit_kill_th
     release = threading.Event()
 
     def name_and_stall(connection: socket.socket) -> None:
-        connection.sendall(_frame(b"P", str(named.pid).encode()))
+        connection.sendall(agent_frame(b"P", str(named.pid).encode()))
         release.wait(10)
 
     home = fake_agent(name_and_stall)
@@ -319,7 +269,7 @@ def test_an_agent_whose_named_process_is_gone_cannot_make_the_time_limit_kill_th
 
     # When the command runs past its limit (the server kills the named process's group)
     try:
-        result = _run(home, timeout=0.5, on_start=swap)
+        result = run_through(home, timeout=0.5, on_start=swap)
         release.set()
         # Then the process that has the pid since still runs
         (bystander,) = bystanders
@@ -336,7 +286,7 @@ def test_a_stop_reaches_the_command_through_its_session(fake_agent, children):
     release = threading.Event()
 
     def name_and_stall(connection: socket.socket) -> None:
-        connection.sendall(_frame(b"P", str(children[0].pid).encode()))
+        connection.sendall(agent_frame(b"P", str(children[0].pid).encode()))
         release.wait(10)
 
     home = fake_agent(name_and_stall)
@@ -348,7 +298,7 @@ def test_a_stop_reaches_the_command_through_its_session(fake_agent, children):
 
     # When someone stops it while its limit is far off
     began = time.monotonic()
-    result = _run(home, timeout=30, stopped=stopped)
+    result = run_through(home, timeout=30, stopped=stopped)
     release.set()
     # Then its process group is killed at once and the exec ends, not timed out
     assert children[0].wait(timeout=5) == -9
