@@ -102,3 +102,19 @@ def test_skeletons_of_a_server_process_that_ended_are_removed(settings, warm_bac
     assert not any(Path(group).exists() for group in orphan.confinement.groups)
     assert ours.home.exists()
     assert ours.process.poll() is None
+
+
+def test_release_removes_the_skeletons_a_server_process_that_ended_left(settings, warm_backend):
+    # Given a skeleton left by a server process that has ended (its waiter gone with it)
+    state_dir = Path(settings.WORKSPACE_VAR_DIR) / "sandboxes"
+    orphan = make_skeleton(state_dir, warm_backend.driver)
+    assert orphan is not None
+    os.killpg(orphan.process.pid, signal.SIGKILL)
+    orphan.process.wait()
+    record = json.loads((orphan.home / SKELETON_FILE).read_text())
+    (orphan.home / SKELETON_FILE).write_text(json.dumps({**record, "owner": "999999999:1"}))
+    # When the sandboxes are released (`manage.py release_sandboxes`)
+    local_sandboxes_release()
+    # Then its directory and cgroups are gone too
+    assert not orphan.home.exists()
+    assert not any(Path(group).exists() for group in orphan.confinement.groups)

@@ -77,6 +77,7 @@ def local_sandboxes_release() -> tuple[int, int]:
     if (var_dir() / "sandboxes").is_dir():
         backend = backend_named("local")
         backend.warm.drain()
+        backend.warm.sweep()
         for sandbox_id in backend.sandboxes():
             backend.close(sandbox_id)
             closed += 1

@@ -123,6 +123,10 @@ class WarmPool:
             skeleton.discard(self.driver)
         return len(ready)
 
+    def sweep(self) -> int:
+        """Removes the skeletons that ended server processes left (`release_sandboxes`)."""
+        return sweep_orphans(self.state_dir, self.driver)
+
     def fill(self) -> None:
         """Makes skeletons until there are `size` (the background thread after a take runs this)."""
         try:
