@@ -118,3 +118,16 @@ def test_release_removes_the_skeletons_a_server_process_that_ended_left(settings
     # Then its directory and cgroups are gone too
     assert not orphan.home.exists()
     assert not any(Path(group).exists() for group in orphan.confinement.groups)
+
+
+def test_a_skeleton_takes_itself_away_when_its_server_process_ends(settings, warm_backend):
+    # Given a skeleton whose server process ends (its waiter reads EOF on its stdin)
+    (skeleton,) = warm_backend.warm._ready
+    warm_backend.warm._ready.clear()
+    # When the pipe only that process held closes
+    skeleton.process.stdin.close()
+    skeleton.process.wait(timeout=10)
+    # Then the waiter has removed its cgroups and its state directory itself
+    assert not any(Path(group).exists() for group in skeleton.confinement.groups)
+    assert not skeleton.home.exists()
+    os.close(skeleton.info_read)

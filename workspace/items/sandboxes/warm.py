@@ -38,15 +38,31 @@ from workspace.items.sandboxes.runner import MARKER_VARIABLE
 logger = logging.getLogger(__name__)
 
 SKELETON_FILE = "warm.json"
-# The waiter: read a length-prefixed, NUL-separated argv from stdin (unbuffered, so what follows
-# stays for the agent), then exec it; EOF (its server process is gone) ends it.
-_WAITER = (
-    "my ($h, $a) = ('', ''); "
-    "while (length($h) < 4) { sysread(STDIN, $h, 4 - length($h), length($h)) or exit 1 } "
-    "my $n = unpack('N', $h); "
-    "while (length($a) < $n) { sysread(STDIN, $a, $n - length($a), length($a)) or exit 1 } "
-    "my @argv = split /\\0/, $a, -1; exec { $argv[0] } @argv; exit 127;"
-)
+# The waiter: reads a length-prefixed, NUL-separated argv from stdin (unbuffered, so what follows
+# stays for the agent), then execs it. EOF first means its server process is gone: it then takes
+# the skeleton away itself (out of its cgroups to their hierarchy's root, the groups and the state
+# directory removed), since the directory that would let another process find it may be gone too.
+_WAITER = r"""
+my ($home, @groups) = @ARGV;
+sub gone {
+    for my $group (@groups) {
+        (my $root = $group) =~ s{/[^/]+/[^/]+$}{};
+        if (open(my $procs, '>', "$root/cgroup.procs")) { print $procs $$; close $procs }
+    }
+    rmdir $_ for @groups;
+    unlink "$home/warm.json", "$home/agent.sock";
+    rmdir "$home/pids";
+    rmdir $home;
+    exit 0;
+}
+my ($h, $a) = ('', '');
+while (length($h) < 4) { sysread(STDIN, $h, 4 - length($h), length($h)) or gone() }
+my $n = unpack('N', $h);
+while (length($a) < $n) { sysread(STDIN, $a, $n - length($a), length($a)) or gone() }
+my @argv = split /\0/, $a, -1;
+exec { $argv[0] } @argv;
+exit 127;
+"""
 
 
 @dataclass
@@ -164,7 +180,7 @@ def make_skeleton(state_dir: Path, driver: IsolationDriver) -> Skeleton | None:
     listener = agent_listen(home)
     try:
         process = subprocess.Popen(
-            confinement.wrap([PERL, "-e", _WAITER]),
+            confinement.wrap([PERL, "-e", _WAITER, str(home), *confinement.groups]),
             cwd="/",
             env={"PATH": SANDBOX_PATH, MARKER_VARIABLE: sandbox_id},
             pass_fds=(info_write, listener.fileno()),
