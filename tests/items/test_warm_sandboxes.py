@@ -17,7 +17,7 @@ import pytest
 from tests.fixtures.items import exec_ok
 from workspace.items.sandboxes.boundary import configured_boundary
 from workspace.items.sandboxes.registry import backend_named, local_sandboxes_release
-from workspace.items.sandboxes.warm import SKELETON_FILE, make_skeleton, sweep_orphans
+from workspace.items.sandboxes.warm import SKELETON_FILE, Skeleton, make_skeleton, sweep_orphans
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("real_boundary")]
 MIB = 1024**2
@@ -31,6 +31,18 @@ def warm_backend(settings):
     backend.warm.fill()
     assert len(backend.warm._ready) == 1
     return backend
+
+
+@pytest.fixture
+def orphan(settings, warm_backend) -> Skeleton:
+    """A skeleton whose server process has ended: its waiter killed, its owner a process gone."""
+    skeleton = make_skeleton(Path(settings.WORKSPACE_VAR_DIR) / "sandboxes", warm_backend.driver)
+    assert skeleton is not None
+    os.killpg(skeleton.process.pid, signal.SIGKILL)
+    skeleton.process.wait()
+    record = json.loads((skeleton.home / SKELETON_FILE).read_text())
+    (skeleton.home / SKELETON_FILE).write_text(json.dumps({**record, "owner": "999999999:1"}))
+    return skeleton
 
 
 def _memory_limit(confinement_groups: list[str]) -> int:
@@ -84,15 +96,9 @@ def test_release_discards_warm_skeletons_and_their_cgroups(warm_backend):
     assert not any(Path(group).exists() for group in skeleton.confinement.groups)
 
 
-def test_skeletons_of_a_server_process_that_ended_are_removed(settings, warm_backend):
+def test_skeletons_of_a_server_process_that_ended_are_removed(settings, warm_backend, orphan):
     # Given two skeletons: one of this process, one whose server process has ended
     state_dir = Path(settings.WORKSPACE_VAR_DIR) / "sandboxes"
-    orphan = make_skeleton(state_dir, warm_backend.driver)
-    assert orphan is not None
-    os.killpg(orphan.process.pid, signal.SIGKILL)
-    orphan.process.wait()
-    record = json.loads((orphan.home / SKELETON_FILE).read_text())
-    (orphan.home / SKELETON_FILE).write_text(json.dumps({**record, "owner": "999999999:1"}))
     (ours,) = warm_backend.warm._ready
     # When a pool sweeps the state directory
     removed = sweep_orphans(state_dir, warm_backend.driver)
@@ -104,15 +110,8 @@ def test_skeletons_of_a_server_process_that_ended_are_removed(settings, warm_bac
     assert ours.process.poll() is None
 
 
-def test_release_removes_the_skeletons_a_server_process_that_ended_left(settings, warm_backend):
+def test_release_removes_the_skeletons_a_server_process_that_ended_left(warm_backend, orphan):
     # Given a skeleton left by a server process that has ended (its waiter gone with it)
-    state_dir = Path(settings.WORKSPACE_VAR_DIR) / "sandboxes"
-    orphan = make_skeleton(state_dir, warm_backend.driver)
-    assert orphan is not None
-    os.killpg(orphan.process.pid, signal.SIGKILL)
-    orphan.process.wait()
-    record = json.loads((orphan.home / SKELETON_FILE).read_text())
-    (orphan.home / SKELETON_FILE).write_text(json.dumps({**record, "owner": "999999999:1"}))
     # When the sandboxes are released (`manage.py release_sandboxes`)
     local_sandboxes_release()
     # Then its directory and cgroups are gone too
