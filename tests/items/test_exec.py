@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
+from collab import clock
 from quotas import ledger
 from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
-from workspace.items.sandboxes import admission
+from workspace.items.models import ExecSlot, RunningExec
+from workspace.items.sandboxes import admission, lifecycle
 
 pytestmark = pytest.mark.django_db
 MIB = 1024**2
@@ -175,16 +177,18 @@ def test_exec_on_a_live_sandbox_costs_a_bounded_number_of_queries(alice_api, mak
     item = make_item()
     _exec(alice_api, item, "true")
     # When she runs another command / Then it costs a bounded number of queries: the item, the
-    # sandbox (read), then two writes: her command slot (slot 0 inserted without a read, in a
-    # savepoint pair) + heartbeat + the record that lets it be stopped, then record gone +
-    # heartbeat + slot freed (two commits in production; here each write is a savepoint pair too,
-    # as tests run in a transaction; on PostgreSQL each also relaxes synchronous_commit)
-    with django_assert_max_num_queries(14):
+    # sandbox (read), then two writes: her command slot (slot 0 inserted without a read, skipped
+    # if taken) + heartbeat + the record that lets it be stopped, then record gone + heartbeat +
+    # slot freed (two commits in production; here the first is a savepoint pair, as tests run in
+    # a transaction)
+    with django_assert_max_num_queries(10):
         assert _exec(alice_api, item, "true").status_code == 200
 
 
-def test_on_postgresql_only_an_execs_bookkeeping_commits_without_waiting_for_the_disk(alice_api, make_item):
-    # Given alice's notebook with a live sandbox, on PostgreSQL
+def test_on_postgresql_only_an_execs_bookkeeping_commits_without_waiting_for_the_disk(
+    transactional_db, alice_api, make_item
+):
+    # Given alice's notebook with a live sandbox, on PostgreSQL, each request in its own transactions
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: synchronous_commit is its setting")
     item = make_item()
@@ -199,3 +203,55 @@ def test_on_postgresql_only_an_execs_bookkeeping_commits_without_waiting_for_the
     relaxed = "SET LOCAL synchronous_commit TO OFF"
     assert [query["sql"] for query in executed.captured_queries].count(relaxed) == 2
     assert relaxed not in [query["sql"] for query in written.captured_queries]
+
+
+def test_an_exec_in_transactions_of_its_own_frees_its_slot_and_record_and_refreshes_the_sandbox(
+    transactional_db, alice_api, make_item
+):
+    # Given alice's notebook with a live sandbox, each request in transactions of its own (on
+    # PostgreSQL the end of an exec goes to the server in one round trip)
+    item = make_item()
+    _exec(alice_api, item, "true")
+    before = SandboxActivity.current.get(item_id=item.pk)
+    # When she runs a command
+    assert _exec(alice_api, item, "echo hi").json()["stdout"] == "hi\n"
+    # Then her slot is free again, the command's record is gone and the sandbox was used just now
+    after = SandboxActivity.current.get(item_id=item.pk)
+    assert not ExecSlot.objects.filter(user_id="alice").exists()
+    assert not RunningExec.objects.exists()
+    assert after.last_used_at > before.last_used_at
+    assert after.lease_expires_at > before.lease_expires_at
+
+
+def test_a_statement_failing_in_an_execs_bookkeeping_undoes_the_statements_before_it(transactional_db):
+    # Given a slot alice holds
+    ExecSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now())
+
+    # When a bookkeeping transaction whose results nobody reads frees it, then writes a row that
+    # breaks a constraint
+    def free_then_break() -> None:
+        with lifecycle._bookkeeping(savepoint=False, unread=True):
+            ExecSlot.objects.filter(user_id="alice").delete()
+            ExecSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now())
+            ExecSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now())
+
+    with pytest.raises(IntegrityError):
+        free_then_break()
+    # Then the error is Django's, nothing of the transaction stayed, and the connection works on
+    assert list(ExecSlot.objects.values_list("user_id", flat=True)) == ["alice"]
+
+
+def test_a_failure_halfway_through_an_execs_bookkeeping_undoes_what_it_wrote(transactional_db):
+    # Given a slot alice holds
+    ExecSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now())
+
+    # When the bookkeeping frees it and then fails before it commits
+    def free_then_fail() -> None:
+        with lifecycle._bookkeeping(savepoint=False, unread=True):
+            ExecSlot.objects.filter(user_id="alice").delete()
+            raise RuntimeError("the process failed here")
+
+    with pytest.raises(RuntimeError):
+        free_then_fail()
+    # Then her slot is still held
+    assert ExecSlot.objects.filter(user_id="alice").count() == 1

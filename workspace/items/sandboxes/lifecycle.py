@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from collab import clock
 from collab.errors import Conflict, DomainError, Misconfigured, Unavailable
@@ -259,20 +260,21 @@ def sandbox_exec_streaming(
         # leaves a record that recovery finds exactly as before, and nothing half-written. A
         # refusal from `when_starting` (429) is caught by the caller: inside a caller's own
         # transaction this block is a savepoint, so the refusal leaves that transaction usable.
-        with _bookkeeping():
+        with _bookkeeping() as book:
             if when_starting is not None:
                 when_starting()
                 when_starting = None
             alive = ledger.heartbeat(activity_id=activity.pk, lease=running_lease, used=True)
             if alive:
-                running.exec_record(
-                    exec_id=exec_id,
-                    item=item,
-                    requested_by=requested_by,
-                    command=command,
-                    activity=activity,
-                    timeout=timeout,
-                )
+                with book.unread_until_commit():
+                    running.exec_record(
+                        exec_id=exec_id,
+                        item=item,
+                        requested_by=requested_by,
+                        command=command,
+                        activity=activity,
+                        timeout=timeout,
+                    )
         if not alive:
             # Its lease ran out (or it was closed) a moment ago: it no longer counts, so it stops.
             _shut_down(activity, reason=Reason.EXPIRED, strict=False)
@@ -311,8 +313,9 @@ def sandbox_exec_streaming(
             raise
         note = None
         lives_on = result.reason != EndReason.SANDBOX_CLOSED
-        # The record ends, the sandbox gets its fresh lease and the slot goes back in one commit.
-        with _bookkeeping(savepoint=False):
+        # The record ends, the sandbox gets its fresh lease and the slot goes back in one commit
+        # (on PostgreSQL in one round trip: nothing here reads a result).
+        with _bookkeeping(savepoint=False, unread=True):
             running.exec_forget(exec_id)
             if lives_on:
                 ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
@@ -329,20 +332,61 @@ def sandbox_exec_streaming(
     raise Unavailable(error="sandbox_host_unavailable", detail="The sandbox vanished twice in a row.")
 
 
+class _Bookkeeping:
+    """One transaction of an exec's bookkeeping; `unread_until_commit` sends its last statements
+    with the COMMIT when nothing reads their results."""
+
+    def __init__(self, connection: BaseDatabaseWrapper | None) -> None:
+        self._connection = connection  # None: not a PostgreSQL transaction of its own
+
+    @contextmanager
+    def unread_until_commit(self) -> Iterator[None]:
+        """Runs the block, then commits the transaction. On PostgreSQL the block's statements and
+        the COMMIT go to the server in one round trip (psycopg's pipeline), so no statement in the
+        block may read a result (a fetch, or the row count `update()` and `delete()` return):
+        the pipeline has none to give until the end. A failure anywhere rolls everything back."""
+        if self._connection is None:
+            yield
+            return
+        # Errors of the pipeline's statements surface when it syncs; they reach callers as Django's own.
+        with self._connection.wrap_database_errors, self._connection.connection.pipeline():
+            yield
+            # Committed here, in the pipeline; the atomic block around finds nothing left to commit.
+            with self._connection.cursor() as cursor:
+                cursor.execute("COMMIT")
+
+
 @contextmanager
-def _bookkeeping(*, savepoint: bool = True) -> Iterator[None]:
+def _bookkeeping(*, savepoint: bool = True, unread: bool = False) -> Iterator[_Bookkeeping]:
     """A transaction of an exec's own bookkeeping (the person's slot, the heartbeat, the command's
-    record). On PostgreSQL it commits without waiting for the WAL to reach the disk
-    (`synchronous_commit` off for it alone): it stays atomic and ordered, and what a crash of
-    the database server could lose of it is what expiry recovers anyway (a slot frees at its
-    `expires_at`, a record at its `ends_by`, an older heartbeat only shortens the lease). It
-    saves an exec two disk flushes, the largest part of its database time."""
+    record). Run as a transaction of its own on PostgreSQL, it commits without waiting for the WAL
+    to reach the disk (`synchronous_commit` off for it alone): it stays atomic and ordered, and
+    what a crash of the database server could lose of it is what expiry recovers anyway (a slot
+    frees at its `expires_at`, a record at its `ends_by`, an older heartbeat only shortens the
+    lease). That saves an exec two disk flushes.
+
+    It also saves round trips, which on PostgreSQL are most of an exec's database time: the
+    BEGIN and the setting go together, and `unread` (no statement in the block reads a result,
+    see `_Bookkeeping.unread_until_commit`) sends the whole transaction in one."""
+    connection = transaction.get_connection()
+    own = connection.vendor == "postgresql" and not connection.in_atomic_block
     with transaction.atomic(savepoint=savepoint):
-        connection = transaction.get_connection()
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO OFF")
-        yield
+        book = _Bookkeeping(connection if own else None)
+        if not own:
+            yield book
+        elif unread:
+            with book.unread_until_commit():
+                _commit_without_flush(connection)
+                yield book
+        else:
+            with connection.wrap_database_errors, connection.connection.pipeline():
+                _commit_without_flush(connection)
+            yield book
+
+
+def _commit_without_flush(connection: BaseDatabaseWrapper) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
 def _stopped_after_exec(item: Item, app: AppDescriptor, activity: SandboxActivity) -> str | None:
