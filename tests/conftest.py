@@ -137,6 +137,22 @@ def fast_password_hashing() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def live_server(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """pytest-django's live server, on the server `make run` serves with (workspace/devserver.py):
+    a browser's kept-alive connection gets each reply at once instead of some 40 ms later."""
+    from pytest_django.live_server_helper import LiveServer
+
+    from workspace.devserver import NoDelayThreadedWSGIServer
+
+    address = request.config.getvalue("liveserver") or os.getenv("DJANGO_LIVE_TEST_SERVER_ADDRESS") or "localhost"
+    server = LiveServer(address, start=False)
+    server.thread.server_class = NoDelayThreadedWSGIServer
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
 def traversable_tmp() -> Iterator[Path]:
     """A temp root that sandbox uids may pass through (0711): bubblewrap reaches workspaces by path,
     and pytest's own temp root is private to root (0700). Wherever the clone lives; under /tmp

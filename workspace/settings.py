@@ -42,6 +42,9 @@ ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,lo
 WORKSPACE_ROOT_PATH = _normalised_root_path(os.environ.get("WORKSPACE_ROOT_PATH", ""))
 
 INSTALLED_APPS = [
+    # First, so that its `runserver` (workspace/devserver.py) is the one manage.py finds; it has
+    # no templates or static files of its own to shadow anyone's.
+    "workspace",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -59,7 +62,6 @@ INSTALLED_APPS = [
     "collab",
     "knowledge",
     "quotas",
-    "workspace",
     "workspace.items",
     "workspace.agent",
     "workspace.workflows",
