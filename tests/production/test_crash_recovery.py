@@ -59,6 +59,10 @@ def _wait_for(condition: Callable[[], bool], what: str) -> None:
     wait_for(condition, what, seconds=DEADLINE_SECONDS, poll=0.3)
 
 
+def _tail(path: Path, size: int = 4000) -> str:
+    return path.read_bytes()[-size:].decode(errors="replace") if path.exists() else "(none)"
+
+
 def _multipart(filename: str, data: bytes) -> tuple[bytes, str]:
     boundary = uuid.uuid4().hex
     body = (
@@ -153,13 +157,14 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployme
             workflow_id = workflow.json()["resource_id"]
 
             # And a second task worker beside the one gunicorn started, so an ingest runs beside the run
-            second_worker = subprocess.Popen(
-                [sys.executable, "manage.py", "worker", "--interval", "1"],
-                cwd=REPO,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+            with (tmp_path / "second-worker.log").open("wb") as worker_log:
+                second_worker = subprocess.Popen(
+                    [sys.executable, "manage.py", "worker", "--interval", "1"],
+                    cwd=REPO,
+                    env=env,
+                    stdout=worker_log,
+                    stderr=subprocess.STDOUT,
+                )
             spawned.append(second_worker)
 
             # When the scheduled run is running
@@ -182,7 +187,12 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployme
                     path.endswith("ingest_document_task") for path in state["running"]
                 )
 
-            _wait_for(mid_run_and_mid_ingest, "an ingest to run beside the run")
+            try:
+                _wait_for(mid_run_and_mid_ingest, "an ingest to run beside the run")
+            except AssertionError as exc:
+                # What the deployment was doing, for whoever reads a failed run's log.
+                logs = {name: _tail(tmp_path / name) for name in ("first.log", "second-worker.log")}
+                raise AssertionError(f"{exc}; state {_state(env, workflow_id)}; logs {logs}") from None
 
             # ... and everything is killed at once: master, web workers and both task workers
             os.killpg(server.process.pid, signal.SIGKILL)
