@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from collab import clock
 from quotas.limits import limits_for_many
@@ -87,21 +87,26 @@ def opening_lease(lease: timedelta) -> timedelta:
     return min(lease, OPENING_LEASE)
 
 
-def activity_attach(*, activity_id: int, backend_sandbox_id: str, size: SandboxSize, lease: timedelta) -> bool:
-    """Stores the backend's id and the size it actually enforces, and starts the full lease.
+def activity_attach(*, activity: SandboxActivity, backend_sandbox_id: str, size: SandboxSize, lease: timedelta) -> bool:
+    """Stores the backend's id and the size it actually enforces, and starts the full lease; the
+    same values land on `activity`, so the caller holds the row as stored without reading it back.
 
-    False if the row was closed meanwhile.
+    False if the row was closed meanwhile (then `activity` is left as it was).
     """
     moment = clock.now()
-    updated = SandboxActivity.current.filter(pk=activity_id).update(
-        backend_sandbox_id=backend_sandbox_id,
-        cpu_cores=size.cpu_cores,
-        memory_bytes=size.memory_bytes,
-        pids_max=size.pids_max,
-        last_seen_at=moment,
-        lease_expires_at=moment + lease,
-    )
-    return updated == 1
+    changes = {
+        "backend_sandbox_id": backend_sandbox_id,
+        "cpu_cores": size.cpu_cores,
+        "memory_bytes": size.memory_bytes,
+        "pids_max": size.pids_max,
+        "last_seen_at": moment,
+        "lease_expires_at": moment + lease,
+    }
+    if SandboxActivity.current.filter(pk=activity.pk).update(**changes) != 1:
+        return False
+    for field, value in changes.items():
+        setattr(activity, field, value)
+    return True
 
 
 def heartbeat(*, activity_id: int, lease: timedelta, used: bool = False) -> bool:
@@ -143,8 +148,10 @@ def expired_rows(*, at: datetime | None = None) -> QuerySet[SandboxActivity]:
     return SandboxActivity.current.filter(lease_expires_at__lte=at or clock.now()).order_by("id")
 
 
-def expired_rows_of_payer(payer: str) -> QuerySet[SandboxActivity]:
-    return expired_rows().filter(owner=payer)
+def expired_rows_of_item_or_payer(*, item_id: str | int, payer: str) -> QuerySet[SandboxActivity]:
+    """What must be shut down before the item opens a sandbox for `payer`: the item's rows and
+    the payer's whose evidence ran out (one query)."""
+    return expired_rows().filter(Q(item_id=str(item_id)) | Q(owner=payer))
 
 
 def open_backend_ids(backend: str) -> set[str]:

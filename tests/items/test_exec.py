@@ -230,7 +230,7 @@ def test_a_statement_failing_in_an_execs_bookkeeping_undoes_the_statements_befor
     # When a bookkeeping transaction whose results nobody reads frees it, then writes a row that
     # breaks a constraint
     def free_then_break() -> None:
-        with lifecycle._bookkeeping(savepoint=False, unread=True):
+        with lifecycle.bookkeeping(savepoint=False, unread=True):
             ExecSlot.objects.filter(user_id="alice").delete()
             ExecSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now())
             ExecSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now())
@@ -247,7 +247,7 @@ def test_a_failure_halfway_through_an_execs_bookkeeping_undoes_what_it_wrote(tra
 
     # When the bookkeeping frees it and then fails before it commits
     def free_then_fail() -> None:
-        with lifecycle._bookkeeping(savepoint=False, unread=True):
+        with lifecycle.bookkeeping(savepoint=False, unread=True):
             ExecSlot.objects.filter(user_id="alice").delete()
             raise RuntimeError("the process failed here")
 

@@ -25,7 +25,7 @@ from tests.fixtures.items import exec_ok
 from workspace.items.sandboxes import lifecycle, local, runner
 from workspace.items.sandboxes.base import SandboxGone, SandboxUnavailable, final_result
 from workspace.items.sandboxes.boundary import configured_boundary
-from workspace.items.sandboxes.exec_agent import SOCKET_NAME, agent_listen, run_via_agent
+from workspace.items.sandboxes.exec_agent import AGENT_PROTOCOL, SOCKET_NAME, agent_listen, run_via_agent
 from workspace.items.sandboxes.isolation import PrlimitDriver
 from workspace.items.sandboxes.registry import backend_named
 
@@ -61,7 +61,7 @@ def test_a_command_runs_as_the_sandbox_uid_without_privileges_in_the_workspace(
         *sorted(["HOME", "LANG", "PATH", "PWD", "TERM", "TMPDIR", "WORKSPACE_SANDBOX_ID"]),
         "",
     ]
-    assert _state_of(item)["init"]["agent"] is agent
+    assert _state_of(item)["init"]["agent"] == (AGENT_PROTOCOL if agent else False)
 
 
 @pytest.mark.django_db
@@ -205,22 +205,28 @@ def test_an_agent_that_never_answers_is_given_up_at_the_time_limit(fake_agent):
     assert (result.exit_code, result.timed_out) == (137, True)
 
 
-def test_an_agent_naming_a_process_outside_its_sandbox_gets_nothing_killed(fake_agent):
+def test_an_agent_naming_a_process_outside_its_sandbox_gets_nothing_killed_nor_started(fake_agent):
     # Given a process of the host, and an agent that names its pid as the command's and then stalls
     bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
-        release = threading.Event()
+        heard: list[bytes] = []
+        listened = threading.Event()
 
         def lie(connection: socket.socket) -> None:
             connection.sendall(agent_frame(b"P", str(bystander.pid).encode()))
-            release.wait(10)
+            connection.settimeout(5)
+            heard.append(connection.recv(1))
+            listened.set()
 
         home = fake_agent(lie)
-        # When the command runs past its limit (the server kills the command's process group)
-        result = run_through(home, timeout=0.3, holder_pid=1)
-        release.set()
-        # Then the bystander, no child of the sandbox's holder, still runs
-        assert result.timed_out is True
+        # When a command runs through it
+        result = run_through(home, timeout=5, holder_pid=1)
+        listened.wait(5)
+        # Then the server gives no go-ahead (no child of the sandbox's holder has that pid) and ends
+        # the command as killed at once, and the bystander still runs
+        assert result.exit_code == 137
+        assert result.timed_out is False
+        assert heard == [b""]
         assert bystander.poll() is None
     finally:
         bystander.kill()
@@ -299,3 +305,41 @@ def test_an_agent_that_answers_before_reading_the_whole_command_is_heard(tmp_pat
     listener.close()
     # Then its answer is the result (exit 126 and why), not a sandbox counted as gone
     assert (result.exit_code, result.stderr) == (126, "cannot start the command: no room\n")
+
+
+def test_an_agent_of_the_first_protocol_is_not_sent_the_go_ahead(fake_agent, children):
+    # Given an agent of a sandbox opened before the go-ahead (it starts the command at once and
+    # takes anything the server sends as the server leaving)
+    def first_protocol(connection: socket.socket) -> None:
+        connection.sendall(agent_frame(b"P", str(children[0].pid).encode()))
+        connection.settimeout(0.3)
+        try:
+            if connection.recv(1):
+                return
+        except TimeoutError:
+            pass
+        connection.sendall(agent_frame(b"O", b"ran\n") + agent_frame(b"X", b"0"))
+
+    home = fake_agent(first_protocol)
+    # When a command runs through it as through such an agent
+    result = run_through(home, go_ahead=False)
+    # Then it ran and said so
+    assert (result.exit_code, result.stdout) == (0, "ran\n")
+
+
+def test_the_agent_starts_a_command_only_after_the_go_ahead(fake_agent, children):
+    # Given an agent that waits for the server's go-ahead before it starts the command
+    heard: list[bytes] = []
+
+    def second_protocol(connection: socket.socket) -> None:
+        connection.sendall(agent_frame(b"P", str(children[0].pid).encode()))
+        connection.settimeout(5)
+        heard.append(connection.recv(1))
+        connection.sendall(agent_frame(b"O", b"ran\n") + agent_frame(b"X", b"0"))
+
+    home = fake_agent(second_protocol)
+    # When a command runs through it
+    result = run_through(home)
+    # Then the server held the session (a child of the holder) and then said "G"
+    assert heard == [b"G"]
+    assert (result.exit_code, result.stdout) == (0, "ran\n")

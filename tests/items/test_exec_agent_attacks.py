@@ -13,7 +13,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -178,21 +178,14 @@ def dumpable_agent(monkeypatch) -> None:
     monkeypatch.setattr("workspace.items.sandboxes.exec_agent._PRCTL_SYSCALL", {})
 
 
-@pytest.fixture
-def children() -> Iterator[list[subprocess.Popen]]:
-    """Processes of this test process (so children of the holder a fake agent names: os.getpid())."""
-    started = [subprocess.Popen(["sleep", "30"], start_new_session=True) for _ in range(3)]
-    yield started
-    for process in started:
-        process.kill()
-        process.wait()
-
-
 def test_an_agent_naming_many_processes_gets_only_its_first_recorded(fake_agent, children):
     # Given an agent that names each of three processes as the command's, then says it exited
     def many(connection: socket.socket) -> None:
-        connection.sendall(b"".join(agent_frame(b"P", str(child.pid).encode()) for child in children))
-        connection.sendall(agent_frame(b"X", b"0"))
+        first, *others = (agent_frame(b"P", str(child.pid).encode()) for child in children)
+        connection.sendall(first)
+        connection.settimeout(5)
+        connection.recv(1)  # the go-ahead
+        connection.sendall(b"".join(others) + agent_frame(b"X", b"0"))
 
     home = fake_agent(many)
     recorded: list[int] = []

@@ -10,6 +10,9 @@
 #   server -> agent: 4-byte big-endian length, then "argc\0arg...\0envc\0KEY=value\0..."
 #   agent -> server: frames of 1 type byte, 4-byte big-endian length, data:
 #     P  the process-group id of this command (its session process, in the sandbox's pids)
+#   server -> agent: one byte "G" once the server holds a pidfd of that session; only then is the
+#     command started (a command that killed its session at once would otherwise leave the
+#     server nothing to kill its group through: its time limit would not hold)
 #     O  stdout bytes            E  stderr bytes
 #     X  the command's wait status (decimal), once it ended; the connection closes when its
 #        output pipes do. The server owns time limits and kills from the host.
@@ -54,6 +57,8 @@ sub session {
     setpgrp(0, 0);
     my ($argv, $env) = request($conn) or return;
     send_frame($conn, 'P', $$) or return;
+    my $go = read_exact($conn, 1);
+    return unless defined $go && $go eq 'G';
     pipe(my $out_r, my $out_w) or return failed($conn, "pipe: $!");
     pipe(my $err_r, my $err_w) or return failed($conn, "pipe: $!");
     my $child = fork;

@@ -39,6 +39,9 @@ from workspace.items.sandboxes.runner import (
 
 PERL = "/usr/bin/perl"
 SOCKET_NAME = "agent.sock"
+# The agent's protocol, recorded in a sandbox's state: 2 waits for the server's go-ahead ("G")
+# before it starts a command. Sandboxes opened before it (their state says `true`) do not.
+AGENT_PROTOCOL = 2
 AGENT_SOURCE = (Path(__file__).with_name("exec_agent.pl")).read_text()
 _HEADER = struct.Struct(">cI")
 # The longest frame the agent may send: its reads are 64 KiB; anything longer is not the agent.
@@ -120,6 +123,7 @@ def run_via_agent(
     on_exit: Callable[[int], None] | None = None,
     stopped: Callable[[], bool] | None = None,
     output_limit: int = OUTPUT_LIMIT_BYTES,
+    go_ahead: bool = True,
 ) -> Iterator[OutputChunk | ExecResult]:
     """`runner.run_streaming` through the sandbox's agent: each chunk of output as it arrives,
     then the ExecResult. Past `timeout`, once `stopped()` says so (asked every few ms), or when
@@ -142,6 +146,7 @@ def run_via_agent(
     session = _Session(connection, holder_pid=holder_pid, deadline=started + timeout)
     session.answer_by = started + ANSWER_SECONDS
     session.stopped = stopped
+    session.go_ahead = go_ahead
     out, err = Capture(output_limit, bytearray()), Capture(output_limit, bytearray())
     try:
         yield from session.relay({b"O": ("stdout", out), b"E": ("stderr", err)}, on_start=on_start)
@@ -178,6 +183,7 @@ class _Session:
         self.named = False
         self.stopped: Callable[[], bool] | None = None
         self.stopping_until: float | None = None
+        self.go_ahead = True  # the agent waits for "G" before it starts the command (AGENT_PROTOCOL)
 
     def exit_code(self) -> int:
         """As a shell reports it; a command whose session was killed (time limit, stop, close,
@@ -243,6 +249,11 @@ class _Session:
                     if kind == b"P" and not self.named:
                         self.named = True
                         self.leader, self.leader_fd = self._host_pid(data)
+                        # The session waits for the go-ahead before it starts the command, so
+                        # the pidfd is held before anything could kill the session; one not
+                        # found (killed by other sandbox code meanwhile) starts nothing.
+                        if self.go_ahead and not (self.leader and _send_go(self.connection)):
+                            return
                         if on_start and self.leader:
                             on_start(self.leader)
                     elif kind == b"X" and self.status is None and exited_at is None:
@@ -293,6 +304,14 @@ class _Session:
             os.close(handle)
             return 0, None
         return 0, None
+
+
+def _send_go(connection: socket.socket) -> bool:
+    try:
+        connection.sendall(b"G")
+    except OSError:
+        return False
+    return True
 
 
 def _number(data: bytes) -> int:

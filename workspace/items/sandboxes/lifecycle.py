@@ -131,9 +131,7 @@ def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
     # payer's expired sandboxes are shut down before their capacity goes to a new one, even
     # when no worker is there to reclaim them (docs/ARCHITECTURE.md §5). One the backend cannot confirm
     # closed refuses the open (503) rather than let more run than the limit.
-    for stale in ledger.open_rows_of_item(item.pk).filter(lease_expires_at__lte=clock.now()):
-        _shut_down(stale, reason=Reason.EXPIRED, strict=True)
-    for stale in ledger.expired_rows_of_payer(item.payer):
+    for stale in ledger.expired_rows_of_item_or_payer(item_id=item.pk, payer=item.payer):
         _shut_down(stale, reason=Reason.EXPIRED, strict=True)
     backend = default_backend()
     admission = before_sandbox_open(item=item, app=app, backend=backend.name)
@@ -150,14 +148,16 @@ def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
     except (SandboxUnavailable, OSError) as exc:
         ledger.activity_close(activity_id=activity.pk, reason=Reason.FAILED)
         raise _unavailable(exc) from exc
-    attached = ledger.activity_attach(
-        activity_id=activity.pk, backend_sandbox_id=opened.id, size=opened.spec, lease=get_config().sandbox.lease
-    )
+    # Bookkeeping too: the admission's row is what counts the sandbox, and a sandbox whose id a
+    # crash of the database server lost is one the ledger does not know, which reconciliation closes.
+    with bookkeeping(savepoint=False):
+        attached = ledger.activity_attach(
+            activity=activity, backend_sandbox_id=opened.id, size=opened.spec, lease=get_config().sandbox.lease
+        )
     if not attached:
         # Closed while it was opening (a person pressed close): honour the close.
         backend.close(opened.id)
         raise Conflict(error="sandbox_closed", detail="The sandbox was closed while it opened.")
-    activity.refresh_from_db()
     return activity, True
 
 
@@ -260,7 +260,7 @@ def sandbox_exec_streaming(
         # leaves a record that recovery finds exactly as before, and nothing half-written. A
         # refusal from `when_starting` (429) is caught by the caller: inside a caller's own
         # transaction this block is a savepoint, so the refusal leaves that transaction usable.
-        with _bookkeeping() as book:
+        with bookkeeping() as book:
             if when_starting is not None:
                 when_starting()
                 when_starting = None
@@ -315,7 +315,7 @@ def sandbox_exec_streaming(
         lives_on = result.reason != EndReason.SANDBOX_CLOSED
         # The record ends, the sandbox gets its fresh lease and the slot goes back in one commit
         # (on PostgreSQL in one round trip: nothing here reads a result).
-        with _bookkeeping(savepoint=False, unread=True):
+        with bookkeeping(savepoint=False, unread=True):
             running.exec_forget(exec_id)
             if lives_on:
                 ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
@@ -357,13 +357,15 @@ class _Bookkeeping:
 
 
 @contextmanager
-def _bookkeeping(*, savepoint: bool = True, unread: bool = False) -> Iterator[_Bookkeeping]:
+def bookkeeping(*, savepoint: bool = True, unread: bool = False) -> Iterator[_Bookkeeping]:
     """A transaction of an exec's own bookkeeping (the person's slot, the heartbeat, the command's
-    record). Run as a transaction of its own on PostgreSQL, it commits without waiting for the WAL
-    to reach the disk (`synchronous_commit` off for it alone): it stays atomic and ordered, and
-    what a crash of the database server could lose of it is what expiry recovers anyway (a slot
-    frees at its `expires_at`, a record at its `ends_by`, an older heartbeat only shortens the
-    lease). That saves an exec two disk flushes.
+    record, the backend's id of a sandbox just opened). Run as a transaction of its own on
+    PostgreSQL, it commits without waiting for the WAL to reach the disk (`synchronous_commit` off
+    for it alone): it stays atomic and ordered, and what a crash of the database server could lose
+    of it is what expiry and reconciliation recover anyway (a slot frees at its `expires_at`, a
+    record at its `ends_by`, an older heartbeat only shortens the lease, a sandbox whose id was
+    lost is one the ledger does not know). That saves a live exec two disk flushes, and an exec
+    that opens a sandbox four.
 
     It also saves round trips, which on PostgreSQL are most of an exec's database time: the
     BEGIN and the setting go together, and `unread` (no statement in the block reads a result,

@@ -36,7 +36,13 @@ from workspace.items.sandboxes.base import (
     final_result,
 )
 from workspace.items.sandboxes.boundary import SANDBOX_PATH, WORKSPACE_MOUNT, Boundary, untraversable_parent
-from workspace.items.sandboxes.exec_agent import AGENT_SOURCE, agent_argv, agent_listen, run_via_agent
+from workspace.items.sandboxes.exec_agent import (
+    AGENT_PROTOCOL,
+    AGENT_SOURCE,
+    agent_argv,
+    agent_listen,
+    run_via_agent,
+)
 from workspace.items.sandboxes.isolation import Confinement, IsolationDriver
 from workspace.items.sandboxes.runner import (
     MARKER_VARIABLE,
@@ -215,7 +221,7 @@ class LocalBackend:
             "pid": pid,
             "pidns": _pid_namespace(pid),
             "holder": holder[0] if holder else pid,
-            "agent": self.boundary.uses_agent,
+            "agent": AGENT_PROTOCOL if self.boundary.uses_agent else False,
         }
 
     def exec(self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = "") -> ExecResult:
@@ -255,6 +261,7 @@ class LocalBackend:
                 # A stop reaches the command through the session's pidfd too: sandbox code can
                 # rewrite the marker `stop` checks before it kills by pid.
                 stopped=lambda: bool(ended.exec_id) and (home / "stops" / ended.exec_id).exists(),
+                go_ahead=init["agent"] == AGENT_PROTOCOL,
                 **record,
             )
             return ended.explained(events, lambda: self.driver.oom_kills(confinement))

@@ -185,18 +185,32 @@ def _drain_until_exit(process: subprocess.Popen, captures: dict, deadline: float
 _PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2
 
 
+# How long a kill waits for the group's last process to be gone (SIGKILL takes effect when each
+# process next runs: microseconds, or longer on a loaded machine or in uninterruptible I/O).
+KILL_SETTLE_SECONDS = 1.0
+
+
 def kill_group_through(pidfd: int, pid: int) -> None:
     """SIGKILL to the process group led by the process `pidfd` holds (whose pid is `pid`): never
     to a group that has that pid number since. Before Linux 6.9, by number, and only while the
-    leader still runs (until then its pid is its own)."""
+    leader still runs (until then its pid is its own). Returns once no process of the group is
+    left (within KILL_SETTLE_SECONDS), so a command reported killed is not still running."""
     try:
         signal.pidfd_send_signal(pidfd, signal.SIGKILL, None, _PIDFD_SIGNAL_PROCESS_GROUP)
     except ProcessLookupError:
-        pass
+        return
     except OSError:
         if not exited(pidfd):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+        return
+    deadline = time.monotonic() + KILL_SETTLE_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            signal.pidfd_send_signal(pidfd, 0, None, _PIDFD_SIGNAL_PROCESS_GROUP)
+        except ProcessLookupError:
+            return
+        time.sleep(0.001)
 
 
 def exited(pidfd: int) -> bool:
