@@ -28,6 +28,7 @@ pytest_plugins = [
     "tests.fixtures.llm",
     "tests.fixtures.agent",
     "tests.fixtures.exec_agent",
+    "tests.fixtures.workers",
 ]
 
 

@@ -8,8 +8,6 @@ import http.client
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -17,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.live import REPO, Client, close_sandboxes, gunicorn, run_django, wait_for
+from bench.live import Client, close_sandboxes, gunicorn, run_django, wait_for
 from tests.production.conftest import USER, USER_PASSWORD
 
 pytestmark = pytest.mark.postgres
@@ -136,11 +134,12 @@ SLOW_STEP = f"until [ -e {RELEASE} ]; do sleep 0.2; done"
 CHAOS_CONFIG = '[sandbox]\nexec_timeout = "600s"\n'
 
 
-def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployment, tmp_path: Path) -> None:
+def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(
+    deployment, start_worker, worker_log: Path, tmp_path: Path
+) -> None:
     config = tmp_path / "chaos.toml"
     config.write_text(CHAOS_CONFIG)
     env = {**deployment, **CHAOS_ENV, "WORKSPACE_CONFIG": str(config)}
-    spawned: list[subprocess.Popen[bytes]] = []
     try:
         with gunicorn(env, tmp_path / "first.log", workers=2) as server:
             # Given bob's item with an hourly workflow that runs for a while, and a collection
@@ -157,15 +156,7 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployme
             workflow_id = workflow.json()["resource_id"]
 
             # And a second task worker beside the one gunicorn started, so an ingest runs beside the run
-            with (tmp_path / "second-worker.log").open("wb") as worker_log:
-                second_worker = subprocess.Popen(
-                    [sys.executable, "manage.py", "worker", "--interval", "1"],
-                    cwd=REPO,
-                    env=env,
-                    stdout=worker_log,
-                    stderr=subprocess.STDOUT,
-                )
-            spawned.append(second_worker)
+            second_worker = start_worker(env)
 
             # When the scheduled run is running
             _wait_for(lambda: [r["status"] for r in _state(env, workflow_id)["runs"]] == ["running"], "the run")
@@ -191,7 +182,7 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployme
                 _wait_for(mid_run_and_mid_ingest, "an ingest to run beside the run")
             except AssertionError as exc:
                 # What the deployment was doing, for whoever reads a failed run's log.
-                logs = {name: _tail(tmp_path / name) for name in ("first.log", "second-worker.log")}
+                logs = {path.name: _tail(path) for path in (tmp_path / "first.log", worker_log)}
                 raise AssertionError(f"{exc}; state {_state(env, workflow_id)}; logs {logs}") from None
 
             # ... and everything is killed at once: master, web workers and both task workers
@@ -244,8 +235,4 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(deployme
                 assert landed >= version, (resource_id, description, version)
             reader.close()
     finally:
-        for process in spawned:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
         close_sandboxes(env)

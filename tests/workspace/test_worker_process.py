@@ -5,15 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from bench.live import REPO, close_sandboxes, run_django, wait_for
+from bench.live import close_sandboxes, run_django, wait_for
 
 # A deadline for polling a subprocess, never an assertion about speed.
 DEADLINE_SECONDS = 60
@@ -94,35 +92,6 @@ def worker_env(tmp_path: Path) -> dict[str, str]:
         WORKSPACE_WORKER_HEARTBEAT_SECONDS="0.2",
     )
     return env
-
-
-@pytest.fixture
-def worker_log(tmp_path: Path) -> Path:
-    return tmp_path / "worker.log"
-
-
-@pytest.fixture
-def start_worker(worker_log: Path) -> Iterator[Callable[[dict[str, str]], subprocess.Popen[bytes]]]:
-    """Starts `manage.py worker --interval 1` with an environment; kills what is left at the end."""
-    processes: list[subprocess.Popen[bytes]] = []
-
-    def start(env: dict[str, str]) -> subprocess.Popen[bytes]:
-        with worker_log.open("wb") as sink:
-            process = subprocess.Popen(
-                [sys.executable, "manage.py", "worker", "--interval", "1"],
-                cwd=REPO,
-                env=env,
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-            )
-        processes.append(process)
-        return process
-
-    yield start
-    for process in processes:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
 
 
 def _wait_for(condition: Callable[[], bool], what: str) -> None:

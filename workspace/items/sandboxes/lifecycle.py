@@ -344,7 +344,9 @@ class _Bookkeeping:
         """Runs the block, then commits the transaction. On PostgreSQL the block's statements and
         the COMMIT go to the server in one round trip (psycopg's pipeline), so no statement in the
         block may read a result (a fetch, or the row count `update()` and `delete()` return):
-        the pipeline has none to give until the end. A failure anywhere rolls everything back."""
+        the pipeline has none to give until the end. A failure anywhere rolls everything back.
+        It must be the last thing its bookkeeping block does: what would follow it would run after
+        the COMMIT, in no transaction of the block's."""
         if self._connection is None:
             yield
             return
