@@ -23,6 +23,7 @@ from tests.fixtures.items import exec_ok
 from workspace.items.sandboxes.base import ExecResult, SandboxGone, final_result
 from workspace.items.sandboxes.exec_agent import agent_listen
 from workspace.items.sandboxes.registry import backend_named
+from workspace.items.sandboxes.runner import KILL_SETTLE_SECONDS
 
 # Run as the command of an exec: takes a copy of its session's connection to the server (the
 # session is its parent; pidfd_getfd needs only ptrace rights, which the same uid has), leaves a
@@ -371,3 +372,27 @@ def test_only_the_servers_user_may_connect_to_an_agent_whatever_its_umask(tmp_pa
     # Then no other local user may connect to it (connecting needs write permission on it), so
     # none can run commands in a sandbox whose id they learnt
     assert (home / "agent.sock").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_command_whose_group_never_empties_holds_the_server_one_kill_wait_past_its_limit(fake_agent, children):
+    # Given an agent that names a process of the sandbox as the command's and then stalls, the
+    # process's group never empty once killed (sandbox code keeps a zombie in it: a process of
+    # another group moves a child of its own into the command's group and never reaps it; here
+    # the named process itself, which the holder does not reap)
+    release = threading.Event()
+
+    def name_and_stall(connection: socket.socket) -> None:
+        connection.sendall(agent_frame(b"P", str(children[0].pid).encode()))
+        release.wait(10)
+
+    home = fake_agent(name_and_stall)
+    # When the command runs past its limit
+    began = time.monotonic()
+    result = run_through(home, timeout=0.3)
+    took = time.monotonic() - began
+    release.set()
+    # Then the exec ends timed out after one wait for the group to go (KILL_SETTLE_SECONDS), not
+    # one per kill: the limit, the kill's wait, and no second wait
+    assert (result.exit_code, result.timed_out) == (137, True)
+    assert children[0].wait(timeout=5) == -9
+    assert took < 0.3 + KILL_SETTLE_SECONDS + 0.6

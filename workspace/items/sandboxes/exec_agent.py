@@ -184,6 +184,7 @@ class _Session:
         self.stopped: Callable[[], bool] | None = None
         self.stopping_until: float | None = None
         self.go_ahead = True  # the agent waits for "G" before it starts the command (AGENT_PROTOCOL)
+        self.killed = False
 
     def exit_code(self) -> int:
         """As a shell reports it; a command whose session was killed (time limit, stop, close,
@@ -196,9 +197,13 @@ class _Session:
 
     def kill(self) -> None:
         """SIGKILL to the leader's process group, through its pidfd: never to a group that has
-        its pid number since (a host process's, another sandbox's)."""
+        its pid number since (a host process's, another sandbox's). Only the first kill waits for
+        the group to go: a group that does not empty (a process in uninterruptible sleep, a
+        zombie sandbox code keeps in it) holds the exec one KILL_SETTLE_SECONDS, not one per kill
+        (the time limit's, then its pipes' end)."""
         if self.leader_fd is not None:
-            kill_group_through(self.leader_fd, self.leader)
+            kill_group_through(self.leader_fd, self.leader, settle=not self.killed)
+            self.killed = True
 
     def forget_leader(self) -> None:
         if self.leader_fd is not None:

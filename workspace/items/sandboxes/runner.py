@@ -190,11 +190,12 @@ _PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2
 KILL_SETTLE_SECONDS = 1.0
 
 
-def kill_group_through(pidfd: int, pid: int) -> None:
+def kill_group_through(pidfd: int, pid: int, *, settle: bool = True) -> None:
     """SIGKILL to the process group led by the process `pidfd` holds (whose pid is `pid`): never
     to a group that has that pid number since. Before Linux 6.9, by number, and only while the
-    leader still runs (until then its pid is its own). Returns once no process of the group is
-    left (within KILL_SETTLE_SECONDS), so a command reported killed is not still running."""
+    leader still runs (until then its pid is its own). With `settle`, returns once no process of
+    the group is left (within KILL_SETTLE_SECONDS), so a command reported killed is not still
+    running; a caller killing the same group again has waited already."""
     try:
         signal.pidfd_send_signal(pidfd, signal.SIGKILL, None, _PIDFD_SIGNAL_PROCESS_GROUP)
     except ProcessLookupError:
@@ -203,6 +204,8 @@ def kill_group_through(pidfd: int, pid: int) -> None:
         if not exited(pidfd):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+        return
+    if not settle:
         return
     deadline = time.monotonic() + KILL_SETTLE_SECONDS
     while time.monotonic() < deadline:
