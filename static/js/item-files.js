@@ -10,6 +10,9 @@
     if (!rename.matches || !rename.matches("details.ws-rename") || !rename.open) return;
     card.querySelectorAll("details.ws-rename[open]").forEach((other) => { if (other !== rename) other.open = false; });
     const input = rename.querySelector("input:not([type=hidden])");
+    /* The toggle event comes a moment after the box opened: someone already typing there keeps
+       what they typed and where their cursor is. */
+    if (document.activeElement === input || input.value !== input.defaultValue) return;
     input.focus();
     if (input.name !== "target") { input.select(); return; }
     const path = input.value;

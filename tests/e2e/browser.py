@@ -85,3 +85,16 @@ def assert_every_action_on_screen(page: Any) -> None:
     hidden = off_screen(page)
     assert not hidden, f"{page.url} at {page.viewport_size['width']}px hides sideways: {hidden}"
     assert_no_sideways_scroll(page)
+
+
+def open_file_box(row: Any, name: str) -> Any:
+    """Opens a file row's Rename or Shrink box and returns its field once the page has put the
+    cursor in it. The page does that on the box's toggle event, a moment after the click (later
+    on a loaded machine): text typed before then could land in the part of the name the page
+    then selects ("b.txt" over the "a" of "a.txt" gives "b.txt.txt")."""
+    from playwright.sync_api import expect
+
+    row.locator("summary", has_text=name).click()
+    field = row.locator("details[open] input:not([type=hidden])").first
+    expect(field).to_be_focused()
+    return field

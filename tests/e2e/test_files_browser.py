@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
+from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, open_file_box, screenshot
 from workspace.items.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,10 +28,10 @@ def test_files_are_renamed_foldered_and_deleted_from_the_item_page(page_as, make
     page.goto(f"/a/notebook/items/{item.pk}")
     assert_no_sideways_scroll(page)
     # When he opens Rename on draft.txt
-    _row(page, "draft.txt").get_by_text("Rename").click()
-    # Then the name is ready to type over, and the page is still readable and within the screen
-    rename = _row(page, "draft.txt").get_by_label("New path for draft.txt")
-    assert rename.evaluate("input => input === document.activeElement")
+    rename = open_file_box(_row(page, "draft.txt"), "Rename")
+    # Then the name is ready to type over (its field has the focus), and the page is still
+    # readable and within the screen
+    assert rename.input_value() == "draft.txt"
     assert_no_sideways_scroll(page)
     assert_accessible(page)
     screenshot(page, "files-rename-open")
@@ -82,7 +82,7 @@ def test_a_refused_rename_keeps_the_typed_name_in_the_open_box(page_as, make_not
     page = page_as("bob", viewport=viewport)
     page.goto(f"/a/notebook/items/{item.pk}")
     # When he renames a.txt to b.txt
-    _row(page, "a.txt").get_by_text("Rename").click()
+    open_file_box(_row(page, "a.txt"), "Rename")
     _row(page, "a.txt").get_by_label("New path for a.txt").fill("b.txt")
     _row(page, "a.txt").get_by_role("button", name="Save").click()
     # Then the refusal says b.txt exists, and the box is still open holding b.txt
@@ -143,7 +143,7 @@ def test_folders_open_one_at_a_time_and_lead_back_up(page_as, make_notebook, vie
     assert_accessible(page)
     screenshot(page, "files-folder-open")
     # When he renames a.csv there / Then he stays in data/raw
-    _row(page, "data/raw/a.csv").get_by_text("Rename").click()
+    open_file_box(_row(page, "data/raw/a.csv"), "Rename")
     _row(page, "data/raw/a.csv").get_by_label("New path for data/raw/a.csv").fill("data/raw/c.csv")
     _row(page, "data/raw/a.csv").get_by_role("button", name="Save").click()
     _row(page, "data/raw/c.csv").wait_for()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from collab.actor import Actor
-from tests.e2e.browser import assert_accessible, assert_every_action_on_screen, screenshot
+from tests.e2e.browser import assert_accessible, assert_every_action_on_screen, open_file_box, screenshot
 from workspace.items import services
 from workspace.items.filestore import workspace_dir
 from workspace.items.models import Item
@@ -54,7 +54,7 @@ def test_the_payer_frees_disk_in_an_item_she_did_not_create(page_as, alices_note
     screenshot(page, "payer-item")
     # When she opens the logs folder and shrinks run.log to nothing, agreeing when asked
     _row(page, "logs").get_by_role("link", name="logs/").click()
-    _row(page, "logs/run.log").locator("summary", has_text="Shrink").click()
+    open_file_box(_row(page, "logs/run.log"), "Shrink")
     page.once("dialog", lambda dialog: dialog.accept())
     _row(page, "logs/run.log").get_by_role("button", name="Shrink", exact=True).click()
     # Then the page says so and she is still in the folder

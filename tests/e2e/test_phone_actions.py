@@ -9,7 +9,7 @@ import pytest
 
 from collab import tokens
 from collab.actor import Actor
-from tests.e2e.browser import PHONE, assert_accessible, assert_every_action_on_screen, screenshot
+from tests.e2e.browser import PHONE, assert_accessible, assert_every_action_on_screen, open_file_box, screenshot
 from workspace.items import services
 from workspace.items.access import app_or_404
 
@@ -76,7 +76,7 @@ def test_the_payers_item_page_fits_a_phone(page_as, carols_week):
     page = page_as("carol", viewport=PHONE)
     # When carol opens it on her phone and opens Shrink on its log
     page.goto(f"/a/notebook/items/{paid.pk}")
-    page.locator("[data-testid=file-row][data-path='big.log']").locator("summary", has_text="Shrink").click()
+    open_file_box(page.locator("[data-testid=file-row][data-path='big.log']"), "Shrink")
     # Then its sandbox, files, Shrink, Delete and Hand back are all on screen
     assert_every_action_on_screen(page)
     assert_accessible(page)

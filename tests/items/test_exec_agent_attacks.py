@@ -23,7 +23,7 @@ from tests.fixtures.items import exec_ok
 from workspace.items.sandboxes.base import ExecResult, SandboxGone, final_result
 from workspace.items.sandboxes.exec_agent import agent_listen
 from workspace.items.sandboxes.registry import backend_named
-from workspace.items.sandboxes.runner import KILL_SETTLE_SECONDS
+from workspace.items.sandboxes.runner import kill_group_through
 
 # Run as the command of an exec: takes a copy of its session's connection to the server (the
 # session is its parent; pidfd_getfd needs only ptrace rights, which the same uid has), leaves a
@@ -243,17 +243,13 @@ def test_an_agent_that_is_only_slow_is_waited_for_until_the_time_limit(monkeypat
     assert (result.exit_code, result.timed_out) == (137, True)
 
 
-def test_an_agent_whose_named_process_is_gone_cannot_make_the_time_limit_kill_the_pids_next_owner(fake_agent):
+def test_an_agent_whose_named_process_is_gone_cannot_make_the_time_limit_kill_the_pids_next_owner(
+    stalling_agent,
+):
     # Given an agent that names a real child of the holder, which ends (its group with it) at
     # once, and whose pid a host process group leader gets next
     named = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    release = threading.Event()
-
-    def name_and_stall(connection: socket.socket) -> None:
-        connection.sendall(agent_frame(b"P", str(named.pid).encode()))
-        release.wait(10)
-
-    home = fake_agent(name_and_stall)
+    home = stalling_agent(named.pid)
     bystanders: list[subprocess.Popen] = []
 
     def swap(pid: int) -> None:
@@ -264,7 +260,6 @@ def test_an_agent_whose_named_process_is_gone_cannot_make_the_time_limit_kill_th
     # When the command runs past its limit (the server kills the named process's group)
     try:
         result = run_through(home, timeout=0.5, on_start=swap)
-        release.set()
         # Then the process that has the pid since still runs
         (bystander,) = bystanders
         assert result.timed_out is True
@@ -275,15 +270,9 @@ def test_an_agent_whose_named_process_is_gone_cannot_make_the_time_limit_kill_th
             process.wait()
 
 
-def test_a_stop_reaches_the_command_through_its_session(fake_agent, children):
+def test_a_stop_reaches_the_command_through_its_session(stalling_agent, children):
     # Given an agent that names a process of the sandbox as the command's, then stalls
-    release = threading.Event()
-
-    def name_and_stall(connection: socket.socket) -> None:
-        connection.sendall(agent_frame(b"P", str(children[0].pid).encode()))
-        release.wait(10)
-
-    home = fake_agent(name_and_stall)
+    home = stalling_agent(children[0].pid)
     asked: list[float] = []
 
     def stopped() -> bool:
@@ -293,7 +282,6 @@ def test_a_stop_reaches_the_command_through_its_session(fake_agent, children):
     # When someone stops it while its limit is far off
     began = time.monotonic()
     result = run_through(home, timeout=30, stopped=stopped)
-    release.set()
     # Then its process group is killed at once and the exec ends, not timed out
     assert children[0].wait(timeout=5) == -9
     assert time.monotonic() - began < 5
@@ -374,25 +362,26 @@ def test_only_the_servers_user_may_connect_to_an_agent_whatever_its_umask(tmp_pa
     assert (home / "agent.sock").stat().st_mode & 0o777 == 0o600
 
 
-def test_a_command_whose_group_never_empties_holds_the_server_one_kill_wait_past_its_limit(fake_agent, children):
+def test_a_command_whose_group_never_empties_holds_the_server_one_kill_wait_past_its_limit(
+    monkeypatch, stalling_agent, children
+):
     # Given an agent that names a process of the sandbox as the command's and then stalls, the
     # process's group never empty once killed (sandbox code keeps a zombie in it: a process of
     # another group moves a child of its own into the command's group and never reaps it; here
     # the named process itself, which the holder does not reap)
-    release = threading.Event()
+    home = stalling_agent(children[0].pid)
+    kills: list[bool] = []
 
-    def name_and_stall(connection: socket.socket) -> None:
-        connection.sendall(agent_frame(b"P", str(children[0].pid).encode()))
-        release.wait(10)
+    def counted(pidfd: int, pid: int, *, settle: bool = True) -> None:
+        kills.append(settle)
+        kill_group_through(pidfd, pid, settle=settle)
 
-    home = fake_agent(name_and_stall)
+    monkeypatch.setattr("workspace.items.sandboxes.exec_agent.kill_group_through", counted)
     # When the command runs past its limit
-    began = time.monotonic()
     result = run_through(home, timeout=0.3)
-    took = time.monotonic() - began
-    release.set()
-    # Then the exec ends timed out after one wait for the group to go (KILL_SETTLE_SECONDS), not
-    # one per kill: the limit, the kill's wait, and no second wait
+    # Then the exec ends timed out, its group killed more than once (the limit, then its pipes'
+    # end) but waited for once (KILL_SETTLE_SECONDS), not once per kill
     assert (result.exit_code, result.timed_out) == (137, True)
     assert children[0].wait(timeout=5) == -9
-    assert took < 0.3 + KILL_SETTLE_SECONDS + 0.6
+    assert len(kills) > 1
+    assert kills.count(True) == 1

@@ -70,6 +70,32 @@ def test_an_open_takes_the_warm_skeleton_and_gives_it_the_items_uid_and_limits(w
     assert exec_ok(api, item, "cat note.txt")["stdout"] == "hi\n"
 
 
+def _host_ids(pid: int) -> dict[str, list[str]]:
+    """A process's ids and capabilities as the host sees them (/proc/<pid>/status)."""
+    wanted = ("Uid", "Gid", "Groups", "CapInh", "CapPrm", "CapEff", "CapAmb")
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {key: value.split() for key, _, value in (line.partition(":") for line in lines) if key in wanted}
+
+
+def test_a_sandbox_opened_from_a_skeleton_holds_no_id_no_group_and_no_capability_of_root(
+    warm_backend, api_client_for, make_item
+):
+    # Given a warm skeleton, whose waiter runs as root
+    (skeleton,) = warm_backend.warm._ready
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    # When carol's first command opens her sandbox from it
+    exec_ok(api, item, "true")
+    # Then the sandbox's first process and its agent have the item's uid as their real,
+    # effective, saved and filesystem uid and gid, no other group, and no capability on the host
+    uid = str(configured_boundary().uid_for(str(item.pk)))
+    init = warm_backend._state(skeleton.sandbox_id)["init"]
+    for pid in (init["pid"], init["holder"]):
+        ids = _host_ids(pid)
+        assert ids["Uid"] == ids["Gid"] == [uid] * 4
+        assert set(ids["Groups"]) <= {uid}
+        assert {ids[caps][0] for caps in ("CapInh", "CapPrm", "CapEff", "CapAmb")} == {"0000000000000000"}
+
+
 def test_a_skeleton_whose_waiter_died_is_not_used(warm_backend, api_client_for, make_item):
     # Given a warm skeleton whose waiting process was killed
     (skeleton,) = warm_backend.warm._ready
