@@ -24,6 +24,7 @@ pytestmark = pytest.mark.postgres
 DEADLINE_SECONDS = 120
 WRITERS = 4
 DOCUMENTS = 6
+MAX_DOCUMENTS = 40
 
 # Quick rhythms, so the restarted worker notices the dead one within seconds.
 CHAOS_ENV = {
@@ -163,20 +164,30 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(
             # ... documents are uploaded and crudgen writes pour in
             burst = Burst(server.port)
             burst.start()
-            uploaded = []
-            for number in range(DOCUMENTS):
-                body, content_type = _multipart(f"doc{number}.txt", _document(number))
+            uploaded: list[str] = []
+
+            def upload() -> None:
+                body, content_type = _multipart(f"doc{len(uploaded)}.txt", _document(len(uploaded)))
                 answer = client.request(
                     "POST", f"/kb/collections/{collection_id}/documents", body, {"Content-Type": content_type}, raw=True
                 )
                 assert answer.status == 202, answer.body
                 uploaded.append(answer.json()["id"])
 
+            for _ in range(DOCUMENTS):
+                upload()
+
             def mid_run_and_mid_ingest() -> bool:
                 state = _state(env, workflow_id)
-                return [r["status"] for r in state["runs"]] == ["running"] and any(
+                if [r["status"] for r in state["runs"]] == ["running"] and any(
                     path.endswith("ingest_document_task") for path in state["running"]
-                )
+                ):
+                    return True
+                # Every upload so far was ingested between two looks (a fast machine): one more
+                # keeps the worker ingesting, so a look catches it mid-way.
+                if all(d["status"] != "pending" for d in state["documents"]) and len(uploaded) < MAX_DOCUMENTS:
+                    upload()
+                return False
 
             try:
                 _wait_for(mid_run_and_mid_ingest, "an ingest to run beside the run")
