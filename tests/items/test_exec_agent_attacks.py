@@ -176,7 +176,7 @@ def dumpable_agent(monkeypatch) -> None:
     """The agent as on a machine whose prctl number the server does not know: it stays dumpable,
     so sandbox code can trace it and its sessions. The attacks below need that; the server's own
     defences must hold without the agent's."""
-    monkeypatch.setattr("workspace.items.sandboxes.exec_agent._PRCTL_SYSCALL", {})
+    monkeypatch.setattr("workspace.items.sandboxes.exec_agent._SYSCALLS", {})
 
 
 def test_an_agent_naming_many_processes_gets_only_its_first_recorded(fake_agent, children):

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import signal
 from pathlib import Path
 
 import pytest
 
+from quotas.models import SandboxActivity
 from tests.fixtures.items import exec_ok
+from workspace.items.sandboxes import exec_agent
 from workspace.items.sandboxes.boundary import configured_boundary
 from workspace.items.sandboxes.registry import backend_named, local_sandboxes_release
 from workspace.items.sandboxes.warm import SKELETON_FILE, Skeleton, make_skeleton, sweep_orphans
@@ -80,8 +83,10 @@ def _host_ids(pid: int) -> dict[str, list[str]]:
 def test_a_sandbox_opened_from_a_skeleton_holds_no_id_no_group_and_no_capability_of_root(
     warm_backend, api_client_for, make_item
 ):
-    # Given a warm skeleton, whose waiter runs as root
+    # Given a warm skeleton, whose waiter runs as root and drops to the uid itself (this machine's
+    # syscall numbers are known)
     (skeleton,) = warm_backend.warm._ready
+    assert skeleton.drops_uid == (platform.machine() in exec_agent._SYSCALLS)
     api, item = api_client_for("carol"), make_item(created_by="carol")
     # When carol's first command opens her sandbox from it
     exec_ok(api, item, "true")
@@ -94,6 +99,66 @@ def test_a_sandbox_opened_from_a_skeleton_holds_no_id_no_group_and_no_capability
         assert ids["Uid"] == ids["Gid"] == [uid] * 4
         assert set(ids["Groups"]) <= {uid}
         assert {ids[caps][0] for caps in ("CapInh", "CapPrm", "CapEff", "CapAmb")} == {"0000000000000000"}
+
+
+def test_on_a_machine_whose_syscall_numbers_are_unknown_the_init_drops_through_setpriv(
+    settings, monkeypatch, api_client_for, make_item
+):
+    # Given a warm skeleton made where the server knows no syscall numbers (its waiter cannot drop)
+    monkeypatch.setattr("workspace.items.sandboxes.exec_agent._SYSCALLS", {})
+    settings.WORKSPACE_SANDBOX_WARM = 1
+    backend = backend_named("local")
+    backend.warm.fill()
+    (skeleton,) = backend.warm._ready
+    assert not skeleton.drops_uid
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    # When carol's first command opens her sandbox from it
+    body = exec_ok(api, item, "id -u")
+    # Then it ran in the skeleton, and its processes hold the item's uid and nothing of root
+    assert body["sandbox_id"] == skeleton.sandbox_id
+    uid = str(configured_boundary().uid_for(str(item.pk)))
+    assert body["stdout"] == f"{uid}\n"
+    init = backend._state(skeleton.sandbox_id)["init"]
+    for pid in (init["pid"], init["holder"]):
+        ids = _host_ids(pid)
+        assert ids["Uid"] == ids["Gid"] == [uid] * 4
+        assert {ids[caps][0] for caps in ("CapInh", "CapPrm", "CapEff", "CapAmb")} == {"0000000000000000"}
+
+
+# A syscall that succeeds and changes nothing, by machine: a wrong number in the server's table.
+_SCHED_YIELD = {"x86_64": 24, "aarch64": 124, "riscv64": 124}
+
+
+@pytest.mark.parametrize(
+    ("wrong", "said"),
+    [
+        ({"setresuid": 99999}, "setresuid: Function not implemented"),
+        ({"setresuid": _SCHED_YIELD.get(platform.machine(), 24)}, "an id, group or capability of root is left"),
+    ],
+    ids=["a number the kernel does not have", "a number of another syscall that succeeds"],
+)
+def test_a_waiter_that_could_not_drop_to_the_uid_starts_nothing_and_says_why(
+    settings, monkeypatch, api_client_for, make_item, caplog, wrong, said
+):
+    # Given a warm skeleton whose table of syscall numbers is wrong for setresuid
+    known = exec_agent._SYSCALLS.get(platform.machine())
+    if known is None:
+        pytest.fail(f"no syscall numbers for {platform.machine()}: this test needs them")
+    monkeypatch.setitem(exec_agent._SYSCALLS, platform.machine(), {**known, **wrong})
+    settings.WORKSPACE_SANDBOX_WARM = 1
+    backend = backend_named("local")
+    backend.warm.fill()
+    (skeleton,) = backend.warm._ready
+    api, item = api_client_for("carol"), make_item(created_by="carol")
+    # When carol's first command would open her sandbox from it
+    response = api.post(f"/a/notebook/items/{item.pk}/exec", {"command": ["id", "-u"]}, format="json")
+    # Then nothing ran (503, no sandbox counted), the log says why, and the skeleton is gone
+    assert response.status_code == 503
+    assert response.json()["error"] == "sandbox_host_unavailable"
+    assert SandboxActivity.current.filter(item_id=item.pk).count() == 0
+    assert f"could not drop to its uid: {said}" in caplog.text
+    assert skeleton.process.poll() is not None
+    assert not any(Path(group).exists() for group in skeleton.confinement.groups)
 
 
 def test_a_skeleton_whose_waiter_died_is_not_used(warm_backend, api_client_for, make_item):

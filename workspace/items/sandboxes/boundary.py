@@ -95,7 +95,8 @@ class Boundary:
     ) -> list[str]:
         """The argv that creates the namespaces and holds them open until the sandbox closes:
         `holder` (the exec agent, which prints the ready line itself), else a shell that prints
-        it and sleeps."""
+        it and sleeps. With a `uid` it drops to it first (`setpriv`); None where the process that
+        execs it dropped already (a warm sandbox's waiter) or cannot switch uid."""
         drop = []
         if uid is not None:
             drop = ["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all", "--"]

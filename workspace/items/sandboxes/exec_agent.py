@@ -52,8 +52,21 @@ _CONNECT_SECONDS = 5.0
 # exec would run to its limit. One merely slow (a sandbox at its cpu or memory limit) is waited for.
 ANSWER_SECONDS = 1.0
 _BACKLOG = 64
-# prctl's syscall number, by machine: the agent makes itself non-dumpable with it.
-_PRCTL_SYSCALL = {"x86_64": 157, "aarch64": 167, "riscv64": 167}
+# Syscall numbers by machine (the kernel's unistd tables; aarch64 and riscv64 share the generic
+# one): perl calls what it has no built-in for by number. The agent makes itself non-dumpable with
+# prctl; a warm sandbox's waiter drops to the sandbox's uid with the other four.
+_GENERIC_SYSCALLS = {"prctl": 167, "setgroups": 159, "setresgid": 149, "setresuid": 147, "capset": 91}
+_SYSCALLS = {
+    "x86_64": {"prctl": 157, "setgroups": 116, "setresgid": 119, "setresuid": 117, "capset": 126},
+    "aarch64": _GENERIC_SYSCALLS,
+    "riscv64": _GENERIC_SYSCALLS,
+}
+
+
+def syscall_numbers(*names: str) -> list[int] | None:
+    """This machine's numbers of the syscalls `names`, or None where they are not known here."""
+    known = _SYSCALLS.get(platform.machine())
+    return [known[name] for name in names] if known else None
 
 
 def agent_available() -> bool:
@@ -65,7 +78,8 @@ def agent_argv(listen_fd: int) -> list[str]:
     (AGENT_SOURCE) from its stdin, told its socket's fd and this machine's prctl syscall number
     (0 where unknown: the agent then stays dumpable). Not `-e`: the program would fill every `ps`
     line of the sandbox."""
-    return [PERL, "-", str(listen_fd), str(_PRCTL_SYSCALL.get(platform.machine(), 0))]
+    (prctl,) = syscall_numbers("prctl") or [0]
+    return [PERL, "-", str(listen_fd), str(prctl)]
 
 
 def agent_listen(home: Path) -> socket.socket:

@@ -166,8 +166,12 @@ class LocalBackend:
             )
         if skeleton:
             holder = agent_argv(skeleton.listen_fd)
-            argv = self.boundary.init_argv(workspace=directory, info_fd=skeleton.info_fd, uid=uid, holder=holder)
-            skeleton.start(argv, then=AGENT_SOURCE)
+            # Where the waiter drops to the uid itself, the init's argv does not (no `setpriv`).
+            drops_uid = uid is not None and skeleton.drops_uid
+            argv = self.boundary.init_argv(
+                workspace=directory, info_fd=skeleton.info_fd, uid=None if drops_uid else uid, holder=holder
+            )
+            skeleton.start(argv, uid=uid if drops_uid else None, then=AGENT_SOURCE)
             return self._await_init(sandbox_id, skeleton.process, skeleton.info_read)
         info_read, info_write = os.pipe()
         listener = agent_listen(home) if self.boundary.uses_agent else None

@@ -5,8 +5,9 @@ period whenever no other move happened just before; on the machines measured tha
 more than half of opening a sandbox. A warm skeleton pays it in the background: its cgroups are
 made, its state directory, its agent's listening socket and bubblewrap's info pipe too, and a
 small root process (the waiter) sits inside the cgroups reading its stdin. Opening a sandbox
-takes one, writes the limits, then hands the waiter the init's argv (the uid and the workspace
-are only known then) and the agent's program; the waiter execs it, already in place.
+takes one, writes the limits, then hands the waiter the sandbox's uid, the init's argv (the uid
+and the workspace are only known then) and the agent's program; the waiter drops to the uid and
+execs the init, already in place.
 
 A skeleton is its server process's own (the waiter's stdin is a pipe only that process holds):
 when the process ends the waiter reads EOF and exits, and the next process to fill a pool
@@ -31,19 +32,23 @@ from pathlib import Path
 
 from quotas.values import SandboxSize
 from workspace.items.sandboxes.boundary import SANDBOX_PATH
-from workspace.items.sandboxes.exec_agent import PERL, agent_listen
+from workspace.items.sandboxes.exec_agent import PERL, agent_listen, syscall_numbers
 from workspace.items.sandboxes.isolation import Confinement, IsolationDriver
 from workspace.items.sandboxes.runner import MARKER_VARIABLE
 
 logger = logging.getLogger(__name__)
 
 SKELETON_FILE = "warm.json"
-# The waiter: reads a length-prefixed, NUL-separated argv from stdin (unbuffered, so what follows
-# stays for the agent), then execs it. EOF first means its server process is gone: it then takes
-# the skeleton away itself (out of its cgroups to their hierarchy's root, the groups and the state
-# directory removed), since the directory that would let another process find it may be gone too.
+# The waiter: reads a length-prefixed, NUL-separated list from stdin (unbuffered, so what follows
+# stays for the agent): the uid, then the init's argv. It drops to the uid (no `setpriv` exec:
+# about a millisecond of the open) by the syscall numbers it was started with, checks in
+# /proc/self/status that no id, group or capability of root is left, and execs the argv. An empty
+# uid means the argv drops itself (a machine whose numbers the server does not know). EOF first
+# means its server process is gone: it then takes the skeleton away itself (out of its cgroups to
+# their hierarchy's root, the groups and the state directory removed), since the directory that
+# would let another process find it may be gone too.
 _WAITER = r"""
-my ($home, @groups) = @ARGV;
+my ($home, $numbers, @groups) = @ARGV;
 sub gone {
     for my $group (@groups) {
         (my $root = $group) =~ s{/[^/]+/[^/]+$}{};
@@ -55,11 +60,29 @@ sub gone {
     rmdir $home;
     exit 0;
 }
+sub refuse { print "the sandbox could not drop to its uid: $_[0]\n"; exit 126 }
 my ($h, $a) = ('', '');
 while (length($h) < 4) { sysread(STDIN, $h, 4 - length($h), length($h)) or gone() }
 my $n = unpack('N', $h);
 while (length($a) < $n) { sysread(STDIN, $a, $n - length($a), length($a)) or gone() }
-my @argv = split /\0/, $a, -1;
+my ($uid, @argv) = split /\0/, $a, -1;
+if (length $uid) {
+    $uid =~ /^[1-9][0-9]*$/ && $numbers =~ /^\d+,\d+,\d+,\d+$/ or refuse('no uid or no syscall numbers');
+    # Numbers, not strings: perl's syscall passes a string as a pointer.
+    my ($setgroups, $setresgid, $setresuid, $capset) = map { $_ + 0 } split /,/, $numbers;
+    my ($id, $none) = ($uid + 0, 0);  # variables: perl's syscall refuses read-only constants
+    syscall($setgroups, $none, $none) == 0 or refuse("setgroups: $!");
+    syscall($setresgid, $id, $id, $id) == 0 or refuse("setresgid: $!");
+    syscall($setresuid, $id, $id, $id) == 0 or refuse("setresuid: $!");
+    # The inheritable set too, as `setpriv --inh-caps=-all` (version 3 header, both halves empty).
+    my ($header, $sets) = (pack('LL', 0x20080522, 0), pack('L6', (0) x 6));
+    syscall($capset, $header, $sets) == 0 or refuse("capset: $!");
+    open(my $status, '<', '/proc/self/status') or refuse("/proc/self/status: $!");
+    my $said = do { local $/; <$status> };
+    $said =~ /^Uid:\t$uid\t$uid\t$uid\t$uid$/m && $said =~ /^Gid:\t$uid\t$uid\t$uid\t$uid$/m
+        && $said =~ /^Groups:[ \t]*$/m && $said !~ /^Cap(?:Inh|Prm|Eff|Amb):\t0*[1-9a-f]/m
+        or refuse('an id, group or capability of root is left');
+}
 exec { $argv[0] } @argv;
 exit 127;
 """
@@ -76,10 +99,15 @@ class Skeleton:
     info_read: int
     info_fd: int
     listen_fd: int
+    # The waiter knows this machine's syscall numbers: it drops to the sandbox's uid itself.
+    drops_uid: bool
 
-    def start(self, argv: list[str], then: str) -> None:
-        """Hands the waiter the init's argv, then `then` (the agent's program), and EOF."""
-        body = "\0".join(argv).encode()
+    def start(self, argv: list[str], *, uid: int | None, then: str) -> None:
+        """Hands the waiter the uid to drop to (None: `argv` drops itself, or runs as this
+        process), the init's argv, then `then` (the agent's program), and EOF."""
+        if uid is not None and not self.drops_uid:
+            raise ValueError("this skeleton's waiter cannot drop to a uid")
+        body = "\0".join(["" if uid is None else str(uid), *argv]).encode()
         assert self.process.stdin is not None
         with contextlib.suppress(BrokenPipeError):
             self.process.stdin.write(struct.pack(">I", len(body)) + body + then.encode())
@@ -178,9 +206,10 @@ def make_skeleton(state_dir: Path, driver: IsolationDriver) -> Skeleton | None:
     (home / SKELETON_FILE).write_text(json.dumps({"owner": _this_process(), "confinement": confinement.as_dict()}))
     info_read, info_write = os.pipe()
     listener = agent_listen(home)
+    numbers = syscall_numbers("setgroups", "setresgid", "setresuid", "capset")
     try:
         process = subprocess.Popen(
-            confinement.wrap([PERL, "-e", _WAITER, str(home), *confinement.groups]),
+            confinement.wrap([PERL, "-e", _WAITER, str(home), ",".join(map(str, numbers or [])), *confinement.groups]),
             cwd="/",
             env={"PATH": SANDBOX_PATH, MARKER_VARIABLE: sandbox_id},
             pass_fds=(info_write, listener.fileno()),
@@ -189,7 +218,9 @@ def make_skeleton(state_dir: Path, driver: IsolationDriver) -> Skeleton | None:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        return Skeleton(sandbox_id, home, confinement, process, info_read, info_write, listener.fileno())
+        return Skeleton(
+            sandbox_id, home, confinement, process, info_read, info_write, listener.fileno(), drops_uid=bool(numbers)
+        )
     except OSError:
         os.close(info_read)
         driver.destroy(confinement)
