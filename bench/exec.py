@@ -68,11 +68,11 @@ class _OpenPhases:
         from workspace.items.sandboxes import lifecycle, local
 
         self.targets = [
-            (lifecycle, "_open", "opening, all of it (the rest is the exec)"),
+            (lifecycle, "_open_unattached", "opening, all of it (the rest is the exec)"),
             (lifecycle, "before_sandbox_open", "  admission (quota check, the ledger's row)"),
             (local.LocalBackend, "open", "  the backend's open"),
             (local.LocalBackend, "_start_init", "    bubblewrap init started until ready"),
-            (lifecycle.ledger, "activity_attach", "  the ledger learns the sandbox's id"),
+            (lifecycle.ledger, "activity_attach", "the ledger learns its id (in the exec's first write)"),
         ]
         self.spent: dict[str, list[float]] = {label: [] for _, _, label in self.targets}
         self.saved: list[tuple[object, str, object]] = []

@@ -87,9 +87,12 @@ def opening_lease(lease: timedelta) -> timedelta:
     return min(lease, OPENING_LEASE)
 
 
-def activity_attach(*, activity: SandboxActivity, backend_sandbox_id: str, size: SandboxSize, lease: timedelta) -> bool:
-    """Stores the backend's id and the size it actually enforces, and starts the full lease; the
-    same values land on `activity`, so the caller holds the row as stored without reading it back.
+def activity_attach(
+    *, activity: SandboxActivity, backend_sandbox_id: str, size: SandboxSize, lease: timedelta, used: bool = False
+) -> bool:
+    """Stores the backend's id and the size it actually enforces, and starts the full lease (and,
+    when `used`, records exec activity as `heartbeat` does); the same values land on `activity`,
+    so the caller holds the row as stored without reading it back.
 
     False if the row was closed meanwhile (then `activity` is left as it was).
     """
@@ -102,6 +105,8 @@ def activity_attach(*, activity: SandboxActivity, backend_sandbox_id: str, size:
         "last_seen_at": moment,
         "lease_expires_at": moment + lease,
     }
+    if used:
+        changes["last_used_at"] = moment
     if SandboxActivity.current.filter(pk=activity.pk).update(**changes) != 1:
         return False
     for field, value in changes.items():

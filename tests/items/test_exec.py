@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.db import IntegrityError, connection
+from django.db import DatabaseError, IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
 from collab import clock
@@ -255,3 +255,114 @@ def test_a_failure_halfway_through_an_execs_bookkeeping_undoes_what_it_wrote(tra
         free_then_fail()
     # Then her slot is still held
     assert ExecSlot.objects.filter(user_id="alice").count() == 1
+
+
+@pytest.fixture
+def backend_opens(monkeypatch):
+    """Runs `then(opened)` right after the backend opened a sandbox, before the exec goes on."""
+
+    def install(then):
+        backend = lifecycle.default_backend()
+        original = backend.open
+
+        def open_then(**kwargs):
+            opened = original(**kwargs)
+            then(opened)
+            return opened
+
+        monkeypatch.setattr(backend, "open", open_then)
+        return backend
+
+    return install
+
+
+def test_an_exec_that_opens_a_sandbox_stores_its_id_size_and_use_on_the_ledgers_row(
+    transactional_db, alice_api, make_item
+):
+    # Given alice's notebook with no sandbox, each request in transactions of its own
+    item = make_item()
+    # When her command opens one
+    body = _exec(alice_api, item, "true").json()
+    # Then the ledger's row holds the sandbox's id, its enforced size, and that it was used
+    row = SandboxActivity.current.get(item_id=item.pk)
+    assert (row.backend_sandbox_id, row.cpu_cores, row.memory_bytes) == (body["sandbox_id"], 1.0, 512 * MIB)
+    assert row.last_used_at is not None
+    assert row.lease_expires_at > clock.now()
+    assert not RunningExec.objects.exists()
+    assert not ExecSlot.objects.exists()
+
+
+def test_on_postgresql_an_opening_exec_stores_the_sandboxs_id_in_the_transaction_that_records_the_command(
+    transactional_db, alice_api, make_item, monkeypatch
+):
+    # Given PostgreSQL, alice's notebook with no sandbox, and the transaction of the ledger's
+    # attach and of the command's record watched
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: its transaction ids say which writes went together")
+    seen: dict[str, int] = {}
+
+    def watched(name, original):
+        def run(**kwargs):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT txid_current()")
+                seen[name] = cursor.fetchone()[0]
+            return original(**kwargs)
+
+        return run
+
+    monkeypatch.setattr(lifecycle.ledger, "activity_attach", watched("attach", ledger.activity_attach))
+    monkeypatch.setattr(lifecycle.running, "exec_record", watched("record", lifecycle.running.exec_record))
+    # When her command opens one
+    assert _exec(alice_api, make_item(), "true").status_code == 200
+    # Then the sandbox's id and the command's record were written in one transaction
+    assert seen["attach"] == seen["record"]
+
+
+def test_a_sandbox_closed_while_its_opening_exec_starts_is_closed_and_the_exec_is_409_with_nothing_run(
+    alice_api, make_item, backend_opens
+):
+    # Given alice's notebook, whose sandbox someone closes the moment it has opened
+    item = make_item()
+    closed = []
+
+    def close_the_row(opened) -> None:
+        row = SandboxActivity.current.get(item_id=item.pk)
+        ledger.activity_close(activity_id=row.pk, reason=SandboxActivity.CloseReason.CLOSED, closed_by="bob")
+        closed.append(opened.id)
+
+    backend = backend_opens(close_the_row)
+    # When her command would run in it
+    response = _exec(alice_api, item, "touch ran")
+    # Then it is 409 sandbox_closed, the sandbox is gone, nothing ran, and her slot is free
+    assert response.status_code == 409
+    assert response.json()["error"] == "sandbox_closed"
+    assert not backend.probe(closed[0])
+    assert not (lifecycle.workspace_dir(item.pk) / "ran").exists()
+    assert not ExecSlot.objects.exists()
+    assert not RunningExec.objects.exists()
+
+
+def test_when_the_first_write_of_an_opening_exec_fails_its_sandbox_is_closed_and_the_next_command_opens_another(
+    alice_api, make_item, monkeypatch
+):
+    # Given alice's notebook, and the command's record failing once (the database went away)
+    item = make_item()
+    original = lifecycle.running.exec_record
+    failures = []
+
+    def fail_once(**kwargs):
+        if not failures:
+            failures.append(kwargs["activity"].backend_sandbox_id)
+            raise DatabaseError("the connection broke")
+        return original(**kwargs)
+
+    monkeypatch.setattr(lifecycle.running, "exec_record", fail_once)
+    # When her command opens a sandbox and fails, then she runs it again
+    with pytest.raises(DatabaseError):
+        _exec(alice_api, item, "true")
+    again = _exec(alice_api, item, "echo again")
+    # Then the first sandbox was closed with its row, and the second command opened a new one at once
+    assert not lifecycle.default_backend().probe(failures[0])
+    assert SandboxActivity.objects.get(backend_sandbox_id="").close_reason == SandboxActivity.CloseReason.FAILED
+    assert (again.status_code, again.json()["stdout"], again.json()["sandbox_opened"]) == (200, "again\n", True)
+    assert again.json()["sandbox_id"] != failures[0]

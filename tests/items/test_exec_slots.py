@@ -206,3 +206,18 @@ def test_racing_requests_get_exactly_the_limit(two_at_once, clock):
     # Then exactly two got a slot
     assert sorted(outcomes) == [False] * 6 + [True] * 2
     assert ExecSlot.objects.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_slots_taken_in_transactions_of_their_own_are_stored_with_the_ids_they_return(two_at_once, clock):
+    # Given no transaction around (on PostgreSQL each slot's INSERT goes with its COMMIT, and its
+    # id is read after it)
+    # When alice takes both her slots, then asks for a third
+    taken = [exec_slot_take(user_id="alice", seconds=30) for _ in range(2)]
+    with pytest.raises(TooManyRunning):
+        exec_slot_take(user_id="alice", seconds=30)
+    # Then the two are stored, committed, with the ids and numbers they were returned with
+    assert sorted((slot.pk, slot.slot) for slot in taken) == sorted(
+        ExecSlot.objects.filter(user_id="alice").values_list("pk", "slot")
+    )
+    assert {slot.slot for slot in taken} == {0, 1}

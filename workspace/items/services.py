@@ -288,15 +288,20 @@ def _slot_insert(*, user_id: str, number: int, expires_at: datetime) -> ExecSlot
     connection = transaction.get_connection()
     table = connection.ops.quote_name(ExecSlot._meta.db_table)
     # Bookkeeping (lifecycle.bookkeeping): a slot a crash of the database server lost frees nothing
-    # that its expiry would not, so it does not wait for the disk. Inside a caller's transaction
-    # it is one more statement of it.
-    with lifecycle.bookkeeping(savepoint=False), connection.cursor() as cursor:
-        cursor.execute(
-            f"INSERT INTO {table} (user_id, slot, expires_at) VALUES (%s, %s, %s) "
-            "ON CONFLICT (user_id, slot) DO NOTHING RETURNING id",
-            [user_id, number, connection.ops.adapt_datetimefield_value(expires_at)],
-        )
-        row = cursor.fetchone()
+    # that its expiry would not, so it does not wait for the disk. In a transaction of its own on
+    # PostgreSQL, the BEGIN, the INSERT and the COMMIT go in one round trip, and its RETURNING is
+    # read after the COMMIT; inside a caller's transaction it is one more statement of it.
+    with connection.cursor() as cursor:
+        with lifecycle.bookkeeping(savepoint=False, unread=True) as book:
+            cursor.execute(
+                f"INSERT INTO {table} (user_id, slot, expires_at) VALUES (%s, %s, %s) "
+                "ON CONFLICT (user_id, slot) DO NOTHING RETURNING id",
+                [user_id, number, connection.ops.adapt_datetimefield_value(expires_at)],
+            )
+            # Read at once where nothing waits for the COMMIT (SQLite commits no unread statement).
+            row = None if book.pipelined else cursor.fetchone()
+        if book.pipelined:
+            row = cursor.fetchone()
     return None if row is None else ExecSlot(pk=row[0], user_id=user_id, slot=number, expires_at=expires_at)
 
 
@@ -332,17 +337,20 @@ def item_exec(
         return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=seconds)
     slot = _SlotHeld(None)
     ready = lifecycle.live_sandbox_of_item(item=item)
+    unattached = None
     try:
         if ready is None:
             # A sandbox is opened only for someone who has a slot left.
             slot.take(user_id=actor.user_id, seconds=seconds)
-            ready = lifecycle.sandbox_open(item=item, app=app)
+            activity, unattached = lifecycle.sandbox_open_for_exec(item=item, app=app)
+            ready = (activity, unattached is not None)
         return lifecycle.sandbox_exec(
             item=item,
             app=app,
             command=valid,
             timeout=seconds,
             ready=ready,
+            unattached=unattached,
             exec_id=running.new_exec_id(),
             requested_by=actor.user_id,
             # On a live sandbox the slot is taken in the transaction that records the command.

@@ -35,6 +35,7 @@ from workspace.items.sandboxes.base import (
     Command,
     EndReason,
     ExecResult,
+    OpenedSandbox,
     SandboxGone,
     SandboxMisconfigured,
     SandboxUnavailable,
@@ -127,6 +128,22 @@ def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool, closed_b
 
 
 def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
+    activity, opened = _open_unattached(item, app)
+    if opened is None:
+        return activity, False
+    # Bookkeeping too: the admission's row is what counts the sandbox, and a sandbox whose id a
+    # crash of the database server lost is one the ledger does not know, which reconciliation closes.
+    with bookkeeping(savepoint=False):
+        attached = _attach(activity, opened, lease=get_config().sandbox.lease)
+    if not attached:
+        _honour_close_while_opening(activity, opened)
+    return activity, True
+
+
+def _open_unattached(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, OpenedSandbox | None]:
+    """Opens the item's sandbox through admission; the ledger's row does not hold its backend id
+    yet (`_attach` stores it). None instead of the opened sandbox when another request opened
+    one first (the row returned is then that one's, once it is open)."""
     # A row whose evidence ran out is not counted, so its sandbox must not run either: the
     # payer's expired sandboxes are shut down before their capacity goes to a new one, even
     # when no worker is there to reclaim them (docs/ARCHITECTURE.md §5). One the backend cannot confirm
@@ -136,7 +153,7 @@ def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
     backend = default_backend()
     admission = before_sandbox_open(item=item, app=app, backend=backend.name)
     if not admission.opened_here:
-        return _await_opened(admission.activity), False
+        return _await_opened(admission.activity), None
     activity = admission.activity
     try:
         opened = backend.open(
@@ -148,17 +165,32 @@ def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
     except (SandboxUnavailable, OSError) as exc:
         ledger.activity_close(activity_id=activity.pk, reason=Reason.FAILED)
         raise _unavailable(exc) from exc
-    # Bookkeeping too: the admission's row is what counts the sandbox, and a sandbox whose id a
-    # crash of the database server lost is one the ledger does not know, which reconciliation closes.
-    with bookkeeping(savepoint=False):
-        attached = ledger.activity_attach(
-            activity=activity, backend_sandbox_id=opened.id, size=opened.spec, lease=get_config().sandbox.lease
-        )
-    if not attached:
-        # Closed while it was opening (a person pressed close): honour the close.
-        backend.close(opened.id)
-        raise Conflict(error="sandbox_closed", detail="The sandbox was closed while it opened.")
-    return activity, True
+    return activity, opened
+
+
+def _attach(activity: SandboxActivity, opened: OpenedSandbox, *, lease: timedelta, used: bool = False) -> bool:
+    """Stores the opened sandbox's id and size on its row with a fresh lease (in the caller's
+    bookkeeping block); False if the row was closed while the sandbox opened."""
+    return ledger.activity_attach(
+        activity=activity, backend_sandbox_id=opened.id, size=opened.spec, lease=lease, used=used
+    )
+
+
+def _abandon_unattached(activity: SandboxActivity, opened: OpenedSandbox) -> None:
+    """A sandbox whose id the ledger never stored (the write that would have failed): closed, and
+    its row with it, so that the item's next command opens a new one instead of waiting for this
+    one to finish opening. Whatever of it cannot be closed now, reconciliation closes."""
+    try:
+        backend_named(activity.backend).close(opened.id)
+        ledger.activity_close(activity_id=activity.pk, reason=Reason.FAILED)
+    except Exception:
+        logger.exception("could not close sandbox %s, whose opening exec failed", opened.id)
+
+
+def _honour_close_while_opening(activity: SandboxActivity, opened: OpenedSandbox) -> None:
+    # Closed while it was opening (a person pressed close): the sandbox goes too.
+    backend_named(activity.backend).close(opened.id)
+    raise Conflict(error="sandbox_closed", detail="The sandbox was closed while it opened.")
 
 
 def _await_opened(activity: SandboxActivity) -> SandboxActivity:
@@ -183,10 +215,12 @@ def sandbox_for_item(*, item: Item, app: AppDescriptor) -> tuple[SandboxActivity
     return live_sandbox_of_item(item=item) or _open(item, app)
 
 
-def sandbox_open(*, item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
-    """Opens the item's sandbox through admission, for a caller that just found none live; if
-    another request opened one since, admission hands that one over instead."""
-    return _open(item, app)
+def sandbox_open_for_exec(*, item: Item, app: AppDescriptor) -> tuple[SandboxActivity, OpenedSandbox | None]:
+    """Opens the item's sandbox through admission, for an exec that just found none live; if
+    another request opened one since, admission hands that one over instead (and None). The
+    sandbox this opens is not attached yet: the exec stores its id with its first write
+    (`sandbox_exec_streaming`'s `unattached`), one transaction fewer."""
+    return _open_unattached(item, app)
 
 
 def live_sandbox_of_item(*, item: Item) -> tuple[SandboxActivity, bool] | None:
@@ -206,6 +240,7 @@ def sandbox_exec(
     exec_id: str = "",
     requested_by: str = "",
     ready: tuple[SandboxActivity, bool] | None = None,
+    unattached: OpenedSandbox | None = None,
     when_starting: Callable[[], None] | None = None,
     when_ended: Callable[[], None] | None = None,
 ) -> ExecOutcome:
@@ -215,6 +250,7 @@ def sandbox_exec(
         command=command,
         timeout=timeout,
         ready=ready,
+        unattached=unattached,
         exec_id=exec_id,
         requested_by=requested_by,
         when_starting=when_starting,
@@ -233,6 +269,7 @@ def sandbox_exec_streaming(
     command: Command,
     timeout: float,
     ready: tuple[SandboxActivity, bool] | None = None,
+    unattached: OpenedSandbox | None = None,
     exec_id: str = "",
     requested_by: str = "",
     when_starting: Callable[[], None] | None = None,
@@ -241,7 +278,9 @@ def sandbox_exec_streaming(
     """Runs `command` in the item's sandbox: its output chunks as they arrive, then the outcome.
 
     `ready` is the sandbox `sandbox_for_item` already opened (or found), so a caller can meet
-    the quota gate (507) before it starts answering; without it the first step opens one. With
+    the quota gate (507) before it starts answering; without it the first step opens one.
+    `unattached` is the sandbox `ready` names when `sandbox_open_for_exec` just opened it: the
+    transaction that records the command stores its id too (409 if it was closed meanwhile). With
     an `exec_id` the command is recorded while it runs, so `requested_by` or staff can stop it.
     `when_starting` runs first in the transaction that records the command, once (the caller
     takes the person's command slot there when the sandbox was live: one commit, not two; what
@@ -256,25 +295,37 @@ def sandbox_exec_streaming(
     for attempt in range(2):
         activity, opened = ready if (ready and attempt == 0) else sandbox_for_item(item=item, app=app)
         opened_any = opened_any or opened
+        attaching, closed_while_opening = unattached is not None and attempt == 0, False
         # The heartbeat and the command's record are one write (one commit): a crash after it
         # leaves a record that recovery finds exactly as before, and nothing half-written. A
         # refusal from `when_starting` (429) is caught by the caller: inside a caller's own
         # transaction this block is a savepoint, so the refusal leaves that transaction usable.
-        with bookkeeping() as book:
-            if when_starting is not None:
-                when_starting()
-                when_starting = None
-            alive = ledger.heartbeat(activity_id=activity.pk, lease=running_lease, used=True)
-            if alive:
-                with book.unread_until_commit():
-                    running.exec_record(
-                        exec_id=exec_id,
-                        item=item,
-                        requested_by=requested_by,
-                        command=command,
-                        activity=activity,
-                        timeout=timeout,
-                    )
+        try:
+            with bookkeeping() as book:
+                if when_starting is not None:
+                    when_starting()
+                    when_starting = None
+                if attaching:
+                    closed_while_opening = not _attach(activity, unattached, lease=running_lease, used=True)
+                    alive = not closed_while_opening
+                else:
+                    alive = ledger.heartbeat(activity_id=activity.pk, lease=running_lease, used=True)
+                if alive:
+                    with book.unread_until_commit():
+                        running.exec_record(
+                            exec_id=exec_id,
+                            item=item,
+                            requested_by=requested_by,
+                            command=command,
+                            activity=activity,
+                            timeout=timeout,
+                        )
+        except BaseException:
+            if attaching:
+                _abandon_unattached(activity, unattached)
+            raise
+        if closed_while_opening:
+            _honour_close_while_opening(activity, unattached)
         if not alive:
             # Its lease ran out (or it was closed) a moment ago: it no longer counts, so it stops.
             _shut_down(activity, reason=Reason.EXPIRED, strict=False)
@@ -339,12 +390,18 @@ class _Bookkeeping:
     def __init__(self, connection: BaseDatabaseWrapper | None) -> None:
         self._connection = connection  # None: not a PostgreSQL transaction of its own
 
+    @property
+    def pipelined(self) -> bool:
+        """Whether `unread_until_commit` sends its block with the COMMIT (results only after it)."""
+        return self._connection is not None
+
     @contextmanager
     def unread_until_commit(self) -> Iterator[None]:
         """Runs the block, then commits the transaction. On PostgreSQL the block's statements and
         the COMMIT go to the server in one round trip (psycopg's pipeline), so no statement in the
         block may read a result (a fetch, or the row count `update()` and `delete()` return):
-        the pipeline has none to give until the end. A failure anywhere rolls everything back.
+        the pipeline has none to give until the end. A cursor opened before the block has its
+        results after it (`fetchone`, `rowcount`). A failure anywhere rolls everything back.
         It must be the last thing its bookkeeping block does: what would follow it would run after
         the COMMIT, in no transaction of the block's."""
         if self._connection is None:
