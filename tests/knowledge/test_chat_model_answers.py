@@ -218,7 +218,8 @@ def test_leaving_the_page_mid_answer_still_stores_the_exchange(handbook, make_ch
 
 @pytest.mark.parametrize(
     ("user_id", "content", "status"),
-    [("bob", QUESTION, 404), ("alice", "   ", 400)],
+    [("bob", QUESTION, 404), ("alice", "   ", 400), ("alice", "quota\x00limits", 400)],
+    ids=["a stranger", "an empty question", "a question with a NUL"],
 )
 def test_refusals_come_as_json_before_any_event_and_ask_no_model(
     handbook, make_chat, ask_streamed, llm_provider, user_id, content, status
@@ -226,7 +227,7 @@ def test_refusals_come_as_json_before_any_event_and_ask_no_model(
     # Given alice's chat
     chat = make_chat(handbook)
 
-    # When a stranger asks, or alice asks nothing, with Accept: text/event-stream
+    # When a stranger asks, or alice asks nothing or a question with a NUL, with Accept: text/event-stream
     response = ask_streamed(chat.id, content, user_id=user_id)
 
     # Then it is a JSON refusal, nothing is stored and the model was never asked
@@ -361,3 +362,16 @@ def test_another_persons_slots_do_not_limit_her_answers(handbook, make_chat, ask
 
     # When alice asks / Then she is answered
     assert ask(chat.id, QUESTION).status_code == 201
+
+
+def test_a_question_with_a_nul_sent_from_the_page_is_refused_before_the_model_is_asked(
+    handbook, make_chat, browser_for, llm_provider
+):
+    # Given alice's chat over the handbook, answered by the connected model
+    chat = make_chat(handbook)
+    # When she sends a question with a NUL character in it from the chat page's form
+    response = browser_for("alice").post(f"/kb/chats/{chat.id}/messages", {"content": "quota\x00limits"}, follow=True)
+    # Then the page says why, nothing is stored, and the model was never asked
+    assert b"NUL character" in response.content
+    assert not KbChatMessage.objects.exists()
+    assert llm_provider.chat_requests == []
