@@ -7,6 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from knowledge.models import Document, KbChatMessage
+from knowledge.services.text import QUESTION_MAX
 
 
 class KbCollectionCreateInputSerializer(serializers.Serializer):
@@ -134,7 +135,7 @@ class KbChatCopyInputSerializer(serializers.Serializer):
 
 
 class KbChatMessageInputSerializer(serializers.Serializer):
-    content = serializers.CharField(max_length=4000)
+    content = serializers.CharField(max_length=QUESTION_MAX)
 
 
 class KbChatExchangeOutputSerializer(serializers.Serializer):

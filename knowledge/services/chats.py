@@ -17,7 +17,7 @@ from knowledge.answers import Answer, Restart, answer_events
 from knowledge.models import CitationEvent, Collection, KbChat, KbChatMessage, KbChatShare, new_id
 from knowledge.services.answer_slots import answer_slot_release, answer_slot_take
 from knowledge.services.citations import record_citations
-from knowledge.services.text import NAME_MAX, checked_text
+from knowledge.services.text import NAME_MAX, QUESTION_MAX, checked_text
 
 
 def _chat_title(typed: str, *, default: str) -> str:
@@ -120,18 +120,13 @@ class ChatQuestion:
 
 def chat_question_check(*, chat_id: str, actor: Actor, content: str) -> ChatQuestion:
     """The refusals of a send, before anything is answered: a chat that is not the caller's
-    (404, a reader's 403 `read_only_share`), an empty question or one with a NUL (400) and, when a model writes the
-    answers, a person whose request slots are all taken (429 with Retry-After). The slot taken
-    here goes back when `chat_answer_events` ends (or expires, should it never start)."""
+    (404, a reader's 403 `read_only_share`), an empty question, one too long or one with a NUL
+    (400) and, when a model writes the answers, a person whose request slots are all taken (429
+    with Retry-After). The slot taken here goes back when `chat_answer_events` ends (or expires,
+    should it never start)."""
     chat = chat_for_owner(chat_id, actor=actor, action="send messages")
-    question_text = content.strip()
-    if not question_text:
-        raise Invalid(error="validation_error", detail="The question is empty.")
-    # Refused before a model is asked: no database stores a NUL, so its answer could not be kept.
-    if "\x00" in question_text:
-        raise Invalid(
-            error="validation_error", detail="The question contains a NUL character; remove it and ask again."
-        )
+    # Before a model is asked: a question no database would store wastes its answer.
+    question_text = checked_text(content, what="The question", limit=QUESTION_MAX)
     collection_ids = list(chat.collections.values_list("pk", flat=True))
     return ChatQuestion(
         chat_id=chat.id,

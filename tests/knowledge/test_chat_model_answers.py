@@ -218,8 +218,8 @@ def test_leaving_the_page_mid_answer_still_stores_the_exchange(handbook, make_ch
 
 @pytest.mark.parametrize(
     ("user_id", "content", "status"),
-    [("bob", QUESTION, 404), ("alice", "   ", 400), ("alice", "quota\x00limits", 400)],
-    ids=["a stranger", "an empty question", "a question with a NUL"],
+    [("bob", QUESTION, 404), ("alice", "   ", 400), ("alice", "quota\x00limits", 400), ("alice", "[" * 4001, 400)],
+    ids=["a stranger", "an empty question", "a question with a NUL", "a question too long"],
 )
 def test_refusals_come_as_json_before_any_event_and_ask_no_model(
     handbook, make_chat, ask_streamed, llm_provider, user_id, content, status
@@ -364,14 +364,20 @@ def test_another_persons_slots_do_not_limit_her_answers(handbook, make_chat, ask
     assert ask(chat.id, QUESTION).status_code == 201
 
 
-def test_a_question_with_a_nul_sent_from_the_page_is_refused_before_the_model_is_asked(
-    handbook, make_chat, browser_for, llm_provider
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [("quota\x00limits", b"NUL character"), ("[" * 4001, b"4001 characters; at most 4000")],
+    ids=["a NUL", "too long"],
+)
+def test_a_question_the_page_form_sends_with_a_nul_or_too_long_is_refused_before_the_model_is_asked(
+    handbook, make_chat, browser_for, llm_provider, content, said
 ):
     # Given alice's chat over the handbook, answered by the connected model
     chat = make_chat(handbook)
-    # When she sends a question with a NUL character in it from the chat page's form
-    response = browser_for("alice").post(f"/kb/chats/{chat.id}/messages", {"content": "quota\x00limits"}, follow=True)
+    # When she sends a question with a NUL character in it, or one longer than the API takes,
+    # from the chat page's form
+    response = browser_for("alice").post(f"/kb/chats/{chat.id}/messages", {"content": content}, follow=True)
     # Then the page says why, nothing is stored, and the model was never asked
-    assert b"NUL character" in response.content
+    assert said in response.content
     assert not KbChatMessage.objects.exists()
     assert llm_provider.chat_requests == []

@@ -35,6 +35,18 @@ def test_collection_form_creates_a_collection_and_opens_it(browser_for):
     assert collection.created_by == "bob"
 
 
+@pytest.mark.parametrize("field", ["name", "description"])
+def test_collection_form_with_a_nul_character_is_refused_on_the_page_and_stores_nothing(browser_for, field):
+    # Given bob in a browser
+    # When he submits the collection form with a NUL character in its name or its description
+    values = {"name": "Runbooks", "description": "", field: "Run\x00books"}
+    response = browser_for("bob").post("/kb/collections", values, follow=True)
+
+    # Then the page says why, on either database, and nothing is stored
+    assert b"contains a NUL character" in response.content
+    assert not Collection.objects.exists()
+
+
 def test_documents_page_shows_status_size_chunks_and_the_upload_form(handbook, browser_for):
     # Given the handbook
     # When alice's browser opens its documents
