@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +98,35 @@ def test_a_stranger_streaming_a_command_gets_404(bob_api, make_item):
     item = make_item()
     # When bob streams a command in it / Then it is 404
     assert _stream(bob_api, item, "true").status_code == 404
+
+
+def _running(cmdline: bytes) -> bool:
+    """Whether a process on this machine has exactly this command line (as /proc shows it)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "cmdline").read_bytes() == cmdline:
+                    return True
+    return False
+
+
+@pytest.mark.usefixtures("real_boundary")
+@pytest.mark.parametrize("agent", [True, False], ids=["through the exec agent", "through nsenter"])
+def test_a_streamed_command_whose_client_stopped_reading_is_killed_at_its_time_limit(
+    settings, alice_api, make_item, agent
+):
+    # Given alice streaming a command that prints, then sleeps far past its one-second limit
+    settings.WORKSPACE_SANDBOX_EXEC_AGENT = agent
+    events = iter(_stream(alice_api, make_item(), "echo started; exec sleep 86399.25", timeout=1).streaming_content)
+    assert b"event: started" in next(events)
+    assert b"started\\n" in next(events)
+    assert _running(b"sleep\x0086399.25\x00")
+    # When her client reads nothing more (the server would wait in its write: nothing resumes
+    # the loop that relays the command's output)
+    gone_by = time.monotonic() + 15
+    while _running(b"sleep\x0086399.25\x00") and time.monotonic() < gone_by:
+        time.sleep(0.05)
+    # Then the command is killed at its time limit all the same, and the stream, read on, says so
+    assert not _running(b"sleep\x0086399.25\x00")
+    rest = b"".join(events).decode()
+    assert '"timed_out":true' in rest.replace(" ", "")

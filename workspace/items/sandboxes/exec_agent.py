@@ -17,6 +17,7 @@ can only lie about its own sandbox's commands, which its sandbox's code could do
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import selectors
@@ -36,6 +37,7 @@ from workspace.items.sandboxes.runner import (
     exited,
     kill_group_through,
 )
+from workspace.items.sandboxes.time_limits import TimeLimit
 
 PERL = "/usr/bin/perl"
 SOCKET_NAME = "agent.sock"
@@ -199,6 +201,8 @@ class _Session:
         self.stopping_until: float | None = None
         self.go_ahead = True  # the agent waits for "G" before it starts the command (AGENT_PROTOCOL)
         self.killed = False
+        # Kept while nobody resumes `relay` (a client that stopped reading): time_limits.py.
+        self.limit: TimeLimit | None = None
 
     def exit_code(self) -> int:
         """As a shell reports it; a command whose session was killed (time limit, stop, close,
@@ -220,6 +224,8 @@ class _Session:
             self.killed = True
 
     def forget_leader(self) -> None:
+        if self.limit is not None:
+            self.limit.end()
         if self.leader_fd is not None:
             os.close(self.leader_fd)
             self.leader_fd = None
@@ -268,6 +274,9 @@ class _Session:
                     if kind == b"P" and not self.named:
                         self.named = True
                         self.leader, self.leader_fd = self._host_pid(data)
+                        if self.leader_fd is not None:
+                            kill = functools.partial(kill_group_through, self.leader_fd, self.leader, settle=False)
+                            self.limit = TimeLimit(kill=kill, deadline=self.deadline)
                         # The session waits for the go-ahead before it starts the command, so
                         # the pidfd is held before anything could kill the session; one not
                         # found (killed by other sandbox code meanwhile) starts nothing.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import selectors
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workspace.items.sandboxes.base import OUTPUT_LIMIT_BYTES, ExecResult
+from workspace.items.sandboxes.time_limits import TimeLimit
 
 MARKER_VARIABLE = "WORKSPACE_SANDBOX_ID"
 _CHUNK = 64 * 1024
@@ -108,6 +110,12 @@ def run_streaming(
         return
     if on_start:
         on_start(process.pid)
+    # Not reaped yet, so the pid is still the child's; the pidfd keeps it so for the time limit,
+    # which kills from a thread of its own while nobody resumes this generator (time_limits.py).
+    pidfd = os.pidfd_open(process.pid)
+    limit = TimeLimit(
+        kill=functools.partial(kill_group_through, pidfd, process.pid, settle=False), deadline=started + timeout
+    )
     out, err = Capture(output_limit, bytearray()), Capture(output_limit, bytearray())
     try:
         timed_out = yield from _drain_until_exit(
@@ -118,6 +126,8 @@ def run_streaming(
         process.wait()
         raise
     finally:
+        limit.end()
+        os.close(pidfd)
         if on_exit:
             on_exit(process.pid)
     code = process.returncode
