@@ -89,9 +89,9 @@ def _setup_django(url: str) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workspace.settings")
     os.environ.setdefault("WORKSPACE_LOG_LEVEL", "WARNING")
     os.environ.setdefault("WORKSPACE_REQUEST_LOG_LEVEL", "WARNING")  # a line per request on stdout otherwise
-    os.environ["DJANGO_DEBUG"] = "0"
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-citations-not-a-secret")
-    os.environ["WORKSPACE_ALLOW_MOCK_IDENTITY"] = "1"
+    from bench.common import production_mode
+
+    production_mode("citations")
     import django
 
     django.setup()

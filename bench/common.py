@@ -46,6 +46,14 @@ def parse_args(description: str, default_sizes: str) -> argparse.Namespace:
     return args
 
 
+def production_mode(name: str) -> None:
+    """Django as deployed (DEBUG off: no debug cursor around each query), the bench's requests
+    still naming their user with the mock identity's header."""
+    os.environ["DJANGO_DEBUG"] = "0"
+    os.environ.setdefault("DJANGO_SECRET_KEY", f"bench-{name}-not-a-secret")
+    os.environ["WORKSPACE_ALLOW_MOCK_IDENTITY"] = "1"
+
+
 def setup_django(database_url: str, name: str) -> str:
     """Points Django at a fresh database (a temp SQLite file, or `bench_<name>` on PostgreSQL)."""
     sys.path.insert(0, str(REPO))

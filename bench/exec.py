@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import bench_var_dir, setup_django
+from bench.common import bench_var_dir, production_mode, setup_django
 
 
 def _start_host(var_dir: Path) -> str:
@@ -121,6 +121,7 @@ def main() -> None:
     var_dir = bench_var_dir("bench-exec-")
     os.environ["WORKSPACE_VAR_DIR"] = str(var_dir)
     os.environ.setdefault("WORKSPACE_REQUEST_LOG_LEVEL", "WARNING")
+    production_mode("exec")
     vendor = setup_django(args.database_url, "exec")
 
     from django.conf import settings
