@@ -23,6 +23,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from workspace.items.sandboxes.etc_snapshot import ETC_ENTRIES, snapshot_of_etc
 from workspace.items.sandboxes.exec_agent import agent_available
 from workspace.items.sandboxes.reach import closed_dir
 
@@ -35,21 +36,6 @@ _READY = "ready"
 _INIT_SCRIPT = f"echo {_READY}; exec sleep infinity"
 # System directories the sandbox sees read-only; anything else of the host is absent.
 _SYSTEM_DIRS = ("/usr",)
-_ETC_FILES = (
-    "/etc/alternatives",
-    "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
-    "/etc/localtime",
-    "/etc/passwd",
-    "/etc/group",
-    "/etc/nsswitch.conf",
-    "/etc/mime.types",
-    "/etc/ssl",
-    "/etc/ca-certificates",
-    "/etc/python3",
-    "/etc/python3.11",
-)
 _MERGED_USR_LINKS = (("usr/bin", "/bin"), ("usr/sbin", "/sbin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"))
 
 
@@ -64,6 +50,8 @@ class Boundary:
     tmp_bytes: int
     # An open sandbox's holder is the exec agent (exec_agent.py), which forks each command inside.
     exec_agent: bool = False
+    # Where snapshots of the /etc entries sandboxes see are kept (etc_snapshot.py); None binds each.
+    etc_snapshots: Path | None = None
 
     @property
     def enabled(self) -> bool:
@@ -144,8 +132,12 @@ class Boundary:
             mounts += ["--ro-bind-try", directory, directory]
         for target, link in _MERGED_USR_LINKS:
             mounts += ["--symlink", target, link]
-        for path in _ETC_FILES:
-            mounts += ["--ro-bind-try", path, path]
+        snapshot = snapshot_of_etc(self.etc_snapshots) if self.etc_snapshots else None
+        if snapshot is not None:
+            mounts += ["--ro-bind", str(snapshot), "/etc"]
+        else:
+            for name in ETC_ENTRIES:
+                mounts += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         return [
             self.bwrap,
             "--unshare-user",
@@ -230,7 +222,12 @@ def configured_boundary() -> Boundary:
         uid_count=settings.WORKSPACE_SANDBOX_UID_COUNT,
         tmp_bytes=settings.WORKSPACE_SANDBOX_TMP_BYTES,
         exec_agent=settings.WORKSPACE_SANDBOX_EXEC_AGENT and agent_available(),
+        etc_snapshots=etc_snapshots_dir() if binary else None,
     )
+
+
+def etc_snapshots_dir() -> Path:
+    return Path(settings.WORKSPACE_VAR_DIR) / "sandbox-etc"
 
 
 def boundary_warnings(boundary: Boundary) -> list[str]:
