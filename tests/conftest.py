@@ -137,6 +137,16 @@ def fast_password_hashing() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def one_etc_snapshot_for_the_session(traversable_tmp: Path) -> Iterator[None]:
+    """Every test's var directory is new: the /etc snapshots sandboxes bind (etc_snapshot.py) are
+    kept in one place for the whole session, so they are copied once, not once per test."""
+    from django.test.utils import override_settings
+
+    with override_settings(WORKSPACE_SANDBOX_ETC_DIR=str(traversable_tmp / "sandbox-etc")):
+        yield
+
+
 @pytest.fixture(scope="session")
 def live_server(request: pytest.FixtureRequest) -> Iterator[Any]:
     """pytest-django's live server, on the server `make run` serves with (workspace/devserver.py):

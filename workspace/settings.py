@@ -378,6 +378,9 @@ WORKSPACE_SANDBOX_UID_COUNT = int(os.environ.get("WORKSPACE_SANDBOX_UID_COUNT", 
 WORKSPACE_SANDBOX_CAP_CPU = os.environ.get("WORKSPACE_SANDBOX_CAP_CPU", "1")
 WORKSPACE_SANDBOX_CAP_MEMORY = os.environ.get("WORKSPACE_SANDBOX_CAP_MEMORY", "1G")
 WORKSPACE_SANDBOX_CAP_PIDS = os.environ.get("WORKSPACE_SANDBOX_CAP_PIDS", "512")
+# Where the snapshots of the /etc entries sandboxes see are kept (workspace/items/sandboxes/
+# etc_snapshot.py; empty: WORKSPACE_VAR_DIR/sandbox-etc). Others must be able to pass through it.
+WORKSPACE_SANDBOX_ETC_DIR = os.environ.get("WORKSPACE_SANDBOX_ETC_DIR", "")
 # The private /tmp of each sandbox (a tmpfs; its pages also count against the memory limit).
 WORKSPACE_SANDBOX_TMP_BYTES = int(os.environ.get("WORKSPACE_SANDBOX_TMP_BYTES", str(64 * 1024 * 1024)))
 # Disk bound of each workspace: "image" (a filesystem image of the app's disk limit, mounted at

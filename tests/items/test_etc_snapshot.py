@@ -10,7 +10,14 @@ import pytest
 
 from tests.fixtures.items import exec_ok
 from workspace.items.sandboxes import etc_snapshot
-from workspace.items.sandboxes.etc_snapshot import ETC_ENTRIES, forget_snapshots, prune_snapshots, snapshot_of_etc
+from workspace.items.sandboxes.boundary import etc_snapshots_dir
+from workspace.items.sandboxes.etc_snapshot import (
+    ETC_ENTRIES,
+    at_once,
+    forget_snapshots,
+    prune_snapshots,
+    snapshot_of_etc,
+)
 
 
 @pytest.fixture
@@ -44,7 +51,7 @@ class Clock:
 def test_a_snapshot_copies_the_chosen_entries_as_they_are_and_nothing_else(tmp_path, host_etc):
     # Given a host /etc with some of the chosen entries, a secret that is not one of them, and keys below ssl
     # When a snapshot is taken
-    snapshot = snapshot_of_etc(tmp_path / "snapshots", source=host_etc)
+    snapshot = snapshot_of_etc(tmp_path / "snapshots", source=host_etc, build=at_once)
     # Then it holds the chosen entries only, with their modes; the symlink is still a symlink
     # to the same path, ssl/private is not there, and the entries the host lacks are absent
     assert snapshot is not None
@@ -65,13 +72,13 @@ def test_a_snapshot_copies_the_chosen_entries_as_they_are_and_nothing_else(tmp_p
 def test_a_change_on_the_host_makes_a_new_snapshot_once_the_host_is_looked_at_again(tmp_path, host_etc):
     # Given a snapshot taken, and a clock
     clock, root = Clock(), tmp_path / "snapshots"
-    first = snapshot_of_etc(root, source=host_etc, now=clock)
+    first = snapshot_of_etc(root, source=host_etc, now=clock, build=at_once)
     # When the host's passwd changes, and then the check interval passes
     (host_etc / "passwd").write_text("root:x:0:0::/root:/bin/sh\nalice:x:1000:1000::/home/alice:/bin/sh\n")
     clock.now += etc_snapshot.CHECK_SECONDS - 1
-    before_the_check = snapshot_of_etc(root, source=host_etc, now=clock)
+    before_the_check = snapshot_of_etc(root, source=host_etc, now=clock, build=at_once)
     clock.now += 2
-    after_the_check = snapshot_of_etc(root, source=host_etc, now=clock)
+    after_the_check = snapshot_of_etc(root, source=host_etc, now=clock, build=at_once)
     # Then sandboxes keep the first until the host is looked at again, then get a new one; the
     # first stays for the sandboxes that bound it
     assert before_the_check == first
@@ -83,16 +90,32 @@ def test_a_change_on_the_host_makes_a_new_snapshot_once_the_host_is_looked_at_ag
 def test_pruning_keeps_only_the_snapshot_of_the_host_as_it_is(tmp_path, host_etc):
     # Given two snapshots: one of an earlier host /etc, one of the current
     clock, root = Clock(), tmp_path / "snapshots"
-    earlier = snapshot_of_etc(root, source=host_etc, now=clock)
+    earlier = snapshot_of_etc(root, source=host_etc, now=clock, build=at_once)
     (host_etc / "group").write_text("root:x:0:\nstaff:x:50:\n")
     clock.now += etc_snapshot.CHECK_SECONDS + 1
-    current = snapshot_of_etc(root, source=host_etc, now=clock)
+    current = snapshot_of_etc(root, source=host_etc, now=clock, build=at_once)
     # When no sandbox runs and the snapshots are pruned
-    removed = prune_snapshots(root, source=host_etc)
+    removed = prune_snapshots(root)
     # Then only the current one is left
     assert removed == 1
     assert not earlier.exists()
     assert current.is_dir()
+
+
+def test_until_its_snapshot_is_made_a_sandbox_binds_each_entry(tmp_path, host_etc):
+    # Given no snapshot yet, its making handed to a builder that has not run it
+    pending = []
+    root = tmp_path / "snapshots"
+    # When a sandbox starts before it is made, and another once it is
+    before = snapshot_of_etc(root, source=host_etc, build=pending.append)
+    (make,) = pending
+    make()
+    after = snapshot_of_etc(root, source=host_etc, build=pending.append)
+    # Then the first binds entry by entry (no snapshot), the second gets the snapshot, made once
+    assert before is None
+    assert after is not None
+    assert (after / "passwd").is_file()
+    assert len(pending) == 1
 
 
 def test_a_snapshot_others_cannot_reach_is_not_used(tmp_path, host_etc):
@@ -100,7 +123,7 @@ def test_a_snapshot_others_cannot_reach_is_not_used(tmp_path, host_etc):
     closed = tmp_path / "closed"
     closed.mkdir(mode=0o700)
     # When a snapshot is asked for under it
-    snapshot = snapshot_of_etc(closed / "snapshots", source=host_etc)
+    snapshot = snapshot_of_etc(closed / "snapshots", source=host_etc, build=at_once)
     # Then there is none, and sandboxes bind each entry from the host as before
     assert snapshot is None
 
@@ -113,7 +136,9 @@ def test_a_sandbox_sees_the_chosen_etc_entries_and_nothing_else_of_the_hosts_etc
 ):
     # Given the host's /etc (bound from a snapshot, or entry by entry where none can be made), and carol's notebook
     forget_snapshots()
-    if not snapshot:
+    if snapshot:
+        assert snapshot_of_etc(etc_snapshots_dir(), build=at_once) is not None
+    else:
         monkeypatch.setattr("workspace.items.sandboxes.boundary.snapshot_of_etc", lambda root: None)
     expected = sorted(name for name in ETC_ENTRIES if os.path.lexists(f"/etc/{name}"))
     api, item = api_client_for("carol"), make_item(created_by="carol")

@@ -227,7 +227,7 @@ def configured_boundary() -> Boundary:
 
 
 def etc_snapshots_dir() -> Path:
-    return Path(settings.WORKSPACE_VAR_DIR) / "sandbox-etc"
+    return Path(settings.WORKSPACE_SANDBOX_ETC_DIR or Path(settings.WORKSPACE_VAR_DIR) / "sandbox-etc")
 
 
 def boundary_warnings(boundary: Boundary) -> list[str]:

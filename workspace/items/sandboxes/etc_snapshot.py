@@ -7,8 +7,8 @@ modes, owners and symlinks as they are (a symlink stays one: it is never followe
 it names), and without `ssl/private` (keys no sandbox may read, and which are not copied
 anywhere). It is named by a digest of what it copied, so a change on the host makes a new one:
 the host is looked at again at most every CHECK_SECONDS, and a sandbox keeps the snapshot it
-started with. Where no snapshot can be made or reached (a var directory others cannot pass
-through), the caller binds each entry as before.
+started with. Until a snapshot is made (in the background), and where none can be made or
+reached (a directory others cannot pass through), the caller binds each entry as before.
 """
 
 from __future__ import annotations
@@ -54,72 +54,108 @@ class _Current:
         self.lock = threading.Lock()
         self.checked_at: dict[tuple[Path, Path], float] = {}
         self.path: dict[tuple[Path, Path], Path | None] = {}
+        self.building: set[tuple[Path, Path]] = set()
 
 
 _current = _Current()
 
 
+def in_background(make: Callable[[], None]) -> None:
+    threading.Thread(target=make, name="sandbox-etc-snapshot", daemon=True).start()
+
+
+def at_once(make: Callable[[], None]) -> None:
+    make()
+
+
 def snapshot_of_etc(
-    root: Path, *, source: Path = Path("/etc"), now: Callable[[], float] = time.monotonic
+    root: Path,
+    *,
+    source: Path = Path("/etc"),
+    now: Callable[[], float] = time.monotonic,
+    build: Callable[[Callable[[], None]], None] = in_background,
 ) -> Path | None:
     """The snapshot under `root` of `source`'s entries as they are (looked at again at most every
-    CHECK_SECONDS), made when it does not exist yet; None when it cannot be made or reached."""
+    CHECK_SECONDS); None when there is none yet, or it cannot be made or reached. A missing one is
+    made by `build` (a thread of its own: copying takes a fraction of a second, which no open
+    should wait for; until it is made, sandboxes bind entry by entry)."""
     key = (root, source)
     with _current.lock:
         checked = _current.checked_at.get(key)
         if checked is not None and now() - checked < CHECK_SECONDS:
             return _current.path[key]
+        _current.checked_at[key], _current.path[key] = now(), None
         try:
-            path = _made(root, source)
+            digest = _digest(source)
+            if not _reachable(root):
+                return None
+        except OSError as exc:
+            logger.warning("sandboxes bind /etc entry by entry: %s cannot be read (%s)", source, exc)
+            return None
+        if (root / digest).is_dir():
+            _current.path[key] = root / digest
+            return root / digest
+        if key in _current.building:
+            return None
+        _current.building.add(key)
+
+    def make() -> None:
+        try:
+            made = _made(root, source, digest)
         except OSError as exc:
             logger.warning("sandboxes bind /etc entry by entry: no snapshot of %s in %s (%s)", source, root, exc)
-            path = None
-        _current.checked_at[key], _current.path[key] = now(), path
-        return path
+            made = None
+        with _current.lock:
+            _current.building.discard(key)
+            _current.path[key] = made
+
+    build(make)
+    with _current.lock:
+        return _current.path[key]
 
 
 def forget_snapshots() -> None:
-    """The next call looks at the host again (tests; `release_sandboxes`)."""
+    """The next call looks at the host again (tests)."""
     with _current.lock:
         _current.checked_at.clear()
         _current.path.clear()
 
 
-def prune_snapshots(root: Path, *, source: Path = Path("/etc")) -> int:
-    """Removes every snapshot but the current one; only while no sandbox runs (one keeps the
-    snapshot it started with bound). Returns how many it removed."""
-    keep = _digest(source)
-    removed = 0
+def prune_snapshots(root: Path) -> int:
+    """Removes every snapshot but the newest (the host's /etc as it was last seen); only while
+    no sandbox runs (one keeps the snapshot it started with bound). Returns how many it removed."""
     if not root.is_dir():
         return 0
-    for entry in root.iterdir():
-        if entry.name != keep:
-            shutil.rmtree(entry, ignore_errors=True)
-            removed += 1
-    return removed
+    snapshots = sorted((entry for entry in root.iterdir() if entry.is_dir()), key=lambda entry: entry.stat().st_mtime)
+    for snapshot in snapshots[:-1]:
+        shutil.rmtree(snapshot, ignore_errors=True)
+    return max(len(snapshots) - 1, 0)
 
 
-def _made(root: Path, source: Path) -> Path | None:
-    digest = _digest(source)
+def _reachable(root: Path) -> bool:
+    """bubblewrap runs as the sandbox's uid: it must pass through every parent to bind a snapshot."""
+    existing = root if root.exists() else next(parent for parent in root.parents if parent.exists())
+    return all(parent.stat().st_mode & stat.S_IXOTH for parent in [existing.resolve(), *existing.resolve().parents])
+
+
+def _made(root: Path, source: Path, digest: str) -> Path:
     snapshot = root / digest
-    if not snapshot.is_dir():
-        root.mkdir(parents=True, exist_ok=True)
-        root.chmod(0o711)
-        # Closed to others until every copy has its own mode.
-        building = root / f".building-{uuid.uuid4().hex}"
-        building.mkdir(mode=0o700)
-        try:
-            for name in ETC_ENTRIES:
-                _copy(source / name, building / name, relative=name)
-            building.chmod(0o755)
-            with contextlib.suppress(FileExistsError, OSError):
-                # Another process made the same one meanwhile: theirs stays, this copy goes.
-                building.rename(snapshot)
-        finally:
-            shutil.rmtree(building, ignore_errors=True)
-    # bubblewrap runs as the sandbox's uid: it must pass through every parent to bind it.
-    if any(not parent.stat().st_mode & stat.S_IXOTH for parent in snapshot.resolve().parents):
-        return None
+    if snapshot.is_dir():
+        return snapshot
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o711)
+    # Closed to others until every copy has its own mode.
+    building = root / f".building-{uuid.uuid4().hex}"
+    building.mkdir(mode=0o700)
+    try:
+        for name in ETC_ENTRIES:
+            _copy(source / name, building / name, relative=name)
+        building.chmod(0o755)
+        with contextlib.suppress(OSError):
+            # Another process made the same one meanwhile: theirs stays, this copy goes.
+            building.rename(snapshot)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
     return snapshot
 
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from workspace.items.config import get_config
 from workspace.items.sandboxes.base import SandboxBackend
 from workspace.items.sandboxes.boundary import configured_boundary, etc_snapshots_dir
-from workspace.items.sandboxes.etc_snapshot import forget_snapshots, prune_snapshots
+from workspace.items.sandboxes.etc_snapshot import prune_snapshots
 from workspace.items.sandboxes.http import HttpBackend
 from workspace.items.sandboxes.isolation import configured_cap, configured_driver
 from workspace.items.sandboxes.local import LocalBackend
@@ -83,6 +83,5 @@ def local_sandboxes_release() -> tuple[int, int]:
             backend.close(sandbox_id)
             closed += 1
     # No sandbox of this var directory runs now: older /etc snapshots are bound by none.
-    forget_snapshots()
     prune_snapshots(etc_snapshots_dir())
     return closed, unmount_under(var_dir())
