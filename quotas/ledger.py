@@ -94,7 +94,8 @@ def activity_attach(
     when `used`, records exec activity as `heartbeat` does); the same values land on `activity`,
     so the caller holds the row as stored without reading it back.
 
-    False if the row was closed meanwhile (then `activity` is left as it was).
+    False if the row was closed meanwhile, or is being closed (`activity_closing`: the close may
+    have read the row before this, and would not know the id); `activity` is then left as it was.
     """
     moment = clock.now()
     changes = {
@@ -107,7 +108,7 @@ def activity_attach(
     }
     if used:
         changes["last_used_at"] = moment
-    if SandboxActivity.current.filter(pk=activity.pk).update(**changes) != 1:
+    if SandboxActivity.current.filter(pk=activity.pk, close_reason="").update(**changes) != 1:
         return False
     for field, value in changes.items():
         setattr(activity, field, value)

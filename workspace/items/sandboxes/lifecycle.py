@@ -116,9 +116,13 @@ def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool, closed_b
     refuses to forget what it could not stop. Why and by whom go on the row before its processes
     die, so a command the close cuts off can say so (`running.explained`)."""
     ledger.activity_closing(activity_id=activity.pk, reason=reason, closed_by=closed_by)
-    if activity.backend_sandbox_id:
+    # Read again once marked: an opening exec may have stored its sandbox's id since the caller
+    # read the row (`_attach` refuses a row marked closing, so none is stored after this).
+    stored = SandboxActivity.current.filter(pk=activity.pk).values_list("backend_sandbox_id", flat=True).first()
+    sandbox_id = stored or activity.backend_sandbox_id
+    if sandbox_id:
         try:
-            backend_named(activity.backend).close(activity.backend_sandbox_id)
+            backend_named(activity.backend).close(sandbox_id)
         except SandboxUnavailable as exc:
             if strict:
                 ledger.activity_closing(activity_id=activity.pk, reason="", closed_by="")
