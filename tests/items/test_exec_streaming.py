@@ -115,15 +115,20 @@ def _running(cmdline: bytes) -> bool:
 def test_a_streamed_command_whose_client_stopped_reading_is_killed_at_its_time_limit(
     settings, alice_api, make_item, agent
 ):
-    # Given alice streaming a command that prints, then sleeps far past its one-second limit
+    # Given alice streaming a command that prints, then sleeps far past its limit (a few seconds:
+    # on a loaded machine the sleep must be seen running before the limit kills it)
     settings.WORKSPACE_SANDBOX_EXEC_AGENT = agent
-    events = iter(_stream(alice_api, make_item(), "echo started; exec sleep 86399.25", timeout=1).streaming_content)
+    events = iter(_stream(alice_api, make_item(), "echo started; exec sleep 86399.25", timeout=4).streaming_content)
     assert b"event: started" in next(events)
     assert b"started\\n" in next(events)
+    # (the shell that printed it becomes the sleep a moment later)
+    running_by = time.monotonic() + 15
+    while not _running(b"sleep\x0086399.25\x00") and time.monotonic() < running_by:
+        time.sleep(0.01)
     assert _running(b"sleep\x0086399.25\x00")
     # When her client reads nothing more (the server would wait in its write: nothing resumes
     # the loop that relays the command's output)
-    gone_by = time.monotonic() + 15
+    gone_by = time.monotonic() + 20
     while _running(b"sleep\x0086399.25\x00") and time.monotonic() < gone_by:
         time.sleep(0.05)
     # Then the command is killed at its time limit all the same, and the stream, read on, says so
