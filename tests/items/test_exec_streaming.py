@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.items import item_url
+from workspace.items.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db
 SSE = "text/event-stream"
@@ -135,3 +136,62 @@ def test_a_streamed_command_whose_client_stopped_reading_is_killed_at_its_time_l
     assert not _running(b"sleep\x0086399.25\x00")
     rest = b"".join(events).decode()
     assert '"timed_out":true' in rest.replace(" ", "")
+
+
+class _LaterClock:
+    """time.monotonic, moved on by hand: a relay resumed 'later' than the command's deadline."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+@pytest.mark.usefixtures("real_boundary")
+@pytest.mark.parametrize(
+    ("agent", "relay_module"),
+    [(True, "workspace.items.sandboxes.exec_agent"), (False, "workspace.items.sandboxes.runner")],
+    ids=["through the exec agent", "through nsenter"],
+)
+def test_a_command_that_ended_in_time_read_after_its_deadline_is_not_reported_timed_out(
+    settings, monkeypatch, alice_api, make_item, agent, relay_module
+):
+    # Given alice streaming a command that prints and ends at once, with a 30 s limit
+    settings.WORKSPACE_SANDBOX_EXEC_AGENT = agent
+    clock = _LaterClock()
+    monkeypatch.setattr(f"{relay_module}.time", clock)
+    item = make_item()
+    events = iter(_stream(alice_api, item, "echo started; touch ended; exit 3", timeout=30).streaming_content)
+    assert b"event: started" in next(events)
+    assert b"started\\n" in next(events)
+    # When her client reads the rest only after the deadline: the command has ended (its exit is
+    # waiting, unread), and the relay resumes a minute later
+    ended_by = time.monotonic() + 15
+    while not (workspace_dir(item.pk) / "ended").exists() and time.monotonic() < ended_by:
+        time.sleep(0.01)
+    time.sleep(0.3)  # from its last file to its exit reaching the server
+    clock.ahead = 60
+    rest = b"".join(events).decode()
+    # Then the result is the command's own exit, not a time-out
+    result = json.loads(rest.split("event: result\ndata: ", 1)[1].split("\n", 1)[0])
+    assert (result["exit_code"], result["timed_out"], result["reason"]) == (3, False, "exited")
+
+
+@pytest.mark.usefixtures("real_boundary")
+@pytest.mark.parametrize("agent", [True, False], ids=["through the exec agent", "through nsenter"])
+def test_a_command_that_writes_without_pause_is_killed_at_its_limit_and_reported_timed_out(
+    settings, alice_api, make_item, agent
+):
+    # Given alice (the relay reads what was already sent before it looks at the clock: a command
+    # that never stops writing must not keep it reading)
+    settings.WORKSPACE_SANDBOX_EXEC_AGENT = agent
+    # When she runs a command that writes without pause, with a one-second limit
+    body = alice_api.post(
+        f"/a/notebook/items/{make_item().pk}/exec", {"command": "yes", "timeout": 1}, format="json"
+    ).json()
+    # Then it was killed at its limit, and the result says so
+    assert (body["timed_out"], body["exit_code"], body["reason"]) == (True, 137, "timed_out")

@@ -54,6 +54,7 @@ _CONNECT_SECONDS = 5.0
 # exec would run to its limit. One merely slow (a sandbox at its cpu or memory limit) is waited for.
 ANSWER_SECONDS = 1.0
 _BACKLOG = 64
+_LATE_READS = 64
 # Syscall numbers by machine (the kernel's unistd tables; aarch64 and riscv64 share the generic
 # one): perl calls what it has no built-in for by number. The agent makes itself non-dumpable with
 # prctl; a warm sandbox's waiter drops to the sandbox's uid with the other four.
@@ -176,7 +177,8 @@ def run_via_agent(
             on_exit(session.leader)
     if hung_up is not None and not session.answered:
         raise SandboxGone(f"the exec agent of {home.name} hung up: {hung_up}") from hung_up
-    yield captured_result(session.exit_code(), out, err, timed_out=session.timed_out, started=started)
+    timed_out = session.timed_out or (session.limit is not None and session.limit.killed)
+    yield captured_result(session.exit_code(), out, err, timed_out=timed_out, started=started)
 
 
 class _Session:
@@ -203,6 +205,9 @@ class _Session:
         self.killed = False
         # Kept while nobody resumes `relay` (a client that stopped reading): time_limits.py.
         self.limit: TimeLimit | None = None
+        # Reads of what was already sent, past the deadline, before the clock decides: more than
+        # a socket's buffer holds (a few frames).
+        self.late_reads = _LATE_READS
 
     def exit_code(self) -> int:
         """As a shell reports it; a command whose session was killed (time limit, stop, close,
@@ -245,15 +250,22 @@ class _Session:
                     self.stopping_until = now + PIPE_GRACE_SECONDS
                 if self.stopping_until is not None and now > self.stopping_until:
                     return
-                if now > self.deadline:
-                    if self.timed_out or not self.leader:
+                if now > self.deadline and (self.timed_out or self.status is None):
+                    if not self.timed_out and self.leader and self.late_reads and selector.select(timeout=0):
+                        # Past the deadline with what the agent sent still unread (a client that
+                        # read slowly kept this loop waiting): read it first, the command's exit
+                        # perhaps; the time limit's thread kills on time what still ran. Bounded:
+                        # a command that writes without pause is not read forever.
+                        self.late_reads -= 1
+                    elif self.timed_out or not self.leader:
                         # Killed and still not closed, or never named its process: nothing more to wait for.
                         self.timed_out = True
                         self.kill()
                         return
-                    self.timed_out = True
-                    self.kill()
-                    self.deadline = now + PIPE_GRACE_SECONDS
+                    else:
+                        self.timed_out = True
+                        self.kill()
+                        self.deadline = now + PIPE_GRACE_SECONDS
                 if not self.answered and now > self.answer_by and _stopped(self.holder_pid):
                     raise SandboxGone("its exec agent is stopped: it takes no commands")
                 if not selector.select(timeout=POLL_SECONDS):

@@ -131,7 +131,9 @@ def run_streaming(
         if on_exit:
             on_exit(process.pid)
     code = process.returncode
-    yield captured_result(code if code >= 0 else 128 - code, out, err, timed_out=timed_out, started=started)
+    yield captured_result(
+        code if code >= 0 else 128 - code, out, err, timed_out=timed_out or limit.killed, started=started
+    )
 
 
 def captured_result(exit_code: int, out: Capture, err: Capture, *, timed_out: bool, started: float) -> ExecResult:
@@ -167,7 +169,10 @@ def _drain_until_exit(process: subprocess.Popen, captures: dict, deadline: float
                 exited_at = now
             if exited_at is not None and now > exited_at + PIPE_GRACE_SECONDS:
                 break
-            if not timed_out and now > deadline:
+            # Not once it has exited: a client that read slowly may resume this loop past the
+            # deadline of a command that ended in time (the time limit's thread killed on time
+            # what still ran, and says so).
+            if not timed_out and now > deadline and exited_at is None:
                 timed_out = True
                 kill_group(process.pid)
             for key, _events in selector.select(timeout=POLL_SECONDS):
@@ -200,30 +205,35 @@ _PIDFD_SIGNAL_PROCESS_GROUP = 1 << 2
 KILL_SETTLE_SECONDS = 1.0
 
 
-def kill_group_through(pidfd: int, pid: int, *, settle: bool = True) -> None:
+def kill_group_through(pidfd: int, pid: int, *, settle: bool = True) -> bool:
     """SIGKILL to the process group led by the process `pidfd` holds (whose pid is `pid`): never
     to a group that has that pid number since. Before Linux 6.9, by number, and only while the
     leader still runs (until then its pid is its own). With `settle`, returns once no process of
     the group is left (within KILL_SETTLE_SECONDS), so a command reported killed is not still
-    running; a caller killing the same group again has waited already."""
+    running; a caller killing the same group again has waited already. False when there was no
+    group left to kill."""
     try:
         signal.pidfd_send_signal(pidfd, signal.SIGKILL, None, _PIDFD_SIGNAL_PROCESS_GROUP)
     except ProcessLookupError:
-        return
+        return False
     except OSError:
-        if not exited(pidfd):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-        return
+        if exited(pidfd):
+            return False
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
     if not settle:
-        return
+        return True
     deadline = time.monotonic() + KILL_SETTLE_SECONDS
     while time.monotonic() < deadline:
         try:
             signal.pidfd_send_signal(pidfd, 0, None, _PIDFD_SIGNAL_PROCESS_GROUP)
         except ProcessLookupError:
-            return
+            return True
         time.sleep(0.001)
+    return True
 
 
 def exited(pidfd: int) -> bool:

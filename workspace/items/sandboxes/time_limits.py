@@ -26,18 +26,21 @@ _COMPACT_AT = 256
 
 
 class TimeLimit:
-    """`kill` called once `deadline` (time.monotonic) has passed, unless `end` was called first.
+    """`kill` called once `deadline` (time.monotonic) has passed, unless `end` was called first;
+    it says whether it found anything to kill.
 
     `kill` signals the group through a pidfd the caller keeps: the caller calls `end` before it
     closes it, so a descriptor number the kernel has handed out again is never used. It must not
     wait for the group to go (one thread keeps every limit of the process); the loop, once
     resumed, does that before it reports the command killed."""
 
-    def __init__(self, *, kill: Callable[[], None], deadline: float) -> None:
+    def __init__(self, *, kill: Callable[[], bool], deadline: float) -> None:
         self._kill, self.deadline = kill, deadline
         self._lock = threading.Lock()
         self.ended = False
         self.enforced = False
+        # Whether the kill found the group still there: the command ran past its limit.
+        self.killed = False
         _keeper.watch(self)
 
     def end(self) -> None:
@@ -50,7 +53,7 @@ class TimeLimit:
             if self.ended:
                 return
             self.enforced = True
-            self._kill()
+            self.killed = self._kill()
 
 
 class _Keeper:
