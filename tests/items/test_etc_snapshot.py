@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -95,11 +97,48 @@ def test_pruning_keeps_only_the_snapshot_of_the_host_as_it_is(tmp_path, host_etc
     clock.now += etc_snapshot.CHECK_SECONDS + 1
     current = snapshot_of_etc(root, source=host_etc, now=clock, build=at_once)
     # When no sandbox runs and the snapshots are pruned
-    removed = prune_snapshots(root)
+    removed = prune_snapshots(root, source=host_etc)
     # Then only the current one is left
     assert removed == 1
     assert not earlier.exists()
     assert current.is_dir()
+
+
+def test_a_copy_a_kill_cut_short_is_never_used_and_pruning_keeps_the_current_snapshot(tmp_path, host_etc):
+    # Given the current snapshot, and, newer, what a build killed halfway (kill -9) left: a
+    # partial copy under its building name, an hour old by now
+    root = tmp_path / "snapshots"
+    current = snapshot_of_etc(root, source=host_etc, build=at_once)
+    partial = root / ".building-killed"
+    (partial / "ssl").mkdir(parents=True)
+    hour_ago = time.time() - 3600
+    os.utime(partial, (hour_ago, hour_ago))
+    young = root / ".building-still-copying"
+    young.mkdir()
+    # When a sandbox asks for /etc again, and then the snapshots are pruned
+    forget_snapshots()
+    asked = snapshot_of_etc(root, source=host_etc, build=at_once)
+    removed = prune_snapshots(root, source=host_etc)
+    # Then the sandbox got the complete one; pruning removed the old partial copy, left the one
+    # another process may still be making, and kept the current snapshot
+    assert asked == current
+    assert removed == 1
+    assert not partial.exists()
+    assert young.is_dir()
+    assert current.is_dir()
+
+
+def test_a_snapshot_removed_under_a_process_that_knew_it_is_not_bound_again(tmp_path, host_etc):
+    # Given a snapshot this process found a moment ago, then removed (by hand, or by another process)
+    root = tmp_path / "snapshots"
+    first = snapshot_of_etc(root, source=host_etc, build=at_once)
+    shutil.rmtree(first)
+    pending = []
+    # When a sandbox starts within the minute
+    again = snapshot_of_etc(root, source=host_etc, build=pending.append)
+    # Then it binds entry by entry (not a directory that is gone) while a new snapshot is made
+    assert again is None
+    assert len(pending) == 1
 
 
 def test_until_its_snapshot_is_made_a_sandbox_binds_each_entry(tmp_path, host_etc):

@@ -47,6 +47,10 @@ ETC_ENTRIES = (
 # Left out of a snapshot wherever it appears below an entry.
 _NEVER_COPIED = ("ssl/private",)
 CHECK_SECONDS = 60.0
+# A snapshot being copied is a directory of this prefix until it is complete; one older than this
+# was left by a process killed halfway.
+_BUILDING = ".building-"
+BUILDING_SECONDS = 600.0
 
 
 class _Current:
@@ -81,9 +85,10 @@ def snapshot_of_etc(
     should wait for; until it is made, sandboxes bind entry by entry)."""
     key = (root, source)
     with _current.lock:
-        checked = _current.checked_at.get(key)
-        if checked is not None and now() - checked < CHECK_SECONDS:
-            return _current.path[key]
+        checked, known = _current.checked_at.get(key), _current.path.get(key)
+        # One removed under this process (by hand, or pruned by another) is looked for again.
+        if checked is not None and now() - checked < CHECK_SECONDS and (known is None or known.is_dir()):
+            return known
         _current.checked_at[key], _current.path[key] = now(), None
         try:
             digest = _digest(source)
@@ -121,15 +126,23 @@ def forget_snapshots() -> None:
         _current.path.clear()
 
 
-def prune_snapshots(root: Path) -> int:
-    """Removes every snapshot but the newest (the host's /etc as it was last seen); only while
-    no sandbox runs (one keeps the snapshot it started with bound). Returns how many it removed."""
+def prune_snapshots(root: Path, *, source: Path = Path("/etc"), now: Callable[[], float] = time.time) -> int:
+    """Removes every snapshot but the one of the host as it is, and what builds killed halfway left
+    (older than BUILDING_SECONDS: a younger one may be another process's, still copying). Only
+    while no sandbox runs: one keeps the snapshot it started with bound. Returns how many it
+    removed."""
     if not root.is_dir():
         return 0
-    snapshots = sorted((entry for entry in root.iterdir() if entry.is_dir()), key=lambda entry: entry.stat().st_mtime)
-    for snapshot in snapshots[:-1]:
-        shutil.rmtree(snapshot, ignore_errors=True)
-    return max(len(snapshots) - 1, 0)
+    entries = [entry for entry in root.iterdir() if entry.is_dir()]
+    left = [entry for entry in entries if entry.name.startswith(_BUILDING)]
+    stale = [entry for entry in left if now() - entry.stat().st_mtime > BUILDING_SECONDS]
+    snapshots = [entry for entry in entries if entry not in left]
+    if len(snapshots) > 1:
+        current = _digest(source)
+        stale += [entry for entry in snapshots if entry.name != current]
+    for entry in stale:
+        shutil.rmtree(entry, ignore_errors=True)
+    return len(stale)
 
 
 def _reachable(root: Path) -> bool:
@@ -145,7 +158,7 @@ def _made(root: Path, source: Path, digest: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o711)
     # Closed to others until every copy has its own mode.
-    building = root / f".building-{uuid.uuid4().hex}"
+    building = root / f"{_BUILDING}{uuid.uuid4().hex}"
     building.mkdir(mode=0o700)
     try:
         for name in ETC_ENTRIES:
@@ -156,6 +169,8 @@ def _made(root: Path, source: Path, digest: str) -> Path:
             building.rename(snapshot)
     finally:
         shutil.rmtree(building, ignore_errors=True)
+    if not snapshot.is_dir():
+        raise OSError(f"{snapshot} was not made")
     return snapshot
 
 
