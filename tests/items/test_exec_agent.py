@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from quotas.models import SandboxActivity
-from tests.fixtures.exec_agent import agent_frame, run_through
+from tests.fixtures.exec_agent import agent_frame, process_state, run_through, wait_for
 from tests.fixtures.items import exec_ok
 from workspace.items.sandboxes import lifecycle, local, runner
 from workspace.items.sandboxes.base import SandboxGone, SandboxUnavailable, final_result
@@ -276,6 +276,7 @@ def test_a_probe_closes_a_sandbox_whose_agent_was_stopped(api_client_for, make_i
     exec_ok(api, item, "true")
     holder = _state_of(item)["init"]["holder"]
     os.kill(holder, signal.SIGSTOP)
+    wait_for(lambda: process_state(holder) == "T")
     # When the worker probes the sandboxes
     closed = lifecycle.sandboxes_probe().closed
     # Then it is closed (it would start no command again) and no longer counted

@@ -13,12 +13,11 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.exec_agent import agent_frame, run_through
+from tests.fixtures.exec_agent import agent_frame, process_state, run_through, wait_for
 from tests.fixtures.items import exec_ok
 from workspace.items.sandboxes.base import ExecResult, SandboxGone, final_result
 from workspace.items.sandboxes.exec_agent import agent_listen
@@ -58,22 +57,8 @@ def _sandbox_of(item) -> tuple[str, dict]:
     return sandbox_id, backend._state(sandbox_id)
 
 
-def _wait_for(condition: Callable[[], object], seconds: float = 10.0) -> object:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.01)
-    raise AssertionError("the condition never held")
-
-
 def _dead(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state in ("Z", "X")
+    return process_state(pid) in ("", "Z", "X")
 
 
 def _host_process_at(pid: int, *, tries: int = 50) -> subprocess.Popen:
@@ -109,8 +94,8 @@ def test_sandbox_code_that_frees_its_sessions_pid_cannot_make_the_time_limit_kil
     # is free while the server waits for the time limit, and a host process gets that pid
     runner = threading.Thread(target=run, daemon=True)
     runner.start()
-    leader = int(_wait_for(lambda: next((entry.name for entry in pids.iterdir()), None)))
-    _wait_for(lambda: _dead(leader))
+    leader = int(wait_for(lambda: next((entry.name for entry in pids.iterdir()), None)))
+    wait_for(lambda: _dead(leader))
     bystander = _host_process_at(leader)
     try:
         runner.join(timeout=15)
