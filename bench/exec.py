@@ -9,7 +9,7 @@ Uses a throwaway SQLite database and temp directories; `http` starts a sandbox h
 loopback port in this process. Prints milliseconds per exec (median, p90) and queries per exec.
 Also prints the minimum (the least disturbed run on a shared machine), the database's share of
 each exec, and `true` run under bubblewrap directly with the same mounts (the floor issue 28
-compares a live exec with). It asserts nothing about time.
+compares a live exec with), its runs alternating with the live exec's. It asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -41,24 +41,36 @@ def _start_host(var_dir: Path) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def _bwrap_directly(var_dir: Path, runs: int) -> list[float]:
-    """`true` in fresh bubblewrap namespaces with the sandbox's mounts, no server in between: the
-    floor a live exec is compared with (issue 28: within 1.5x of it)."""
+def _bwrap_directly(var_dir: Path) -> Callable[[], float] | None:
+    """One run of `true` in fresh bubblewrap namespaces with the sandbox's mounts, no server in
+    between: the floor a live exec is compared with (issue 28: within 1.5x of it). None when
+    the boundary is off."""
 
     from workspace.items.sandboxes.boundary import configured_boundary
 
     boundary = configured_boundary()
     if not boundary.enabled:
-        return [0.0, 0.0]
+        return None
     workspace = var_dir / "bwrap-direct"
     workspace.mkdir()
     argv = boundary.oneshot_argv(workspace=workspace, env={"PATH": "/usr/bin:/bin"}, argv=["true"])
-    samples = []
-    for _ in range(runs):
+
+    def once() -> float:
         began = time.perf_counter()
         subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, capture_output=True)
-        samples.append((time.perf_counter() - began) * 1000)
-    return samples
+        return (time.perf_counter() - began) * 1000
+
+    return once
+
+
+def _alternating(first: Callable[[], float], second: Callable[[], float], runs: int) -> tuple[list[float], list[float]]:
+    """`runs` samples of each, taken in turn, so that a shared machine's slow spells weigh on both
+    alike (taken one after the other, the ratio moved 1.0-1.6x between identical runs)."""
+    firsts, seconds = [], []
+    for _ in range(runs):
+        firsts.append(first())
+        seconds.append(second())
+    return firsts, seconds
 
 
 class _OpenPhases:
@@ -105,6 +117,8 @@ class _OpenPhases:
 
 # Runs apart from the timed ones whose queries are counted.
 _COUNTED_RUNS = 5
+# Live execs run before the timed ones, while the sandbox opened for them settles.
+_SETTLING_RUNS = 10
 
 
 def _db_ms(queries) -> float:
@@ -176,14 +190,22 @@ def main() -> None:
         services.item_sandbox_close(item=item, actor=Actor("alice"))
         settings.WORKSPACE_SANDBOX_EXEC_AGENT = True
     client.post(f"{base}/exec", {"command": ["true"]}, format="json")
-    live = [exec_once() for _ in range(args.runs)]
+    bwrap_once = _bwrap_directly(var_dir) if args.backend == "local" else None
+    # The first runs after an open share the machine with the warm pool's refill; not timed.
+    for _ in range(_SETTLING_RUNS):
+        exec_once()
+    if bwrap_once:
+        live, direct = _alternating(exec_once, bwrap_once, args.runs)
+    else:
+        live, direct = [exec_once() for _ in range(args.runs)], []
     rows.insert(0, ("live sandbox", live, *counted(exec_once)))
     phases = _OpenPhases() if args.backend == "local" else None
     with phases or contextlib.nullcontext():
         opening = [close_and_exec() for _ in range(args.runs)]
     rows.append(("opens one", opening, *counted(close_and_exec)))
     services.item_sandbox_close(item=item, actor=Actor("alice"))
-    rows.append(("bwrap directly", _bwrap_directly(var_dir, args.runs), 0.0, 0.0))
+    if direct:
+        rows.append(("bwrap directly", direct, 0.0, 0.0))
 
     driver = configured_driver().name if args.backend == "local" else "sandbox host"
     print(f"exec round trip on {vendor}, backend {args.backend} ({driver}), {args.runs} runs, command `true`")
@@ -196,8 +218,7 @@ def main() -> None:
         print("where an exec that opens a sandbox spends its time (median ms of each step):")
         for label, spent in phases.medians():
             print(f"  {label:<44} {spent:>7.2f}")
-    live, direct = rows[0][1], rows[-1][1]
-    if statistics.median(direct):
+    if direct:
         ratio, least = statistics.median(live) / statistics.median(direct), min(live) / min(direct)
         print(f"live / bwrap directly: {ratio:.2f}x (median), {least:.2f}x (min)")
 

@@ -152,7 +152,8 @@ def item_for_viewer(
     no right at all gets 404 (not theirs reads as not there); the payer asking for more than
     they have gets 403 `payer_only`, since they know the item exists (My resources lists it)."""
     app = app_or_404(slug)
-    item = Item.objects.filter(pk=item_id, app_slug=slug).first()
+    # By its primary key: no ORDER BY (`first()` would add one and compile it on every request).
+    item = next(iter(Item.objects.filter(pk=item_id, app_slug=slug)[:1]), None)
     right = None if item is None else item_right(item, actor=actor)
     if item is None or right is None:
         raise Http404("No such item.")

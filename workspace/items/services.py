@@ -228,6 +228,14 @@ def _valid_command(command: Any) -> Command:
 EXEC_RETRY_AFTER_SECONDS = 5
 # A slot outlives its command's time limit by this much before it counts as left by a dead process.
 _SLOT_MARGIN = timedelta(seconds=60)
+# Every command takes a slot and gives it back, so both are written as SQL (see `_slot_insert`;
+# building the ORM's delete and its collector took longer than running it: bench/exec.py).
+_SLOTS = ExecSlot._meta.db_table
+_SLOT_INSERT = (
+    f"INSERT INTO {_SLOTS} (user_id, slot, expires_at) VALUES (%s, %s, %s) "
+    "ON CONFLICT (user_id, slot) DO NOTHING RETURNING id"
+)
+_SLOT_RELEASE = f"DELETE FROM {_SLOTS} WHERE id = %s AND expires_at = %s"
 
 
 class TooManyRunning(TooManyRequests):
@@ -286,18 +294,13 @@ def _slot_insert(*, user_id: str, number: int, expires_at: datetime) -> ExecSlot
     alike) instead of an INSERT that fails: nothing to roll back, so no savepoint around it in a
     caller's transaction, and an exec on a live sandbox saves two round trips to the database."""
     connection = transaction.get_connection()
-    table = connection.ops.quote_name(ExecSlot._meta.db_table)
     # Bookkeeping (lifecycle.bookkeeping): a slot a crash of the database server lost frees nothing
     # that its expiry would not, so it does not wait for the disk. In a transaction of its own on
     # PostgreSQL, the BEGIN, the INSERT and the COMMIT go in one round trip, and its RETURNING is
     # read after the COMMIT; inside a caller's transaction it is one more statement of it.
     with connection.cursor() as cursor:
         with lifecycle.bookkeeping(savepoint=False, unread=True) as book:
-            cursor.execute(
-                f"INSERT INTO {table} (user_id, slot, expires_at) VALUES (%s, %s, %s) "
-                "ON CONFLICT (user_id, slot) DO NOTHING RETURNING id",
-                [user_id, number, connection.ops.adapt_datetimefield_value(expires_at)],
-            )
+            cursor.execute(_SLOT_INSERT, [user_id, number, connection.ops.adapt_datetimefield_value(expires_at)])
             # Read at once where nothing waits for the COMMIT (SQLite commits no unread statement).
             row = None if book.pipelined else cursor.fetchone()
         if book.pipelined:
@@ -308,7 +311,10 @@ def _slot_insert(*, user_id: str, number: int, expires_at: datetime) -> ExecSlot
 def exec_slot_release(slot: ExecSlot | None) -> None:
     # Only while it is still this holder's: a slot that outlived its expiry may be someone else's now.
     if slot is not None:
-        ExecSlot.objects.filter(pk=slot.pk, expires_at=slot.expires_at).delete()
+        connection = transaction.get_connection()
+        expires_at = connection.ops.adapt_datetimefield_value(slot.expires_at)
+        with connection.cursor() as cursor:
+            cursor.execute(_SLOT_RELEASE, [slot.pk, expires_at])
 
 
 @contextmanager
