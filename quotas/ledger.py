@@ -7,7 +7,7 @@ while it is not soft-deleted and its lease has not run out. Every update and rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -40,7 +40,7 @@ def live_rows_of_payer(payer: str, *, at: datetime | None = None) -> QuerySet[Sa
 # Every exec reads its item's live row and writes the row's heartbeat twice, so these are written
 # as SQL, like the gate's aggregates (quotas/selectors.py): building the ORM's query took longer
 # than running the indexed statement (bench/exec.py). tests/quotas/test_ledger_sql.py holds them
-# to the ORM's answer.
+# to the ORM's answer. Writes answer by RETURNING, which a PostgreSQL pipeline gives on a fetch.
 _ACTIVITY = SandboxActivity._meta.db_table
 _LIVE_ROW_OF_ITEM = (
     f"SELECT * FROM {_ACTIVITY} WHERE item_id = %s AND is_deleted = %s AND lease_expires_at > %s "
@@ -48,7 +48,7 @@ _LIVE_ROW_OF_ITEM = (
 )
 _HEARTBEAT = (
     f"UPDATE {_ACTIVITY} SET last_seen_at = %s, lease_expires_at = %s{{used}} "
-    "WHERE id = %s AND is_deleted = %s AND lease_expires_at > %s"
+    "WHERE id = %s AND is_deleted = %s AND lease_expires_at > %s RETURNING id"
 )
 _HEARTBEAT_SEEN, _HEARTBEAT_USED = _HEARTBEAT.format(used=""), _HEARTBEAT.format(used=", last_used_at = %s")
 
@@ -127,8 +127,18 @@ def activity_attach(
     }
     if used:
         changes["last_used_at"] = moment
-    if SandboxActivity.current.filter(pk=activity.pk, close_reason="").update(**changes) != 1:
-        return False
+    adapt = connection.ops.adapt_datetimefield_value
+    stored = {name: adapt(value) if isinstance(value, datetime) else value for name, value in changes.items()}
+    assignments = ", ".join(f"{name} = %s" for name in stored)
+    # RETURNING rather than the row count: in an exec's pipelined bookkeeping only a fetch waits.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_ACTIVITY} SET {assignments} "
+            "WHERE id = %s AND is_deleted = %s AND close_reason = %s RETURNING id",
+            [*stored.values(), activity.pk, False, ""],
+        )
+        if cursor.fetchone() is None:
+            return False
     for field, value in changes.items():
         setattr(activity, field, value)
     return True
@@ -141,13 +151,35 @@ def heartbeat(*, activity_id: int, lease: timedelta, used: bool = False) -> bool
     close, a reclaim or the end of the lease changes nothing, so a row that stopped counting
     never counts again (its capacity may already be someone else's); it is closed instead.
     """
+    return heartbeat_sent(activity_id=activity_id, lease=lease, used=used)()
+
+
+def heartbeat_sent(*, activity_id: int, lease: timedelta, used: bool = False) -> Callable[[], bool]:
+    """`heartbeat`, its answer read when the function it returns is called: in a PostgreSQL
+    pipeline (an exec's bookkeeping) the UPDATE then reaches the server together with the next
+    statement whose result is read, in one round trip."""
     adapt = connection.ops.adapt_datetimefield_value
     moment = clock.now()
     now, expires = adapt(moment), adapt(moment + lease)
     changes = [now, expires, now] if used else [now, expires]
-    with connection.cursor() as cursor:
+    cursor = connection.cursor()
+    try:
         cursor.execute(_HEARTBEAT_USED if used else _HEARTBEAT_SEEN, [*changes, activity_id, False, now])
-        return cursor.rowcount == 1
+    except BaseException:
+        cursor.close()
+        raise
+
+    def answer() -> bool:
+        # RETURNING rather than the row count: in a pipeline only a fetch waits for the result.
+        with cursor:
+            return cursor.fetchone() is not None
+
+    if connection.vendor != "postgresql":
+        # SQLite has no pipeline, and keeps a statement with RETURNING open until its row is read:
+        # a COMMIT before that would fail.
+        counted = answer()
+        return lambda: counted
+    return answer
 
 
 def activity_closing(*, activity_id: int, reason: str, closed_by: str) -> None:

@@ -236,6 +236,7 @@ _SLOT_INSERT = (
     "ON CONFLICT (user_id, slot) DO NOTHING RETURNING id"
 )
 _SLOT_RELEASE = f"DELETE FROM {_SLOTS} WHERE id = %s AND expires_at = %s"
+_SLOT_TAKE_OVER = f"UPDATE {_SLOTS} SET expires_at = %s WHERE id = %s AND expires_at = %s RETURNING id"
 
 
 class TooManyRunning(TooManyRequests):
@@ -282,7 +283,7 @@ def exec_slot_take(*, user_id: str, seconds: float) -> ExecSlot | None:
             return taken
         pk, until = held[number]
         # Left by a process that died: taken over by compare-and-set, so two requests cannot both.
-        if until <= moment and ExecSlot.objects.filter(pk=pk, expires_at=until).update(expires_at=expires_at):
+        if until <= moment and _slot_take_over(pk=pk, held_until=until, expires_at=expires_at):
             return ExecSlot(pk=pk, user_id=user_id, slot=number, expires_at=expires_at)
     raise TooManyRunning(limit=limit)
 
@@ -306,6 +307,18 @@ def _slot_insert(*, user_id: str, number: int, expires_at: datetime) -> ExecSlot
         if book.pipelined:
             row = cursor.fetchone()
     return None if row is None else ExecSlot(pk=row[0], user_id=user_id, slot=number, expires_at=expires_at)
+
+
+def _slot_take_over(*, pk: int, held_until: datetime, expires_at: datetime) -> bool:
+    """Whether slot `pk`, held until `held_until`, is now this request's until `expires_at`.
+
+    Read by RETURNING, not the row count: a live exec takes its slot inside its bookkeeping's
+    pipeline on PostgreSQL, where only a fetch waits for the statement's result."""
+    connection = transaction.get_connection()
+    adapt = connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cursor:
+        cursor.execute(_SLOT_TAKE_OVER, [adapt(expires_at), pk, adapt(held_until)])
+        return cursor.fetchone() is not None
 
 
 def exec_slot_release(slot: ExecSlot | None) -> None:

@@ -306,14 +306,18 @@ def sandbox_exec_streaming(
         # transaction this block is a savepoint, so the refusal leaves that transaction usable.
         try:
             with bookkeeping() as book:
-                if when_starting is not None:
-                    when_starting()
-                    when_starting = None
                 if attaching:
                     closed_while_opening = not _attach(activity, unattached, lease=running_lease, used=True)
                     alive = not closed_while_opening
                 else:
-                    alive = ledger.heartbeat(activity_id=activity.pk, lease=running_lease, used=True)
+                    # Sent before the slot is taken, read after: on PostgreSQL the BEGIN, the
+                    # heartbeat and the slot's INSERT reach the server in one round trip.
+                    beat = ledger.heartbeat_sent(activity_id=activity.pk, lease=running_lease, used=True)
+                if when_starting is not None:
+                    when_starting()
+                    when_starting = None
+                if not attaching:
+                    alive = beat()
                 if alive:
                     with book.unread_until_commit():
                         running.exec_record(
@@ -372,10 +376,13 @@ def sandbox_exec_streaming(
         # (on PostgreSQL in one round trip: nothing here reads a result).
         with bookkeeping(savepoint=False, unread=True):
             running.exec_forget(exec_id)
-            if lives_on:
-                ledger.heartbeat(activity_id=activity.pk, lease=lease, used=True)
+            # Its answer is not needed (a sandbox closed meanwhile is the closer's to end); read
+            # after the COMMIT, so that it costs no round trip of its own.
+            beat = ledger.heartbeat_sent(activity_id=activity.pk, lease=lease, used=True) if lives_on else None
             if when_ended is not None:
                 when_ended()
+        if beat is not None:
+            beat()
         if lives_on:
             note = _stopped_after_exec(item, app, activity)
         told = f"\n[{result.reason_detail}]\n" if result.reason_detail else ""
@@ -402,18 +409,14 @@ class _Bookkeeping:
     @contextmanager
     def unread_until_commit(self) -> Iterator[None]:
         """Runs the block, then commits the transaction. On PostgreSQL the block's statements and
-        the COMMIT go to the server in one round trip (psycopg's pipeline), so no statement in the
-        block may read a result (a fetch, or the row count `update()` and `delete()` return):
-        the pipeline has none to give until the end. A cursor opened before the block has its
-        results after it (`fetchone`, `rowcount`). A failure anywhere rolls everything back.
-        It must be the last thing its bookkeeping block does: what would follow it would run after
-        the COMMIT, in no transaction of the block's."""
-        if self._connection is None:
-            yield
-            return
-        # Errors of the pipeline's statements surface when it syncs; they reach callers as Django's own.
-        with self._connection.wrap_database_errors, self._connection.connection.pipeline():
-            yield
+        the COMMIT go to the server in one round trip (the bookkeeping's pipeline syncs once, as
+        it ends), so no statement in the block may read a result: a fetch would cost a round trip
+        of its own, and the row count `update()` and `delete()` return is -1 until the sync.
+        A cursor executed in the block has its results after the bookkeeping block (`fetchone`).
+        A failure anywhere rolls everything back. It must be the last thing its bookkeeping block
+        does: what would follow it would run after the COMMIT, in no transaction of the block's."""
+        yield
+        if self._connection is not None:
             # Committed here, in the pipeline; the atomic block around finds nothing left to commit.
             with self._connection.cursor() as cursor:
                 cursor.execute("COMMIT")
@@ -430,23 +433,28 @@ def bookkeeping(*, savepoint: bool = True, unread: bool = False) -> Iterator[_Bo
     lost is one the ledger does not know). That saves a live exec two disk flushes, and an exec
     that opens a sandbox four.
 
-    It also saves round trips, which on PostgreSQL are most of an exec's database time: the
-    BEGIN and the setting go together, and `unread` (no statement in the block reads a result,
-    see `_Bookkeeping.unread_until_commit`) sends the whole transaction in one."""
+    It also saves round trips, which on PostgreSQL are most of an exec's database time. The block
+    runs in psycopg's pipeline (after the BEGIN, which psycopg syncs on its own): the setting and
+    the block's statements reach the server together when one of them has its result fetched, or
+    when the block ends. So a statement in it reads its answer by a fetch (a RETURNING), never by
+    the row count (`update()`, `delete()`), which a pipeline gives only once it syncs (-1 before).
+    With `unread` (no statement in the block reads a result, see
+    `_Bookkeeping.unread_until_commit`) the COMMIT goes with them: the whole transaction in one."""
     connection = transaction.get_connection()
     own = connection.vendor == "postgresql" and not connection.in_atomic_block
     with transaction.atomic(savepoint=savepoint):
         book = _Bookkeeping(connection if own else None)
         if not own:
             yield book
-        elif unread:
-            with book.unread_until_commit():
-                _commit_without_flush(connection)
+            return
+        # Errors of the pipeline's statements surface when it syncs; they reach callers as Django's own.
+        with connection.wrap_database_errors, connection.connection.pipeline():
+            _commit_without_flush(connection)
+            if unread:
+                with book.unread_until_commit():
+                    yield book
+            else:
                 yield book
-        else:
-            with connection.wrap_database_errors, connection.connection.pipeline():
-                _commit_without_flush(connection)
-            yield book
 
 
 def _commit_without_flush(connection: BaseDatabaseWrapper) -> None:
