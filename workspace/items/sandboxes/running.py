@@ -29,7 +29,7 @@ _CLOSED_UNDER_IT = {
 _MARGIN = timedelta(seconds=60)
 # Every exec for a person writes and deletes its record, so both are written as SQL: building the
 # ORM's statement (and a delete's collector) took longer than running it (bench/exec.py).
-# tests/items/test_running_sql.py holds them to the ORM's answer.
+# tests/items/test_exec_sql.py holds them to the ORM's answer.
 _RUNNING = RunningExec._meta.db_table
 _RECORD = (
     f"INSERT INTO {_RUNNING} (exec_id, item_id, requested_by, command, backend, backend_sandbox_id, "

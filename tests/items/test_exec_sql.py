@@ -1,5 +1,5 @@
-"""The hand-written statements of every exec (the command's record, the person's slot given back)
-agree with the ORM."""
+"""The hand-written statements of every exec (the item's read, the command's record, the person's
+slot given back) agree with the ORM."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ from datetime import timedelta
 
 import pytest
 from django.forms.models import model_to_dict
+from django.http import Http404
 
 from collab import clock as clock_module
+from collab.actor import Actor
 from quotas.models import SandboxActivity
-from workspace.items.models import ExecSlot, RunningExec
+from workspace.items.access import item_for_viewer
+from workspace.items.models import ExecSlot, Item, RunningExec
 from workspace.items.sandboxes import running
 from workspace.items.services import exec_slot_release, exec_slot_take
 
@@ -75,3 +78,25 @@ def test_a_slot_is_given_back_only_while_it_is_still_its_holders(clock, settings
     exec_slot_release(stale)
     # Then the first is free, and the one taken over stays with its new holder
     assert list(ExecSlot.objects.values_list("pk", flat=True)) == [stale.pk]
+
+
+@pytest.mark.parametrize("item_id", [0, -1, 2**63, 10**30])
+def test_an_item_id_no_column_can_hold_names_no_item(make_item, item_id):
+    # Given alice's item
+    make_item()
+    # When a service asks for an item by an id out of the column's range
+    # Then it is not found (404), not a database error
+    with pytest.raises(Http404):
+        item_for_viewer("notebook", item_id, actor=Actor("alice"))
+
+
+def test_an_item_is_read_only_within_its_app(make_item):
+    # Given alice's notebook
+    item = make_item()
+    # When it is asked for as hers in its app, and in another app
+    app, found = item_for_viewer("notebook", item.pk, actor=Actor("alice"))
+    # Then it is found in its own, as the ORM reads it, and not in the other
+    assert model_to_dict(found) == model_to_dict(Item.objects.get(pk=item.pk))
+    assert app.slug == "notebook"
+    with pytest.raises(Http404):
+        item_for_viewer("rca", item.pk, actor=Actor("alice"))
