@@ -12,6 +12,7 @@ from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
 from workspace.items.models import ExecSlot, RunningExec
 from workspace.items.sandboxes import admission, lifecycle
+from workspace.items.services import exec_slot_release
 
 pytestmark = pytest.mark.django_db
 MIB = 1024**2
@@ -225,13 +226,13 @@ def test_an_exec_in_transactions_of_its_own_frees_its_slot_and_record_and_refres
 
 def test_a_statement_failing_in_an_execs_bookkeeping_undoes_the_statements_before_it(transactional_db):
     # Given a slot alice holds
-    ExecSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now())
+    held = ExecSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now())
 
     # When a bookkeeping transaction whose results nobody reads frees it, then writes a row that
     # breaks a constraint
     def free_then_break() -> None:
         with lifecycle.bookkeeping(savepoint=False, unread=True):
-            ExecSlot.objects.filter(user_id="alice").delete()
+            exec_slot_release(held)
             ExecSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now())
             ExecSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now())
 
@@ -243,12 +244,12 @@ def test_a_statement_failing_in_an_execs_bookkeeping_undoes_the_statements_befor
 
 def test_a_failure_halfway_through_an_execs_bookkeeping_undoes_what_it_wrote(transactional_db):
     # Given a slot alice holds
-    ExecSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now())
+    held = ExecSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now())
 
     # When the bookkeeping frees it and then fails before it commits
     def free_then_fail() -> None:
         with lifecycle.bookkeeping(savepoint=False, unread=True):
-            ExecSlot.objects.filter(user_id="alice").delete()
+            exec_slot_release(held)
             raise RuntimeError("the process failed here")
 
     with pytest.raises(RuntimeError):

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -400,6 +401,7 @@ class _Bookkeeping:
 
     def __init__(self, connection: BaseDatabaseWrapper | None) -> None:
         self._connection = connection  # None: not a PostgreSQL transaction of its own
+        self.committed = False
 
     @property
     def pipelined(self) -> bool:
@@ -417,9 +419,12 @@ class _Bookkeeping:
         does: what would follow it would run after the COMMIT, in no transaction of the block's."""
         yield
         if self._connection is not None:
-            # Committed here, in the pipeline; the atomic block around finds nothing left to commit.
-            with self._connection.cursor() as cursor:
-                cursor.execute("COMMIT")
+            _run(self._connection, "COMMIT")
+            self.committed = True
+
+
+# Set while this thread runs a bookkeeping transaction of its own: one nested in it is part of it.
+_OWN_TRANSACTION: ContextVar[bool] = ContextVar("exec_bookkeeping", default=False)
 
 
 @contextmanager
@@ -433,33 +438,68 @@ def bookkeeping(*, savepoint: bool = True, unread: bool = False) -> Iterator[_Bo
     lost is one the ledger does not know). That saves a live exec two disk flushes, and an exec
     that opens a sandbox four.
 
-    It also saves round trips, which on PostgreSQL are most of an exec's database time. The block
-    runs in psycopg's pipeline (after the BEGIN, which psycopg syncs on its own): the setting and
-    the block's statements reach the server together when one of them has its result fetched, or
-    when the block ends. So a statement in it reads its answer by a fetch (a RETURNING), never by
-    the row count (`update()`, `delete()`), which a pipeline gives only once it syncs (-1 before).
-    With `unread` (no statement in the block reads a result, see
+    It also saves round trips, which on PostgreSQL are most of an exec's database time
+    (`_own_transaction`): its statements reach the server together when one of them has its
+    result fetched, or when the block ends. So a statement in it reads its answer by a fetch (a
+    RETURNING), never by the row count (`update()`, `delete()`), which a pipeline gives only once
+    it syncs (-1 before). With `unread` (no statement in the block reads a result, see
     `_Bookkeeping.unread_until_commit`) the COMMIT goes with them: the whole transaction in one."""
     connection = transaction.get_connection()
-    own = connection.vendor == "postgresql" and not connection.in_atomic_block
-    with transaction.atomic(savepoint=savepoint):
-        book = _Bookkeeping(connection if own else None)
-        if not own:
+    if _OWN_TRANSACTION.get():
+        yield _Bookkeeping(None)  # part of the bookkeeping transaction around it
+    elif connection.vendor == "postgresql" and not connection.in_atomic_block:
+        with _own_transaction(connection, unread=unread) as book:
             yield book
-            return
+    else:
+        with transaction.atomic(savepoint=savepoint):
+            yield _Bookkeeping(None)
+
+
+@contextmanager
+def _own_transaction(connection: BaseDatabaseWrapper, *, unread: bool) -> Iterator[_Bookkeeping]:
+    """A PostgreSQL transaction begun and ended by statements in psycopg's pipeline, with
+    `synchronous_commit` off. Not Django's `atomic`: there psycopg sends the BEGIN alone and waits
+    for it, a round trip of its own (two of a live exec's seven). The connection stays in
+    autocommit for Django, so nothing in the block may open an `atomic` of its own (psycopg
+    refuses to change autocommit inside a transaction, loudly); a nested `bookkeeping` joins it.
+    A block that raises, or a statement that fails, rolls it all back."""
+    connection.ensure_connection()
+    book = _Bookkeeping(connection)
+    token = _OWN_TRANSACTION.set(True)
+    ended = False
+    try:
         # Errors of the pipeline's statements surface when it syncs; they reach callers as Django's own.
         with connection.wrap_database_errors, connection.connection.pipeline():
-            _commit_without_flush(connection)
+            _run(connection, "BEGIN")
+            _run(connection, "SET LOCAL synchronous_commit TO OFF")
             if unread:
                 with book.unread_until_commit():
                     yield book
             else:
                 yield book
+                if not book.committed:
+                    _run(connection, "COMMIT")
+        ended = True
+    finally:
+        _OWN_TRANSACTION.reset(token)
+        if not ended:
+            _roll_back(connection)
 
 
-def _commit_without_flush(connection: BaseDatabaseWrapper) -> None:
+def _roll_back(connection: BaseDatabaseWrapper) -> None:
+    """Ends a failed own transaction; a connection that cannot is closed (Django opens a new one),
+    so that no later statement of this thread runs inside what is left of it."""
+    try:
+        with connection.wrap_database_errors:
+            connection.connection.rollback()
+    except Exception:
+        logger.exception("could not roll back an exec's bookkeeping; its connection is closed")
+        connection.close()
+
+
+def _run(connection: BaseDatabaseWrapper, statement: str) -> None:
     with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        cursor.execute(statement)
 
 
 def _stopped_after_exec(item: Item, app: AppDescriptor, activity: SandboxActivity) -> str | None:

@@ -1,0 +1,183 @@
+"""An exec's bookkeeping transactions as requests run them (each in transactions of its own, not
+inside a test's): on PostgreSQL begun and ended by statements in psycopg's pipeline, so these
+hold that they stay one transaction, roll back whole, and leave the connection as it was."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import IntegrityError, connection
+
+from quotas import ledger
+from quotas.models import SandboxActivity
+from quotas.values import SandboxSize
+from tests.fixtures.items import item_url
+from workspace.items import services
+from workspace.items.models import ExecSlot, RunningExec
+from workspace.items.sandboxes import lifecycle, running
+
+pytestmark = pytest.mark.usefixtures("transactional_db")
+LEASE = timedelta(seconds=90)
+
+
+def _exec(api, item, command="true"):
+    return api.post(item_url(item, "/exec"), {"command": command}, format="json")
+
+
+def _connection_at_rest() -> bool:
+    """No transaction left open on the connection, and Django's view of it is autocommit."""
+    if connection.vendor != "postgresql":
+        return connection.get_autocommit() and not connection.in_atomic_block
+    from psycopg.pq import TransactionStatus
+
+    idle = connection.connection is None or connection.connection.info.transaction_status == TransactionStatus.IDLE
+    return idle and connection.get_autocommit() and not connection.in_atomic_block
+
+
+def _live_row(item) -> SandboxActivity:
+    return ledger.activity_open(
+        item_id=item.pk, app_slug=item.app_slug, payer="alice", backend="local", size=SandboxSize(), lease=LEASE
+    )
+
+
+def test_on_postgresql_a_live_exec_takes_its_slot_beats_and_records_its_command_in_one_transaction(
+    alice_api, make_item, monkeypatch, settings
+):
+    # Given PostgreSQL, alice's item with a live sandbox, and the transactions of the exec's first writes watched
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: its transaction ids say which writes went together")
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
+    item = make_item()
+    assert _exec(alice_api, item).status_code == 200
+    seen: dict[str, int] = {}
+
+    def watched(name, original):
+        def run(**kwargs):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT txid_current()")
+                seen.setdefault(name, cursor.fetchone()[0])  # the first call: the ending beats again
+            return original(**kwargs)
+
+        return run
+
+    monkeypatch.setattr(ledger, "heartbeat_sent", watched("heartbeat", ledger.heartbeat_sent))
+    monkeypatch.setattr(services, "_slot_insert", watched("slot", services._slot_insert))
+    monkeypatch.setattr(running, "exec_record", watched("record", running.exec_record))
+    # When she runs a command there
+    assert _exec(alice_api, item).status_code == 200
+    # Then the heartbeat, her slot and the command's record were one transaction, and it ended
+    assert seen["heartbeat"] == seen["slot"] == seen["record"]
+    assert _connection_at_rest()
+
+
+def test_a_command_refused_on_a_live_sandbox_leaves_the_row_and_the_connection_as_they_were(
+    alice_api, make_item, settings
+):
+    # Given alice's item with a live sandbox, and her two commands running elsewhere (the most she may)
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
+    item = make_item()
+    assert _exec(alice_api, item).status_code == 200
+    before = SandboxActivity.current.get(item_id=str(item.pk))
+    held = [services.exec_slot_take(user_id="alice", seconds=30) for _ in range(2)]
+    # When she starts a third there
+    response = _exec(alice_api, item)
+    # Then it is 429, the heartbeat sent before the refusal was rolled back, nothing recorded,
+    # and no transaction is left open on the connection
+    assert response.status_code == 429
+    after = SandboxActivity.current.get(item_id=str(item.pk))
+    assert (after.last_used_at, after.lease_expires_at) == (before.last_used_at, before.lease_expires_at)
+    assert not RunningExec.objects.exists()
+    assert sorted(ExecSlot.objects.values_list("pk", flat=True)) == sorted(slot.pk for slot in held)
+    assert _connection_at_rest()
+    # And once one of hers ends, her next command runs and is kept
+    services.exec_slot_release(held[0])
+    assert _exec(alice_api, item, "true").status_code == 200
+
+
+def test_a_statement_that_fails_in_the_bookkeeping_rolls_it_all_back_and_the_connection_works_on(make_item):
+    # Given alice's item with a live row and a command recorded
+    item = make_item()
+    row = _live_row(item)
+    running.exec_record(exec_id="a" * 32, item=item, requested_by="alice", command="true", activity=row, timeout=30)
+    seen_before = SandboxActivity.objects.get(pk=row.pk).last_seen_at
+    beaten: list[bool] = []
+
+    def beat_then_record_again() -> None:
+        with lifecycle.bookkeeping() as book:
+            beaten.append(ledger.heartbeat_sent(activity_id=row.pk, lease=LEASE * 2, used=True)())
+            with book.unread_until_commit():
+                running.exec_record(
+                    exec_id="a" * 32, item=item, requested_by="alice", command="true", activity=row, timeout=30
+                )
+
+    # When a bookkeeping transaction beats and then records the same command again (a duplicate key)
+    with pytest.raises(IntegrityError):
+        beat_then_record_again()
+    assert beaten == [True]
+    # Then the heartbeat is undone, the connection is at rest, and the next write is kept
+    assert SandboxActivity.objects.get(pk=row.pk).last_seen_at == seen_before
+    assert _connection_at_rest()
+    running.exec_forget("a" * 32)
+    assert not RunningExec.objects.exists()
+
+
+def test_a_bookkeeping_inside_another_is_part_of_it(make_item):
+    # Given alice's item with a live row
+    item = make_item()
+    row = _live_row(item)
+
+    def inner_then_fail() -> None:
+        with lifecycle.bookkeeping():
+            with lifecycle.bookkeeping(unread=True) as inner, inner.unread_until_commit():
+                running.exec_record(
+                    exec_id="b" * 32, item=item, requested_by="alice", command="true", activity=row, timeout=30
+                )
+            raise RuntimeError("after the inner block")
+
+    # When an outer bookkeeping runs an inner one that records a command (its COMMIT unread), then fails
+    with pytest.raises(RuntimeError, match="after the inner block"):
+        inner_then_fail()
+    # Then the inner record went with the outer: nothing was committed, and the connection is at rest
+    assert not RunningExec.objects.exists()
+    assert _connection_at_rest()
+
+
+def test_a_bookkeeping_that_raises_before_any_statement_leaves_nothing_open(make_item):
+    # Given alice's item with a live row
+    item = make_item()
+    row = _live_row(item)
+
+    def beat_then_refuse() -> None:
+        with lifecycle.bookkeeping():
+            ledger.heartbeat_sent(activity_id=row.pk, lease=LEASE * 2, used=True)
+            raise RuntimeError("refused")
+
+    # When a bookkeeping block raises right after its heartbeat was sent (not yet read)
+    with pytest.raises(RuntimeError, match="refused"):
+        beat_then_refuse()
+    # Then the row is as opened and the connection at rest
+    stored = SandboxActivity.objects.get(pk=row.pk)
+    assert stored.lease_expires_at == row.lease_expires_at
+    assert _connection_at_rest()
+
+
+def test_on_postgresql_an_atomic_block_inside_a_bookkeeping_is_refused_with_nothing_written(make_item):
+    # Given PostgreSQL (the bookkeeping's own transaction is not Django's `atomic`) and a live row
+    if connection.vendor != "postgresql":
+        pytest.skip("on SQLite a bookkeeping block is Django's atomic, and one inside it a savepoint")
+    item = make_item()
+    row = _live_row(item)
+
+    def beat_then_delete_with_the_orm() -> None:
+        with lifecycle.bookkeeping():
+            ledger.heartbeat_sent(activity_id=row.pk, lease=LEASE * 2, used=True)()
+            RunningExec.objects.filter(item=item).delete()  # the ORM's delete opens an atomic
+
+    # When code in a bookkeeping block opens an atomic of its own
+    # Then it fails loudly (psycopg refuses to leave autocommit inside a transaction), the
+    # heartbeat before it is undone, and the connection is at rest
+    with pytest.raises(Exception, match="autocommit"):
+        beat_then_delete_with_the_orm()
+    assert SandboxActivity.objects.get(pk=row.pk).lease_expires_at == row.lease_expires_at
+    assert _connection_at_rest()
