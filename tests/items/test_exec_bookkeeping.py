@@ -4,7 +4,11 @@ hold that they stay one transaction, roll back whole, and leave the connection a
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db import IntegrityError, connection
@@ -12,6 +16,7 @@ from django.db import IntegrityError, connection
 from quotas import ledger
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
+from tests.fixtures.exec_agent import wait_for
 from tests.fixtures.items import item_url
 from workspace.items import services
 from workspace.items.models import ExecSlot, RunningExec
@@ -180,4 +185,82 @@ def test_on_postgresql_an_atomic_block_inside_a_bookkeeping_is_refused_with_noth
     with pytest.raises(Exception, match="autocommit"):
         beat_then_delete_with_the_orm()
     assert SandboxActivity.objects.get(pk=row.pk).lease_expires_at == row.lease_expires_at
+    assert _connection_at_rest()
+
+
+HOLD_INSIDE_A_BOOKKEEPING = """
+import sys, time
+import django
+django.setup()
+from datetime import timedelta
+from quotas import ledger
+from workspace.items import services
+from workspace.items.sandboxes import lifecycle
+with lifecycle.bookkeeping():
+    assert ledger.heartbeat_sent(activity_id=int(sys.argv[1]), lease=timedelta(hours=1), used=True)()
+    assert services._slot_insert(user_id="alice", number=0, expires_at=services.clock.now()) is not None
+    print("inside", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_on_postgresql_a_server_killed_inside_a_bookkeeping_leaves_nothing_of_it(make_item, tmp_path):
+    # Given PostgreSQL (the bookkeeping's own transaction) and alice's item with a live row
+    if connection.vendor != "postgresql":
+        pytest.skip("the bookkeeping's own transaction is PostgreSQL's; on SQLite it is Django's atomic")
+    item = make_item()
+    row = _live_row(item)
+    base, _, _ = os.environ["DATABASE_URL"].rpartition("/")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("DATABASE_URL", "PYTEST"))}
+    env.update(
+        DJANGO_SETTINGS_MODULE="workspace.settings",
+        DATABASE_URL=f"{base}/{connection.settings_dict['NAME']}",
+        WORKSPACE_VAR_DIR=str(tmp_path),
+    )
+    # When a server process has beaten and taken alice's slot inside a bookkeeping block, and is
+    # killed with SIGKILL before the block ends
+    server = subprocess.Popen(
+        [sys.executable, "-c", HOLD_INSIDE_A_BOOKKEEPING, str(row.pk)],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout.readline().strip() == "inside", server.stderr.read()
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+    # Then nothing of the block was kept: the lease as opened, no slot taken, and no session of it left
+    wait_for(lambda: not _sessions_idle_in_a_transaction())
+    assert SandboxActivity.objects.get(pk=row.pk).lease_expires_at == row.lease_expires_at
+    assert not ExecSlot.objects.exists()
+
+
+def _sessions_idle_in_a_transaction() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND state LIKE 'idle in transaction%%' AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_a_strangers_command_on_a_live_sandbox_is_404_and_touches_none_of_its_bookkeeping(
+    alice_api, bob_api, make_item
+):
+    # Given alice's item with a live sandbox
+    item = make_item()
+    assert _exec(alice_api, item).status_code == 200
+    before = SandboxActivity.current.get(item_id=str(item.pk))
+    # When bob, who has no right to it, runs a command there
+    response = _exec(bob_api, item, "touch bob-was-here")
+    # Then it is 404, and the sandbox's row, the slots and the records are as they were
+    assert response.status_code == 404
+    after = SandboxActivity.current.get(item_id=str(item.pk))
+    assert (after.last_used_at, after.lease_expires_at) == (before.last_used_at, before.lease_expires_at)
+    assert not ExecSlot.objects.exists()
+    assert not RunningExec.objects.exists()
+    assert not (lifecycle.workspace_dir(item.pk) / "bob-was-here").exists()
     assert _connection_at_rest()

@@ -54,6 +54,19 @@ def test_a_commands_record_is_stored_as_the_orm_would_store_it(make_item, clock)
     assert [record.exec_id for record in running.running_of_item(item)] == ["a" * 32]
 
 
+def test_a_command_that_reads_as_sql_is_recorded_as_its_text(make_item, clock):
+    # Given alice's item
+    item = make_item()
+    hostile = "echo it's'); DELETE FROM items_item; --"
+    # When a command whose text would end a quoted SQL string is recorded
+    running.exec_record(
+        exec_id="c" * 32, item=item, requested_by="alice", command=hostile, activity=_activity(item), timeout=30
+    )
+    # Then it is stored as its text, and nothing else changed
+    assert RunningExec.objects.get(pk="c" * 32).command == hostile
+    assert Item.objects.filter(pk=item.pk).exists()
+
+
 def test_forgetting_a_command_removes_its_record_only(make_item, clock):
     # Given two recorded commands
     item = make_item()
