@@ -15,6 +15,7 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 
 from collab import clock
+from collab.rows import ModelRows, answer_later
 from quotas.limits import limits_for_many
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from quotas.values import SandboxSize
@@ -42,10 +43,17 @@ def live_rows_of_payer(payer: str, *, at: datetime | None = None) -> QuerySet[Sa
 # than running the indexed statement (bench/exec.py). tests/quotas/test_ledger_sql.py holds them
 # to the ORM's answer. Writes answer by RETURNING, which a PostgreSQL pipeline gives on a fetch.
 _ACTIVITY = SandboxActivity._meta.db_table
-_LIVE_ROW_OF_ITEM = (
-    f"SELECT * FROM {_ACTIVITY} WHERE item_id = %s AND is_deleted = %s AND lease_expires_at > %s "
+ACTIVITY_ROWS = ModelRows(SandboxActivity)
+# The id of an item's newest live row (on `sbx_item_live_idx`), with `live_row_params`; a statement
+# that reads the item's row together with something else (an exec's item) joins on it.
+LIVE_ROW_ID_OF_ITEM = (
+    f"SELECT id FROM {_ACTIVITY} WHERE item_id = %s AND is_deleted = %s AND lease_expires_at > %s "
     "ORDER BY opened_at DESC, id DESC LIMIT 1"
 )
+# Whether a row counts now: a statement in the same transaction as the row's heartbeat asks this
+# instead of waiting for the heartbeat's answer (with `live_row_exists_params`).
+LIVE_ROW_EXISTS = f"EXISTS (SELECT 1 FROM {_ACTIVITY} WHERE id = %s AND is_deleted = %s AND lease_expires_at > %s)"
+_LIVE_ROW_OF_ITEM = f"SELECT {ACTIVITY_ROWS.columns(_ACTIVITY)} FROM {_ACTIVITY} WHERE id = ({LIVE_ROW_ID_OF_ITEM})"
 _HEARTBEAT = (
     f"UPDATE {_ACTIVITY} SET last_seen_at = %s, lease_expires_at = %s{{used}} "
     "WHERE id = %s AND is_deleted = %s AND lease_expires_at > %s RETURNING id"
@@ -53,11 +61,29 @@ _HEARTBEAT = (
 _HEARTBEAT_SEEN, _HEARTBEAT_USED = _HEARTBEAT.format(used=""), _HEARTBEAT.format(used=", last_used_at = %s")
 
 
+@dataclass(frozen=True)
+class LiveRowRead:
+    """An item's live row as a statement that read more than it found it: None when it had none."""
+
+    row: SandboxActivity | None
+
+
+def live_row_params(item_id: str | int) -> list[object]:
+    """The parameters of `LIVE_ROW_ID_OF_ITEM` for the item, live now."""
+    return [str(item_id), False, connection.ops.adapt_datetimefield_value(clock.now())]
+
+
+def live_row_exists_params(activity_id: int) -> list[object]:
+    """The parameters of `LIVE_ROW_EXISTS` for the row, live now."""
+    return [activity_id, False, connection.ops.adapt_datetimefield_value(clock.now())]
+
+
 def live_row_of_item(item_id: str | int) -> SandboxActivity | None:
-    """The item's newest row of `live_rows`, on `sbx_item_live_idx`."""
-    moment = connection.ops.adapt_datetimefield_value(clock.now())
-    rows = SandboxActivity.objects.raw(_LIVE_ROW_OF_ITEM, [str(item_id), False, moment])
-    return next(iter(rows), None)
+    """The item's newest row of `live_rows`."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LIVE_ROW_OF_ITEM, live_row_params(item_id))
+        row = cursor.fetchone()
+    return None if row is None else ACTIVITY_ROWS.instance(row, connection=connection)
 
 
 def open_rows_of_item(item_id: str | int) -> QuerySet[SandboxActivity]:
@@ -162,24 +188,11 @@ def heartbeat_sent(*, activity_id: int, lease: timedelta, used: bool = False) ->
     moment = clock.now()
     now, expires = adapt(moment), adapt(moment + lease)
     changes = [now, expires, now] if used else [now, expires]
-    cursor = connection.cursor()
-    try:
-        cursor.execute(_HEARTBEAT_USED if used else _HEARTBEAT_SEEN, [*changes, activity_id, False, now])
-    except BaseException:
-        cursor.close()
-        raise
-
-    def answer() -> bool:
-        # RETURNING rather than the row count: in a pipeline only a fetch waits for the result.
-        with cursor:
-            return cursor.fetchone() is not None
-
-    if connection.vendor != "postgresql":
-        # SQLite has no pipeline, and keeps a statement with RETURNING open until its row is read:
-        # a COMMIT before that would fail.
-        counted = answer()
-        return lambda: counted
-    return answer
+    # RETURNING rather than the row count: in a pipeline only a fetch waits for the result.
+    row = answer_later(
+        _HEARTBEAT_USED if used else _HEARTBEAT_SEEN, [*changes, activity_id, False, now], connection=connection
+    )
+    return lambda: row() is not None
 
 
 def activity_closing(*, activity_id: int, reason: str, closed_by: str) -> None:

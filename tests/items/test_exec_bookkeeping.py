@@ -67,7 +67,7 @@ def test_on_postgresql_a_live_exec_takes_its_slot_beats_and_records_its_command_
         return run
 
     monkeypatch.setattr(ledger, "heartbeat_sent", watched("heartbeat", ledger.heartbeat_sent))
-    monkeypatch.setattr(services, "_slot_insert", watched("slot", services._slot_insert))
+    monkeypatch.setattr(services, "exec_slot_claim_first", watched("slot", services.exec_slot_claim_first))
     monkeypatch.setattr(running, "exec_record", watched("record", running.exec_record))
     # When she runs a command there
     assert _exec(alice_api, item).status_code == 200
@@ -263,4 +263,33 @@ def test_a_strangers_command_on_a_live_sandbox_is_404_and_touches_none_of_its_bo
     assert not ExecSlot.objects.exists()
     assert not RunningExec.objects.exists()
     assert not (lifecycle.workspace_dir(item.pk) / "bob-was-here").exists()
+    assert _connection_at_rest()
+
+
+def test_a_command_started_while_another_of_hers_runs_takes_her_next_slot_and_keeps_nothing_of_the_first_try(
+    alice_api, make_item, settings
+):
+    # Given alice's item with a live sandbox, and one command of hers running elsewhere (her first slot)
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
+    item = make_item()
+    assert _exec(alice_api, item).status_code == 200
+    held = services.exec_slot_take(user_id="alice", seconds=30)
+    tries: list[str] = []
+    claim = services.exec_slot_claim_first
+
+    def watched_claim(**kwargs):
+        tries.append("first slot")
+        return claim(**kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(services, "exec_slot_claim_first", watched_claim)
+        # When she starts another there
+        response = _exec(alice_api, item, "echo ran")
+    # Then it tried her first slot, found it held, and ran once in her second
+    assert response.status_code == 200
+    assert response.json()["stdout"] == "ran\n"
+    assert tries == ["first slot"]
+    # And nothing of the first try is left: her held slot alone, no record, no transaction open
+    assert list(ExecSlot.objects.values_list("pk", flat=True)) == [held.pk]
+    assert not RunningExec.objects.exists()
     assert _connection_at_rest()

@@ -11,8 +11,9 @@ from django.http import Http404
 
 from collab import clock as clock_module
 from collab.actor import Actor
+from collab.errors import Forbidden
 from quotas.models import SandboxActivity
-from workspace.items.access import item_for_viewer
+from workspace.items.access import item_for_exec, item_for_viewer
 from workspace.items.models import ExecSlot, Item, RunningExec
 from workspace.items.sandboxes import running
 from workspace.items.services import exec_slot_release, exec_slot_take
@@ -20,9 +21,15 @@ from workspace.items.services import exec_slot_release, exec_slot_take
 pytestmark = pytest.mark.django_db
 
 
-def _activity(item) -> SandboxActivity:
-    return SandboxActivity(
-        item_id=str(item.pk), app_slug=item.app_slug, owner="alice", backend="local", backend_sandbox_id="loc-1"
+def _activity(item, *, lease: timedelta = timedelta(minutes=5)) -> SandboxActivity:
+    """A live sandbox row of the item (a record is written only while its sandbox's row counts)."""
+    return SandboxActivity.objects.create(
+        item_id=str(item.pk),
+        app_slug=item.app_slug,
+        owner="alice",
+        backend="local",
+        backend_sandbox_id="loc-1",
+        lease_expires_at=clock_module.now() + lease,
     )
 
 
@@ -113,3 +120,85 @@ def test_an_item_is_read_only_within_its_app(make_item):
     assert app.slug == "notebook"
     with pytest.raises(Http404):
         item_for_viewer("rca", item.pk, actor=Actor("alice"))
+
+
+def test_an_exec_reads_its_item_and_the_items_live_row_in_one_statement_as_the_orm_reads_them(
+    make_item, clock, django_assert_num_queries
+):
+    # Given alice's item with a closed row and two live rows, and another item's newer live row
+    item, other = make_item(), make_item()
+    _activity(item).delete()
+    older = _activity(item, lease=timedelta(minutes=5))
+    clock.advance(seconds=1)
+    newest = _activity(item, lease=timedelta(minutes=5))
+    SandboxActivity.objects.filter(pk=older.pk).update(is_deleted=True)
+    clock.advance(seconds=1)
+    _activity(other)
+    # When an exec of hers reads its item
+    with django_assert_num_queries(1):
+        app, found, live = item_for_exec("notebook", item.pk, actor=Actor("alice"))
+    # Then the item and its newest live row are each as the ORM reads them
+    assert app.slug == "notebook"
+    assert model_to_dict(found) == model_to_dict(Item.objects.get(pk=item.pk))
+    assert live.row.pk == newest.pk
+    assert model_to_dict(live.row) == model_to_dict(SandboxActivity.objects.get(pk=newest.pk))
+    assert live.row.opened_at.tzinfo is not None
+
+
+def test_an_exec_of_an_item_without_a_live_sandbox_reads_none(make_item, clock):
+    # Given alice's item whose only sandbox row ran out of lease
+    item = make_item()
+    _activity(item, lease=timedelta(seconds=-1))
+    # When an exec of hers reads its item
+    _, found, live = item_for_exec("notebook", item.pk, actor=Actor("alice"))
+    # Then it finds the item, and no live row
+    assert found.pk == item.pk
+    assert live.row is None
+
+
+@pytest.mark.parametrize("item_id", [0, -1, 2**63, 10**30])
+def test_an_exec_of_an_item_id_no_column_can_hold_is_404(make_item, item_id):
+    # Given alice's item
+    make_item()
+    # When an exec names an id out of the column's range
+    # Then it is not found (404), not a database error
+    with pytest.raises(Http404):
+        item_for_exec("notebook", item_id, actor=Actor("alice"))
+
+
+def test_a_strangers_exec_is_404_even_where_a_sandbox_is_live(make_item, clock):
+    # Given alice's item with a live sandbox
+    item = make_item()
+    _activity(item)
+    # When bob's exec reads it, or alice's through another app
+    # Then neither learns it exists
+    with pytest.raises(Http404):
+        item_for_exec("notebook", item.pk, actor=Actor("bob"))
+    with pytest.raises(Http404):
+        item_for_exec("rca", item.pk, actor=Actor("alice"))
+
+
+def test_the_payer_of_someone_elses_item_may_not_exec_there(make_item, clock):
+    # Given an item carol created and bob pays for, with a live sandbox
+    item = make_item(created_by="carol", owner="bob")
+    _activity(item)
+    # When bob's exec reads it
+    # Then it is 403 payer_only: he knows it exists, and may only tend it
+    with pytest.raises(Forbidden) as refused:
+        item_for_exec("notebook", item.pk, actor=Actor("bob"))
+    assert refused.value.error == "payer_only"
+
+
+@pytest.mark.parametrize("ended", ["expired", "closed"])
+def test_a_command_is_not_recorded_in_a_sandbox_whose_row_stopped_counting(make_item, clock, ended):
+    # Given alice's item whose sandbox row ran out of lease, or was closed
+    item = make_item()
+    row = _activity(item)
+    if ended == "expired":
+        clock.advance(minutes=6)
+    else:
+        SandboxActivity.objects.filter(pk=row.pk).update(is_deleted=True)
+    # When a command is recorded there
+    running.exec_record(exec_id="a" * 32, item=item, requested_by="alice", command="true", activity=row, timeout=30)
+    # Then nothing is written: nobody can list or stop a command that will not run there
+    assert not RunningExec.objects.exists()

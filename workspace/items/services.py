@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,12 +16,15 @@ from collab.actor import Actor
 from collab.converters import is_row_id
 from collab.errors import Forbidden, Invalid, NotFound, TooManyRequests
 from collab.identity import unknown_user_ids
+from collab.rows import answer_later
 from quotas import ledger
+from quotas.ledger import LiveRowRead
+from quotas.models import SandboxActivity
 from workspace.items import filebatch, filestore, volumes
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import ExecSlot, Item, RunningExec, payer_of
 from workspace.items.sandboxes import lifecycle, running
-from workspace.items.sandboxes.base import Command, CommandInvalid, validate_command
+from workspace.items.sandboxes.base import Command, CommandInvalid, OpenedSandbox, validate_command
 
 
 def checked_payer(payer: str) -> str:
@@ -235,6 +238,8 @@ _SLOT_INSERT = (
     f"INSERT INTO {_SLOTS} (user_id, slot, expires_at) VALUES (%s, %s, %s) "
     "ON CONFLICT (user_id, slot) DO NOTHING RETURNING id"
 )
+# Slot 0 without looking (`exec_slot_claim_first`): a held one breaks the unique key.
+_SLOT_CLAIM = f"INSERT INTO {_SLOTS} (user_id, slot, expires_at) VALUES (%s, %s, %s) RETURNING id"
 _SLOT_RELEASE = f"DELETE FROM {_SLOTS} WHERE id = %s AND expires_at = %s"
 _SLOT_TAKE_OVER = f"UPDATE {_SLOTS} SET expires_at = %s WHERE id = %s AND expires_at = %s RETURNING id"
 
@@ -265,7 +270,7 @@ def exec_slot_take(*, user_id: str, seconds: float) -> ExecSlot | None:
     if limit <= 0:
         return None
     moment = clock.now()
-    expires_at = moment + timedelta(seconds=seconds) + _SLOT_MARGIN
+    expires_at = _slot_expiry(moment, seconds)
     # Most commands start with nothing else of the person's running: slot 0 is free, one INSERT
     # takes it without reading the others first.
     first = _slot_insert(user_id=user_id, number=0, expires_at=expires_at)
@@ -286,6 +291,27 @@ def exec_slot_take(*, user_id: str, seconds: float) -> ExecSlot | None:
         if until <= moment and _slot_take_over(pk=pk, held_until=until, expires_at=expires_at):
             return ExecSlot(pk=pk, user_id=user_id, slot=number, expires_at=expires_at)
     raise TooManyRunning(limit=limit)
+
+
+def exec_slot_claim_first(*, user_id: str, seconds: float) -> Callable[[], ExecSlot | None]:
+    """Sends the statement that takes the person's first command slot, without looking at the
+    others, and returns the reader of the slot, to call once its transaction committed (None
+    when there is no limit). Most commands start with nothing else of the person's running: then
+    the slot costs that transaction no round trip of its own (on PostgreSQL it goes with the
+    COMMIT). When the slot is held, the statement breaks its unique key and fails the transaction
+    it is part of (IntegrityError): the caller redoes it with `exec_slot_take`."""
+    if settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER <= 0:
+        return lambda: None
+    connection = transaction.get_connection()
+    expires_at = _slot_expiry(clock.now(), seconds)
+    row = answer_later(
+        _SLOT_CLAIM, [user_id, 0, connection.ops.adapt_datetimefield_value(expires_at)], connection=connection
+    )
+    return lambda: ExecSlot(pk=row()[0], user_id=user_id, slot=0, expires_at=expires_at)
+
+
+def _slot_expiry(moment: datetime, seconds: float) -> datetime:
+    return moment + timedelta(seconds=seconds) + _SLOT_MARGIN
 
 
 def _slot_insert(*, user_id: str, number: int, expires_at: datetime) -> ExecSlot | None:
@@ -341,12 +367,19 @@ def exec_slot_held(*, user_id: str, seconds: float) -> Iterator[None]:
 
 
 def item_exec(
-    *, item: Item, app: AppDescriptor, command: Any, actor: Actor | None, timeout: float | None = None
+    *,
+    item: Item,
+    app: AppDescriptor,
+    command: Any,
+    actor: Actor | None,
+    timeout: float | None = None,
+    live_row: LiveRowRead | None = None,
 ) -> lifecycle.ExecOutcome:
     """Runs `command` in the item's sandbox, opening one through admission when none is live, in
     one of `actor`'s command slots (429 when they have none left); None when the caller holds
     the person's slot already (an agent turn, which took one for the whole turn). Run for a
     person, it is listed while it runs, and they (or staff) may stop it (`item_exec_stop`).
+    `live_row`: the item's live sandbox row when the caller read it with the item.
 
     Not one transaction: the command runs for seconds and the ledger steps inside commit on
     their own, so a crash mid-command leaves the sandbox counted only until its lease runs out.
@@ -355,14 +388,10 @@ def item_exec(
     if actor is None:
         return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=seconds)
     slot = _SlotHeld(None)
-    ready = lifecycle.live_sandbox_of_item(item=item)
-    unattached = None
-    try:
-        if ready is None:
-            # A sandbox is opened only for someone who has a slot left.
-            slot.take(user_id=actor.user_id, seconds=seconds)
-            activity, unattached = lifecycle.sandbox_open_for_exec(item=item, app=app)
-            ready = (activity, unattached is not None)
+
+    def run(
+        ready: tuple[SandboxActivity, bool], unattached: OpenedSandbox | None, when_starting: Callable[[], None] | None
+    ) -> lifecycle.ExecOutcome:
         return lifecycle.sandbox_exec(
             item=item,
             app=app,
@@ -372,16 +401,37 @@ def item_exec(
             unattached=unattached,
             exec_id=running.new_exec_id(),
             requested_by=actor.user_id,
-            # On a live sandbox the slot is taken in the transaction that records the command.
-            when_starting=None if slot.slot else lambda: slot.take(user_id=actor.user_id, seconds=seconds),
+            when_starting=when_starting,
             when_ended=slot.release,
         )
+
+    try:
+        ready = lifecycle.live_sandbox_of_item(item=item, live_row=live_row)
+        if ready is None:
+            # A sandbox is opened only for someone who has a slot left.
+            slot.take(user_id=actor.user_id, seconds=seconds)
+            activity, unattached = lifecycle.sandbox_open_for_exec(item=item, app=app)
+            return run((activity, unattached is not None), unattached, None)
+        try:
+            # On a live sandbox the slot is taken in the transaction that records the command, the
+            # first one without looking at the others (one round trip for that whole transaction).
+            return run(ready, None, lambda: slot.claim_first(user_id=actor.user_id, seconds=seconds))
+        except lifecycle.StartConflict:
+            # The person's first slot is held: nothing of that attempt was kept, nothing ran.
+            slot.claim_failed()
+            return run(ready, None, lambda: slot.take(user_id=actor.user_id, seconds=seconds))
     finally:
         slot.release()
 
 
 def item_exec_streaming(
-    *, item: Item, app: AppDescriptor, command: Any, actor: Actor, timeout: float | None = None
+    *,
+    item: Item,
+    app: AppDescriptor,
+    command: Any,
+    actor: Actor,
+    timeout: float | None = None,
+    live_row: LiveRowRead | None = None,
 ) -> Iterator[lifecycle.ExecStarted | tuple[str, bytes] | lifecycle.ExecOutcome]:
     """`item_exec` as it happens. The command, the timeout, the person's command slots and the
     quota gate are checked (and the sandbox opened) before this returns, so their refusals come
@@ -392,7 +442,7 @@ def item_exec_streaming(
     valid, seconds = _valid_command(command), exec_timeout(timeout)
     slot = _SlotHeld(exec_slot_take(user_id=actor.user_id, seconds=seconds))
     try:
-        activity, opened = ready = lifecycle.sandbox_for_item(item=item, app=app)
+        activity, opened = ready = lifecycle.sandbox_for_item(item=item, app=app, live_row=live_row)
     except BaseException:
         slot.release()
         raise
@@ -417,12 +467,23 @@ class _SlotHeld:
 
     def __init__(self, slot: ExecSlot | None) -> None:
         self.slot = slot
+        self._claimed: Callable[[], ExecSlot | None] | None = None
 
     def take(self, *, user_id: str, seconds: float) -> None:
         self.slot = exec_slot_take(user_id=user_id, seconds=seconds)
 
+    def claim_first(self, *, user_id: str, seconds: float) -> None:
+        """`exec_slot_claim_first`: the slot is read when it is given back."""
+        self._claimed = exec_slot_claim_first(user_id=user_id, seconds=seconds)
+
+    def claim_failed(self) -> None:
+        """The claim's transaction was rolled back: there is nothing to read or give back."""
+        self._claimed = None
+
     def release(self) -> None:
-        slot, self.slot = self.slot, None
+        claimed, self._claimed = self._claimed, None
+        slot = self.slot if claimed is None else claimed()
+        self.slot = None
         exec_slot_release(slot)
 
 

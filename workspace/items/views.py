@@ -21,7 +21,7 @@ from collab.errors import DomainError, Invalid, NotFound
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
 from workspace.items import selectors, services
-from workspace.items.access import ItemRight, app_or_404, item_for_viewer
+from workspace.items.access import ItemRight, app_or_404, item_for_exec, item_for_viewer
 from workspace.items.filestore import CHUNK, open_read, read_file, workspace_prepared
 from workspace.items.models import Item
 from workspace.items.sandboxes.lifecycle import ExecOutcome, ExecStarted
@@ -155,7 +155,7 @@ class ItemExecApi(ServiceApiView):
         ),
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response | StreamingHttpResponse:
-        app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        app, item, live_row = item_for_exec(slug, item_id, actor=actor_of(request))
         if not isinstance(request.data, dict) or "command" not in request.data:
             raise Invalid(error="invalid_command", detail="The body needs a 'command'.")
         body = ExecInputSerializer(data=request.data)
@@ -163,10 +163,12 @@ class ItemExecApi(ServiceApiView):
         command, timeout = body.validated_data["command"], body.validated_data.get("timeout")
         if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
             events = services.item_exec_streaming(
-                item=item, app=app, command=command, actor=actor_of(request), timeout=timeout
+                item=item, app=app, command=command, actor=actor_of(request), timeout=timeout, live_row=live_row
             )
             return event_stream(_server_sent_events(events))
-        outcome = services.item_exec(item=item, app=app, command=command, actor=actor_of(request), timeout=timeout)
+        outcome = services.item_exec(
+            item=item, app=app, command=command, actor=actor_of(request), timeout=timeout, live_row=live_row
+        )
         return Response(ExecOutputSerializer(outcome).data)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from collab import clock
@@ -215,9 +215,11 @@ def item_workspace(item: Item) -> Path:
     return workspace_prepared(item.pk, item.app_slug)
 
 
-def sandbox_for_item(*, item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
+def sandbox_for_item(
+    *, item: Item, app: AppDescriptor, live_row: ledger.LiveRowRead | None = None
+) -> tuple[SandboxActivity, bool]:
     """The item's live sandbox, opened (through admission) when there is none."""
-    return live_sandbox_of_item(item=item) or _open(item, app)
+    return live_sandbox_of_item(item=item, live_row=live_row) or _open(item, app)
 
 
 def sandbox_open_for_exec(*, item: Item, app: AppDescriptor) -> tuple[SandboxActivity, OpenedSandbox | None]:
@@ -228,9 +230,13 @@ def sandbox_open_for_exec(*, item: Item, app: AppDescriptor) -> tuple[SandboxAct
     return _open_unattached(item, app)
 
 
-def live_sandbox_of_item(*, item: Item) -> tuple[SandboxActivity, bool] | None:
-    """The item's live sandbox (waiting for one another request is opening), or None."""
-    live = ledger.live_row_of_item(item.pk)
+def live_sandbox_of_item(
+    *, item: Item, live_row: ledger.LiveRowRead | None = None
+) -> tuple[SandboxActivity, bool] | None:
+    """The item's live sandbox (waiting for one another request is opening), or None. `live_row` is
+    its row as the request already read it with the item (`access.item_for_exec`); a row that
+    stopped counting since is found out by the exec's heartbeat."""
+    live = ledger.live_row_of_item(item.pk) if live_row is None else live_row.row
     if live is None:
         return None
     return (_await_opened(live) if not live.backend_sandbox_id else live), False
@@ -289,8 +295,9 @@ def sandbox_exec_streaming(
     an `exec_id` the command is recorded while it runs, so `requested_by` or staff can stop it.
     `when_starting` runs first in the transaction that records the command, once (the caller
     takes the person's command slot there when the sandbox was live: one commit, not two; what
-    it raises refuses the command with nothing stored), and `when_ended` in the transaction
-    that ends the record once the command ended (the caller gives the slot back there).
+    it raises refuses the command with nothing stored, and a unique key it breaks, a slot it
+    claimed without looking, is StartConflict), and `when_ended` in the transaction that ends
+    the record once the command ended (the caller gives the slot back there).
     """
     lease = get_config().sandbox.lease
     # The lease covers the whole command, so a long exec is not reclaimed as dead halfway.
@@ -309,17 +316,15 @@ def sandbox_exec_streaming(
             with bookkeeping() as book:
                 if attaching:
                     closed_while_opening = not _attach(activity, unattached, lease=running_lease, used=True)
-                    alive = not closed_while_opening
                 else:
-                    # Sent before the slot is taken, read after: on PostgreSQL the BEGIN, the
-                    # heartbeat and the slot's INSERT reach the server in one round trip.
+                    # Read after the COMMIT: the record is written only while the row counts, so
+                    # nothing waits for this answer, and on PostgreSQL the heartbeat, the slot's
+                    # INSERT, the record and the COMMIT reach the server in one round trip.
                     beat = ledger.heartbeat_sent(activity_id=activity.pk, lease=running_lease, used=True)
                 if when_starting is not None:
                     when_starting()
                     when_starting = None
-                if not attaching:
-                    alive = beat()
-                if alive:
+                if not closed_while_opening:
                     with book.unread_until_commit():
                         running.exec_record(
                             exec_id=exec_id,
@@ -329,6 +334,11 @@ def sandbox_exec_streaming(
                             activity=activity,
                             timeout=timeout,
                         )
+            alive = not closed_while_opening if attaching else beat()
+        except IntegrityError as exc:
+            if attaching:
+                _abandon_unattached(activity, unattached)
+            raise StartConflict() from exc
         except BaseException:
             if attaching:
                 _abandon_unattached(activity, unattached)
@@ -393,6 +403,11 @@ def sandbox_exec_streaming(
         yield ExecOutcome(result=result, activity=activity, opened=opened_any, closed=note is not None, exec_id=exec_id)
         return
     raise Unavailable(error="sandbox_host_unavailable", detail="The sandbox vanished twice in a row.")
+
+
+class StartConflict(Exception):
+    """The transaction that starts a command broke a unique key (`when_starting` claimed what
+    another request holds): nothing of it was kept, and the command did not run."""
 
 
 class _Bookkeeping:

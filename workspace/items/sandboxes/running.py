@@ -12,6 +12,7 @@ from datetime import timedelta
 from django.db import connection
 
 from collab import clock
+from quotas import ledger
 from quotas.models import SandboxActivity
 from workspace.items.models import Item, RunningExec
 from workspace.items.sandboxes.base import Command, EndReason, ExecResult
@@ -31,9 +32,11 @@ _MARGIN = timedelta(seconds=60)
 # ORM's statement (and a delete's collector) took longer than running it (bench/exec.py).
 # tests/items/test_exec_sql.py holds them to the ORM's answer.
 _RUNNING = RunningExec._meta.db_table
+# Written only while the sandbox's row counts: in the transaction of its heartbeat, the record
+# then need not wait for the heartbeat's answer (on PostgreSQL the COMMIT goes with them).
 _RECORD = (
     f"INSERT INTO {_RUNNING} (exec_id, item_id, requested_by, command, backend, backend_sandbox_id, "
-    "started_at, ends_by, stopped_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    f"started_at, ends_by, stopped_by) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s WHERE {ledger.LIVE_ROW_EXISTS}"
 )
 _FORGET = f"DELETE FROM {_RUNNING} WHERE exec_id = %s"
 
@@ -54,7 +57,8 @@ def exec_record(
 ) -> None:
     """Records the command before it runs in `activity`'s sandbox, so it can be listed and
     stopped; `exec_forget` ends the record. The caller writes it in the same transaction as the
-    sandbox's heartbeat (one commit). Without an `exec_id` (agent turns, workflow runs) nothing
+    sandbox's heartbeat (one commit); nothing is written when the sandbox's row no longer counts
+    (the heartbeat found it expired or closed). Without an `exec_id` (agent turns, workflow runs) nothing
     is recorded and nobody can stop it but its time limit."""
     if not exec_id:
         return
@@ -78,6 +82,7 @@ def exec_record(
                 adapt(moment),
                 adapt(ends_by),
                 "",
+                *ledger.live_row_exists_params(activity.pk),
             ],
         )
 
