@@ -12,12 +12,14 @@ from django.db import connection
 from collab.actor import Actor
 from collab.errors import DomainError
 from quotas.models import SandboxActivity
+from tests.fixtures.exec_agent import wait_for
 from tests.fixtures.items import item_url
 from workspace.agent.models import ItemMessage
 from workspace.items.config import get_config
+from workspace.items.filestore import workspace_dir
 from workspace.items.models import ExecSlot, RunningExec
 from workspace.items.sandboxes.lifecycle import ExecStarted
-from workspace.items.services import TooManyRunning, exec_slot_take, item_exec_streaming
+from workspace.items.services import TooManyRunning, exec_slot_take, item_exec, item_exec_streaming
 from workspace.workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
@@ -221,3 +223,42 @@ def test_slots_taken_in_transactions_of_their_own_are_stored_with_the_ids_they_r
         ExecSlot.objects.filter(user_id="alice").values_list("pk", "slot")
     )
     assert {slot.slot for slot in taken} == {0, 1}
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_commands_racing_on_a_live_sandbox_run_exactly_the_limit_and_leave_nothing(make_item, two_at_once):
+    # Given PostgreSQL, alice's item with a live sandbox, a limit of two, and four commands of hers
+    # starting at the same moment there, each claiming her first slot without looking
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: SQLite runs one writer at a time, so there is no race to lose")
+    item, app = make_item(), get_config().app("notebook")
+    item_exec(item=item, app=app, command="true", actor=Actor("alice"))
+    go = workspace_dir(item.pk) / "go"
+    start, outcomes = threading.Barrier(4), []
+
+    def run() -> None:
+        start.wait(10)
+        try:
+            # The commands that run wait until the refused ones are told, so no slot frees early.
+            item_exec(item=item, app=app, command="until [ -f go ]; do sleep 0.01; done", actor=Actor("alice"))
+            outcomes.append("ran")
+        except TooManyRunning:
+            outcomes.append("429")
+        except Exception as exc:  # anything else would be a bug: make it visible
+            outcomes.append(repr(exc))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: outcomes.count("429") == 2 or len(outcomes) == 4)
+    go.write_text("")
+    for thread in threads:
+        thread.join(30)
+
+    # Then exactly two ran, two were refused, and no slot or record is left behind
+    assert sorted(outcomes) == ["429", "429", "ran", "ran"]
+    assert not ExecSlot.objects.exists()
+    assert not RunningExec.objects.exists()
