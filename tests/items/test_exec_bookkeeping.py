@@ -293,3 +293,28 @@ def test_a_command_started_while_another_of_hers_runs_takes_her_next_slot_and_ke
     assert list(ExecSlot.objects.values_list("pk", flat=True)) == [held.pk]
     assert not RunningExec.objects.exists()
     assert _connection_at_rest()
+
+
+def test_a_command_on_a_live_sandbox_with_nothing_else_of_hers_running_never_reads_her_slots(
+    alice_api, make_item, settings, monkeypatch
+):
+    # Given alice's item with a live sandbox, and nothing else of hers running
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
+    item = make_item()
+    assert _exec(alice_api, item).status_code == 200
+    looked: list[str] = []
+    take = services.exec_slot_take
+
+    def watched_take(**kwargs):
+        looked.append("read her slots")
+        return take(**kwargs)
+
+    monkeypatch.setattr(services, "exec_slot_take", watched_take)
+    # When she runs a command there
+    response = _exec(alice_api, item, "echo ran")
+    # Then it ran in her first slot, claimed without looking at the others, and gave it back
+    assert response.status_code == 200
+    assert response.json()["stdout"] == "ran\n"
+    assert looked == []
+    assert not ExecSlot.objects.exists()
+    assert _connection_at_rest()
