@@ -11,14 +11,18 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, OperationalError, ProgrammingError, connection
 
+from collab import clock
+from collab.actor import Actor
+from collab.rows import answer_later
 from quotas import ledger
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.exec_agent import wait_for
 from tests.fixtures.items import item_url
 from workspace.items import services
+from workspace.items.config import get_config
 from workspace.items.models import ExecSlot, RunningExec
 from workspace.items.sandboxes import lifecycle, running
 
@@ -317,4 +321,70 @@ def test_a_command_on_a_live_sandbox_with_nothing_else_of_hers_running_never_rea
     assert response.json()["stdout"] == "ran\n"
     assert looked == []
     assert not ExecSlot.objects.exists()
+    assert _connection_at_rest()
+
+
+def test_a_failure_after_the_first_slot_was_claimed_and_kept_gives_it_back_and_runs_nothing_again(
+    make_item, settings, monkeypatch
+):
+    # Given alice's item whose live row an exec read a moment before its lease ran out, so the
+    # exec's first start keeps its claimed slot and moves on to a new sandbox, whose start fails
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
+    item, app = make_item(), get_config().app("notebook")
+    services.item_exec(item=item, app=app, command="true", actor=Actor("alice"))
+    read_live = ledger.live_row_of_item(item.pk)
+    SandboxActivity.objects.filter(pk=read_live.pk).update(lease_expires_at=clock.now() - timedelta(seconds=1))
+    records = []
+    record = running.exec_record
+
+    def second_start_fails(**kwargs):
+        records.append(kwargs["activity"].pk)
+        if len(records) == 2:
+            raise IntegrityError("the new sandbox's record broke a key")
+        record(**kwargs)
+
+    monkeypatch.setattr(running, "exec_record", second_start_fails)
+    # When she runs a command there
+    with pytest.raises(IntegrityError):
+        services.item_exec(
+            item=item, app=app, command="true", actor=Actor("alice"), live_row=ledger.LiveRowRead(read_live)
+        )
+    # Then the failure is hers to see, the start was not tried again, and her slot is free
+    assert len(records) == 2
+    assert records[0] == read_live.pk != records[1]
+    assert not ExecSlot.objects.exists()
+    assert not RunningExec.objects.exists()
+    assert _connection_at_rest()
+
+
+def test_a_start_that_fails_before_the_slot_had_an_answer_reports_that_failure_and_holds_no_slot(
+    make_item, settings, monkeypatch
+):
+    # Given alice's item with a live sandbox; the claim of her first slot gets no answer (as in a
+    # PostgreSQL pipeline that failed before it), and the start then loses its connection
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
+    item, app = make_item(), get_config().app("notebook")
+    services.item_exec(item=item, app=app, command="true", actor=Actor("alice"))
+
+    def unanswered(statement, params, *, connection):
+        answer_later(statement, params, connection=connection)
+
+        def no_result():
+            raise ProgrammingError("no result available")
+
+        return no_result
+
+    def connection_lost(**kwargs):
+        raise OperationalError("the server closed the connection unexpectedly")
+
+    monkeypatch.setattr(services, "answer_later", unanswered)
+    monkeypatch.setattr(running, "exec_record", connection_lost)
+    # When she runs a command there
+    with pytest.raises(OperationalError) as failed:
+        services.item_exec(item=item, app=app, command="true", actor=Actor("alice"))
+    # Then she is told of that failure (not of a slot that could not be read), nothing is kept,
+    # and the connection works on
+    assert "closed the connection" in str(failed.value)
+    assert not ExecSlot.objects.exists()
+    assert not RunningExec.objects.exists()
     assert _connection_at_rest()

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import Error as DbApiError
 from django.db import transaction
 
 from collab import clock
@@ -307,7 +308,17 @@ def exec_slot_claim_first(*, user_id: str, seconds: float) -> Callable[[], ExecS
     row = answer_later(
         _SLOT_CLAIM, [user_id, 0, connection.ops.adapt_datetimefield_value(expires_at)], connection=connection
     )
-    return lambda: ExecSlot(pk=row()[0], user_id=user_id, slot=0, expires_at=expires_at)
+
+    def claimed() -> ExecSlot | None:
+        try:
+            pk = row()[0]
+        except DbApiError:
+            # Its transaction failed before the claim had an answer (a timeout, a dropped
+            # connection): nothing of it was kept, and the failure itself is what the caller reports.
+            return None
+        return ExecSlot(pk=pk, user_id=user_id, slot=0, expires_at=expires_at)
+
+    return claimed
 
 
 def _slot_expiry(moment: datetime, seconds: float) -> datetime:

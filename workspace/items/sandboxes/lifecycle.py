@@ -295,8 +295,8 @@ def sandbox_exec_streaming(
     an `exec_id` the command is recorded while it runs, so `requested_by` or staff can stop it.
     `when_starting` runs first in the transaction that records the command, once (the caller
     takes the person's command slot there when the sandbox was live: one commit, not two; what
-    it raises refuses the command with nothing stored, and a unique key it breaks, a slot it
-    claimed without looking, is StartConflict), and `when_ended` in the transaction that ends
+    it raises refuses the command with nothing stored, and a key that transaction breaks, as
+    by a slot claimed without looking, is StartConflict), and `when_ended` in the transaction that ends
     the record once the command ended (the caller gives the slot back there).
     """
     lease = get_config().sandbox.lease
@@ -308,6 +308,7 @@ def sandbox_exec_streaming(
         activity, opened = ready if (ready and attempt == 0) else sandbox_for_item(item=item, app=app)
         opened_any = opened_any or opened
         attaching, closed_while_opening = unattached is not None and attempt == 0, False
+        claiming = when_starting is not None
         # The heartbeat and the command's record are one write (one commit): a crash after it
         # leaves a record that recovery finds exactly as before, and nothing half-written. A
         # refusal from `when_starting` (429) is caught by the caller: inside a caller's own
@@ -338,7 +339,11 @@ def sandbox_exec_streaming(
         except IntegrityError as exc:
             if attaching:
                 _abandon_unattached(activity, unattached)
-            raise StartConflict() from exc
+            # Only a transaction that ran `when_starting` rolled back what it claimed; in a later
+            # attempt's, the claim is committed already and the failure is just a failure.
+            if claiming:
+                raise StartConflict() from exc
+            raise
         except BaseException:
             if attaching:
                 _abandon_unattached(activity, unattached)
