@@ -324,14 +324,26 @@ def test_a_command_on_a_live_sandbox_with_nothing_else_of_hers_running_never_rea
     assert _connection_at_rest()
 
 
-def test_a_failure_after_the_first_slot_was_claimed_and_kept_gives_it_back_and_runs_nothing_again(
-    make_item, settings, monkeypatch
-):
-    # Given alice's item whose live row an exec read a moment before its lease ran out, so the
-    # exec's first start keeps its claimed slot and moves on to a new sandbox, whose start fails
+@pytest.fixture
+def alice_live_item(make_item, settings):
+    """alice's notebook item with a live sandbox, and two command slots for her."""
     settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
     item, app = make_item(), get_config().app("notebook")
     services.item_exec(item=item, app=app, command="true", actor=Actor("alice"))
+    return item, app
+
+
+def _nothing_kept() -> bool:
+    """No slot, no command record, no transaction left open."""
+    return not ExecSlot.objects.exists() and not RunningExec.objects.exists() and _connection_at_rest()
+
+
+def test_a_failure_after_the_first_slot_was_claimed_and_kept_gives_it_back_and_runs_nothing_again(
+    alice_live_item, monkeypatch
+):
+    # Given alice's item whose live row an exec read a moment before its lease ran out, so the
+    # exec's first start keeps its claimed slot and moves on to a new sandbox, whose start fails
+    item, app = alice_live_item
     read_live = ledger.live_row_of_item(item.pk)
     SandboxActivity.objects.filter(pk=read_live.pk).update(lease_expires_at=clock.now() - timedelta(seconds=1))
     records = []
@@ -352,19 +364,15 @@ def test_a_failure_after_the_first_slot_was_claimed_and_kept_gives_it_back_and_r
     # Then the failure is hers to see, the start was not tried again, and her slot is free
     assert len(records) == 2
     assert records[0] == read_live.pk != records[1]
-    assert not ExecSlot.objects.exists()
-    assert not RunningExec.objects.exists()
-    assert _connection_at_rest()
+    assert _nothing_kept()
 
 
 def test_a_start_that_fails_before_the_slot_had_an_answer_reports_that_failure_and_holds_no_slot(
-    make_item, settings, monkeypatch
+    alice_live_item, monkeypatch
 ):
     # Given alice's item with a live sandbox; the claim of her first slot gets no answer (as in a
     # PostgreSQL pipeline that failed before it), and the start then loses its connection
-    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
-    item, app = make_item(), get_config().app("notebook")
-    services.item_exec(item=item, app=app, command="true", actor=Actor("alice"))
+    item, app = alice_live_item
 
     def unanswered(statement, params, *, connection):
         answer_later(statement, params, connection=connection)
@@ -385,6 +393,4 @@ def test_a_start_that_fails_before_the_slot_had_an_answer_reports_that_failure_a
     # Then she is told of that failure (not of a slot that could not be read), nothing is kept,
     # and the connection works on
     assert "closed the connection" in str(failed.value)
-    assert not ExecSlot.objects.exists()
-    assert not RunningExec.objects.exists()
-    assert _connection_at_rest()
+    assert _nothing_kept()
