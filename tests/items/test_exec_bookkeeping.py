@@ -50,15 +50,40 @@ def _live_row(item) -> SandboxActivity:
     )
 
 
+@pytest.fixture
+def alice_live_item(make_item, settings):
+    """alice's notebook item with a live sandbox, and two command slots for her."""
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
+    item, app = make_item(), get_config().app("notebook")
+    services.item_exec(item=item, app=app, command="true", actor=Actor("alice"))
+    return item, app
+
+
+def _nothing_kept() -> bool:
+    """No slot, no command record, no transaction left open."""
+    return not ExecSlot.objects.exists() and not RunningExec.objects.exists() and _connection_at_rest()
+
+
+def _calls(monkeypatch, owner, name: str) -> list[dict]:
+    """The keyword arguments of each call of `owner.name` from now on (it still runs)."""
+    calls: list[dict] = []
+    original = getattr(owner, name)
+
+    def watched(**kwargs):
+        calls.append(kwargs)
+        return original(**kwargs)
+
+    monkeypatch.setattr(owner, name, watched)
+    return calls
+
+
 def test_on_postgresql_a_live_exec_takes_its_slot_beats_and_records_its_command_in_one_transaction(
-    alice_api, make_item, monkeypatch, settings
+    alice_api, alice_live_item, monkeypatch
 ):
     # Given PostgreSQL, alice's item with a live sandbox, and the transactions of the exec's first writes watched
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: its transaction ids say which writes went together")
-    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
-    item = make_item()
-    assert _exec(alice_api, item).status_code == 200
+    item, _app = alice_live_item
     seen: dict[str, int] = {}
 
     def watched(name, original):
@@ -80,13 +105,9 @@ def test_on_postgresql_a_live_exec_takes_its_slot_beats_and_records_its_command_
     assert _connection_at_rest()
 
 
-def test_a_command_refused_on_a_live_sandbox_leaves_the_row_and_the_connection_as_they_were(
-    alice_api, make_item, settings
-):
+def test_a_command_refused_on_a_live_sandbox_leaves_the_row_and_the_connection_as_they_were(alice_api, alice_live_item):
     # Given alice's item with a live sandbox, and her two commands running elsewhere (the most she may)
-    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
-    item = make_item()
-    assert _exec(alice_api, item).status_code == 200
+    item, _app = alice_live_item
     before = SandboxActivity.current.get(item_id=str(item.pk))
     held = [services.exec_slot_take(user_id="alice", seconds=30) for _ in range(2)]
     # When she starts a third there
@@ -271,28 +292,18 @@ def test_a_strangers_command_on_a_live_sandbox_is_404_and_touches_none_of_its_bo
 
 
 def test_a_command_started_while_another_of_hers_runs_takes_her_next_slot_and_keeps_nothing_of_the_first_try(
-    alice_api, make_item, settings
+    alice_api, alice_live_item, monkeypatch
 ):
     # Given alice's item with a live sandbox, and one command of hers running elsewhere (her first slot)
-    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
-    item = make_item()
-    assert _exec(alice_api, item).status_code == 200
+    item, _app = alice_live_item
     held = services.exec_slot_take(user_id="alice", seconds=30)
-    tries: list[str] = []
-    claim = services.exec_slot_claim_first
-
-    def watched_claim(**kwargs):
-        tries.append("first slot")
-        return claim(**kwargs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(services, "exec_slot_claim_first", watched_claim)
-        # When she starts another there
-        response = _exec(alice_api, item, "echo ran")
+    claims = _calls(monkeypatch, services, "exec_slot_claim_first")
+    # When she starts another there
+    response = _exec(alice_api, item, "echo ran")
     # Then it tried her first slot, found it held, and ran once in her second
     assert response.status_code == 200
     assert response.json()["stdout"] == "ran\n"
-    assert tries == ["first slot"]
+    assert len(claims) == 1
     # And nothing of the first try is left: her held slot alone, no record, no transaction open
     assert list(ExecSlot.objects.values_list("pk", flat=True)) == [held.pk]
     assert not RunningExec.objects.exists()
@@ -300,20 +311,11 @@ def test_a_command_started_while_another_of_hers_runs_takes_her_next_slot_and_ke
 
 
 def test_a_command_on_a_live_sandbox_with_nothing_else_of_hers_running_never_reads_her_slots(
-    alice_api, make_item, settings, monkeypatch
+    alice_api, alice_live_item, monkeypatch
 ):
     # Given alice's item with a live sandbox, and nothing else of hers running
-    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
-    item = make_item()
-    assert _exec(alice_api, item).status_code == 200
-    looked: list[str] = []
-    take = services.exec_slot_take
-
-    def watched_take(**kwargs):
-        looked.append("read her slots")
-        return take(**kwargs)
-
-    monkeypatch.setattr(services, "exec_slot_take", watched_take)
+    item, _app = alice_live_item
+    looked = _calls(monkeypatch, services, "exec_slot_take")
     # When she runs a command there
     response = _exec(alice_api, item, "echo ran")
     # Then it ran in her first slot, claimed without looking at the others, and gave it back
@@ -322,20 +324,6 @@ def test_a_command_on_a_live_sandbox_with_nothing_else_of_hers_running_never_rea
     assert looked == []
     assert not ExecSlot.objects.exists()
     assert _connection_at_rest()
-
-
-@pytest.fixture
-def alice_live_item(make_item, settings):
-    """alice's notebook item with a live sandbox, and two command slots for her."""
-    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
-    item, app = make_item(), get_config().app("notebook")
-    services.item_exec(item=item, app=app, command="true", actor=Actor("alice"))
-    return item, app
-
-
-def _nothing_kept() -> bool:
-    """No slot, no command record, no transaction left open."""
-    return not ExecSlot.objects.exists() and not RunningExec.objects.exists() and _connection_at_rest()
 
 
 def test_a_failure_after_the_first_slot_was_claimed_and_kept_gives_it_back_and_runs_nothing_again(

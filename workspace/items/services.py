@@ -336,13 +336,11 @@ def _slot_insert(*, user_id: str, number: int, expires_at: datetime) -> ExecSlot
     # that its expiry would not, so it does not wait for the disk. In a transaction of its own on
     # PostgreSQL, the BEGIN, the INSERT and the COMMIT go in one round trip, and its RETURNING is
     # read after the COMMIT; inside a caller's transaction it is one more statement of it.
-    with connection.cursor() as cursor:
-        with lifecycle.bookkeeping(savepoint=False, unread=True) as book:
-            cursor.execute(_SLOT_INSERT, [user_id, number, connection.ops.adapt_datetimefield_value(expires_at)])
-            # Read at once where nothing waits for the COMMIT (SQLite commits no unread statement).
-            row = None if book.pipelined else cursor.fetchone()
-        if book.pipelined:
-            row = cursor.fetchone()
+    with lifecycle.bookkeeping(savepoint=False, unread=True):
+        answer = answer_later(
+            _SLOT_INSERT, [user_id, number, connection.ops.adapt_datetimefield_value(expires_at)], connection=connection
+        )
+    row = answer()
     return None if row is None else ExecSlot(pk=row[0], user_id=user_id, slot=number, expires_at=expires_at)
 
 

@@ -423,18 +423,13 @@ class _Bookkeeping:
         self._connection = connection  # None: not a PostgreSQL transaction of its own
         self.committed = False
 
-    @property
-    def pipelined(self) -> bool:
-        """Whether `unread_until_commit` sends its block with the COMMIT (results only after it)."""
-        return self._connection is not None
-
     @contextmanager
     def unread_until_commit(self) -> Iterator[None]:
         """Runs the block, then commits the transaction. On PostgreSQL the block's statements and
         the COMMIT go to the server in one round trip (the bookkeeping's pipeline syncs once, as
         it ends), so no statement in the block may read a result: a fetch would cost a round trip
         of its own, and the row count `update()` and `delete()` return is -1 until the sync.
-        A cursor executed in the block has its results after the bookkeeping block (`fetchone`).
+        A statement sent in the block is read after the bookkeeping block (`collab.rows.answer_later`).
         A failure anywhere rolls everything back. It must be the last thing its bookkeeping block
         does: what would follow it would run after the COMMIT, in no transaction of the block's."""
         yield
