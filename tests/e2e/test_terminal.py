@@ -134,8 +134,10 @@ def test_a_run_whose_sandbox_is_stopped_leaves_the_card_saying_so(
     _run(page, "head -c 2000000 /dev/zero > big.bin")
     # Then the block says the sandbox was stopped, and the Sandbox card and the file list follow
     block = page.locator("[data-testid=exec-block]").nth(1)
-    block.filter(has_text="its sandbox was stopped").wait_for()
+    # (the sentence comes in the stream's output, the status with its result a moment later)
+    block.locator("[data-testid=exec-status]", has_text="sandbox stopped").wait_for()
     assert _status(block) == "exit 0 · sandbox stopped"
+    assert "its sandbox was stopped" in block.locator("pre").inner_text()
     page.wait_for_selector("[data-testid=no-sandbox]")
     page.wait_for_selector("[data-testid=file-row][data-path='big.bin']")
     screenshot(page, "terminal-sandbox-stopped")
