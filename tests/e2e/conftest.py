@@ -23,6 +23,11 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+# How long a step waits for the page before it fails. CI runs its two halves side by side on two
+# cores, and on a slow day of the machine every process start takes two to three times as long:
+# the out-of-memory terminal test, 3 s alone, once needed more than 30 there. A passing test
+# waits no longer for it.
+STEP_TIMEOUT_MS = 20_000
 
 
 # In CI's two halves (WORKSPACE_CI_SUITE, tests/conftest.py) a test run at both widths (the
@@ -86,7 +91,7 @@ def page_as(browser, live_server) -> Iterator[Callable[..., object]]:
         context = browser.new_context(
             base_url=live_server.url, extra_http_headers={"X-User-Id": user_id}, viewport=viewport or DESKTOP
         )
-        context.set_default_timeout(10_000)
+        context.set_default_timeout(STEP_TIMEOUT_MS)
         contexts.append(context)
         return context.new_page()
 
@@ -99,7 +104,7 @@ def page_as(browser, live_server) -> Iterator[Callable[..., object]]:
 def page(browser, live_server) -> Iterator[object]:
     """A browser tab with no identity header: the page header's user switcher decides."""
     context = browser.new_context(base_url=live_server.url)
-    context.set_default_timeout(10_000)
+    context.set_default_timeout(STEP_TIMEOUT_MS)
     yield context.new_page()
     context.close()
 
