@@ -98,3 +98,9 @@ def open_file_box(row: Any, name: str) -> Any:
     field = row.locator("details[open] input:not([type=hidden])").first
     expect(field).to_be_focused()
     return field
+
+
+def wait_until_ended(page: Any, status: Any, *, timeout_ms: int = 30_000) -> None:
+    """Waits until a terminal block's status (`[data-testid=exec-status]`) no longer says its
+    command runs, whatever it ended with, so a failing test can say what it ended with."""
+    page.wait_for_function("node => node.dataset.state !== 'running'", arg=status.element_handle(), timeout=timeout_ms)

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from collab.actor import Actor
-from tests.e2e.browser import PHONE, assert_accessible, assert_every_action_on_screen, screenshot
+from tests.e2e.browser import PHONE, assert_accessible, assert_every_action_on_screen, screenshot, wait_until_ended
 from tests.factories import make_notification
 from workspace.items.models import Item
 from workspace.workflows.scheduler import schedules_enqueue_due
@@ -55,7 +55,7 @@ def test_a_new_visitor_starts_with_nothing_in_use_and_both_first_commands_run(de
         page.goto(f"/a/notebook/items/{Item.objects.get(created_by='alice', title=title).pk}")
         _run(page, "echo hello")
         status = page.locator("[data-testid=exec-block]").first.locator("[data-testid=exec-status]")
-        page.wait_for_function("node => node.dataset.state !== 'running'", arg=status.element_handle(), timeout=30_000)
+        wait_until_ended(page, status)
         assert status.get_attribute("data-state") == "ok", page.locator("[data-testid=exec-output]").inner_text()
     # Then both ran, and My resources counts her two sandboxes
     page.goto("/my-resources")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
+from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot, wait_until_ended
 from tests.fixtures.items import isolation_or_skip
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -178,7 +178,7 @@ def test_closing_the_sandbox_stops_a_running_command_in_its_block(deployment, pa
     # Then the command ends in its block saying he closed its sandbox, on the same page, and the
     # card says no sandbox is live and that it shut it down
     status = block.locator("[data-testid=exec-status]")
-    page.wait_for_function("node => node.dataset.state !== 'running'", arg=status.element_handle(), timeout=30_000)
+    wait_until_ended(page, status)
     assert asked
     assert "Close the sandbox of Runaway?" in asked[0]
     assert status.get_attribute("data-state") == "failed", block.inner_text()
@@ -233,7 +233,7 @@ def test_a_command_killed_for_memory_says_the_limit(settings, deployment, page_a
     block = page.locator("[data-testid=exec-block]").first
     # Then the block says the kernel killed it at the sandbox's 512 MB memory limit, not only "exit 137"
     status = block.locator("[data-testid=exec-status]")
-    page.wait_for_function("node => node.dataset.state !== 'running'", arg=status.element_handle(), timeout=60_000)
+    wait_until_ended(page, status, timeout_ms=60_000)
     assert _status(block) == "exit 137 · killed: out of memory", block.inner_text()
     assert "whole memory limit of 512 MB" in block.locator("pre").inner_text()
     assert_no_sideways_scroll(page)
