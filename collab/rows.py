@@ -9,13 +9,16 @@ turns them into an instance with the same database converters the ORM applies.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 from django.db.models.expressions import Col
 
+logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=Model)
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
 
@@ -36,9 +39,10 @@ class ModelRows(Generic[M]):
     def width(self) -> int:
         return len(self._fields)
 
-    def columns(self, alias: str) -> str:
-        """The select list of every column, as `alias.column`, in the order `instance` reads."""
-        return ", ".join(f"{alias}.{field.column}" for field in self._fields)
+    def columns(self, alias: str = "") -> str:
+        """The select list of every column, as `alias.column` (bare without an alias: a
+        RETURNING), in the order `instance` reads."""
+        return ", ".join(f"{alias}.{field.column}" if alias else field.column for field in self._fields)
 
     def instance(self, values: Sequence[Any], *, connection: BaseDatabaseWrapper) -> M:
         """An instance from one row's values of `columns` (loaded from the database, as the ORM's)."""
@@ -89,3 +93,51 @@ def answer_later(statement: str, params: Sequence[Any], *, connection: BaseDatab
         row = answer()
         return lambda: row
     return answer
+
+
+def execute(connection: BaseDatabaseWrapper, statement: str, params: Sequence[Any] = ()) -> None:
+    """Runs a statement whose answer nobody reads (in a pipeline: sent with the next fetch)."""
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+
+
+@contextmanager
+def pipelined_transaction(connection: BaseDatabaseWrapper, *, durable: bool) -> Iterator[None]:
+    """A PostgreSQL transaction begun by a statement in psycopg's pipeline, not by Django's
+    `atomic`, where psycopg sends the BEGIN alone and waits for it (a round trip of its own):
+    here the BEGIN reaches the server with the block's first statements, and each fetch sends
+    what was sent before it in one round trip. The block ends it itself (COMMIT, with the writes
+    whose answers are read after it by `answer_later`). A block that raises, or a statement that
+    fails, rolls it all back. Not `durable`: it commits without waiting for the WAL to reach the
+    disk, for writes that what a crash of the database server would lose of them is recovered
+    anyway. The connection stays in autocommit for Django, so nothing in the block may open an
+    `atomic` of its own (psycopg refuses to change autocommit inside a transaction, loudly)."""
+    connection.ensure_connection()
+    ended = False
+    try:
+        # Errors of the pipeline's statements surface when it syncs; they reach callers as Django's own.
+        with connection.wrap_database_errors, connection.connection.pipeline():
+            execute(connection, "BEGIN")
+            if not durable:
+                execute(connection, "SET LOCAL synchronous_commit TO OFF")
+            yield
+        ended = True
+    finally:
+        if not ended:
+            _roll_back(connection)
+
+
+def pipelines(connection: BaseDatabaseWrapper) -> bool:
+    """Whether `pipelined_transaction` can run here: PostgreSQL, outside any `atomic` block."""
+    return connection.vendor == "postgresql" and not connection.in_atomic_block
+
+
+def _roll_back(connection: BaseDatabaseWrapper) -> None:
+    """Ends a failed pipelined transaction; a connection that cannot is closed (Django opens a new
+    one), so that no later statement of this thread runs inside what is left of it."""
+    try:
+        with connection.wrap_database_errors:
+            connection.connection.rollback()
+    except Exception:
+        logger.exception("could not roll back a pipelined transaction; its connection is closed")
+        connection.close()

@@ -80,10 +80,14 @@ def live_row_exists_params(activity_id: int) -> list[object]:
 
 def live_row_of_item(item_id: str | int) -> SandboxActivity | None:
     """The item's newest row of `live_rows`."""
-    with connection.cursor() as cursor:
-        cursor.execute(_LIVE_ROW_OF_ITEM, live_row_params(item_id))
-        row = cursor.fetchone()
-    return None if row is None else ACTIVITY_ROWS.instance(row, connection=connection)
+    return live_row_of_item_sent(item_id)()
+
+
+def live_row_of_item_sent(item_id: str | int) -> Callable[[], SandboxActivity | None]:
+    """`live_row_of_item`, read when the function it returns is called (in a PostgreSQL pipeline,
+    the statement goes to the server with the statements sent after it)."""
+    row = answer_later(_LIVE_ROW_OF_ITEM, live_row_params(item_id), connection=connection)
+    return lambda: ACTIVITY_ROWS.instance_if_any(row() or [None] * ACTIVITY_ROWS.width, connection=connection)
 
 
 def open_rows_of_item(item_id: str | int) -> QuerySet[SandboxActivity]:
@@ -91,7 +95,7 @@ def open_rows_of_item(item_id: str | int) -> QuerySet[SandboxActivity]:
     return SandboxActivity.current.filter(item_id=str(item_id))
 
 
-def activity_open(
+def activity_open_sent(
     *,
     item_id: str | int,
     app_slug: str,
@@ -99,28 +103,41 @@ def activity_open(
     backend: str,
     size: SandboxSize,
     lease: timedelta,
-) -> SandboxActivity:
+) -> Callable[[], SandboxActivity]:
     """Records a sandbox that is about to open, at its app's resolved size; it counts from now on.
+    The row is read when the function it returns is called: in a PostgreSQL pipeline the INSERT
+    then reaches the server with the COMMIT after it, in one round trip.
 
     Callers run this inside their admission transaction so the check and the new row are one
     step (docs/ARCHITECTURE.md §8). Its cpu and memory count towards per-user totals when the
-    size declares a cost.
-    """
-    moment = clock.now()
-    return SandboxActivity.objects.create(
-        item_id=str(item_id),
-        app_slug=app_slug,
-        owner=payer,
-        backend=backend,
-        cpu_cores=size.cpu_cores,
-        memory_bytes=size.memory_bytes,
-        pids_max=size.pids_max,
-        charges_cost=size.declares_cost,
-        opened_at=moment,
-        last_seen_at=moment,
-        last_used_at=moment,
-        lease_expires_at=moment + lease,
+    size declares a cost. tests/quotas/test_ledger_sql.py holds its row to the ORM's `create`."""
+    now = clock.now()
+    moment, expires = (connection.ops.adapt_datetimefield_value(value) for value in (now, now + lease))
+    values = {
+        "item_id": str(item_id),
+        "app_slug": app_slug,
+        "owner": payer,
+        "backend": backend,
+        "backend_sandbox_id": "",
+        "cpu_cores": size.cpu_cores,
+        "memory_bytes": size.memory_bytes,
+        "pids_max": size.pids_max,
+        "charges_cost": size.declares_cost,
+        "opened_at": moment,
+        "last_seen_at": moment,
+        "last_used_at": moment,
+        "lease_expires_at": expires,
+        "is_deleted": False,
+        "closed_at": None,
+        "close_reason": "",
+        "closed_by": "",
+    }
+    statement = (
+        f"INSERT INTO {_ACTIVITY} ({', '.join(values)}) VALUES ({', '.join(['%s'] * len(values))}) "
+        f"RETURNING {ACTIVITY_ROWS.columns()}"
     )
+    row = answer_later(statement, list(values.values()), connection=connection)
+    return lambda: ACTIVITY_ROWS.instance(row(), connection=connection)
 
 
 OPENING_LEASE = timedelta(seconds=30)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -9,6 +10,7 @@ from django.db import connection
 
 from collab import clock
 from collab.actor import Actor
+from collab.rows import answer_later
 from quotas import host, ledger
 from quotas.limits import limits_for
 from quotas.models import SandboxActivity, UserResourceOverride, WorkspaceDiskUsage
@@ -73,16 +75,25 @@ _DISK = WorkspaceDiskUsage._meta.db_table
 
 def payer_sandbox_usage(*, payer: str) -> SandboxUsage:
     """The admission gate's one query: an aggregate over the payer's live rows on `sbx_owner_live_idx`."""
+    return payer_sandbox_usage_sent(payer=payer)()
+
+
+def payer_sandbox_usage_sent(*, payer: str) -> Callable[[], SandboxUsage]:
+    """`payer_sandbox_usage`, read when the function it returns is called (in a PostgreSQL
+    pipeline, the statement goes to the server with the statements sent after it)."""
     sql = (
         f"SELECT COUNT(*), SUM(CASE WHEN charges_cost THEN cpu_cores END), "
         f"SUM(CASE WHEN charges_cost THEN memory_bytes END) FROM {_ACTIVITY} "
         "WHERE owner = %s AND is_deleted = %s AND lease_expires_at > %s"
     )
     moment = connection.ops.adapt_datetimefield_value(clock.now())
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [payer, False, moment])
-        count, cpu, memory = cursor.fetchone()
-    return SandboxUsage(count=int(count), cpu=float(cpu or 0), memory=int(memory or 0))
+    row = answer_later(sql, [payer, False, moment], connection=connection)
+
+    def usage() -> SandboxUsage:
+        count, cpu, memory = row()
+        return SandboxUsage(count=int(count), cpu=float(cpu or 0), memory=int(memory or 0))
+
+    return usage
 
 
 def payer_disk_bytes(*, payer: str, excluding_item: str | None = None) -> int:

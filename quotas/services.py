@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.db import connection, transaction
 
 from collab.actor import Actor
 from collab.errors import NotFound, QuotaExceeded
+from collab.rows import answer_later
 from collab.sizes import format_bytes
 from quotas import host, selectors
 from quotas.limits import forget_override, limits_for
@@ -14,6 +17,8 @@ from quotas.values import OverrideValues, SandboxSize, UserLimits
 
 # Sums of fractional cores (0.1 + 0.2) must not refuse a sandbox that fits exactly.
 _CPU_TOLERANCE = 1e-9
+# (dimension, what the incoming sandbox brings, the limit) of each limit a new sandbox is subject to.
+Binding = list[tuple[str, float, float]]
 
 
 def quota_error(refusals: list[QuotaExceeded]) -> QuotaExceeded:
@@ -50,13 +55,13 @@ def _sandbox_refusal(*, payer: str, dimension: str, used: float, incoming: float
     )
 
 
-def _bound_dimensions(limits: UserLimits, incoming: SandboxSize) -> list[tuple[str, float, float]]:
+def _bound_dimensions(limits: UserLimits, incoming: SandboxSize) -> Binding:
     """(dimension, incoming, limit) for each limit this sandbox is subject to, in the refusal order.
 
     Count applies to every app; cpu and memory only to apps that declare a cost, and only where
     the sandbox brings a positive amount (an unspecified or unlimited size adds nothing to sum).
     """
-    bound: list[tuple[str, float, float]] = []
+    bound: Binding = []
     if limits.count is not None:
         bound.append(("sandboxes", 1, limits.count))
     if incoming.declares_cost:
@@ -76,12 +81,21 @@ def _lock_payer(payer: str) -> None:
     """
     if not connection.features.has_select_for_update:
         return
-    locked = AdmissionLock.objects.select_for_update().filter(owner=payer).values_list("owner", flat=True)
-    if locked.first() is None:
+    if not payer_lock_sent(payer=payer)():
         # First admission of this payer: ON CONFLICT DO NOTHING lets concurrent first-timers
         # both continue, and the SELECT below then queues them on the one row.
         AdmissionLock.objects.bulk_create([AdmissionLock(owner=payer)], ignore_conflicts=True)
-        locked.first()
+        payer_lock_sent(payer=payer)()
+
+
+def payer_lock_sent(*, payer: str) -> Callable[[], bool]:
+    """Locks the payer's admission row (FOR UPDATE, held until the transaction ends), its answer
+    read when the function it returns is called: True when the row was there and is locked now,
+    False before the payer's first admission (`_lock_payer` makes the row)."""
+    row = answer_later(
+        f"SELECT owner FROM {AdmissionLock._meta.db_table} WHERE owner = %s FOR UPDATE", [payer], connection=connection
+    )
+    return lambda: row() is not None
 
 
 def sandbox_admit(*, payer: str, incoming: SandboxSize) -> None:
@@ -92,7 +106,7 @@ def sandbox_admit(*, payer: str, incoming: SandboxSize) -> None:
     `used + incoming > limit` refuses; exactly at the limit is admitted. With no limit that
     binds this sandbox it costs no query beyond the memoised override lookup.
     """
-    bound = _bound_dimensions(limits_for(payer), incoming)
+    bound = sandbox_limits_binding(payer=payer, incoming=incoming)
     if not bound:
         return
     # No savepoint (two more statements per gate); the refusal is raised outside the block so
@@ -100,14 +114,28 @@ def sandbox_admit(*, payer: str, incoming: SandboxSize) -> None:
     with transaction.atomic(savepoint=False):
         _lock_payer(payer)
         usage = selectors.payer_sandbox_usage(payer=payer)
+    refusal = sandbox_refusal(payer=payer, bound=bound, usage=usage)
+    if refusal is not None:
+        raise refusal
+
+
+def sandbox_limits_binding(*, payer: str, incoming: SandboxSize) -> Binding:
+    """(dimension, incoming, limit) of each of the payer's limits a new sandbox of `incoming` is
+    subject to; empty when none binds it (the gate then has nothing to look at). No query beyond
+    the memoised override lookup."""
+    return _bound_dimensions(limits_for(payer), incoming)
+
+
+def sandbox_refusal(*, payer: str, bound: Binding, usage: selectors.SandboxUsage) -> QuotaExceeded | None:
+    """The refusal of a new sandbox by the limits `bound`, with the payer's live `usage` read under
+    the payer's lock; None when it fits (exactly at a limit fits)."""
     used_of = {"sandboxes": usage.count, "cpu": usage.cpu, "memory": usage.memory}
     refusals = [
         _sandbox_refusal(payer=payer, dimension=dimension, used=used_of[dimension], incoming=amount, limit=limit)
         for dimension, amount, limit in bound
         if used_of[dimension] + amount > limit + (_CPU_TOLERANCE if dimension == "cpu" else 0)
     ]
-    if refusals:
-        raise quota_error(refusals)
+    return quota_error(refusals) if refusals else None
 
 
 @transaction.atomic

@@ -21,21 +21,18 @@ import pytest
 
 from quotas.models import SandboxActivity
 from tests.fixtures.exec_agent import agent_frame, process_state, run_through, wait_for
-from tests.fixtures.items import exec_ok
+from tests.fixtures.items import exec_ok, sandbox_of
 from workspace.items.sandboxes import lifecycle, local, runner
 from workspace.items.sandboxes.base import SandboxGone, SandboxUnavailable, final_result
 from workspace.items.sandboxes.boundary import configured_boundary
 from workspace.items.sandboxes.exec_agent import AGENT_PROTOCOL, SOCKET_NAME, agent_listen, run_via_agent
 from workspace.items.sandboxes.isolation import PrlimitDriver
-from workspace.items.sandboxes.registry import backend_named
 
 WHO_AND_WHERE = "id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; pwd; env | sort | cut -d= -f1"
 
 
 def _state_of(item) -> dict:
-    backend = backend_named("local")
-    (sandbox_id,) = [s for s in backend.sandboxes() if backend._state(s)["item_id"] == str(item.pk)]
-    return backend._state(sandbox_id)
+    return sandbox_of(item)[1]
 
 
 @pytest.mark.django_db

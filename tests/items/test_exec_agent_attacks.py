@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.exec_agent import agent_frame, process_state, run_through, wait_for
-from tests.fixtures.items import exec_ok
+from tests.fixtures.items import exec_ok, sandbox_of
 from workspace.items.sandboxes.base import ExecResult, SandboxGone, final_result
 from workspace.items.sandboxes.exec_agent import agent_listen
 from workspace.items.sandboxes.registry import backend_named
@@ -51,12 +51,6 @@ EOF
 """
 
 
-def _sandbox_of(item) -> tuple[str, dict]:
-    backend = backend_named("local")
-    (sandbox_id,) = [s for s in backend.sandboxes() if backend._state(s)["item_id"] == str(item.pk)]
-    return sandbox_id, backend._state(sandbox_id)
-
-
 def _dead(pid: int) -> bool:
     return process_state(pid) in ("", "Z", "X")
 
@@ -82,7 +76,7 @@ def test_sandbox_code_that_frees_its_sessions_pid_cannot_make_the_time_limit_kil
     # Given carol's open sandbox
     api, item = api_client_for("carol"), make_item(created_by="carol")
     exec_ok(api, item, "true")
-    sandbox_id, _state = _sandbox_of(item)
+    sandbox_id, _state = sandbox_of(item)
     backend = backend_named("local")
     pids = backend._home(sandbox_id) / "pids"
     results: list[ExecResult] = []
@@ -117,7 +111,7 @@ def test_a_command_that_kills_its_session_but_stays_in_its_group_is_still_killed
     # Given carol's open sandbox
     api, item = api_client_for("carol"), make_item(created_by="carol")
     exec_ok(api, item, "true")
-    sandbox_id, _state = _sandbox_of(item)
+    sandbox_id, _state = sandbox_of(item)
     backend = backend_named("local")
     # When her command keeps its session's connection, kills the session and runs on in its
     # process group (whose leader is gone) past its limit
@@ -298,7 +292,7 @@ def test_a_command_that_rewrites_its_sessions_environment_is_still_stopped(api_c
     # Given carol's command that rewrote its session's environment and runs on
     api, item = api_client_for("carol"), make_item(created_by="carol")
     exec_ok(api, item, "true")
-    sandbox_id, _state = _sandbox_of(item)
+    sandbox_id, _state = sandbox_of(item)
     backend = backend_named("local")
     pids = backend._home(sandbox_id) / "pids"
     events = backend.exec_streaming(sandbox_id, command=UNMARK_THE_SESSION, timeout=10.0, exec_id="unmarked")

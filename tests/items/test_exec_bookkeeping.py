@@ -45,9 +45,9 @@ def _connection_at_rest() -> bool:
 
 
 def _live_row(item) -> SandboxActivity:
-    return ledger.activity_open(
+    return ledger.activity_open_sent(
         item_id=item.pk, app_slug=item.app_slug, payer="alice", backend="local", size=SandboxSize(), lease=LEASE
-    )
+    )()
 
 
 @pytest.fixture

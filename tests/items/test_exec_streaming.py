@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.items import item_url
-from workspace.items.filestore import workspace_dir
+from tests.fixtures.exec_agent import wait_for
+from tests.fixtures.items import exec_ok, item_url, sandbox_of
+from workspace.items.sandboxes.isolation import Confinement
 
 pytestmark = pytest.mark.django_db
 SSE = "text/event-stream"
@@ -101,6 +102,13 @@ def test_a_stranger_streaming_a_command_gets_404(bob_api, make_item):
     assert _stream(bob_api, item, "true").status_code == 404
 
 
+def _sandbox_processes(item) -> set[int]:
+    """The pids in the item's sandbox's cgroups, as the kernel lists them: its init and holder at
+    rest, and while a command runs, the command with what started it (an agent's session, or
+    the nsenter chain), which leave only once the command's exit was handed to the server."""
+    return set(Confinement.from_dict(sandbox_of(item)[1]["confinement"]).member_pids())
+
+
 def _running(cmdline: bytes) -> bool:
     """Whether a process on this machine has exactly this command line (as /proc shows it)."""
     for entry in Path("/proc").iterdir():
@@ -165,15 +173,14 @@ def test_a_command_that_ended_in_time_read_after_its_deadline_is_not_reported_ti
     clock = _LaterClock()
     monkeypatch.setattr(f"{relay_module}.time", clock)
     item = make_item()
-    events = iter(_stream(alice_api, item, "echo started; touch ended; exit 3", timeout=30).streaming_content)
+    exec_ok(alice_api, item, "true")
+    at_rest = _sandbox_processes(item)
+    events = iter(_stream(alice_api, item, "echo started; exit 3", timeout=30).streaming_content)
     assert b"event: started" in next(events)
     assert b"started\\n" in next(events)
-    # When her client reads the rest only after the deadline: the command has ended (its exit is
-    # waiting, unread), and the relay resumes a minute later
-    ended_by = time.monotonic() + 15
-    while not (workspace_dir(item.pk) / "ended").exists() and time.monotonic() < ended_by:
-        time.sleep(0.01)
-    time.sleep(0.3)  # from its last file to its exit reaching the server
+    # When her client reads the rest only after the deadline: the command has ended and every
+    # process it took is gone (its exit is sent, unread), and the relay resumes a minute later
+    wait_for(lambda: _sandbox_processes(item) == at_rest, seconds=15)
     clock.ahead = 60
     rest = b"".join(events).decode()
     # Then the result is the command's own exit, not a time-out

@@ -21,7 +21,7 @@ import pytest
 from django.core.management import call_command
 
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
-from tests.fixtures.items import exec_ok, item_url
+from tests.fixtures.items import exec_ok, item_url, sandbox_of
 from workspace.items import volumes
 from workspace.items.filestore import workspace_bytes, workspace_dir
 from workspace.items.models import Item
@@ -38,9 +38,7 @@ def _put(api, item: Item, path: str, data: bytes):
 
 
 def _sandbox_pidns(item: Item) -> str:
-    backend = backend_named("local")
-    (sandbox_id,) = [s for s in backend.sandboxes() if backend._state(s)["item_id"] == str(item.pk)]
-    return backend._state(sandbox_id)["init"]["pidns"]
+    return sandbox_of(item)[1]["init"]["pidns"]
 
 
 def _host_pids_in(pidns: str) -> list[int]:
@@ -613,9 +611,7 @@ def test_after_release_sandboxes_a_changed_limit_resizes_the_image(settings, api
 def _kill_holder(item: Item) -> None:
     """Kills the process execs enter a sandbox through, as a `kill -9 2` from inside would, and
     waits until the kernel has (SIGKILL lands asynchronously)."""
-    backend = backend_named("local")
-    (sandbox_id,) = [s for s in backend.sandboxes() if backend._state(s)["item_id"] == str(item.pk)]
-    holder = backend._state(sandbox_id)["init"]["holder"]
+    holder = sandbox_of(item)[1]["init"]["holder"]
     os.kill(holder, 9)
 
     def dead() -> bool:

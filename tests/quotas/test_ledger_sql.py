@@ -10,6 +10,7 @@ from django.forms.models import model_to_dict
 from collab import clock as clock_module
 from quotas import ledger
 from quotas.models import SandboxActivity
+from quotas.values import SandboxSize
 
 pytestmark = pytest.mark.django_db
 LEASE = timedelta(seconds=90)
@@ -92,3 +93,36 @@ def test_a_heartbeat_for_a_row_that_stopped_counting_changes_nothing(clock, stat
     # Then it does not count, and the row is as it was
     assert counted is False
     assert _stored(row) == before
+
+
+@pytest.mark.parametrize(
+    "size",
+    [SandboxSize(), SandboxSize(cpu_cores=0.5, memory_bytes=2**30, pids_max=64), SandboxSize(cpu_cores=0)],
+    ids=["unspecified", "declared", "unlimited cpu"],
+)
+def test_a_new_sandboxs_row_is_stored_and_returned_as_the_orms_create_stores_it(clock, size):
+    # Given the moment a sandbox of `size` is admitted for item 7
+    now = clock_module.now()
+    # When its row is written with the hand-written INSERT
+    written = ledger.activity_open_sent(
+        item_id=7, app_slug="notebook", payer="alice", backend="local", size=size, lease=LEASE
+    )()
+    # Then the row it returns, the row stored, and the row the ORM's create stores agree field by field
+    orm = SandboxActivity.objects.create(
+        item_id="7",
+        app_slug="notebook",
+        owner="alice",
+        backend="local",
+        cpu_cores=size.cpu_cores,
+        memory_bytes=size.memory_bytes,
+        pids_max=size.pids_max,
+        charges_cost=size.declares_cost,
+        opened_at=now,
+        last_seen_at=now,
+        last_used_at=now,
+        lease_expires_at=now + LEASE,
+    )
+    expected = {**_stored(orm), "id": written.pk}
+    assert model_to_dict(written) == _stored(written) == expected
+    assert written.opened_at.tzinfo is not None
+    assert written.size == size

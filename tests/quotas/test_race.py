@@ -10,6 +10,7 @@ from django.db import connection
 from collab.edge import status_of
 from collab.errors import DomainError
 from quotas import ledger
+from quotas.models import AdmissionLock
 from workspace.items.config import get_config
 from workspace.items.sandboxes.admission import before_sandbox_open
 
@@ -18,11 +19,15 @@ THREADS = 20
 
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
-def test_twenty_concurrent_opens_with_count_three_admit_exactly_three(per_user, make_item):
+@pytest.mark.parametrize("admitted_before", [False, True], ids=["her first admissions", "after earlier ones"])
+def test_twenty_concurrent_opens_with_count_three_admit_exactly_three(per_user, make_item, admitted_before):
     # Given PostgreSQL, where writers really race, alice allowed three sandboxes, and twenty notebooks of hers
+    # (after earlier admissions her lock row exists, and admission takes the pipelined way)
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: SQLite runs one writer at a time, so there is no race to lose")
     per_user(count=3)
+    if admitted_before:
+        AdmissionLock.objects.create(owner="alice")
     items = [make_item(title=f"Race {n}") for n in range(THREADS)]
     app = get_config().app("notebook")
     start = threading.Barrier(THREADS)

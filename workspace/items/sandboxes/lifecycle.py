@@ -21,6 +21,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from collab import clock
 from collab.errors import Conflict, DomainError, Misconfigured, Unavailable
+from collab.rows import execute, pipelined_transaction, pipelines
 from quotas import ledger
 from quotas.disk import payer_disk_headroom
 from quotas.limits import limits_for, limits_for_many
@@ -434,7 +435,7 @@ class _Bookkeeping:
         does: what would follow it would run after the COMMIT, in no transaction of the block's."""
         yield
         if self._connection is not None:
-            _run(self._connection, "COMMIT")
+            execute(self._connection, "COMMIT")
             self.committed = True
 
 
@@ -462,7 +463,7 @@ def bookkeeping(*, savepoint: bool = True, unread: bool = False) -> Iterator[_Bo
     connection = transaction.get_connection()
     if _OWN_TRANSACTION.get():
         yield _Bookkeeping(None)  # part of the bookkeeping transaction around it
-    elif connection.vendor == "postgresql" and not connection.in_atomic_block:
+    elif pipelines(connection):
         with _own_transaction(connection, unread=unread) as book:
             yield book
     else:
@@ -472,49 +473,21 @@ def bookkeeping(*, savepoint: bool = True, unread: bool = False) -> Iterator[_Bo
 
 @contextmanager
 def _own_transaction(connection: BaseDatabaseWrapper, *, unread: bool) -> Iterator[_Bookkeeping]:
-    """A PostgreSQL transaction begun and ended by statements in psycopg's pipeline, with
-    `synchronous_commit` off. Not Django's `atomic`: there psycopg sends the BEGIN alone and waits
-    for it, a round trip of its own (two of a live exec's seven). The connection stays in
-    autocommit for Django, so nothing in the block may open an `atomic` of its own (psycopg
-    refuses to change autocommit inside a transaction, loudly); a nested `bookkeeping` joins it.
-    A block that raises, or a statement that fails, rolls it all back."""
-    connection.ensure_connection()
+    """A `collab.rows.pipelined_transaction` with `synchronous_commit` off (two of a live exec's
+    seven round trips were BEGINs alone); a nested `bookkeeping` joins it."""
     book = _Bookkeeping(connection)
     token = _OWN_TRANSACTION.set(True)
-    ended = False
     try:
-        # Errors of the pipeline's statements surface when it syncs; they reach callers as Django's own.
-        with connection.wrap_database_errors, connection.connection.pipeline():
-            _run(connection, "BEGIN")
-            _run(connection, "SET LOCAL synchronous_commit TO OFF")
+        with pipelined_transaction(connection, durable=False):
             if unread:
                 with book.unread_until_commit():
                     yield book
             else:
                 yield book
                 if not book.committed:
-                    _run(connection, "COMMIT")
-        ended = True
+                    execute(connection, "COMMIT")
     finally:
         _OWN_TRANSACTION.reset(token)
-        if not ended:
-            _roll_back(connection)
-
-
-def _roll_back(connection: BaseDatabaseWrapper) -> None:
-    """Ends a failed own transaction; a connection that cannot is closed (Django opens a new one),
-    so that no later statement of this thread runs inside what is left of it."""
-    try:
-        with connection.wrap_database_errors:
-            connection.connection.rollback()
-    except Exception:
-        logger.exception("could not roll back an exec's bookkeeping; its connection is closed")
-        connection.close()
-
-
-def _run(connection: BaseDatabaseWrapper, statement: str) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(statement)
 
 
 def _stopped_after_exec(item: Item, app: AppDescriptor, activity: SandboxActivity) -> str | None:

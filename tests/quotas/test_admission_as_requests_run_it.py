@@ -1,0 +1,173 @@
+"""Admission as requests run it, each in transactions of its own (not inside a test's).
+
+On PostgreSQL it then runs in psycopg's pipeline (`admission._admitted_in_two_round_trips`): the
+item's lock, its live row and the payer's lock and usage go to the server together, the new row
+with the COMMIT. These hold that it decides as the general way does, keeps nothing it refuses,
+falls back where what it assumed does not hold, and leaves the connection at rest. On SQLite the
+same behaviours hold through the general way.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import DatabaseError, connection
+
+from collab.errors import QuotaExceeded
+from quotas import ledger
+from quotas.models import AdmissionLock, SandboxActivity
+from quotas.values import SandboxSize
+from workspace.items.config import get_config
+from workspace.items.models import Item
+from workspace.items.sandboxes import admission
+from workspace.items.sandboxes.admission import before_sandbox_open
+
+pytestmark = pytest.mark.usefixtures("transactional_db")
+LEASE = timedelta(seconds=90)
+
+
+def _connection_at_rest() -> bool:
+    if connection.vendor != "postgresql":
+        return connection.get_autocommit() and not connection.in_atomic_block
+    from psycopg.pq import TransactionStatus
+
+    idle = connection.connection is None or connection.connection.info.transaction_status == TransactionStatus.IDLE
+    return idle and connection.get_autocommit() and not connection.in_atomic_block
+
+
+def _running(item: Item, payer: str = "alice") -> SandboxActivity:
+    return ledger.activity_open_sent(
+        item_id=item.pk, app_slug=item.app_slug, payer=payer, backend="local", size=SandboxSize(), lease=LEASE
+    )()
+
+
+def _admit(item: Item) -> admission.Admission:
+    return before_sandbox_open(item=item, app=get_config().app(item.app_slug), backend="local")
+
+
+@pytest.fixture
+def alice_admitted_before(make_item) -> None:
+    """alice's payer lock row, as her first admission leaves it (the pipelined way needs one)."""
+    AdmissionLock.objects.create(owner="alice")
+
+
+@pytest.mark.usefixtures("alice_admitted_before")
+def test_an_admission_under_the_limit_records_the_new_sandbox_at_the_apps_size(per_user, make_item):
+    # Given alice may run two sandboxes and runs one
+    per_user(count=2)
+    _running(make_item())
+    item = make_item()
+    # When a second is admitted for another item of hers
+    admitted = _admit(item)
+    # Then it is recorded as opened here, at the notebook's size, as the stored row reads
+    assert admitted.opened_here is True
+    stored = SandboxActivity.current.get(pk=admitted.activity.pk)
+    assert (stored.item_id, stored.owner, stored.size) == (
+        str(item.pk),
+        "alice",
+        get_config().app("notebook").resources.sandbox,
+    )
+    assert admitted.activity.lease_expires_at == stored.lease_expires_at
+    assert _connection_at_rest()
+
+
+@pytest.mark.usefixtures("alice_admitted_before")
+def test_an_admission_over_the_limit_is_refused_and_keeps_nothing(per_user, make_item):
+    # Given alice may run one sandbox and runs it
+    per_user(count=1)
+    _running(make_item())
+    refused = make_item()
+    # When another item of hers asks for one / Then it is refused on the sandboxes limit
+    with pytest.raises(QuotaExceeded) as refusal:
+        _admit(refused)
+    assert (refusal.value.error, refusal.value.extra["dimension"], refusal.value.extra["used"]) == (
+        "sandbox_quota_exceeded",
+        "sandboxes",
+        1,
+    )
+    # And nothing is recorded for it, and no transaction is left open
+    assert not SandboxActivity.objects.filter(item_id=str(refused.pk)).exists()
+    assert _connection_at_rest()
+
+
+@pytest.mark.usefixtures("alice_admitted_before")
+def test_an_item_with_a_live_sandbox_is_handed_it_without_counting_or_writing(per_user, make_item):
+    # Given alice may run one sandbox, and it runs in the item
+    per_user(count=1)
+    item = make_item()
+    live = _running(item)
+    # When the item asks for a sandbox again
+    admitted = _admit(item)
+    # Then it is handed the live one, not refused, and no row is added
+    assert (admitted.opened_here, admitted.activity.pk) == (False, live.pk)
+    assert SandboxActivity.objects.count() == 1
+    assert _connection_at_rest()
+
+
+def test_the_payers_first_admission_makes_their_lock_row_and_is_admitted(per_user, make_item):
+    # Given alice may run one sandbox, and has never been admitted (no lock row of hers)
+    per_user(count=1)
+    item = make_item()
+    # When her item asks for one
+    admitted = _admit(item)
+    # Then it is admitted, and her lock row exists for the next admission to queue on
+    assert admitted.opened_here is True
+    assert AdmissionLock.objects.filter(owner="alice").exists() == connection.features.has_select_for_update
+    assert _connection_at_rest()
+
+
+@pytest.mark.usefixtures("alice_admitted_before")
+def test_a_payer_changed_since_the_item_was_loaded_is_the_one_who_pays(per_user, make_item):
+    # Given everyone may run one sandbox, bob runs one, and an item alice pays for as the caller loaded it
+    per_user(count=1)
+    AdmissionLock.objects.create(owner="bob")
+    _running(make_item(created_by="bob"), payer="bob")
+    item = make_item()
+    # When bob became its payer before the admission locked it
+    Item.objects.filter(pk=item.pk).update(owner="bob")
+    # Then the admission counts bob's sandbox and refuses on his limit, naming him
+    with pytest.raises(QuotaExceeded) as refusal:
+        _admit(item)
+    assert refusal.value.extra["owner"] == "bob"
+    assert not SandboxActivity.objects.filter(item_id=str(item.pk)).exists()
+    assert _connection_at_rest()
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("alice_admitted_before")
+def test_on_postgresql_an_admission_of_a_payer_with_a_lock_row_takes_the_pipelined_way(per_user, make_item):
+    # Given PostgreSQL, alice with a limit and her lock row
+    if connection.vendor != "postgresql":
+        pytest.skip("the pipelined way is PostgreSQL's; SQLite has no round trips to save")
+    per_user(count=2)
+    item = make_item()
+    # When her item is admitted the pipelined way
+    admitted = admission._admitted_in_two_round_trips(item=item, app=get_config().app("notebook"), backend="local")
+    # Then it did not fall back, and the row is stored
+    assert admitted is not None
+    assert admitted.opened_here
+    assert SandboxActivity.current.filter(pk=admitted.activity.pk, item_id=str(item.pk)).exists()
+
+
+@pytest.mark.usefixtures("alice_admitted_before")
+def test_an_admission_whose_insert_fails_keeps_nothing_and_the_next_is_admitted(per_user, make_item, monkeypatch):
+    # Given alice may run two sandboxes, and the new row's INSERT fails on the server
+    per_user(count=2)
+    item = make_item()
+    original = ledger.activity_open_sent
+
+    def failing(**kwargs):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 FROM no_such_table")
+        return original(**kwargs)
+
+    monkeypatch.setattr(ledger, "activity_open_sent", failing)
+    # When the item asks for a sandbox / Then the failure reaches the caller as Django's error
+    with pytest.raises(DatabaseError):
+        _admit(item)
+    # And nothing is kept, the connection is at rest, and the locks are gone: the next admission goes through
+    assert not SandboxActivity.objects.exists()
+    assert _connection_at_rest()
+    monkeypatch.undo()
+    assert _admit(item).opened_here is True
