@@ -9,8 +9,10 @@ same behaviours hold through the general way.
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.db import DatabaseError, connection
 
@@ -18,6 +20,7 @@ from collab.errors import QuotaExceeded
 from quotas import ledger
 from quotas.models import AdmissionLock, SandboxActivity
 from quotas.values import SandboxSize
+from tests.fixtures.exec_agent import wait_for
 from workspace.items.config import get_config
 from workspace.items.models import Item
 from workspace.items.sandboxes import admission
@@ -36,9 +39,11 @@ def _connection_at_rest() -> bool:
     return idle and connection.get_autocommit() and not connection.in_atomic_block
 
 
-def _running(item: Item, payer: str = "alice") -> SandboxActivity:
+def _running(
+    item: Item, payer: str = "alice", size: SandboxSize | None = None, lease: timedelta = LEASE
+) -> SandboxActivity:
     return ledger.activity_open_sent(
-        item_id=item.pk, app_slug=item.app_slug, payer=payer, backend="local", size=SandboxSize(), lease=LEASE
+        item_id=item.pk, app_slug=item.app_slug, payer=payer, backend="local", size=size or SandboxSize(), lease=lease
     )()
 
 
@@ -73,18 +78,23 @@ def test_an_admission_under_the_limit_records_the_new_sandbox_at_the_apps_size(p
 
 
 @pytest.mark.usefixtures("alice_admitted_before")
-def test_an_admission_over_the_limit_is_refused_and_keeps_nothing(per_user, make_item):
-    # Given alice may run one sandbox and runs it
-    per_user(count=1)
-    _running(make_item())
+@pytest.mark.parametrize(
+    ("limits", "dimension", "used"),
+    [({"count": 1}, "sandboxes", 1), ({"cpu": 1.5}, "cpu", 1.0), ({"memory": "768M"}, "memory", 512 * 2**20)],
+    ids=["sandboxes", "cpu", "memory"],
+)
+def test_an_admission_over_a_limit_is_refused_and_keeps_nothing(per_user, make_item, limits, dimension, used):
+    # Given alice may run one notebook's worth of a dimension, and one runs
+    per_user(**limits)
+    _running(make_item(), size=get_config().app("notebook").resources.sandbox)
     refused = make_item()
-    # When another item of hers asks for one / Then it is refused on the sandboxes limit
+    # When another item of hers asks for one / Then it is refused on that dimension's limit
     with pytest.raises(QuotaExceeded) as refusal:
         _admit(refused)
     assert (refusal.value.error, refusal.value.extra["dimension"], refusal.value.extra["used"]) == (
         "sandbox_quota_exceeded",
-        "sandboxes",
-        1,
+        dimension,
+        used,
     )
     # And nothing is recorded for it, and no transaction is left open
     assert not SandboxActivity.objects.filter(item_id=str(refused.pk)).exists()
@@ -171,3 +181,56 @@ def test_an_admission_whose_insert_fails_keeps_nothing_and_the_next_is_admitted(
     assert _connection_at_rest()
     monkeypatch.undo()
     assert _admit(item).opened_here is True
+
+
+def _waiting_for_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("alice_admitted_before")
+@pytest.mark.parametrize("held", ["the item's row", "alice's admission lock"])
+def test_a_lease_that_runs_out_while_the_admission_waits_for_a_lock_is_not_counted(per_user, make_item, clock, held):
+    # Given PostgreSQL, alice allowed one sandbox, and the item's sandbox (or her other one) with a
+    # lease of a second; another transaction holds the lock the admission takes first
+    if connection.vendor != "postgresql":
+        pytest.skip("only PostgreSQL's admission is sent before its locks are held")
+    per_user(count=1)
+    item = make_item()
+    _running(item if held == "the item's row" else make_item(), lease=timedelta(seconds=1))
+    outcome: dict[str, object] = {}
+
+    def admit() -> None:
+        try:
+            outcome["admitted"] = _admit(item)
+        except Exception as exc:  # the assertion below names it
+            outcome["failed"] = exc
+        finally:
+            connection.close()
+
+    holder = psycopg.connect(**_dsn())
+    try:
+        if held == "the item's row":
+            holder.execute(f"SELECT 1 FROM {Item._meta.db_table} WHERE id = %s FOR UPDATE", [item.pk])
+        else:
+            holder.execute(f"SELECT 1 FROM {AdmissionLock._meta.db_table} WHERE owner = 'alice' FOR UPDATE")
+        admission_thread = threading.Thread(target=admit)
+        admission_thread.start()
+        # When the admission waits for that lock while the lease runs out, and then gets it
+        wait_for(_waiting_for_a_lock)
+        clock.advance(seconds=5)
+    finally:
+        holder.close()
+    admission_thread.join(timeout=30)
+    # Then the expired sandbox does not count: a new one is admitted here, as the general way would
+    assert "failed" not in outcome, outcome
+    assert outcome["admitted"].opened_here is True
+
+
+def _dsn() -> dict[str, object]:
+    settings = connection.settings_dict
+    return {"host": settings["HOST"], "port": settings["PORT"], "user": settings["USER"], "dbname": settings["NAME"]}

@@ -12,6 +12,7 @@ from collab.errors import DomainError
 from quotas import ledger
 from quotas.models import AdmissionLock
 from workspace.items.config import get_config
+from workspace.items.sandboxes import admission
 from workspace.items.sandboxes.admission import before_sandbox_open
 
 THREADS = 20
@@ -20,14 +21,18 @@ THREADS = 20
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("admitted_before", [False, True], ids=["her first admissions", "after earlier ones"])
-def test_twenty_concurrent_opens_with_count_three_admit_exactly_three(per_user, make_item, admitted_before):
+def test_twenty_concurrent_opens_with_count_three_admit_exactly_three(
+    per_user, make_item, monkeypatch, admitted_before
+):
     # Given PostgreSQL, where writers really race, alice allowed three sandboxes, and twenty notebooks of hers
-    # (after earlier admissions her lock row exists, and admission takes the pipelined way)
+    # (after earlier admissions her lock row exists, and admission takes the pipelined way where
+    # it did not wait long for the locks)
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: SQLite runs one writer at a time, so there is no race to lose")
     per_user(count=3)
     if admitted_before:
         AdmissionLock.objects.create(owner="alice")
+    pipelined = _ways_taken(monkeypatch)
     items = [make_item(title=f"Race {n}") for n in range(THREADS)]
     app = get_config().app("notebook")
     start = threading.Barrier(THREADS)
@@ -57,3 +62,25 @@ def test_twenty_concurrent_opens_with_count_three_admit_exactly_three(per_user, 
     # Then exactly three are admitted and seventeen refused, and three are live
     assert sorted(outcomes) == ["507 sandbox_quota_exceeded"] * 17 + ["admitted"] * 3
     assert ledger.live_rows_of_payer("alice").count() == 3
+    # And where her lock row was there, the pipelined way decided some of them (the rest waited
+    # for the locks, and the general way decided)
+    if admitted_before:
+        assert any(pipelined)
+
+
+def _ways_taken(monkeypatch) -> list[bool]:
+    """Whether each pipelined admission from now on decided (True) or left it to the general way."""
+    taken: list[bool] = []
+    original = admission._admitted_in_two_round_trips
+
+    def watched(**kwargs):
+        try:
+            decided = original(**kwargs)
+        except DomainError:
+            taken.append(True)
+            raise
+        taken.append(decided is not None)
+        return decided
+
+    monkeypatch.setattr(admission, "_admitted_in_two_round_trips", watched)
+    return taken

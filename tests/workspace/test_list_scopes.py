@@ -108,6 +108,7 @@ NOT_LISTS = {
     "collab.unread_count",
     "quotas.resources_at_a_glance",
     "quotas.payer_sandbox_usage",
+    "quotas.payer_sandbox_usage_sent",
     "quotas.payer_disk_bytes",
     "quotas.payer_live_sandbox_exists",
     "quotas.override_of_user",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db import transaction
 
+from collab import clock
 from collab.rows import answer_later, execute, pipelined_transaction, pipelines
 from quotas import ledger, selectors, services
 from quotas.models import SandboxActivity
@@ -13,6 +15,8 @@ from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item, payer_of
 
 # The item's row locked, first in the lock order (`before_sandbox_open`), in a pipeline.
+# How long the pipelined admission's locks may take before its reads count as too old.
+_LOCK_WAIT_TOLERATED = timedelta(milliseconds=50)
 _LOCK_ITEM = f"SELECT owner, created_by FROM {Item._meta.db_table} WHERE id = %s FOR UPDATE"
 
 
@@ -68,11 +72,15 @@ def _admitted_in_two_round_trips(*, item: Item, app: AppDescriptor, backend: str
     together, the payer taken to be the one the caller loaded; the new row goes with the COMMIT.
     The locks are taken in the same order, so concurrent admissions queue as before. None
     (rolled back, nothing kept) where the item's payer changed meanwhile or the payer has no lock
-    row yet (their first admission): the general way then decides."""
+    row yet (their first admission), or where the locks were waited for: the general way then
+    decides. Unlike the general way it locks the payer (where a limit binds) before it knows
+    that the item has a live row, which it then hands over: that admission may queue behind the
+    payer's others, for as long as one takes."""
     payer = item.payer
     size = app.resources.sandbox
     bound = services.sandbox_limits_binding(payer=payer, incoming=size)
     connection = transaction.get_connection()
+    sent_at = clock.now()
     try:
         with pipelined_transaction(connection, durable=True):
             locked = answer_later(_LOCK_ITEM, [item.pk], connection=connection)
@@ -80,6 +88,11 @@ def _admitted_in_two_round_trips(*, item: Item, app: AppDescriptor, backend: str
             payer_locked = services.payer_lock_sent(payer=payer) if bound else None
             usage = selectors.payer_sandbox_usage_sent(payer=payer) if bound else None
             row = locked()
+            # The live row and the usage were asked for as of `sent_at`; where the locks were
+            # waited for, a lease may have run out meanwhile, which the general way (asking once
+            # they are held) would not count.
+            if clock.now() - sent_at > _LOCK_WAIT_TOLERATED:
+                raise _TheGeneralWay
             if row is not None and payer_of(owner=row[0], creator=row[1]) != payer:
                 raise _TheGeneralWay
             existing = live()
