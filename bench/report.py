@@ -140,6 +140,19 @@ def _exec(text: str) -> list[Row]:
     return rows
 
 
+def _admission(text: str) -> list[Row]:
+    """bench/admission.py: per case, the pipelined and the general way (PostgreSQL) or the general way alone."""
+    runs = re.search(r"(\d+) (?:alternating )?runs", text)
+    size = f"{runs.group(1)} runs" if runs else ""
+    rows = []
+    for match in re.finditer(r"^  (no limit binds|a count limit binds)\s+(.+)$", text, re.M):
+        label, figures = match.groups()
+        both = re.match(r"pipelined\s+([\d.]+)\s+general\s+([\d.]+)", figures)
+        value = f"{both.group(1)} ms (the general way {both.group(2)} ms)" if both else f"{figures.split()[0]} ms"
+        rows.append((f"sandbox admission: {label}", size, value))
+    return rows
+
+
 def _service_vs_crudgen(text: str) -> list[Row]:
     """bench/service_vs_crudgen.py: | operation | size | alone p50 ms | service p50 ms | ratio |"""
     rows = []
@@ -241,6 +254,7 @@ SCRIPTS = [
     ),
     Script("files", [], ["--writes", "50", "--sizes", "1024,65536"], _files, setup_name="files"),
     Script("exec", [], ["--runs", "10"], _exec, setup_name="exec"),
+    Script("admission", [], ["--runs", "30"], _admission, setup_name="admission"),
     Script(
         "tasks",
         ["--sizes", "1000,10000,100000"],
