@@ -80,6 +80,7 @@ def _admitted_in_two_round_trips(*, item: Item, app: AppDescriptor, backend: str
     size = app.resources.sandbox
     bound = services.sandbox_limits_binding(payer=payer, incoming=size)
     connection = transaction.get_connection()
+    connection.ensure_connection()  # a new connection's set-up is no wait for the locks
     sent_at = clock.now()
     try:
         with pipelined_transaction(connection, durable=True):
