@@ -109,8 +109,8 @@ def pipelined_transaction(connection: BaseDatabaseWrapper, *, durable: bool) -> 
     what was sent before it in one round trip. The block ends it itself (COMMIT, with the writes
     whose answers are read after it by `answer_later`). A block that raises, or a statement that
     fails, rolls it all back. Not `durable`: it commits without waiting for the WAL to reach the
-    disk, for writes that what a crash of the database server would lose of them is recovered
-    anyway. The connection stays in autocommit for Django, so nothing in the block may open an
+    disk, for writes whose loss in a crash of the database server something else recovers
+    (expiry, reconciliation). The connection stays in autocommit for Django, so nothing in the block may open an
     `atomic` of its own (psycopg refuses to change autocommit inside a transaction, loudly)."""
     connection.ensure_connection()
     ended = False

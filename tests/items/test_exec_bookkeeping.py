@@ -20,7 +20,7 @@ from quotas import ledger
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.exec_agent import wait_for
-from tests.fixtures.items import item_url
+from tests.fixtures.items import connection_at_rest, item_url
 from workspace.items import services
 from workspace.items.config import get_config
 from workspace.items.models import ExecSlot, RunningExec
@@ -32,16 +32,6 @@ LEASE = timedelta(seconds=90)
 
 def _exec(api, item, command="true"):
     return api.post(item_url(item, "/exec"), {"command": command}, format="json")
-
-
-def _connection_at_rest() -> bool:
-    """No transaction left open on the connection, and Django's view of it is autocommit."""
-    if connection.vendor != "postgresql":
-        return connection.get_autocommit() and not connection.in_atomic_block
-    from psycopg.pq import TransactionStatus
-
-    idle = connection.connection is None or connection.connection.info.transaction_status == TransactionStatus.IDLE
-    return idle and connection.get_autocommit() and not connection.in_atomic_block
 
 
 def _live_row(item) -> SandboxActivity:
@@ -61,7 +51,7 @@ def alice_live_item(make_item, settings):
 
 def _nothing_kept() -> bool:
     """No slot, no command record, no transaction left open."""
-    return not ExecSlot.objects.exists() and not RunningExec.objects.exists() and _connection_at_rest()
+    return not ExecSlot.objects.exists() and not RunningExec.objects.exists() and connection_at_rest()
 
 
 def _calls(monkeypatch, owner, name: str) -> list[dict]:
@@ -102,7 +92,7 @@ def test_on_postgresql_a_live_exec_takes_its_slot_beats_and_records_its_command_
     assert _exec(alice_api, item).status_code == 200
     # Then the heartbeat, her slot and the command's record were one transaction, and it ended
     assert seen["heartbeat"] == seen["slot"] == seen["record"]
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 def test_a_command_refused_on_a_live_sandbox_leaves_the_row_and_the_connection_as_they_were(alice_api, alice_live_item):
@@ -119,7 +109,7 @@ def test_a_command_refused_on_a_live_sandbox_leaves_the_row_and_the_connection_a
     assert (after.last_used_at, after.lease_expires_at) == (before.last_used_at, before.lease_expires_at)
     assert not RunningExec.objects.exists()
     assert sorted(ExecSlot.objects.values_list("pk", flat=True)) == sorted(slot.pk for slot in held)
-    assert _connection_at_rest()
+    assert connection_at_rest()
     # And once one of hers ends, her next command runs and is kept
     services.exec_slot_release(held[0])
     assert _exec(alice_api, item, "true").status_code == 200
@@ -147,7 +137,7 @@ def test_a_statement_that_fails_in_the_bookkeeping_rolls_it_all_back_and_the_con
     assert beaten == [True]
     # Then the heartbeat is undone, the connection is at rest, and the next write is kept
     assert SandboxActivity.objects.get(pk=row.pk).last_seen_at == seen_before
-    assert _connection_at_rest()
+    assert connection_at_rest()
     running.exec_forget("a" * 32)
     assert not RunningExec.objects.exists()
 
@@ -170,7 +160,7 @@ def test_a_bookkeeping_inside_another_is_part_of_it(make_item):
         inner_then_fail()
     # Then the inner record went with the outer: nothing was committed, and the connection is at rest
     assert not RunningExec.objects.exists()
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 def test_a_bookkeeping_that_raises_before_any_statement_leaves_nothing_open(make_item):
@@ -189,7 +179,7 @@ def test_a_bookkeeping_that_raises_before_any_statement_leaves_nothing_open(make
     # Then the row is as opened and the connection at rest
     stored = SandboxActivity.objects.get(pk=row.pk)
     assert stored.lease_expires_at == row.lease_expires_at
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 def test_on_postgresql_an_atomic_block_inside_a_bookkeeping_is_refused_with_nothing_written(make_item):
@@ -210,7 +200,7 @@ def test_on_postgresql_an_atomic_block_inside_a_bookkeeping_is_refused_with_noth
     with pytest.raises(Exception, match="autocommit"):
         beat_then_delete_with_the_orm()
     assert SandboxActivity.objects.get(pk=row.pk).lease_expires_at == row.lease_expires_at
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 HOLD_INSIDE_A_BOOKKEEPING = """
@@ -288,7 +278,7 @@ def test_a_strangers_command_on_a_live_sandbox_is_404_and_touches_none_of_its_bo
     assert not ExecSlot.objects.exists()
     assert not RunningExec.objects.exists()
     assert not (lifecycle.workspace_dir(item.pk) / "bob-was-here").exists()
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 def test_a_command_started_while_another_of_hers_runs_takes_her_next_slot_and_keeps_nothing_of_the_first_try(
@@ -307,7 +297,7 @@ def test_a_command_started_while_another_of_hers_runs_takes_her_next_slot_and_ke
     # And nothing of the first try is left: her held slot alone, no record, no transaction open
     assert list(ExecSlot.objects.values_list("pk", flat=True)) == [held.pk]
     assert not RunningExec.objects.exists()
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 def test_a_command_on_a_live_sandbox_with_nothing_else_of_hers_running_never_reads_her_slots(
@@ -323,7 +313,7 @@ def test_a_command_on_a_live_sandbox_with_nothing_else_of_hers_running_never_rea
     assert response.json()["stdout"] == "ran\n"
     assert looked == []
     assert not ExecSlot.objects.exists()
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 def test_a_failure_after_the_first_slot_was_claimed_and_kept_gives_it_back_and_runs_nothing_again(

@@ -21,6 +21,7 @@ from quotas import ledger
 from quotas.models import AdmissionLock, SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.exec_agent import wait_for
+from tests.fixtures.items import connection_at_rest
 from workspace.items.config import get_config
 from workspace.items.models import Item
 from workspace.items.sandboxes import admission
@@ -28,15 +29,6 @@ from workspace.items.sandboxes.admission import before_sandbox_open
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 LEASE = timedelta(seconds=90)
-
-
-def _connection_at_rest() -> bool:
-    if connection.vendor != "postgresql":
-        return connection.get_autocommit() and not connection.in_atomic_block
-    from psycopg.pq import TransactionStatus
-
-    idle = connection.connection is None or connection.connection.info.transaction_status == TransactionStatus.IDLE
-    return idle and connection.get_autocommit() and not connection.in_atomic_block
 
 
 def _running(
@@ -74,7 +66,7 @@ def test_an_admission_under_the_limit_records_the_new_sandbox_at_the_apps_size(p
         get_config().app("notebook").resources.sandbox,
     )
     assert admitted.activity.lease_expires_at == stored.lease_expires_at
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 @pytest.mark.usefixtures("alice_admitted_before")
@@ -98,7 +90,7 @@ def test_an_admission_over_a_limit_is_refused_and_keeps_nothing(per_user, make_i
     )
     # And nothing is recorded for it, and no transaction is left open
     assert not SandboxActivity.objects.filter(item_id=str(refused.pk)).exists()
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 @pytest.mark.usefixtures("alice_admitted_before")
@@ -112,7 +104,7 @@ def test_an_item_with_a_live_sandbox_is_handed_it_without_counting_or_writing(pe
     # Then it is handed the live one, not refused, and no row is added
     assert (admitted.opened_here, admitted.activity.pk) == (False, live.pk)
     assert SandboxActivity.objects.count() == 1
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 def test_the_payers_first_admission_makes_their_lock_row_and_is_admitted(per_user, make_item):
@@ -124,7 +116,7 @@ def test_the_payers_first_admission_makes_their_lock_row_and_is_admitted(per_use
     # Then it is admitted, and her lock row exists for the next admission to queue on
     assert admitted.opened_here is True
     assert AdmissionLock.objects.filter(owner="alice").exists() == connection.features.has_select_for_update
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 @pytest.mark.usefixtures("alice_admitted_before")
@@ -141,7 +133,7 @@ def test_a_payer_changed_since_the_item_was_loaded_is_the_one_who_pays(per_user,
         _admit(item)
     assert refusal.value.extra["owner"] == "bob"
     assert not SandboxActivity.objects.filter(item_id=str(item.pk)).exists()
-    assert _connection_at_rest()
+    assert connection_at_rest()
 
 
 @pytest.mark.postgres
@@ -178,7 +170,7 @@ def test_an_admission_whose_insert_fails_keeps_nothing_and_the_next_is_admitted(
         _admit(item)
     # And nothing is kept, the connection is at rest, and the locks are gone: the next admission goes through
     assert not SandboxActivity.objects.exists()
-    assert _connection_at_rest()
+    assert connection_at_rest()
     monkeypatch.undo()
     assert _admit(item).opened_here is True
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,9 +16,9 @@ from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item, payer_of
 
 # The item's row locked, first in the lock order (`before_sandbox_open`), in a pipeline.
+_LOCK_ITEM = f"SELECT owner, created_by FROM {Item._meta.db_table} WHERE id = %s FOR UPDATE"
 # How long the pipelined admission's locks may take before its reads count as too old.
 _LOCK_WAIT_TOLERATED = timedelta(milliseconds=50)
-_LOCK_ITEM = f"SELECT owner, created_by FROM {Item._meta.db_table} WHERE id = %s FOR UPDATE"
 
 
 @dataclass(frozen=True)
@@ -43,22 +44,30 @@ def before_sandbox_open(*, item: Item, app: AppDescriptor, backend: str) -> Admi
         # Lock order: the item row first, then (inside the gate) the payer's lock, so two opens
         # for one item queue here instead of both opening a sandbox.
         locked = Item.objects.select_for_update().filter(pk=item.pk).values_list("owner", "created_by").first()
-        # The payer as of the lock, not as the caller loaded it: a change of payer that committed
-        # meanwhile decides who pays.
-        payer = payer_of(owner=locked[0], creator=locked[1]) if locked else item.payer
+        payer = _payer_as_locked(item, locked)
         existing = ledger.live_row_of_item(item.pk)
         if existing is not None:
             return Admission(activity=existing, opened_here=False)
         services.sandbox_admit(payer=payer, incoming=app.resources.sandbox)
-        activity = ledger.activity_open_sent(
-            item_id=item.pk,
-            app_slug=item.app_slug,
-            payer=payer,
-            backend=backend,
-            size=app.resources.sandbox,
-            lease=ledger.opening_lease(get_config().sandbox.lease),
-        )()
+        activity = _new_row_sent(item=item, app=app, payer=payer, backend=backend)()
     return Admission(activity=activity, opened_here=True)
+
+
+def _payer_as_locked(item: Item, locked: tuple[str, str] | None) -> str:
+    """The payer as of the item's lock (its owner and creator columns), not as the caller loaded
+    it: a change of payer that committed meanwhile decides who pays."""
+    return payer_of(owner=locked[0], creator=locked[1]) if locked else item.payer
+
+
+def _new_row_sent(*, item: Item, app: AppDescriptor, payer: str, backend: str) -> Callable[[], SandboxActivity]:
+    return ledger.activity_open_sent(
+        item_id=item.pk,
+        app_slug=item.app_slug,
+        payer=payer,
+        backend=backend,
+        size=app.resources.sandbox,
+        lease=ledger.opening_lease(get_config().sandbox.lease),
+    )
 
 
 class _TheGeneralWay(Exception):
@@ -77,8 +86,7 @@ def _admitted_in_two_round_trips(*, item: Item, app: AppDescriptor, backend: str
     that the item has a live row, which it then hands over: that admission may queue behind the
     payer's others, for as long as one takes."""
     payer = item.payer
-    size = app.resources.sandbox
-    bound = services.sandbox_limits_binding(payer=payer, incoming=size)
+    bound = services.sandbox_limits_binding(payer=payer, incoming=app.resources.sandbox)
     connection = transaction.get_connection()
     connection.ensure_connection()  # a new connection's set-up is no wait for the locks
     sent_at = clock.now()
@@ -94,7 +102,7 @@ def _admitted_in_two_round_trips(*, item: Item, app: AppDescriptor, backend: str
             # they are held) would not count.
             if clock.now() - sent_at > _LOCK_WAIT_TOLERATED:
                 raise _TheGeneralWay
-            if row is not None and payer_of(owner=row[0], creator=row[1]) != payer:
+            if _payer_as_locked(item, row) != payer:
                 raise _TheGeneralWay
             existing = live()
             if existing is not None:
@@ -106,14 +114,7 @@ def _admitted_in_two_round_trips(*, item: Item, app: AppDescriptor, backend: str
                 refusal = services.sandbox_refusal(payer=payer, bound=bound, usage=usage())
                 if refusal is not None:
                     raise refusal
-            opened = ledger.activity_open_sent(
-                item_id=item.pk,
-                app_slug=item.app_slug,
-                payer=payer,
-                backend=backend,
-                size=size,
-                lease=ledger.opening_lease(get_config().sandbox.lease),
-            )
+            opened = _new_row_sent(item=item, app=app, payer=payer, backend=backend)
             execute(connection, "COMMIT")
     except _TheGeneralWay:
         return None
