@@ -4,7 +4,6 @@ hold that they stay one transaction, roll back whole, and leave the connection a
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from datetime import timedelta
@@ -20,7 +19,7 @@ from quotas import ledger
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.exec_agent import wait_for
-from tests.fixtures.items import connection_at_rest, item_url
+from tests.fixtures.items import connection_at_rest, item_url, server_process_env, sessions_idle_in_a_transaction
 from workspace.items import services
 from workspace.items.config import get_config
 from workspace.items.models import ExecSlot, RunningExec
@@ -225,13 +224,7 @@ def test_on_postgresql_a_server_killed_inside_a_bookkeeping_leaves_nothing_of_it
         pytest.skip("the bookkeeping's own transaction is PostgreSQL's; on SQLite it is Django's atomic")
     item = make_item()
     row = _live_row(item)
-    base, _, _ = os.environ["DATABASE_URL"].rpartition("/")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("DATABASE_URL", "PYTEST"))}
-    env.update(
-        DJANGO_SETTINGS_MODULE="workspace.settings",
-        DATABASE_URL=f"{base}/{connection.settings_dict['NAME']}",
-        WORKSPACE_VAR_DIR=str(tmp_path),
-    )
+    env = server_process_env(tmp_path)
     # When a server process has beaten and taken alice's slot inside a bookkeeping block, and is
     # killed with SIGKILL before the block ends
     server = subprocess.Popen(
@@ -248,18 +241,9 @@ def test_on_postgresql_a_server_killed_inside_a_bookkeeping_leaves_nothing_of_it
         server.kill()
         server.wait(timeout=30)
     # Then nothing of the block was kept: the lease as opened, no slot taken, and no session of it left
-    wait_for(lambda: not _sessions_idle_in_a_transaction())
+    wait_for(lambda: not sessions_idle_in_a_transaction())
     assert SandboxActivity.objects.get(pk=row.pk).lease_expires_at == row.lease_expires_at
     assert not ExecSlot.objects.exists()
-
-
-def _sessions_idle_in_a_transaction() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND state LIKE 'idle in transaction%%' AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
 
 
 def test_a_strangers_command_on_a_live_sandbox_is_404_and_touches_none_of_its_bookkeeping(

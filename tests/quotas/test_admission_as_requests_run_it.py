@@ -9,8 +9,11 @@ same behaviours hold through the general way.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -21,7 +24,7 @@ from quotas import ledger
 from quotas.models import AdmissionLock, SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.exec_agent import wait_for
-from tests.fixtures.items import connection_at_rest
+from tests.fixtures.items import connection_at_rest, server_process_env, sessions_idle_in_a_transaction
 from workspace.items.config import get_config
 from workspace.items.models import Item
 from workspace.items.sandboxes import admission
@@ -226,3 +229,91 @@ def test_a_lease_that_runs_out_while_the_admission_waits_for_a_lock_is_not_count
 def _dsn() -> dict[str, object]:
     settings = connection.settings_dict
     return {"host": settings["HOST"], "port": settings["PORT"], "user": settings["USER"], "dbname": settings["NAME"]}
+
+
+def _exec(api, item: Item, body: object):
+    return api.post(f"/a/{item.app_slug}/items/{item.pk}/exec", body, format="json")
+
+
+@pytest.mark.usefixtures("alice_admitted_before")
+def test_a_strangers_command_in_alices_item_is_404_and_admits_nothing(per_user, bob_api, make_item):
+    # Given alice's item without a sandbox, and limits that bind
+    per_user(count=1)
+    item = make_item()
+    # When bob runs a command in it, as a request runs it
+    response = _exec(bob_api, item, {"command": "true"})
+    # Then it is 404, no sandbox row is written for anyone, and bob gets no lock row
+    assert (response.status_code, response.json()["error"]) == (404, "not_found")
+    assert not SandboxActivity.objects.exists()
+    assert not AdmissionLock.objects.filter(owner="bob").exists()
+    assert connection_at_rest()
+
+
+@pytest.mark.usefixtures("alice_admitted_before")
+@pytest.mark.parametrize(
+    "body",
+    [{"command": "x" * 2_000_000}, {"command": ["true"], "timeout": [[[[[[[[[[1]]]]]]]]]]}, [1] * 100_000],
+    ids=["a 2 MB command", "a deeply nested timeout", "a list of 10^5 items"],
+)
+def test_a_command_body_that_is_refused_opens_no_sandbox(per_user, alice_api, make_item, body):
+    # Given alice's item without a sandbox
+    per_user(count=1)
+    item = make_item()
+    # When she sends a body the exec refuses
+    response = _exec(alice_api, item, body)
+    # Then it is a 4xx with an error code, and nothing was admitted
+    assert 400 <= response.status_code < 500
+    assert response.json()["error"]
+    assert not SandboxActivity.objects.exists()
+    assert connection_at_rest()
+
+
+PAUSE_BETWEEN_THE_ROUND_TRIPS = """
+import sys, time
+import django
+django.setup()
+from quotas import services
+from workspace.items.config import get_config
+from workspace.items.models import Item
+from workspace.items.sandboxes import admission
+
+def pause(**kwargs):
+    print("between", flush=True)
+    time.sleep(60)
+
+services.sandbox_refusal = pause
+item = Item.objects.get(pk=int(sys.argv[1]))
+admission._admitted_in_two_round_trips(item=item, app=get_config().app("notebook"), backend="local")
+"""
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("alice_admitted_before")
+def test_a_server_killed_between_the_admissions_round_trips_keeps_nothing_and_holds_no_lock(
+    per_user, make_item, tmp_path
+):
+    # Given PostgreSQL, alice with a limit, and a server process whose admission holds her
+    # item's and her own lock (its first round trip answered, the second not sent)
+    if connection.vendor != "postgresql":
+        pytest.skip("the pipelined admission is PostgreSQL's")
+    config = per_user(count=1)
+    item = make_item()
+    env = {**server_process_env(tmp_path), "WORKSPACE_CONFIG": str(config)}
+    server = subprocess.Popen(
+        [sys.executable, "-c", PAUSE_BETWEEN_THE_ROUND_TRIPS, str(item.pk)],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    # When it is killed with SIGKILL there
+    try:
+        assert server.stdout.readline().strip() == "between", server.stderr.read()
+    finally:
+        server.kill()
+        server.wait(timeout=30)
+    # Then nothing of it was kept, its session is gone, and the item's next admission is not held up
+    wait_for(lambda: not sessions_idle_in_a_transaction())
+    assert not SandboxActivity.objects.exists()
+    assert _admit(item).opened_here is True
