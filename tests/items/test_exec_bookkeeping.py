@@ -4,10 +4,7 @@ hold that they stay one transaction, roll back whole, and leave the connection a
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.db import IntegrityError, OperationalError, ProgrammingError, connection
@@ -19,7 +16,12 @@ from quotas import ledger
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.exec_agent import wait_for
-from tests.fixtures.items import connection_at_rest, item_url, server_process_env, sessions_idle_in_a_transaction
+from tests.fixtures.items import (
+    connection_at_rest,
+    item_url,
+    kill_server_process_once_it_says,
+    sessions_idle_in_a_transaction,
+)
 from workspace.items import services
 from workspace.items.config import get_config
 from workspace.items.models import ExecSlot, RunningExec
@@ -224,22 +226,9 @@ def test_on_postgresql_a_server_killed_inside_a_bookkeeping_leaves_nothing_of_it
         pytest.skip("the bookkeeping's own transaction is PostgreSQL's; on SQLite it is Django's atomic")
     item = make_item()
     row = _live_row(item)
-    env = server_process_env(tmp_path)
     # When a server process has beaten and taken alice's slot inside a bookkeeping block, and is
     # killed with SIGKILL before the block ends
-    server = subprocess.Popen(
-        [sys.executable, "-c", HOLD_INSIDE_A_BOOKKEEPING, str(row.pk)],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stdout.readline().strip() == "inside", server.stderr.read()
-    finally:
-        server.kill()
-        server.wait(timeout=30)
+    kill_server_process_once_it_says("inside", HOLD_INSIDE_A_BOOKKEEPING, str(row.pk), var_dir=tmp_path)
     # Then nothing of the block was kept: the lease as opened, no slot taken, and no session of it left
     wait_for(lambda: not sessions_idle_in_a_transaction())
     assert SandboxActivity.objects.get(pk=row.pk).lease_expires_at == row.lease_expires_at

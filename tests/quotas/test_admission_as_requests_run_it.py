@@ -9,11 +9,8 @@ same behaviours hold through the general way.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 from datetime import timedelta
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -24,7 +21,7 @@ from quotas import ledger
 from quotas.models import AdmissionLock, SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.exec_agent import wait_for
-from tests.fixtures.items import connection_at_rest, server_process_env, sessions_idle_in_a_transaction
+from tests.fixtures.items import connection_at_rest, kill_server_process_once_it_says, sessions_idle_in_a_transaction
 from workspace.items.config import get_config
 from workspace.items.models import Item
 from workspace.items.sandboxes import admission
@@ -298,21 +295,10 @@ def test_a_server_killed_between_the_admissions_round_trips_keeps_nothing_and_ho
         pytest.skip("the pipelined admission is PostgreSQL's")
     config = per_user(count=1)
     item = make_item()
-    env = {**server_process_env(tmp_path), "WORKSPACE_CONFIG": str(config)}
-    server = subprocess.Popen(
-        [sys.executable, "-c", PAUSE_BETWEEN_THE_ROUND_TRIPS, str(item.pk)],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     # When it is killed with SIGKILL there
-    try:
-        assert server.stdout.readline().strip() == "between", server.stderr.read()
-    finally:
-        server.kill()
-        server.wait(timeout=30)
+    kill_server_process_once_it_says(
+        "between", PAUSE_BETWEEN_THE_ROUND_TRIPS, str(item.pk), var_dir=tmp_path, WORKSPACE_CONFIG=str(config)
+    )
     # Then nothing of it was kept, its session is gone, and the item's next admission is not held up
     wait_for(lambda: not sessions_idle_in_a_transaction())
     assert not SandboxActivity.objects.exists()
