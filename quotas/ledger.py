@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.db.models import Q, QuerySet
 
 from collab import clock
-from collab.rows import ModelRows, answer_later
+from collab.rows import ModelRows, PlannedStatement, answer_later
 from quotas.limits import limits_for_many
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from quotas.values import SandboxSize
@@ -41,7 +41,7 @@ def live_rows_of_payer(payer: str, *, at: datetime | None = None) -> QuerySet[Sa
 # Every exec reads its item's live row and writes the row's heartbeat twice, so these are written
 # as SQL, like the gate's aggregates (quotas/selectors.py): building the ORM's query took longer
 # than running the indexed statement (bench/exec.py). tests/quotas/test_ledger_sql.py holds them
-# to the ORM's answer. Writes answer by RETURNING, which a PostgreSQL pipeline gives on a fetch.
+# to the ORM's answer. Writes answer by RETURNING, which a pipelined transaction gives to a reader.
 _ACTIVITY = SandboxActivity._meta.db_table
 ACTIVITY_ROWS = ModelRows(SandboxActivity)
 # The id of an item's newest live row (on `sbx_item_live_idx`), with `live_row_params`; a statement
@@ -53,12 +53,26 @@ LIVE_ROW_ID_OF_ITEM = (
 # Whether a row counts now: a statement in the same transaction as the row's heartbeat asks this
 # instead of waiting for the heartbeat's answer (with `live_row_exists_params`).
 LIVE_ROW_EXISTS = f"EXISTS (SELECT 1 FROM {_ACTIVITY} WHERE id = %s AND is_deleted = %s AND lease_expires_at > %s)"
-_LIVE_ROW_OF_ITEM = f"SELECT {ACTIVITY_ROWS.columns(_ACTIVITY)} FROM {_ACTIVITY} WHERE id = ({LIVE_ROW_ID_OF_ITEM})"
+_LIVE_ROW_OF_ITEM = PlannedStatement(
+    "quotas_live_row_of_item",
+    f"SELECT {ACTIVITY_ROWS.columns(_ACTIVITY)} FROM {_ACTIVITY} WHERE id = ({LIVE_ROW_ID_OF_ITEM})",
+)
 _HEARTBEAT = (
     f"UPDATE {_ACTIVITY} SET last_seen_at = %s, lease_expires_at = %s{{used}} "
     "WHERE id = %s AND is_deleted = %s AND lease_expires_at > %s RETURNING id"
 )
-_HEARTBEAT_SEEN, _HEARTBEAT_USED = _HEARTBEAT.format(used=""), _HEARTBEAT.format(used=", last_used_at = %s")
+_OPEN_COLUMNS = [
+    "item_id", "app_slug", "owner", "backend", "backend_sandbox_id", "cpu_cores", "memory_bytes", "pids_max",
+    "charges_cost", "opened_at", "last_seen_at", "last_used_at", "lease_expires_at", "is_deleted", "closed_at",
+    "close_reason", "closed_by",
+]  # fmt: skip
+_OPEN = PlannedStatement(
+    "quotas_activity_open",
+    f"INSERT INTO {_ACTIVITY} ({', '.join(_OPEN_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_OPEN_COLUMNS))}) "
+    f"RETURNING {ACTIVITY_ROWS.columns()}",
+)
+_HEARTBEAT_SEEN = PlannedStatement("quotas_heartbeat_seen", _HEARTBEAT.format(used=""))
+_HEARTBEAT_USED = PlannedStatement("quotas_heartbeat_used", _HEARTBEAT.format(used=", last_used_at = %s"))
 
 
 @dataclass(frozen=True)
@@ -84,8 +98,8 @@ def live_row_of_item(item_id: str | int) -> SandboxActivity | None:
 
 
 def live_row_of_item_sent(item_id: str | int) -> Callable[[], SandboxActivity | None]:
-    """`live_row_of_item`, read when the function it returns is called (in a PostgreSQL pipeline,
-    the statement goes to the server with the statements sent after it)."""
+    """`live_row_of_item`, read when the function it returns is called (in a PostgreSQL pipelined
+    transaction, the statement goes to the server with the statements sent after it)."""
     row = answer_later(_LIVE_ROW_OF_ITEM, live_row_params(item_id), connection=connection)
     return lambda: ACTIVITY_ROWS.instance_if_any(row() or [None] * ACTIVITY_ROWS.width, connection=connection)
 
@@ -105,8 +119,8 @@ def activity_open_sent(
     lease: timedelta,
 ) -> Callable[[], SandboxActivity]:
     """Records a sandbox that is about to open, at its app's resolved size; it counts from now on.
-    The row is read when the function it returns is called: in a PostgreSQL pipeline the INSERT
-    then reaches the server with the COMMIT after it, in one round trip.
+    The row is read when the function it returns is called: in a PostgreSQL pipelined
+    transaction the INSERT then reaches the server with the COMMIT after it, in one round trip.
 
     Callers run this inside their admission transaction so the check and the new row are one
     step (docs/ARCHITECTURE.md §8). Its cpu and memory count towards per-user totals when the
@@ -132,11 +146,7 @@ def activity_open_sent(
         "close_reason": "",
         "closed_by": "",
     }
-    statement = (
-        f"INSERT INTO {_ACTIVITY} ({', '.join(values)}) VALUES ({', '.join(['%s'] * len(values))}) "
-        f"RETURNING {ACTIVITY_ROWS.columns()}"
-    )
-    row = answer_later(statement, list(values.values()), connection=connection)
+    row = answer_later(_OPEN, [values[column] for column in _OPEN_COLUMNS], connection=connection)
     return lambda: ACTIVITY_ROWS.instance(row(), connection=connection)
 
 
@@ -173,15 +183,14 @@ def activity_attach(
     adapt = connection.ops.adapt_datetimefield_value
     stored = {name: adapt(value) if isinstance(value, datetime) else value for name, value in changes.items()}
     assignments = ", ".join(f"{name} = %s" for name in stored)
-    # RETURNING rather than the row count: in an exec's pipelined bookkeeping only a fetch waits.
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {_ACTIVITY} SET {assignments} "
-            "WHERE id = %s AND is_deleted = %s AND close_reason = %s RETURNING id",
-            [*stored.values(), activity.pk, False, ""],
-        )
-        if cursor.fetchone() is None:
-            return False
+    # RETURNING rather than the row count: in an exec's pipelined bookkeeping only a reader waits.
+    attached = answer_later(
+        f"UPDATE {_ACTIVITY} SET {assignments} WHERE id = %s AND is_deleted = %s AND close_reason = %s RETURNING id",
+        [*stored.values(), activity.pk, False, ""],
+        connection=connection,
+    )
+    if attached() is None:
+        return False
     for field, value in changes.items():
         setattr(activity, field, value)
     return True
@@ -199,13 +208,13 @@ def heartbeat(*, activity_id: int, lease: timedelta, used: bool = False) -> bool
 
 def heartbeat_sent(*, activity_id: int, lease: timedelta, used: bool = False) -> Callable[[], bool]:
     """`heartbeat`, its answer read when the function it returns is called: in a PostgreSQL
-    pipeline (an exec's bookkeeping) the UPDATE then reaches the server together with the next
-    statement whose result is read, in one round trip."""
+    pipelined transaction (an exec's bookkeeping) the UPDATE then reaches the server together
+    with the next statement whose result is read, in one round trip."""
     adapt = connection.ops.adapt_datetimefield_value
     moment = clock.now()
     now, expires = adapt(moment), adapt(moment + lease)
     changes = [now, expires, now] if used else [now, expires]
-    # RETURNING rather than the row count: in a pipeline only a fetch waits for the result.
+    # RETURNING rather than the row count: in a pipelined transaction only a reader waits for the result.
     row = answer_later(
         _HEARTBEAT_USED if used else _HEARTBEAT_SEEN, [*changes, activity_id, False, now], connection=connection
     )

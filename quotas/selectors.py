@@ -10,7 +10,7 @@ from django.db import connection
 
 from collab import clock
 from collab.actor import Actor
-from collab.rows import answer_later
+from collab.rows import PlannedStatement, answer_later
 from quotas import host, ledger
 from quotas.limits import limits_for
 from quotas.models import SandboxActivity, UserResourceOverride, WorkspaceDiskUsage
@@ -71,6 +71,12 @@ class MyResources:
 # tests/quotas/test_selectors.py holds both to the ORM's answer.
 _ACTIVITY = SandboxActivity._meta.db_table
 _DISK = WorkspaceDiskUsage._meta.db_table
+_PAYER_SANDBOX_USAGE = PlannedStatement(
+    "quotas_payer_sandbox_usage",
+    "SELECT COUNT(*), SUM(CASE WHEN charges_cost THEN cpu_cores END), "
+    f"SUM(CASE WHEN charges_cost THEN memory_bytes END) FROM {_ACTIVITY} "
+    "WHERE owner = %s AND is_deleted = %s AND lease_expires_at > %s",
+)
 
 
 def payer_sandbox_usage(*, payer: str) -> SandboxUsage:
@@ -80,14 +86,9 @@ def payer_sandbox_usage(*, payer: str) -> SandboxUsage:
 
 def payer_sandbox_usage_sent(*, payer: str) -> Callable[[], SandboxUsage]:
     """`payer_sandbox_usage`, read when the function it returns is called (in a PostgreSQL
-    pipeline, the statement goes to the server with the statements sent after it)."""
-    sql = (
-        f"SELECT COUNT(*), SUM(CASE WHEN charges_cost THEN cpu_cores END), "
-        f"SUM(CASE WHEN charges_cost THEN memory_bytes END) FROM {_ACTIVITY} "
-        "WHERE owner = %s AND is_deleted = %s AND lease_expires_at > %s"
-    )
+    pipelined transaction, the statement goes to the server with the statements sent after it)."""
     moment = connection.ops.adapt_datetimefield_value(clock.now())
-    row = answer_later(sql, [payer, False, moment], connection=connection)
+    row = answer_later(_PAYER_SANDBOX_USAGE, [payer, False, moment], connection=connection)
 
     def usage() -> SandboxUsage:
         count, cpu, memory = row()

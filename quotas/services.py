@@ -8,7 +8,7 @@ from django.db import connection, transaction
 
 from collab.actor import Actor
 from collab.errors import NotFound, QuotaExceeded
-from collab.rows import answer_later
+from collab.rows import PlannedStatement, answer_later
 from collab.sizes import format_bytes
 from quotas import host, selectors
 from quotas.limits import forget_override, limits_for
@@ -17,6 +17,9 @@ from quotas.values import OverrideValues, SandboxSize, UserLimits
 
 # Sums of fractional cores (0.1 + 0.2) must not refuse a sandbox that fits exactly.
 _CPU_TOLERANCE = 1e-9
+_PAYER_LOCK = PlannedStatement(
+    "quotas_payer_lock", f"SELECT owner FROM {AdmissionLock._meta.db_table} WHERE owner = %s FOR UPDATE"
+)
 # (dimension, what the incoming sandbox brings, the limit) of each limit a new sandbox is subject to.
 Binding = list[tuple[str, float, float]]
 
@@ -92,9 +95,7 @@ def payer_lock_sent(*, payer: str) -> Callable[[], bool]:
     """Locks the payer's admission row (FOR UPDATE, held until the transaction ends), its answer
     read when the function it returns is called: True when the row was there and is locked now,
     False before the payer's first admission (`_lock_payer` makes the row)."""
-    row = answer_later(
-        f"SELECT owner FROM {AdmissionLock._meta.db_table} WHERE owner = %s FOR UPDATE", [payer], connection=connection
-    )
+    row = answer_later(_PAYER_LOCK, [payer], connection=connection)
     return lambda: row() is not None
 
 

@@ -1,5 +1,5 @@
 """An exec's bookkeeping transactions as requests run them (each in transactions of its own, not
-inside a test's): on PostgreSQL begun and ended by statements in psycopg's pipeline, so these
+inside a test's): on PostgreSQL begun and ended by statements sent together with the rest, so these
 hold that they stay one transaction, roll back whole, and leave the connection as it was."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import IntegrityError, OperationalError, ProgrammingError, connection
+from django.test.utils import CaptureQueriesContext
 
 from collab import clock
 from collab.actor import Actor
@@ -94,6 +95,23 @@ def test_on_postgresql_a_live_exec_takes_its_slot_beats_and_records_its_command_
     # Then the heartbeat, her slot and the command's record were one transaction, and it ended
     assert seen["heartbeat"] == seen["slot"] == seen["record"]
     assert connection_at_rest()
+
+
+def test_on_postgresql_a_live_exec_reaches_the_database_three_times(alice_api, alice_live_item):
+    # Given PostgreSQL and alice's item with a live sandbox, her commands' statements prepared by one before
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: on SQLite a statement is a call, not a round trip")
+    item, _app = alice_live_item
+    assert _exec(alice_api, item).status_code == 200
+    # When she runs a command there
+    with CaptureQueriesContext(connection) as sent:
+        assert _exec(alice_api, item).status_code == 200
+    # Then it reached the database three times: the item with its live row, the start (her slot,
+    # the heartbeat, the record, the COMMIT) and the end (the record gone, the heartbeat, the
+    # slot given back, the COMMIT)
+    assert len(sent.captured_queries) == 3
+    transactions = [query["sql"] for query in sent.captured_queries[1:]]
+    assert [(sql.split(";")[0], sql.rsplit(";", 1)[-1].strip()) for sql in transactions] == [("BEGIN", "COMMIT")] * 2
 
 
 def test_a_command_refused_on_a_live_sandbox_leaves_the_row_and_the_connection_as_they_were(alice_api, alice_live_item):

@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from collab.actor import Actor
 from collab.errors import Forbidden
-from collab.rows import ModelRows
+from collab.rows import ModelRows, PlannedStatement
 from quotas import ledger
 from quotas.host import ItemLink
 from quotas.models import SandboxActivity
@@ -32,12 +32,15 @@ _shared_with: dict[str, SharedWith] = {}
 # ORM's query took longer than running it (bench/exec.py). tests/items/test_exec_sql.py holds
 # it to the ORM's answer.
 _ITEMS, _ITEM_ROWS = Item._meta.db_table, ModelRows(Item)
-_ITEM_OF_APP = f"SELECT {_ITEM_ROWS.columns(_ITEMS)} FROM {_ITEMS} WHERE id = %s AND app_slug = %s"
+_ITEM_OF_APP = PlannedStatement(
+    "workspace_item_of_app", f"SELECT {_ITEM_ROWS.columns(_ITEMS)} FROM {_ITEMS} WHERE id = %s AND app_slug = %s"
+)
 # An exec's item with its live sandbox row: the two reads every exec starts with, in one statement.
-_ITEM_OF_APP_WITH_LIVE_ROW = (
+_ITEM_OF_APP_WITH_LIVE_ROW = PlannedStatement(
+    "workspace_item_of_app_with_live_row",
     f"SELECT {_ITEM_ROWS.columns('i')}, {ledger.ACTIVITY_ROWS.columns('a')} FROM {_ITEMS} i "
     f"LEFT JOIN {SandboxActivity._meta.db_table} a ON a.id = ({ledger.LIVE_ROW_ID_OF_ITEM}) "
-    "WHERE i.id = %s AND i.app_slug = %s"
+    "WHERE i.id = %s AND i.app_slug = %s",
 )
 
 
@@ -182,13 +185,11 @@ def item_for_exec(slug: str, item_id: int, *, actor: Actor) -> tuple[AppDescript
     return app, item, ledger.LiveRowRead(live)
 
 
-def _item_row(statement: str, item_id: int, params: list[object]) -> tuple[object, ...] | None:
+def _item_row(statement: PlannedStatement, item_id: int, params: list[object]) -> tuple[object, ...] | None:
     # An id no column can hold names no item (the URL's converter bounds it too; SQL would fail).
     if not 0 < item_id < 2**63:
         return None
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        return cursor.fetchone()
+    return statement.fetch_one(params, connection=connection)
 
 
 def _authorised(item: Item | None, actor: Actor, need: ItemRight = ItemRight.USE) -> Item:

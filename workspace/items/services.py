@@ -17,7 +17,7 @@ from collab.actor import Actor
 from collab.converters import is_row_id
 from collab.errors import Forbidden, Invalid, NotFound, TooManyRequests
 from collab.identity import unknown_user_ids
-from collab.rows import answer_later
+from collab.rows import PlannedStatement, answer_later, execute
 from quotas import ledger
 from quotas.ledger import LiveRowRead
 from quotas.models import SandboxActivity
@@ -240,8 +240,10 @@ _SLOT_INSERT = (
     "ON CONFLICT (user_id, slot) DO NOTHING RETURNING id"
 )
 # Slot 0 without looking (`exec_slot_claim_first`): a held one breaks the unique key.
-_SLOT_CLAIM = f"INSERT INTO {_SLOTS} (user_id, slot, expires_at) VALUES (%s, %s, %s) RETURNING id"
-_SLOT_RELEASE = f"DELETE FROM {_SLOTS} WHERE id = %s AND expires_at = %s"
+_SLOT_CLAIM = PlannedStatement(
+    "items_slot_claim", f"INSERT INTO {_SLOTS} (user_id, slot, expires_at) VALUES (%s, %s, %s) RETURNING id"
+)
+_SLOT_RELEASE = PlannedStatement("items_slot_release", f"DELETE FROM {_SLOTS} WHERE id = %s AND expires_at = %s")
 _SLOT_TAKE_OVER = f"UPDATE {_SLOTS} SET expires_at = %s WHERE id = %s AND expires_at = %s RETURNING id"
 
 
@@ -348,12 +350,11 @@ def _slot_take_over(*, pk: int, held_until: datetime, expires_at: datetime) -> b
     """Whether slot `pk`, held until `held_until`, is now this request's until `expires_at`.
 
     Read by RETURNING, not the row count: a live exec takes its slot inside its bookkeeping's
-    pipeline on PostgreSQL, where only a fetch waits for the statement's result."""
+    pipelined transaction on PostgreSQL, where only a reader waits for the statement's result."""
     connection = transaction.get_connection()
     adapt = connection.ops.adapt_datetimefield_value
-    with connection.cursor() as cursor:
-        cursor.execute(_SLOT_TAKE_OVER, [adapt(expires_at), pk, adapt(held_until)])
-        return cursor.fetchone() is not None
+    taken = answer_later(_SLOT_TAKE_OVER, [adapt(expires_at), pk, adapt(held_until)], connection=connection)
+    return taken() is not None
 
 
 def exec_slot_release(slot: ExecSlot | None) -> None:
@@ -361,8 +362,7 @@ def exec_slot_release(slot: ExecSlot | None) -> None:
     if slot is not None:
         connection = transaction.get_connection()
         expires_at = connection.ops.adapt_datetimefield_value(slot.expires_at)
-        with connection.cursor() as cursor:
-            cursor.execute(_SLOT_RELEASE, [slot.pk, expires_at])
+        execute(connection, _SLOT_RELEASE, [slot.pk, expires_at])
 
 
 @contextmanager

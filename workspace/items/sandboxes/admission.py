@@ -9,14 +9,16 @@ from datetime import timedelta
 from django.db import transaction
 
 from collab import clock
-from collab.rows import answer_later, execute, pipelined_transaction, pipelines
+from collab.rows import PlannedStatement, answer_later, execute, pipelined_transaction, pipelines
 from quotas import ledger, selectors, services
 from quotas.models import SandboxActivity
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item, payer_of
 
 # The item's row locked, first in the lock order (`before_sandbox_open`), in a pipeline.
-_LOCK_ITEM = f"SELECT owner, created_by FROM {Item._meta.db_table} WHERE id = %s FOR UPDATE"
+_LOCK_ITEM = PlannedStatement(
+    "items_admission_lock_item", f"SELECT owner, created_by FROM {Item._meta.db_table} WHERE id = %s FOR UPDATE"
+)
 # How long the pipelined admission's locks may take before its reads count as too old.
 _LOCK_WAIT_TOLERATED = timedelta(milliseconds=50)
 

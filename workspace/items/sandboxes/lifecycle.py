@@ -427,9 +427,9 @@ class _Bookkeeping:
     @contextmanager
     def unread_until_commit(self) -> Iterator[None]:
         """Runs the block, then commits the transaction. On PostgreSQL the block's statements and
-        the COMMIT go to the server in one round trip (the bookkeeping's pipeline syncs once, as
-        it ends), so no statement in the block may read a result: a fetch would cost a round trip
-        of its own, and the row count `update()` and `delete()` return is -1 until the sync.
+        the COMMIT go to the server in one round trip (the pipelined transaction sends what it
+        queued once, as it ends), so no statement in the block may read a result: a reader
+        called, or a statement of the ORM's, would send what is queued in a round trip of its own.
         A statement sent in the block is read after the bookkeeping block (`collab.rows.answer_later`).
         A failure anywhere rolls everything back. It must be the last thing its bookkeeping block
         does: what would follow it would run after the COMMIT, in no transaction of the block's."""
@@ -455,11 +455,12 @@ def bookkeeping(*, savepoint: bool = True, unread: bool = False) -> Iterator[_Bo
     that opens a sandbox four.
 
     It also saves round trips, which on PostgreSQL are most of an exec's database time
-    (`_own_transaction`): its statements reach the server together when one of them has its
-    result fetched, or when the block ends. So a statement in it reads its answer by a fetch (a
-    RETURNING), never by the row count (`update()`, `delete()`), which a pipeline gives only once
-    it syncs (-1 before). With `unread` (no statement in the block reads a result, see
-    `_Bookkeeping.unread_until_commit`) the COMMIT goes with them: the whole transaction in one."""
+    (`_own_transaction`): its statements (`collab.rows.execute`, `answer_later`) reach the server
+    together when one of them has its answer read, or when the block ends. So a statement in it
+    reads its answer by a RETURNING, read after the block where it can be, never by the row count
+    of the ORM's `update()` or `delete()`, which sends what was queued first. With `unread` (no
+    statement in the block reads a result, see `_Bookkeeping.unread_until_commit`) the COMMIT
+    goes with them: the whole transaction in one."""
     connection = transaction.get_connection()
     if _OWN_TRANSACTION.get():
         yield _Bookkeeping(None)  # part of the bookkeeping transaction around it

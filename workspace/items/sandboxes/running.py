@@ -12,6 +12,7 @@ from datetime import timedelta
 from django.db import connection
 
 from collab import clock
+from collab.rows import PlannedStatement, execute
 from quotas import ledger
 from quotas.models import SandboxActivity
 from workspace.items.models import Item, RunningExec
@@ -34,11 +35,12 @@ _MARGIN = timedelta(seconds=60)
 _RUNNING = RunningExec._meta.db_table
 # Written only while the sandbox's row counts: in the transaction of its heartbeat, the record
 # then need not wait for the heartbeat's answer (on PostgreSQL the COMMIT goes with them).
-_RECORD = (
+_RECORD = PlannedStatement(
+    "items_exec_record",
     f"INSERT INTO {_RUNNING} (exec_id, item_id, requested_by, command, backend, backend_sandbox_id, "
-    f"started_at, ends_by, stopped_by) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s WHERE {ledger.LIVE_ROW_EXISTS}"
+    f"started_at, ends_by, stopped_by) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s WHERE {ledger.LIVE_ROW_EXISTS}",
 )
-_FORGET = f"DELETE FROM {_RUNNING} WHERE exec_id = %s"
+_FORGET = PlannedStatement("items_exec_forget", f"DELETE FROM {_RUNNING} WHERE exec_id = %s")
 
 
 def new_exec_id() -> str:
@@ -69,22 +71,22 @@ def exec_record(
     # behind stops counting at `ends_by`.
     adapt = connection.ops.adapt_datetimefield_value
     ends_by = moment + timedelta(seconds=timeout) + _MARGIN
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _RECORD,
-            [
-                exec_id,
-                item.pk,
-                requested_by,
-                shown[:200],
-                activity.backend,
-                activity.backend_sandbox_id,
-                adapt(moment),
-                adapt(ends_by),
-                "",
-                *ledger.live_row_exists_params(activity.pk),
-            ],
-        )
+    execute(
+        connection,
+        _RECORD,
+        [
+            exec_id,
+            item.pk,
+            requested_by,
+            shown[:200],
+            activity.backend,
+            activity.backend_sandbox_id,
+            adapt(moment),
+            adapt(ends_by),
+            "",
+            *ledger.live_row_exists_params(activity.pk),
+        ],
+    )
 
 
 def exec_stopped_by(exec_id: str) -> Callable[[], str]:
@@ -97,8 +99,7 @@ def exec_stopped_by(exec_id: str) -> Callable[[], str]:
 def exec_forget(exec_id: str) -> None:
     """Ends the record `exec_record` wrote, once its command ended."""
     if exec_id:
-        with connection.cursor() as cursor:
-            cursor.execute(_FORGET, [exec_id])
+        execute(connection, _FORGET, [exec_id])
 
 
 def running_of_item(item: Item) -> list[RunningExec]:
