@@ -8,7 +8,8 @@ adds some 15 minutes and needs 5 GB of disk on SQLite, 8 GB on PostgreSQL), once
 SQLite file and once on a throwaway PostgreSQL database; its output is kept in
 bench/results/<script>-<backend>.txt (git-ignored) and its figures are parsed into one Markdown
 table: figure, size, SQLite, PostgreSQL, each figure's sizes together so its curve reads down the
-table. It asserts nothing about time.
+table. The sections written by hand below the table (what a change measured, and why) are kept.
+It asserts nothing about time.
 """
 
 from __future__ import annotations
@@ -347,6 +348,16 @@ def _previous_report() -> tuple[list[tuple[str, str]], dict[tuple[str, str], dic
     return order, table
 
 
+def _notes_of_previous_report() -> str:
+    """The sections written by hand below the table (each headed `## `: what a change measured
+    and why), kept as they were: a new table does not undo what they say happened."""
+    if not REPORT.exists():
+        return ""
+    text = REPORT.read_text()
+    start = text.find("\n## ")
+    return "" if start < 0 else text[start + 1 :]
+
+
 def _drop_stale(
     script: Script,
     runs: dict[str, tuple[str, float]],
@@ -424,7 +435,7 @@ def main() -> None:
         cells = table[(figure, size)]
         lines.append(f"| {figure} | {size} | {cells.get('sqlite', '-')} | {cells.get('postgresql', '-')} |")
     lines += ["", f"Run time {total / 60:.1f} min: " + "; ".join(durations) + ".", ""]
-    REPORT.write_text("\n".join(lines))
+    REPORT.write_text("\n".join(lines) + _notes_of_previous_report())
     print(f"wrote {REPORT.relative_to(BENCH.parent)} ({len(order)} figures) in {total:.0f} s")
 
 

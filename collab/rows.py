@@ -98,7 +98,8 @@ class PlannedStatement:
         self.statement = statement
         numbers = iter(range(1, statement.count("%s") + 1))
         self._prepare = f"PREPARE {name} AS " + re.sub(r"%s", lambda _: f"${next(numbers)}", statement)
-        self._execute = f"EXECUTE {name}({', '.join(['%s'] * statement.count('%s'))})"
+        placeholders = ", ".join(["%s"] * statement.count("%s"))
+        self._execute = f"EXECUTE {name}({placeholders})" if placeholders else f"EXECUTE {name}"
 
     def sql_for(self, connection: BaseDatabaseWrapper) -> str:
         """What to send on `connection` for it: on PostgreSQL its EXECUTE, prepared first where
@@ -188,6 +189,9 @@ class _Batch:
         self._answers: dict[int, _Answer] = {}
 
     def add(self, statement: str, params: Sequence[Any], *, answered: bool) -> Callable[[], Any]:
+        if self.connection.in_atomic_block:
+            # Its rollback would undo nothing of what is queued: the batch commits it all.
+            raise _atomic_refused()
         # Bound even without parameters, as a cursor would bind them: `%%` is `%` either way.
         self._statements.append(self._binder.mogrify(statement, params))
         answer = _Answer(self)
@@ -216,13 +220,19 @@ class _Batch:
                 answer.error = exc
             raise
 
+    def abandon(self) -> None:
+        """Forgets what was never sent (its transaction failed before it): a reader of it raises
+        rather than sending it, which would begin a transaction that nothing ends."""
+        for answer in self._answers.values():
+            answer.error = TransactionManagementError("Its pipelined transaction failed before it was sent.")
+        self._statements, self._answers = [], {}
+        self._binder.close()
+
     def before_any_other_statement(self, execute: Callable, sql: str, params: Any, many: bool, context: Any) -> Any:
         """Django's execute wrapper while the batch is open: a statement run some other way (the
         ORM, a cursor of its own) waits for what was sent before it, so that it runs after it."""
         if self.connection.in_atomic_block:
-            raise TransactionManagementError(
-                "An atomic block (which leaves autocommit) cannot run inside a pipelined transaction."
-            )
+            raise _atomic_refused()
         self.send()
         return execute(sql, params, many, context)
 
@@ -248,6 +258,12 @@ class _Answer:
 _BATCH: ContextVar[_Batch | None] = ContextVar("pipelined_transaction", default=None)
 
 
+def _atomic_refused() -> TransactionManagementError:
+    return TransactionManagementError(
+        "An atomic block (which leaves autocommit) cannot run inside a pipelined transaction."
+    )
+
+
 def _batch_of(connection: BaseDatabaseWrapper) -> _Batch | None:
     batch = _BATCH.get()
     return batch if batch is not None and batch.connection.alias == connection.alias else None
@@ -265,7 +281,10 @@ def pipelined_transaction(connection: BaseDatabaseWrapper, *, durable: bool) -> 
     or a statement that fails, rolls it all back. Not `durable`: it commits without waiting for
     the WAL to reach the disk, for writes whose loss in a crash of the database server something
     else recovers (expiry, reconciliation). The connection stays in autocommit for Django, so
-    nothing in the block may open an `atomic` of its own (refused, loudly)."""
+    nothing in the block may open an `atomic` of its own (refused, loudly), nor another pipelined
+    transaction (its COMMIT would commit this one's statements)."""
+    if _batch_of(connection) is not None:
+        raise TransactionManagementError("A pipelined transaction cannot run inside another.")
     connection.ensure_connection()
     batch = _Batch(connection)
     token = _BATCH.set(batch)
@@ -280,6 +299,7 @@ def pipelined_transaction(connection: BaseDatabaseWrapper, *, durable: bool) -> 
         ended = True
     finally:
         _BATCH.reset(token)
+        batch.abandon()  # nothing is left unsent once it ended
         if not ended:
             _roll_back(connection)
 

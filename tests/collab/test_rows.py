@@ -18,6 +18,7 @@ pytestmark = pytest.mark.usefixtures("transactional_db")
 _TABLE = InboxVersion._meta.db_table
 _INSERT = f"INSERT INTO {_TABLE} (recipient, version) VALUES (%s, %s) RETURNING recipient, version"
 _VERSION_OF = PlannedStatement("tests_version_of", f"SELECT version FROM {_TABLE} WHERE recipient = %s")
+_COUNT = PlannedStatement("tests_count", f"SELECT COUNT(*) FROM {_TABLE}")
 
 
 @pytest.fixture
@@ -144,6 +145,61 @@ def test_an_atomic_block_opened_inside_before_anything_was_sent_is_refused_with_
         write_then_atomic()
     assert _versions() == {}
     assert connection_at_rest()
+
+
+def test_a_reader_asked_after_its_block_failed_says_so_and_sends_nothing(postgresql):
+    # Given a pipelined transaction that queued a write and then raised, its reader kept
+    kept = []
+
+    def write_then_refuse() -> None:
+        with pipelined_transaction(connection, durable=False):
+            kept.append(answer_later(_INSERT, ["alice", 1], connection=connection))
+            raise RuntimeError("refused")
+
+    with pytest.raises(RuntimeError, match="refused"):
+        write_then_refuse()
+    # When the reader is asked afterwards (a `finally` giving back what it claimed)
+    # Then it raises, nothing was written, and no transaction was begun on the connection
+    with pytest.raises(TransactionManagementError, match="failed before it was sent"):
+        kept[0]()
+    assert _versions() == {}
+    assert connection_at_rest()
+
+
+def test_an_atomic_block_around_queued_statements_inside_is_refused(postgresql):
+    # Given a pipelined transaction in which an atomic block opens before anything was sent
+    def atomic_around_a_queued_write() -> None:
+        with pipelined_transaction(connection, durable=False), transaction.atomic():
+            execute(connection, _INSERT, ["alice", 1])
+
+    # When a statement is queued in it / Then it is refused (the atomic's rollback could not undo it)
+    with pytest.raises(TransactionManagementError, match="atomic"):
+        atomic_around_a_queued_write()
+    assert _versions() == {}
+    assert connection_at_rest()
+
+
+def test_a_pipelined_transaction_inside_another_is_refused_with_nothing_written(postgresql):
+    # Given a pipelined transaction with a write queued
+    def nested() -> None:
+        with pipelined_transaction(connection, durable=False):
+            execute(connection, _INSERT, ["alice", 1])
+            with pipelined_transaction(connection, durable=False):
+                execute(connection, _INSERT, ["bob", 2])
+
+    # When another opens inside it / Then it is refused (its COMMIT would commit the outer's writes)
+    with pytest.raises(TransactionManagementError, match="inside another"):
+        nested()
+    assert _versions() == {}
+    assert connection_at_rest()
+
+
+def test_a_planned_statement_without_parameters_runs():
+    # Given two rows and a planned statement with no placeholder
+    InboxVersion.objects.create(recipient="alice", version=1)
+    InboxVersion.objects.create(recipient="bob", version=2)
+    # When it runs / Then it answers as the statement itself
+    assert _COUNT.fetch_one([], connection=connection) == (2,)
 
 
 def test_a_planned_statement_answers_as_the_statement_itself():
