@@ -338,7 +338,10 @@ def _previous_report() -> tuple[list[tuple[str, str]], dict[tuple[str, str], dic
     table: dict[tuple[str, str], dict[str, str]] = {}
     if not REPORT.exists():
         return order, table
-    for line in REPORT.read_text().splitlines():
+    text = REPORT.read_text()
+    notes = text.find("\n## ")
+    # The table ends where the sections written by hand begin; their own tables are not its rows.
+    for line in (text if notes < 0 else text[:notes]).splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) != 4 or cells[0] in ("figure", "---") or not line.startswith("| "):
             continue
