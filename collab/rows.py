@@ -116,10 +116,7 @@ class PlannedStatement:
         return self._execute
 
     def fetch_one(self, params: Sequence[Any], *, connection: BaseDatabaseWrapper) -> tuple[Any, ...] | None:
-        sql = self.sql_for(connection)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
-            return cursor.fetchone()
+        return answer_later(self, params, connection=connection)()
 
 
 # The statements each session (psycopg connection) has prepared; a new connection has none.
@@ -130,12 +127,12 @@ _NAMED: dict[str, str] = {}
 def answer_later(
     statement: str | PlannedStatement, params: Sequence[Any], *, connection: BaseDatabaseWrapper
 ) -> Callable[[], Any]:
-    """Executes `statement` (which answers with one row, by RETURNING) and returns the reader of
-    that row (None when there is none), to call once, later. In a `pipelined_transaction` the
-    statement then reaches the server together with whatever is sent after it, up to the next
-    reader called or the transaction's end: no round trip of its own. Elsewhere the row is read at
-    once, since SQLite keeps a statement with RETURNING open until its row is read, and a COMMIT
-    before that would fail."""
+    """Executes `statement` (which answers with at most one row: a SELECT, or a write's
+    RETURNING) and returns the reader of that row (None when there is none), to call once, later.
+    In a `pipelined_transaction` the statement then reaches the server together with whatever is
+    sent after it, up to the next reader called or the transaction's end: no round trip of its
+    own. Elsewhere the row is read at once, since SQLite keeps a statement with RETURNING open
+    until its row is read, and a COMMIT before that would fail."""
     sql = _sql_of(statement, connection)
     batch = _batch_of(connection)
     if batch is not None:

@@ -61,11 +61,8 @@ _HEARTBEAT = (
     f"UPDATE {_ACTIVITY} SET last_seen_at = %s, lease_expires_at = %s{{used}} "
     "WHERE id = %s AND is_deleted = %s AND lease_expires_at > %s RETURNING id"
 )
-_OPEN_COLUMNS = [
-    "item_id", "app_slug", "owner", "backend", "backend_sandbox_id", "cpu_cores", "memory_bytes", "pids_max",
-    "charges_cost", "opened_at", "last_seen_at", "last_used_at", "lease_expires_at", "is_deleted", "closed_at",
-    "close_reason", "closed_by",
-]  # fmt: skip
+# Every column but the id, in the model's order (`activity_open_sent` gives a value for each).
+_OPEN_COLUMNS = [field.column for field in SandboxActivity._meta.concrete_fields if not field.primary_key]
 _OPEN = PlannedStatement(
     "quotas_activity_open",
     f"INSERT INTO {_ACTIVITY} ({', '.join(_OPEN_COLUMNS)}) VALUES ({', '.join(['%s'] * len(_OPEN_COLUMNS))}) "
