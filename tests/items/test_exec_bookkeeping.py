@@ -27,6 +27,7 @@ from workspace.items import services
 from workspace.items.config import get_config
 from workspace.items.models import ExecSlot, RunningExec
 from workspace.items.sandboxes import lifecycle, running
+from workspace.items.sandboxes.base import MAX_COMMAND_BYTES
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 LEASE = timedelta(seconds=90)
@@ -112,6 +113,48 @@ def test_on_postgresql_a_live_exec_reaches_the_database_three_times(alice_api, a
     assert len(sent.captured_queries) == 3
     transactions = [query["sql"] for query in sent.captured_queries[1:]]
     assert [(sql.split(";")[0], sql.rsplit(";", 1)[-1].strip()) for sql in transactions] == [("BEGIN", "COMMIT")] * 2
+
+
+def test_a_command_whose_text_is_sql_runs_as_typed_and_is_recorded_as_typed(alice_api, alice_live_item):
+    # Given alice's item with a live sandbox, and a command whose text would end a statement string
+    item, _app = alice_live_item
+    hostile = 'echo "x\'); DELETE FROM items_runningexec; COMMIT; -- %s %% \\\\"'
+    # When she runs it, and its record is written inside a bookkeeping transaction as a running command's is
+    response = _exec(alice_api, item, hostile)
+    with lifecycle.bookkeeping(unread=True) as book, book.unread_until_commit():
+        running.exec_record(
+            exec_id="c" * 32,
+            item=item,
+            requested_by="alice",
+            command=hostile,
+            activity=SandboxActivity.current.get(item_id=str(item.pk)),
+            timeout=30,
+        )
+    # Then the shell saw the text as typed, the record holds it as typed, and nothing else ran
+    assert response.status_code == 200
+    assert response.json()["stdout"] == "x'); DELETE FROM items_runningexec; COMMIT; -- %s %% \\\n"
+    assert RunningExec.objects.get(pk="c" * 32).command == hostile
+    assert not ExecSlot.objects.exists()
+    assert connection_at_rest()
+
+
+def test_a_command_of_the_longest_size_runs_and_one_byte_more_is_refused_with_nothing_kept(alice_api, alice_live_item):
+    # Given alice's item with a live sandbox and her row as it stands
+    item, _app = alice_live_item
+    before = SandboxActivity.current.get(item_id=str(item.pk)).lease_expires_at
+    longest = ": " + "'\"%;" * ((MAX_COMMAND_BYTES - 2) // 4)
+    longest += " " * (MAX_COMMAND_BYTES - len(longest))
+    # When she runs a command of exactly the most bytes allowed, then one a byte longer
+    fits = _exec(alice_api, item, longest)
+    refused = _exec(alice_api, item, longest + " ")
+    # Then the first runs, the second is 400 `invalid_command`, and nothing of it is kept
+    assert fits.status_code == 200
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "invalid_command"
+    assert SandboxActivity.current.get(item_id=str(item.pk)).lease_expires_at > before
+    assert not RunningExec.objects.exists()
+    assert not ExecSlot.objects.exists()
+    assert connection_at_rest()
 
 
 def test_a_command_refused_on_a_live_sandbox_leaves_the_row_and_the_connection_as_they_were(alice_api, alice_live_item):
