@@ -29,19 +29,19 @@ migrate: install
 demo: migrate
 	@$(USE_PACKAGED_MODEL) $(BIN)/python manage.py load_demo
 
-# Creates the virtualenv, installs, migrates SQLite, loads the demo and serves (with the demo's
-# per-user limits from workspace/demo.toml unless WORKSPACE_CONFIG names another file). The
-# worker beside it probes live sandboxes (their leases), reclaims idle ones and measures disk.
+# Creates the virtualenv, installs, migrates SQLite, loads the demo and serves it on the stack
+# production runs (gunicorn with one uvicorn worker: workspace/gunicorn.conf.py), with the demo's
+# per-user limits from workspace/demo.toml unless WORKSPACE_CONFIG names another file. The worker
+# beside it probes live sandboxes (their leases), reclaims idle ones and measures disk.
 run: demo
 	@export WORKSPACE_CONFIG=$${WORKSPACE_CONFIG:-workspace/demo.toml}; $(USE_PACKAGED_MODEL) \
-	$(BIN)/python manage.py worker & worker=$$!; \
-	trap 'kill $$worker 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+	WEB_CONCURRENCY=$${WEB_CONCURRENCY:-1} WORKSPACE_SERVE_PREPARE=0 WORKSPACE_BIND=$${WORKSPACE_BIND:-$(HOST):$(PORT)} \
+	$(BIN)/gunicorn -c workspace/gunicorn.conf.py
 
-# Production: gunicorn (several workers) on PostgreSQL, DEBUG off, Django accounts instead of the
-# mock identity, static files from WhiteNoise, `manage.py worker` beside it (workspace/gunicorn.conf.py
-# creates the database if missing, migrates, collects static files, starts and stops the worker).
-# Without DJANGO_SECRET_KEY a key is generated once into var/secret_key.
+# Production: gunicorn (several uvicorn workers) on PostgreSQL, DEBUG off, Django accounts instead
+# of the mock identity, static files from WhiteNoise, `manage.py worker` beside it
+# (workspace/gunicorn.conf.py creates the database if missing, migrates, collects static files,
+# starts and stops the worker). Without DJANGO_SECRET_KEY a key is generated once into var/secret_key.
 serve: install
 	DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/workspace} \
 	DJANGO_DEBUG=0 WORKSPACE_MOCK_IDENTITY=0 WORKSPACE_BIND=$${WORKSPACE_BIND:-$(HOST):$(PORT)} \

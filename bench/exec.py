@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import inspect
 import os
 import statistics
 import subprocess
@@ -80,7 +81,7 @@ class _OpenPhases:
         from workspace.items.sandboxes import lifecycle, local
 
         self.targets = [
-            (lifecycle, "_open_unattached", "opening, all of it (the rest is the exec)"),
+            (lifecycle, "_opening", "opening, all of it (the rest is the exec)"),
             (lifecycle, "before_sandbox_open", "  admission (quota check, the ledger's row)"),
             (local.LocalBackend, "open", "  the backend's open"),
             (local.LocalBackend, "_start_init", "    bubblewrap init started until ready"),
@@ -101,6 +102,18 @@ class _OpenPhases:
             setattr(owner, name, original)
 
     def _timed(self, original, label: str):
+        if inspect.isgeneratorfunction(original):
+            # A step that may wait (collab.waits): timed from its first step to its return.
+            @functools.wraps(original)
+            def timed_steps(*args, **kwargs):
+                began = time.perf_counter()
+                try:
+                    return (yield from original(*args, **kwargs))
+                finally:
+                    self.spent[label].append((time.perf_counter() - began) * 1000)
+
+            return timed_steps
+
         @functools.wraps(original)
         def timed(*args, **kwargs):
             began = time.perf_counter()

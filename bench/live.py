@@ -129,14 +129,22 @@ class Server:
 
 @contextlib.contextmanager
 def gunicorn(
-    env: dict[str, str], log: Path, *, workers: int, config: Path = PRODUCTION_CONFIG, startup: float = 60
+    env: dict[str, str],
+    log: Path,
+    *,
+    workers: int,
+    config: Path = PRODUCTION_CONFIG,
+    startup: float = 60,
+    python: str = sys.executable,
+    cwd: Path = REPO,
 ) -> Iterator[Server]:
-    """gunicorn with `config` on a free loopback port; stopped (SIGTERM, then SIGKILL) on exit."""
+    """gunicorn with `config` on a free loopback port; stopped (SIGTERM, then SIGKILL) on exit.
+    `python` and `cwd` serve another checkout (a bench's figure "before")."""
     port = free_port()
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [
-                sys.executable,
+                python,
                 "-m",
                 "gunicorn",
                 "-c",
@@ -146,7 +154,7 @@ def gunicorn(
                 "--workers",
                 str(workers),
             ],
-            cwd=REPO,
+            cwd=cwd,
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,

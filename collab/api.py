@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from typing import Any, ClassVar
 
+from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from collab.later import Later
 
 
 class ServiceApiView(APIView):
@@ -40,4 +45,32 @@ def location_header(status: int = 201) -> OpenApiParameter:
         OpenApiParameter.HEADER,
         response=[status],
         description="The address of what was created.",
+    )
+
+
+def answered_later(
+    view: APIView,
+    request: Request,
+    work: Iterator[Any],
+    *,
+    respond: Callable[[Any], Response],
+    pool: Executor | None = None,
+    release: Callable[[], None] | None = None,
+) -> Later:
+    """The view's answer once `work` ends (`collab.later`): `respond(its last event)`, or what the
+    view answers to the exception it raised (a refusal's status and body), rendered as the view
+    renders. `pool` and `release` as `Later` takes them."""
+
+    def rendered(response: Response) -> HttpResponse:
+        final = view.finalize_response(request, response)
+        final.render()
+        return final
+
+    return Later(
+        work,
+        request=request._request,
+        respond=lambda last: rendered(respond(last)),
+        fail=lambda exc: rendered(view.handle_exception(exc)),
+        pool=pool,
+        release=release,
     )

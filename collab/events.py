@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 from django.http import StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 
+from collab.waits import Readable
+
 Event = TypeVar("Event")
 
 
@@ -30,7 +32,10 @@ def event_frame(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
-def event_stream(frames: Iterator[bytes]) -> StreamingHttpResponse:
+def event_stream(frames: Iterator[bytes | Readable]) -> StreamingHttpResponse:
+    """The streaming answer of `frames`. Under ASGI (workspace/serving.py) they are pulled a frame
+    at a time, their waits spent on the event loop (collab.waits). Closing the response closes
+    `frames`, started or not."""
     response = StreamingHttpResponse(frames, content_type="text/event-stream")
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"  # proxies pass each event on as it comes

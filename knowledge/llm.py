@@ -19,10 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import openai
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
+
+from knowledge.llm_bounds import BoundedTransport, ModelServerRefused, ResponseBounds, refusal_in
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +44,10 @@ class ProviderConfig:
     connect_timeout: float = 5.0
     timeout: float = 60.0
     max_tokens: int = 800
+    # What one answer may be, raw: a line of it, the whole of it, one tool call's arguments (llm_bounds.py).
+    line_bytes: int = 1024 * 1024
+    response_bytes: int = 8 * 1024 * 1024
+    tool_argument_bytes: int = 1024 * 1024
 
     @classmethod
     def from_settings(cls) -> ProviderConfig | None:
@@ -54,6 +61,9 @@ class ProviderConfig:
             connect_timeout=settings.WORKSPACE_LLM_CONNECT_TIMEOUT,
             timeout=settings.WORKSPACE_LLM_TIMEOUT,
             max_tokens=settings.WORKSPACE_LLM_MAX_TOKENS,
+            line_bytes=settings.WORKSPACE_LLM_MAX_LINE_BYTES,
+            response_bytes=settings.WORKSPACE_LLM_MAX_RESPONSE_BYTES,
+            tool_argument_bytes=settings.WORKSPACE_LLM_MAX_TOOL_ARGUMENT_BYTES,
         )
 
 
@@ -81,7 +91,7 @@ def check_provider_settings() -> None:
 class ProviderError(Exception):
     """The provider gave no usable answer. `reason` is one sentence a person can read (it names
     no key and quotes nothing the provider said); `kind` is for code and logs: unreachable,
-    timeout, rate_limited, refused, server_error, invalid. `retry_after` is in seconds when the
+    timeout, rate_limited, refused, server_error, invalid, too_large. `retry_after` is in seconds when the
     provider said (429 with Retry-After)."""
 
     def __init__(self, reason: str, *, kind: str, retry_after: float | None = None) -> None:
@@ -118,12 +128,16 @@ class ChatProvider:
 
     def __init__(self, config: ProviderConfig) -> None:
         self.config = config
+        bounds = ResponseBounds(
+            seconds=config.timeout, line_bytes=config.line_bytes, response_bytes=config.response_bytes
+        )
         self._client = openai.OpenAI(
             base_url=config.base_url,
             api_key=config.api_key or NO_KEY,
             max_retries=0,
-            # A silence as long as the whole budget ends it too; streaming also checks the budget between chunks.
+            # The deadline over the raw bytes, and the caps on them, are the transport's (llm_bounds.py).
             timeout=openai.Timeout(config.timeout, connect=config.connect_timeout),
+            http_client=httpx.Client(transport=BoundedTransport(bounds)),
         )
 
     def __repr__(self) -> str:
@@ -195,6 +209,8 @@ def _assembled(chunks: Any, deadline: float, config: ProviderConfig) -> Iterator
                 if call.function is not None:
                     slot["name"] += call.function.name or ""
                     slot["arguments"] += call.function.arguments or ""
+                    if len(slot["arguments"]) > config.tool_argument_bytes or len(slot["name"]) > _NAME_CHARS:
+                        raise _tool_call_too_large(config)
             finish = choice.finish_reason or finish
     if finish is None:
         raise ProviderError("The model server stopped in the middle of its answer.", kind="invalid")
@@ -205,6 +221,17 @@ def _assembled(chunks: Any, deadline: float, config: ProviderConfig) -> Iterator
             for index, slot in sorted(calls.items())
         ),
         finish_reason=finish,
+    )
+
+
+# A tool's name is a word (the tools' names are short); a longer one is not a call of ours.
+_NAME_CHARS = 200
+
+
+def _tool_call_too_large(config: ProviderConfig) -> ProviderError:
+    return ProviderError(
+        f"The model asked for a tool call with more than {config.tool_argument_bytes:,} bytes of arguments.",
+        kind="too_large",
     )
 
 
@@ -224,6 +251,9 @@ def failures_mapped(config: ProviderConfig) -> Iterator[None]:
     except ProviderError as error:
         logger.warning("model provider failed (%s): %s", error.kind, error.reason)
         raise
+    except ModelServerRefused as refused:
+        logger.warning("model provider failed (%s): %s", refused.kind, refused.reason)
+        raise ProviderError(refused.reason, kind=refused.kind) from None
     except (openai.OpenAIError, ValueError, AttributeError, TypeError) as error:
         mapped = _mapped(error, config)
         logger.warning(
@@ -237,6 +267,9 @@ def failures_mapped(config: ProviderConfig) -> Iterator[None]:
 
 
 def _mapped(error: BaseException, config: ProviderConfig) -> ProviderError:
+    refused = refusal_in(error)
+    if refused is not None:
+        return ProviderError(refused.reason, kind=refused.kind)
     if isinstance(error, openai.APITimeoutError):
         return _too_slow(config)
     if isinstance(error, openai.APIConnectionError):

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from collab.actor import actor_of
+from collab.capacity import runs_long
 from collab.edge import status_of
 from collab.errors import DomainError, Forbidden
 from collab.identity import get_user_directory
@@ -314,6 +315,7 @@ def chat_copy_page(request: HttpRequest, chat_id: str) -> HttpResponse:
     return _see_other(reverse("kb-chat", args=[copy.id]))
 
 
+@runs_long
 @identity_required
 @require_POST
 def chat_message_page(request: HttpRequest, chat_id: str) -> HttpResponse:

@@ -16,6 +16,7 @@ from rest_framework.response import Response
 
 from collab.actor import actor_of
 from collab.api import ServiceApiView, created, location_header
+from collab.capacity import runs_long
 from collab.edge import refusal_body
 from collab.errors import DomainError
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream, frames_to_the_end
@@ -306,6 +307,7 @@ def answer_event_frames(events: Iterator[str | Restart | services.ChatExchange])
     return frames_to_the_end(events, frames, refusals=(DomainError, Http404, DataError), refusal_body=refusal_body)
 
 
+@runs_long
 class KbChatMessagesApi(ServiceApiView):
     parser_classes = [BoundedJSONParser]
     renderer_classes = [JSONRenderer, EventStreamRenderer]

@@ -147,18 +147,57 @@ def one_etc_snapshot_for_the_session(traversable_tmp: Path) -> Iterator[None]:
         yield
 
 
+class AsgiLiveServer:
+    """The stack `make run` and `make serve` serve (uvicorn, the ASGI handler of workspace/serving.py),
+    in a thread of this process on a free port: what pytest-django's `live_server` gives, over ASGI.
+    Static files come from the apps' folders, as WhiteNoise serves them in the demo."""
+
+    def __init__(self, host: str) -> None:
+        import socket
+        import threading
+
+        import uvicorn
+        from django.test.utils import modify_settings, override_settings
+
+        from workspace.serving import WorkspaceASGIHandler
+        from workspace.uvicorn_worker import server_options
+
+        # Read by pytest-django's `_live_server_helper` around each test that uses the server.
+        self._live_server_modified_settings = modify_settings(ALLOWED_HOSTS={"append": host})
+        self._static = override_settings(WHITENOISE_USE_FINDERS=True, WHITENOISE_AUTOREFRESH=True)
+        self._static.enable()
+        self.host = host
+        self.socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self.socket.bind((host, 0))
+        self.port = self.socket.getsockname()[1]
+        options = {**server_options(), "lifespan": "off", "log_level": "warning"}
+        self.server = uvicorn.Server(uvicorn.Config(WorkspaceASGIHandler(), **options))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            if not self.thread.is_alive():
+                raise RuntimeError("the live server did not start")
+            self.thread.join(0.01)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return self.url
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+        self.socket.close()
+        self._static.disable()
+
+
 @pytest.fixture(scope="session")
-def live_server(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """pytest-django's live server, on the server `make run` serves with (workspace/devserver.py):
-    a browser's kept-alive connection gets each reply at once instead of some 40 ms later."""
-    from pytest_django.live_server_helper import LiveServer
-
-    from workspace.devserver import NoDelayThreadedWSGIServer
-
+def live_server(request: pytest.FixtureRequest) -> Iterator[AsgiLiveServer]:
+    """A live server on the stack every app process runs (uvicorn over workspace/serving.py)."""
     address = request.config.getvalue("liveserver") or os.getenv("DJANGO_LIVE_TEST_SERVER_ADDRESS") or "localhost"
-    server = LiveServer(address, start=False)
-    server.thread.server_class = NoDelayThreadedWSGIServer
-    server.start()
+    server = AsgiLiveServer(address.split(":")[0])
     yield server
     server.stop()
 

@@ -1,9 +1,12 @@
-"""ASGI entry point."""
+"""ASGI entry point of every app process (`make serve`, `make run`): workspace/serving.py."""
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workspace.settings")
+django.setup(set_prefix=False)
 
-application = get_asgi_application()
+from workspace.serving import WorkspaceASGIHandler  # noqa: E402 - Django is set up first
+
+application = WorkspaceASGIHandler()

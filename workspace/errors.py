@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.signals import got_request_exception
 from django.db.utils import DataError, InterfaceError, OperationalError
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, UnreadablePostError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template import loader
 from django.views.debug import ExceptionReporter
@@ -19,7 +19,6 @@ from django.views.debug import ExceptionReporter
 from collab.edge import headers_of, json_response, status_of, unstorable_value
 from collab.errors import DomainError, Unavailable
 from collab.web import prefers_html
-from workspace.serving import RequestBodyTimeout
 
 
 def _answer(request: HttpRequest, *, status: int, error: str, detail: str, template: str) -> HttpResponse:
@@ -73,17 +72,9 @@ def _method_not_allowed(request: HttpRequest, *, allowed: str) -> HttpResponse:
 
 
 def body_timeout(request: HttpRequest) -> HttpResponse:
-    """408: the request body stopped arriving and was cut off (workspace/serving.py); nothing it carried was stored."""
+    """408: the request body stopped arriving (workspace/serving.py); nothing it carried was stored."""
     detail = "The request body stopped arriving, so the request was cut off; nothing was changed. Send it again."
     return _answer(request, status=408, error="request_body_timeout", detail=detail, template="400.html")
-
-
-def _cut_off(exc: BaseException) -> bool:
-    """Was this failed read a body cut off for arriving too slowly (Django wraps the cause once or twice)?"""
-    cause: BaseException | None = exc
-    while cause is not None and not isinstance(cause, RequestBodyTimeout):
-        cause = cause.__cause__
-    return cause is not None
 
 
 def refused(request: HttpRequest, exc: DomainError) -> HttpResponse:
@@ -152,8 +143,8 @@ class SiteErrorsMiddleware:
     - an unhandled exception: 503 with Retry-After when the database could not serve (clients
       should retry, not report), else the site's 500. Django has logged the traceback already;
     - a request Django refuses as bad (a Host it does not serve, too many fields, too large a
-      body): the site's 400 or 413, where DEBUG would show its technical page;
-    - a body the client stopped sending (cut off by workspace/serving.py): 408.
+      body): the site's 400 or 413, where DEBUG would show its technical page (a body too large
+      to read at all, or one that stopped arriving, is answered before the view: workspace/serving.py).
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
@@ -175,19 +166,6 @@ class SiteErrorsMiddleware:
             return _method_not_allowed(request, allowed=response.get("Allow", ""))
         return response
 
-    def process_view(self, request: HttpRequest, view: Callable[..., Any], *args: Any) -> HttpResponse | None:
-        """A form's body that stopped arriving is a 408 before CSRF reads it: CSRF would take the
-        cut-off body for an empty form, and the page behind it would see one. Only where CSRF
-        reads the form anyway (a POST to a view that is not exempt), so nothing is read earlier."""
-        if request.method != "POST" or getattr(view, "csrf_exempt", False):
-            return None
-        try:
-            request.POST  # noqa: B018 - parses (and keeps) the form, as CSRF is about to
-        except UnreadablePostError as exc:
-            if _cut_off(exc):
-                return body_timeout(request)
-        return None
-
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, Http404):
             return not_found(request, exception)
@@ -197,6 +175,4 @@ class SiteErrorsMiddleware:
             return refused(request, exception)
         if isinstance(exception, DataError):
             return refused(request, unstorable_value())
-        if isinstance(exception, UnreadablePostError) and _cut_off(exception):
-            return body_timeout(request)
         return None

@@ -1,17 +1,19 @@
-"""Gunicorn configuration of `make serve`: several workers on PostgreSQL, the periodic worker beside them.
+"""Gunicorn configuration of every app process (`make serve`, `make run`): uvicorn workers serving the
+ASGI app (workspace/asgi.py, workspace/serving.py, workspace/uvicorn_worker.py), the periodic worker
+beside them.
 
     .venv/bin/gunicorn -c workspace/gunicorn.conf.py
 
 Before the first worker forks, the master (`on_starting`) creates the database named by
 DATABASE_URL if it is missing, migrates it and collects static files (WhiteNoise serves them);
-once the port is bound (`when_ready`) it starts `manage.py worker` (probes, idle reclaim, disk
-sweep, scheduled workflows) and stops it when gunicorn exits, so one Ctrl-C stops both.
+once the port is bound (`when_ready`) it starts `manage.py worker` and stops it when gunicorn
+exits, so one Ctrl-C stops both.
 
 Environment (all optional):
     WORKSPACE_BIND           host:port to listen on (default 127.0.0.1:8000)
-    WEB_CONCURRENCY          worker processes (default 2 x cores + 1, at most 8)
-    GUNICORN_THREADS         threads per worker (default 4; long execs never stall a worker's heartbeat;
-                             /healthz has two more of its own, see workspace/serving.py)
+    WEB_CONCURRENCY          worker processes (default 2 x cores + 1, at most 8); each serves every
+                             connection on one event loop, with WORKSPACE_REQUEST_THREADS threads
+                             for requests' sync work and WORKSPACE_LONG_WORK_THREADS for model turns
     WORKSPACE_SERVE_PREPARE  0: skip create-database / migrate / collectstatic (another process does it)
     WORKSPACE_SERVE_WORKER   0: do not start `manage.py worker` here (it runs elsewhere; several are safe)
     WORKSPACE_WORKER_INTERVAL seconds between the worker's passes (default 30)
@@ -76,21 +78,24 @@ def _manage(*args: str) -> None:
     subprocess.run([sys.executable, str(BASE_DIR / "manage.py"), *args], check=True, cwd=BASE_DIR)
 
 
-# Module level runs in the master before it forks, so every worker inherits these.
-os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
+# Module level runs in the master before it forks, so every worker inherits these. Production (DEBUG
+# off) runs on PostgreSQL with a secret key of its own; the demo (`make run`, DEBUG on) on SQLite.
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "workspace.settings")
-ensure_secret_key()
+if not _flag("DJANGO_DEBUG", True):
+    os.environ.setdefault("DATABASE_URL", DEFAULT_DATABASE_URL)
+    ensure_secret_key()
 
-wsgi_app = "workspace.wsgi:application"
+wsgi_app = "workspace.asgi:application"
 chdir = str(BASE_DIR)
 bind = [os.environ.get("WORKSPACE_BIND", "127.0.0.1:8000")]
 workers = int(os.environ.get("WEB_CONCURRENCY") or min(2 * (os.cpu_count() or 1) + 1, 8))
-threads = int(os.environ.get("GUNICORN_THREADS", "4"))
-# gthread with /healthz on threads of its own and deadlines on slow clients (workspace/serving.py).
-worker_class = "workspace.serving.WorkspaceWorker"
+# uvicorn on an event loop, with deadlines on slow clients and a drain on shutdown (workspace/uvicorn_worker.py).
+worker_class = "workspace.uvicorn_worker.WorkspaceUvicornWorker"
+# A worker whose loop does not answer gunicorn's heartbeat for this long is restarted; nothing a
+# client or a command does blocks the loop.
 timeout = 30
-graceful_timeout = 30
-keepalive = 5
+# gunicorn's own wait for a worker to stop; the worker itself waits at most WORKSPACE_SHUTDOWN_SECONDS.
+graceful_timeout = int(os.environ.get("WORKSPACE_SHUTDOWN_SECONDS", "30")) + 5
 # Request logs are the application's (structured, with the user id); gunicorn logs its own events.
 accesslog = None
 errorlog = "-"

@@ -10,6 +10,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
+from collab.later import Later
+
 logger = logging.getLogger("workspace.requests")
 
 # Error bodies are small; a larger JSON body is a payload, not an error, and is not parsed.
@@ -54,7 +56,15 @@ class RequestLogMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         started = time.perf_counter()
         response = self.get_response(request)
-        if logger.isEnabledFor(logging.INFO):
-            record = request_record(request, response, (time.perf_counter() - started) * 1000)
-            logger.info(json.dumps(record))
+        if isinstance(response, Later):
+            # Its status is the work's to decide: logged once the work has (its duration included).
+            response.when_resolved(lambda final: _logged(request, final, started))
+        else:
+            _logged(request, response, started)
         return response
+
+
+def _logged(request: HttpRequest, response: HttpResponse, started: float) -> None:
+    if logger.isEnabledFor(logging.INFO):
+        record = request_record(request, response, (time.perf_counter() - started) * 1000)
+        logger.info(json.dumps(record))

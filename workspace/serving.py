@@ -1,256 +1,286 @@
-"""The gunicorn worker of `make serve` (workspace/gunicorn.conf.py): gthread, made so that no client can
-hold the threads everyone shares (README "Production", "Slow clients and health").
+"""How an app process serves (`make serve`, `make run`): Django's ASGI handler, made so that no
+connection holds a thread (README "Production", docs/ARCHITECTURE.md §11).
 
-- `/healthz` is answered by threads of its own: the main loop peeks at a request that has arrived
-  whole, and a bodiless `GET /healthz` goes to them instead of the pool, so a load balancer hears
-  back while every pool thread runs someone's command.
-- A connection that has sent nothing yet waits in the poller, not in a pool thread.
-- Reads have deadlines: a request's headers must arrive within WORKSPACE_CLIENT_TIMEOUT_SECONDS of
-  its first byte, and its body must start within that time and then keep coming at
-  WORKSPACE_CLIENT_MIN_BYTES_PER_SECOND on average. A thread blocked past its deadline is freed by
-  shutting the socket's read side (the blocked `recv()` returns at once); a body cut off this way
-  is answered 408 `request_body_timeout` (workspace/errors.py) and nothing it carried is stored.
-- A response the client does not read for WORKSPACE_CLIENT_TIMEOUT_SECONDS ends the connection
-  (the kernel's send timeout), so a download nobody reads does not hold its thread either.
-
-Only `make serve` uses it; `runserver` (the demo) does not.
+- Connections wait on the event loop: a request's headers (the server's header timeout,
+  workspace/uvicorn_worker.py), its body (read here under deadlines: it must start within
+  WORKSPACE_CLIENT_TIMEOUT_SECONDS and then keep coming at WORKSPACE_CLIENT_MIN_BYTES_PER_SECOND,
+  else 408 `request_body_timeout`; one larger than WORKSPACE_MAX_REQUEST_BODY_BYTES is 413 before
+  it is read), a streamed answer the client reads slowly (a send that waits longer than
+  WORKSPACE_CLIENT_TIMEOUT_SECONDS ends the connection), a kept-alive connection.
+- Sync work runs on a fixed pool of threads (`collab.waits.request_threads`), the whole middleware
+  chain and view of a request in one step, as under WSGI: each thread keeps its database
+  connection (DATABASE_CONN_MAX_AGE), which Django's per-request threads could not.
+- Long work costs no thread while it waits: a streamed answer is pulled a chunk at a time, and a
+  command's wait for output is the loop's (`collab.waits.driven`); an answer known only at the
+  end (`collab.later.Later`) is finished on the loop too. Model turns run on threads of their own.
+- On shutdown (`drain`) no new long work is taken and running commands are stopped, so their
+  streams end with a result that says why, before the server closes the connections.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import re
-import selectors
-import socket
-import struct
-import threading
+import contextvars
+import functools
+import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
-from concurrent import futures
-from functools import partial
+from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import Executor, Future
+from contextlib import aclosing
+from tempfile import SpooledTemporaryFile
 from typing import Any
 
-from gunicorn.workers.gthread import ThreadWorker
+from django.conf import settings
+from django.core import signals
+from django.core.exceptions import RequestAborted, RequestDataTooBig
+from django.core.handlers import base
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.http import FileResponse, HttpResponse
+from django.urls import Resolver404, resolve, set_script_prefix
 
-# How many requests for /healthz one worker process answers at once (each takes milliseconds; its
-# slowest checks give up after 2 s).
-HEALTH_THREADS = 2
-# Enough of a request to see its request line and whether its headers have all arrived.
-PEEK_BYTES = 4096
-# How often the watchdog looks for reads past their deadline.
-WATCH_SECONDS = 0.2
-# A body is read in steps this big, so the deadline learns how much arrived as it arrives.
-BODY_STEP = 64 * 1024
+from collab import capacity
+from collab.later import Later
+from collab.waits import driven, long_work_threads, request_threads
 
-_BODY_HEADERS = re.compile(rb"\r\n(content-length|transfer-encoding)\s*:", re.IGNORECASE)
+logger = logging.getLogger(__name__)
 
-
-class RequestBodyTimeout(OSError):
-    """The client stopped sending its body, or sent it slower than allowed; the read was cut off."""
-
-
-class _Watch:
-    """One read under a deadline (`deadline()` is asked each time, as it may move)."""
-
-    __slots__ = ("deadline", "expired", "sock")
-
-    def __init__(self, sock: socket.socket, deadline: Callable[[], float]) -> None:
-        self.sock, self.deadline, self.expired = sock, deadline, False
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
-class ReadDeadlines(threading.Thread):
-    """Frees threads blocked reading from a client past their deadline: it shuts the socket's read
-    side, so the blocked `recv()` returns at once, as if the client had closed."""
+class _Refused(Exception):
+    """A request answered before its view: `answer(request, workspace.errors)` is the answer."""
+
+    def __init__(self, answer: Callable[[Any, Any], HttpResponse]) -> None:
+        self.answer = answer
+
+
+class ClientTooSlow(Exception):
+    """The client took no more of the answer for WORKSPACE_CLIENT_TIMEOUT_SECONDS: the connection ends."""
+
+
+class WorkspaceASGIHandler(ASGIHandler):
+    """Django's ASGIHandler with one sync middleware chain run on the request threads (see the module)."""
 
     def __init__(self) -> None:
-        super().__init__(name="read-deadlines", daemon=True)
-        self._lock = threading.Lock()
-        self._watches: set[_Watch] = set()
+        base.BaseHandler.__init__(self)
+        self.load_middleware(is_async=False)
 
-    def watch(self, sock: socket.socket, deadline: Callable[[], float]) -> _Watch:
-        watch = _Watch(sock, deadline)
-        with self._lock:
-            self._watches.add(watch)
-        return watch
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self.handle(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        else:
+            # WebSockets are not served yet: refused before the handshake completes (HTTP 403).
+            await send({"type": "websocket.close", "code": 1008})
 
-    def unwatch(self, watch: _Watch | None) -> None:
-        """After this returns, the socket of `watch` is not shut by the watchdog."""
-        if watch is not None:
-            with self._lock:
-                self._watches.discard(watch)
-
-    def run(self) -> None:
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
-            time.sleep(WATCH_SECONDS)
-            now = time.monotonic()
-            with self._lock:
-                due = [watch for watch in self._watches if watch.deadline() <= now]
-                for watch in due:
-                    self._watches.discard(watch)
-                    watch.expired = True
-                    with contextlib.suppress(OSError):  # already closed: nobody is blocked on it
-                        watch.sock.shutdown(socket.SHUT_RD)
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await drain()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        context = contextvars.copy_context()
+        try:
+            body_file = await self._read_body(scope, receive)
+        except RequestAborted:
+            return
+        except _Refused as refusal:
+            await self._refuse(scope, refusal, send, context)
+            return
+        # Long work that holds a thread (collab.capacity.runs_long) runs, request and all, on the
+        # long-work threads, as many at once as there are, so that it never takes a request thread.
+        ticket = None
+        if self._runs_long(scope):
+            try:
+                ticket = capacity.long_work.ticket()
+            except (capacity.ServerBusy, capacity.ServerStopping) as busy:
+                refusal = _Refused(functools.partial(_answered_refused, busy))
+            else:
+                refusal = None
+            if refusal is not None:
+                body_file.close()
+                await self._refuse(scope, refusal, send, context)
+                return
+        threads = long_work_threads() if ticket else request_threads()
 
-class DeadlineInput:
-    """`wsgi.input` whose reads end in RequestBodyTimeout once the client stalls: the body must
-    start within `timeout` seconds and then keep coming at `min_rate` bytes a second on average."""
+        def run(function: Callable[..., Any], *args: Any) -> Future[Any]:
+            return threads.submit(context.run, function, *args)
 
-    def __init__(
-        self, inner: Any, sock: socket.socket, deadlines: ReadDeadlines, *, timeout: float, min_rate: int
+        served = run(self._served, scope, body_file)
+        tasks = [
+            asyncio.create_task(self.listen_for_disconnect(receive)),
+            asyncio.create_task(self._answered(served, send, run, pulled_on=threads if ticket else None)),
+        ]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, RequestAborted, ClientTooSlow):
+                    await task
+            # Whatever ended the request, its response is closed (what it holds given back, the
+            # request_finished signal sent) once the view is done with it.
+            await asyncio.shield(asyncio.wrap_future(threads.submit(self._closed, served, context, ticket)))
+            body_file.close()
+
+    @staticmethod
+    def _runs_long(scope: Scope) -> bool:
+        if scope["method"] not in capacity.LONG_WORK_METHODS:
+            return False
+        try:
+            match = resolve(scope["path"].removeprefix(get_script_prefix(scope).rstrip("/")))
+        except Resolver404:
+            return False
+        return capacity.is_long_work(match.func, scope["method"])
+
+    async def _refuse(self, scope: Scope, refusal: _Refused, send: Send, context: contextvars.Context) -> None:
+        threads = request_threads()
+        response = await asyncio.wrap_future(threads.submit(context.run, self._refusal, scope, refusal))
+        await self.send_response(response, send)
+        await asyncio.wrap_future(threads.submit(context.run, response.close))
+
+    def _served(self, scope: Scope, body_file: Any) -> HttpResponse:
+        """The request through the sync middleware chain and its view, as WSGI would run it."""
+        set_script_prefix(get_script_prefix(scope))
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, error_response = self.create_request(scope, body_file)
+        if request is None:
+            return error_response
+        request.later_on_the_loop = True
+        response = self.get_response(request)
+        response._handler_class = self.__class__
+        if isinstance(response, FileResponse):
+            response.block_size = self.chunk_size
+        return response
+
+    @staticmethod
+    def _closed(served: Future[HttpResponse], context: contextvars.Context, ticket: capacity.Ticket | None) -> None:
+        try:
+            context.run(served.result().close)
+        except Exception:
+            logger.exception("a request failed outside its middleware")
+        finally:
+            if ticket is not None:
+                ticket.release()
+
+    async def _answered(
+        self, served: Future[HttpResponse], send: Send, run: Callable[..., Future[Any]], *, pulled_on: Executor | None
     ) -> None:
-        self.inner, self.sock, self.deadlines = inner, sock, deadlines
-        self.timeout, self.min_rate = timeout, max(min_rate, 1)
-        self.started: float | None = None
-        self.received = 0
-        self.cut_off = False
+        response = await asyncio.wrap_future(served)
+        if isinstance(response, Later):
+            response = await response.resolved_on_loop(lambda *call: asyncio.wrap_future(run(*call)))
+        await self.send_response(response, send, pulled_on=pulled_on)
 
-    def _deadline(self) -> float:
-        return (self.started or 0.0) + self.timeout + self.received / self.min_rate
+    def _refusal(self, scope: Scope, refusal: _Refused) -> HttpResponse:
+        from workspace import errors  # the site's error answers (page or JSON), loaded with Django
 
-    def _guarded(self, read: Callable[[int], bytes], size: int) -> bytes:
-        if self.cut_off:
-            raise RequestBodyTimeout("the request body stopped arriving")
-        if self.started is None:
-            self.started = time.monotonic()
-        watch = self.deadlines.watch(self.sock, self._deadline)
-        try:
-            data = read(size)
-        finally:
-            self.deadlines.unwatch(watch)
-        if watch.expired:
-            self.cut_off = True
-            raise RequestBodyTimeout("the request body stopped arriving")
-        self.received += len(data)
-        return data
+        set_script_prefix(get_script_prefix(scope))
+        request, error_response = self.create_request(scope, SpooledTemporaryFile())  # noqa: SIM115 - the request closes it
+        return error_response if request is None else refusal.answer(request, errors)
 
-    def read(self, size: int | None = -1) -> bytes:
-        parts: list[bytes] = []
-        left = -1 if size is None or size < 0 else size
-        while left != 0:
-            chunk = self._guarded(self.inner.read, BODY_STEP if left < 0 else min(left, BODY_STEP))
-            if not chunk:
-                break
-            parts.append(chunk)
-            left = left if left < 0 else left - len(chunk)
-        return b"".join(parts)
-
-    def readline(self, size: int | None = -1) -> bytes:
-        return self._guarded(self.inner.readline, -1 if size is None else size)
-
-    def readlines(self, hint: int | None = -1) -> list[bytes]:
-        return list(self)
-
-    def __iter__(self) -> Iterator[bytes]:
-        while line := self.readline():
-            yield line
-
-
-class BoundedBodies:
-    """The WSGI app with every request body read under a deadline (`DeadlineInput`)."""
-
-    def __init__(self, app: Callable[..., Iterable[bytes]], deadlines: ReadDeadlines, *, timeout: float, min_rate: int):
-        self.app, self.deadlines, self.timeout, self.min_rate = app, deadlines, timeout, min_rate
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        sock = environ.get("gunicorn.socket")
-        if sock is not None:
-            environ["wsgi.input"] = DeadlineInput(
-                environ["wsgi.input"], sock, self.deadlines, timeout=self.timeout, min_rate=self.min_rate
-            )
-        return self.app(environ, start_response)
-
-
-def health_request(head: bytes, path: bytes) -> bool:
-    """A whole bodiless `GET` (or `HEAD`) of `path`, headers and all, in the first bytes of a connection."""
-    line_end = head.find(b"\r\n")
-    if line_end < 0 or b"\r\n\r\n" not in head:
-        return False
-    parts = head[:line_end].split(b" ")
-    if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD") or not parts[2].startswith(b"HTTP/1."):
-        return False
-    target = parts[1].split(b"?", 1)[0]
-    return target == path and not _BODY_HEADERS.search(head[line_end : head.find(b"\r\n\r\n") + 2])
-
-
-class WorkspaceWorker(ThreadWorker):
-    """gunicorn's gthread worker with health threads, waiting in the poller and read deadlines."""
-
-    def init_process(self) -> None:
-        self.health_pool = futures.ThreadPoolExecutor(max_workers=HEALTH_THREADS, thread_name_prefix="health")
-        self.deadlines = ReadDeadlines()
-        self.deadlines.start()
-        self.reading = threading.local()
-        super().init_process()  # loads the app, then runs the loop until the worker stops
-
-    def load_wsgi(self) -> None:
-        super().load_wsgi()
-        from django.conf import settings  # the app is loaded: Django is set up
-
-        self.client_timeout = settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS
-        self.health_path = f"{settings.WORKSPACE_ROOT_PATH}/healthz".encode()
-        self.wsgi = BoundedBodies(
-            self.wsgi,
-            self.deadlines,
-            timeout=self.client_timeout,
-            min_rate=settings.WORKSPACE_CLIENT_MIN_BYTES_PER_SECOND,
-        )
-
-    def run(self) -> None:
-        try:
-            super().run()
-        finally:
-            self.health_pool.shutdown(wait=False)
-
-    def handle_quit(self, sig: int, frame: Any) -> None:
-        self.health_pool.shutdown(wait=False)
-        super().handle_quit(sig, frame)
-
-    # -- where a connection goes (the main loop) --------------------------------------------------
-
-    def enqueue_req(self, conn: Any) -> None:
-        if not getattr(conn, "send_bounded", False):
-            # A response write the client does not take within the timeout fails instead of blocking.
-            seconds = max(int(self.client_timeout), 1)
-            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, 0))
-            conn.send_bounded = True
-        buffered = conn.parser is not None and conn.parser.unreader.buf.getvalue()
-        if buffered:
-            super().enqueue_req(conn)
-            return
-        try:
-            head = conn.sock.recv(PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            self._wait_for_request(conn)
-            return
-        except OSError:
-            head = b""  # the pool's thread meets the error and closes the connection
-        conn.data_ready = True
-        if head and health_request(head, self.health_path):
-            done = self.health_pool.submit(self.handle, conn)
-            done.add_done_callback(lambda fut: self.method_queue.defer(self.finish_request, conn, fut))
-            return
-        super().enqueue_req(conn)
-
-    def _wait_for_request(self, conn: Any) -> None:
-        # As gthread does with a connection that stays quiet, but at once: no thread waits for it.
-        conn.sock.setblocking(False)
-        conn.timeout = time.monotonic() + self.client_timeout
-        self.pending_conns.append(conn)
-        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self.on_pending_socket_readable, conn))
-
-    # -- the header deadline (a pool or health thread) ---------------------------------------------
-
-    def handle(self, conn: Any) -> Any:
+    async def _read_body(self, scope: Scope, receive: Receive) -> SpooledTemporaryFile[bytes]:
+        """The body, spooled to disk past FILE_UPLOAD_MAX_MEMORY_SIZE, read under deadlines (module docstring)."""
+        limit = settings.WORKSPACE_MAX_REQUEST_BODY_BYTES
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            raise _Refused(lambda request, errors: errors.bad_request(request, RequestDataTooBig()))
+        timeout = settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS
+        rate = max(settings.WORKSPACE_CLIENT_MIN_BYTES_PER_SECOND, 1)
         started = time.monotonic()
-        self.reading.watch = self.deadlines.watch(conn.sock, lambda: started + self.client_timeout)
+        received = 0
+        # Closed by `handle` once the request is done, or here on a failure.
+        body_file: SpooledTemporaryFile[bytes] = SpooledTemporaryFile(  # noqa: SIM115
+            max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE, mode="w+b"
+        )
         try:
-            return super().handle(conn)
-        finally:
-            self.deadlines.unwatch(self.reading.watch)
-            self.reading.watch = None
+            while True:
+                left = started + timeout + received / rate - time.monotonic()
+                try:
+                    async with asyncio.timeout(max(left, 0.0)):
+                        message = await receive()
+                except TimeoutError:
+                    raise _Refused(lambda request, errors: errors.body_timeout(request)) from None
+                if message["type"] == "http.disconnect":
+                    raise RequestAborted()
+                chunk = message.get("body", b"")
+                received += len(chunk)
+                if received > limit:
+                    raise _Refused(lambda request, errors: errors.bad_request(request, RequestDataTooBig()))
+                body_file.write(chunk)
+                if not message.get("more_body", False):
+                    break
+        except BaseException:
+            body_file.close()
+            raise
+        body_file.seek(0)
+        return body_file
 
-    def handle_request(self, req: Any, conn: Any) -> Any:
-        # The headers are in: from here the body has its own deadline (BoundedBodies).
-        self.deadlines.unwatch(getattr(self.reading, "watch", None))
-        return super().handle_request(req, conn)
+    async def send_response(  # type: ignore[override]
+        self, response: HttpResponse, send: Send, *, pulled_on: Executor | None = None
+    ) -> None:
+        """Django's, with a deadline on each send, and a sync iterator pulled a chunk at a time on
+        the request threads (Django would read it whole into memory first), waits included, or on
+        `pulled_on` (the long-work threads its request ran on)."""
+        timeout = settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS
+
+        async def sent(message: MutableMapping[str, Any]) -> None:
+            try:
+                async with asyncio.timeout(timeout):
+                    await send(message)
+            except TimeoutError:
+                raise ClientTooSlow() from None
+
+        headers = [(str(header).encode("ascii"), str(value).encode("latin1")) for header, value in response.items()]
+        headers += [
+            (b"Set-Cookie", cookie.output(header="").encode("ascii").strip()) for cookie in response.cookies.values()
+        ]
+        await sent({"type": "http.response.start", "status": response.status_code, "headers": headers})
+        if not response.streaming:
+            for chunk, last in self.chunk_bytes(response.content):
+                await sent({"type": "http.response.body", "body": chunk, "more_body": not last})
+            return
+        if response.is_async:
+            parts: Any = aiter(response)
+        else:
+            # The iterator itself, not `streaming_content` (which turns each item into bytes): its
+            # waits (`Readable`) must reach `driven`, which spends them on the loop.
+            parts = driven(response._iterator, pool=pulled_on)
+        async with aclosing(parts) as content:
+            async for part in content:
+                for chunk, _ in self.chunk_bytes(response.make_bytes(part)):
+                    await sent({"type": "http.response.body", "body": chunk, "more_body": True})
+        await sent({"type": "http.response.body"})
+
+
+async def drain() -> None:
+    """Stops taking long work and stops the commands this process runs, so that their streams end
+    with a result that says why (README "Production"). The server calls it as it begins to shut
+    down, before it waits for the connections to end; once is enough, twice does no harm."""
+    if not capacity.stopping():
+        await asyncio.get_running_loop().run_in_executor(request_threads(), capacity.stop_taking)
+
+
+def _answered_refused(
+    refused: capacity.ServerBusy | capacity.ServerStopping, request: Any, errors: Any
+) -> HttpResponse:
+    return errors.refused(request, refused)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None

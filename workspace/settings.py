@@ -42,8 +42,8 @@ ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,lo
 WORKSPACE_ROOT_PATH = _normalised_root_path(os.environ.get("WORKSPACE_ROOT_PATH", ""))
 
 INSTALLED_APPS = [
-    # First, so that its `runserver` (workspace/devserver.py) is the one manage.py finds; it has
-    # no templates or static files of its own to shadow anyone's.
+    # The project package (its models and commands: `worker`, `load_demo`); it has no templates or
+    # static files of its own to shadow anyone's.
     "workspace",
     "django.contrib.admin",
     "django.contrib.auth",
@@ -69,6 +69,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outermost: an answer that long work decides (collab.later) is finished here, in the request's
+    # thread, unless the ASGI handler finishes it on the event loop (workspace/serving.py).
+    "collab.later.LaterResponses",
     "workspace.request_log.RequestLogMiddleware",
     # Inside the request log (which then records its answer), outside everything that may query:
     # the site's own 404, 403, 500 and 503 in every mode, DEBUG included (workspace/errors.py).
@@ -273,15 +276,30 @@ WORKSPACE_WORKER_WORKFLOW_THREADS = max(int(os.environ.get("WORKSPACE_WORKER_WOR
 WORKSPACE_WORKFLOW_MAX_STEPS = int(os.environ.get("WORKSPACE_WORKFLOW_MAX_STEPS", "50"))
 WORKSPACE_WORKFLOW_MAX_RUN_SECONDS = float(os.environ.get("WORKSPACE_WORKFLOW_MAX_RUN_SECONDS", "600"))
 # Commands one person may have running at once through requests (exec, a terminal, a manual
-# workflow run, a chat turn); past it, 429 with Retry-After. 0: no limit. Each holds a server
-# thread, so keep it well under WEB_CONCURRENCY x GUNICORN_THREADS.
+# workflow run, a chat turn); past it, 429 with Retry-After. 0: no limit.
 WORKSPACE_EXEC_CONCURRENCY_PER_USER = int(os.environ.get("WORKSPACE_EXEC_CONCURRENCY_PER_USER", "3"))
-# Slow clients under `make serve` (workspace/serving.py): a request's headers, and the start of its
-# body, must arrive within CLIENT_TIMEOUT seconds, and a body must then keep coming at
-# CLIENT_MIN_BYTES_PER_SECOND on average, or the read is cut off (408); a response that cannot be
-# written for CLIENT_TIMEOUT seconds ends the connection.
+# How an app process serves (workspace/serving.py, README "Production"). Every request's sync work
+# runs on REQUEST_THREADS threads (each keeps one database connection), a step at a time; long work
+# that holds a thread while it runs (a model's turn, a manual workflow run) on LONG_WORK_THREADS
+# others, never more at once; running commands wait on the event loop, at most
+# RUNNING_COMMANDS_PER_PROCESS at once. Past either bound: 503 `server_busy` with Retry-After.
+WORKSPACE_REQUEST_THREADS = int(os.environ.get("WORKSPACE_REQUEST_THREADS", "8"))
+WORKSPACE_LONG_WORK_THREADS = int(os.environ.get("WORKSPACE_LONG_WORK_THREADS", "8"))
+WORKSPACE_RUNNING_COMMANDS_PER_PROCESS = int(os.environ.get("WORKSPACE_RUNNING_COMMANDS_PER_PROCESS", "200"))
+# Slow clients: a request's headers, and the start of its body, must arrive within CLIENT_TIMEOUT
+# seconds, and a body must then keep coming at CLIENT_MIN_BYTES_PER_SECOND on average, or the
+# connection is closed (headers) or answered 408 (a body); an answer the client takes no more of
+# for CLIENT_TIMEOUT seconds ends the connection. A kept-alive connection closes after
+# IDLE_TIMEOUT seconds without a request; past MAX_CONNECTIONS_PER_PROCESS connections at once a
+# process answers 503. A body larger than MAX_REQUEST_BODY_BYTES is 413 before it is read (the
+# largest any endpoint takes: a file write, with room for a multipart upload's framing).
 WORKSPACE_CLIENT_TIMEOUT_SECONDS = float(os.environ.get("WORKSPACE_CLIENT_TIMEOUT_SECONDS", "20"))
 WORKSPACE_CLIENT_MIN_BYTES_PER_SECOND = int(os.environ.get("WORKSPACE_CLIENT_MIN_BYTES_PER_SECOND", "8192"))
+WORKSPACE_IDLE_TIMEOUT_SECONDS = float(os.environ.get("WORKSPACE_IDLE_TIMEOUT_SECONDS", "5"))
+WORKSPACE_MAX_CONNECTIONS_PER_PROCESS = int(os.environ.get("WORKSPACE_MAX_CONNECTIONS_PER_PROCESS", "2000"))
+# A process told to stop first stops its running commands (their results say why), then waits at
+# most this long for its connections to end (workspace/uvicorn_worker.py).
+WORKSPACE_SHUTDOWN_SECONDS = int(os.environ.get("WORKSPACE_SHUTDOWN_SECONDS", "30"))
 
 # The deployment config and the app descriptors (docs/ARCHITECTURE.md §4); empty means the shipped defaults.
 WORKSPACE_CONFIG = os.environ.get("WORKSPACE_CONFIG", "")
@@ -319,6 +337,12 @@ SANDBOX_HOST_STATE_DIR = os.environ.get("SANDBOX_HOST_STATE_DIR", "")
 # The knowledge base: the largest upload, and the answerer (a dotted class path; empty: the model
 # answerer when a model provider is set below, else the extractive one).
 KNOWLEDGE_MAX_UPLOAD_BYTES = int(os.environ.get("KNOWLEDGE_MAX_UPLOAD_BYTES", str(10 * 1024 * 1024)))
+# The largest request body a process reads (workspace/serving.py; see CLIENT_TIMEOUT above).
+WORKSPACE_MAX_REQUEST_BODY_BYTES = int(
+    os.environ.get(
+        "WORKSPACE_MAX_REQUEST_BODY_BYTES", str(max(WORKSPACE_MAX_FILE_BYTES, KNOWLEDGE_MAX_UPLOAD_BYTES) + 1024 * 1024)
+    )
+)
 KNOWLEDGE_ANSWERER = os.environ.get("KNOWLEDGE_ANSWERER", "")
 
 # A model provider (README "Connecting a model"): an OpenAI-compatible chat-completions server such
@@ -335,6 +359,12 @@ WORKSPACE_LLM_CONNECT_TIMEOUT = float(os.environ.get("WORKSPACE_LLM_CONNECT_TIME
 WORKSPACE_LLM_TIMEOUT = float(os.environ.get("WORKSPACE_LLM_TIMEOUT", "60"))
 # The most tokens the model may write in one answer (what a hosted API bills, with the prompt).
 WORKSPACE_LLM_MAX_TOKENS = int(os.environ.get("WORKSPACE_LLM_MAX_TOKENS", "800"))
+# What one answer of the model server may be, raw (knowledge/llm_bounds.py): one line of it (an event
+# of the stream, or a whole answer not streamed), the whole of it, and one tool call's arguments.
+# Past any of them, or past WORKSPACE_LLM_TIMEOUT over the whole answer, the request is cut off.
+WORKSPACE_LLM_MAX_LINE_BYTES = int(os.environ.get("WORKSPACE_LLM_MAX_LINE_BYTES", str(1024 * 1024)))
+WORKSPACE_LLM_MAX_RESPONSE_BYTES = int(os.environ.get("WORKSPACE_LLM_MAX_RESPONSE_BYTES", str(8 * 1024 * 1024)))
+WORKSPACE_LLM_MAX_TOOL_ARGUMENT_BYTES = int(os.environ.get("WORKSPACE_LLM_MAX_TOOL_ARGUMENT_BYTES", str(1024 * 1024)))
 # Ingest reads each upload in a child process (knowledge/extraction.py), so a small file that expands
 # (a PDF "decompression bomb") fails with a reason instead of filling the worker and the database:
 # the most text and chunks one document may give, the child's address space and CPU time, and how

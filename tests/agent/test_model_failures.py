@@ -12,7 +12,7 @@ import pytest
 from collab.models import Notification
 from tests.fixtures.agent import model_descriptors, sse_events
 from tests.fixtures.items import item_url
-from tests.fixtures.llm import Call, Garbage, Hang, HttpError, RateLimited, Reply, Stream
+from tests.fixtures.llm import Call, Endless, Garbage, Hang, HttpError, RateLimited, Reply, Stream
 from workspace.agent import model_tools
 from workspace.agent.models import AgentStep, ItemMessage
 from workspace.agent.turns import FAILED_TURN
@@ -57,8 +57,12 @@ def test_a_provider_that_cannot_be_reached_ends_the_turn_in_one_sentence_and_kee
         (HttpError(503), "The model server failed (HTTP 503), so this turn ended."),
         (Garbage(), "The model server stopped in the middle of its answer, so this turn ended."),
         (Hang(), "The model server did not answer within 0.5 seconds, so this turn ended."),
+        (Endless("line"), "The model server sent a line of more than 1,048,576 bytes, so this turn ended."),
+        (Endless("line", block_bytes=1, interval=0.05),
+         "The model server did not answer within 0.5 seconds, so this turn ended."),
+        (Endless("body"), "The model server sent a line of more than 1,048,576 bytes, so this turn ended."),
     ],
-    ids=["429", "5xx", "garbage", "slow"],
+    ids=["429", "5xx", "garbage", "slow", "endless-line", "trickled-line", "gigabyte-body"],
 )  # fmt: skip
 def test_a_failing_provider_ends_the_turn_saying_how(alice_api, make_item, model_agent, settings, scripted, sentence):
     # Given a provider that rate-limits, fails, answers garbage or hangs
@@ -258,3 +262,19 @@ def test_an_empty_streamed_message_is_refused_before_anything_is_stored(alice_ap
     assert not ItemMessage.objects.exists()
     assert not Notification.objects.exists()
     assert model_agent.chat_requests == []
+
+
+def test_a_model_that_never_stops_writing_is_cut_at_fifty_thousand_characters(
+    alice_api, make_item, model_agent, settings
+):
+    # Given a model that streams well-formed text chunks and never finishes
+    settings.WORKSPACE_LLM_TIMEOUT = 30.0
+    model_agent.push(Endless("chunks"))
+    # When alice sends a message
+    response = _send(alice_api, make_item(), "hello")
+    # Then the turn ended at 50,000 characters of reply, said so, and stored no more than that
+    assert response.status_code == 201
+    (role, reply) = _stored()[-1]
+    assert role == "agent"
+    assert reply.endswith("The reply stops here: it reached 50,000 characters.")
+    assert 49_000 <= len(reply) <= 50_000

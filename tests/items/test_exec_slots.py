@@ -19,7 +19,7 @@ from workspace.items.config import get_config
 from workspace.items.filestore import workspace_dir
 from workspace.items.models import ExecSlot, RunningExec
 from workspace.items.sandboxes.lifecycle import ExecStarted
-from workspace.items.services import TooManyRunning, exec_slot_take, item_exec, item_exec_streaming
+from workspace.items.services import TooManyRunning, exec_slot_take, item_exec, item_exec_events
 from workspace.workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db
@@ -113,7 +113,7 @@ def test_a_refused_command_gives_its_slot_back(write_config, alice_api, make_ite
 
 def test_a_stream_the_client_leaves_gives_its_slot_back(make_item, two_at_once):
     # Given alice streaming a command that would write for a while
-    events = item_exec_streaming(
+    events = item_exec_events(
         item=make_item(), app=get_config().app("notebook"), command="for i in 1 2 3; do echo $i; sleep 0.2; done",
         actor=Actor("alice"),
     )  # fmt: skip

@@ -32,11 +32,13 @@ globals().update({{k: v for k, v in _namespace.items() if not k.startswith("__")
 def post_worker_init(worker):
     inner = worker.wsgi
 
-    def app(environ, start_response):
-        def start(status, headers, exc_info=None):
-            return start_response(status, [*headers, ("X-Worker-Pid", str(os.getpid()))], exc_info)
+    async def app(scope, receive, send):
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                message = {{**message, "headers": [*message["headers"], (b"x-worker-pid", str(os.getpid()).encode())]}}
+            await send(message)
 
-        return inner(environ, start)
+        await inner(scope, receive, sending)
 
     worker.wsgi = app
 """
@@ -47,9 +49,9 @@ def two_workers(deployment, tmp_path_factory):
     folder = tmp_path_factory.mktemp("gunicorn")
     config = folder / "gunicorn_pid_header.conf.py"
     config.write_text(PID_HEADER_CONFIG)
-    # One thread per worker and a new connection per poll: a busy worker leaves the next
-    # connection to the other one, so both answer (a keep-alive connection sticks to one worker).
-    env = {**deployment, "GUNICORN_THREADS": "1"}
+    # A new connection per poll: both workers accept from the one socket, so both answer (a
+    # keep-alive connection sticks to one worker).
+    env = dict(deployment)
     with gunicorn(env, folder / "gunicorn.log", workers=2, config=config) as server:
         yield server
 

@@ -47,7 +47,7 @@ def sqlite_deployment(tmp_path: Path) -> dict[str, str]:
         tmp_path / "var",
         WORKSPACE_SERVE_PREPARE="0",
         WORKSPACE_SERVE_WORKER="0",
-        GUNICORN_THREADS=str(THREADS),
+        WORKSPACE_REQUEST_THREADS=str(THREADS),
     )
     migrate(env)
     return env

@@ -1,168 +1,181 @@
-"""`make serve`'s worker pieces (workspace/serving.py) on their own: a body that stops arriving is cut
-off and answered 408 with nothing stored, and only a whole bodiless health request skips the pool.
-tests/production/test_held_threads.py shows them in a real gunicorn."""
+"""The ASGI handler of every app process (workspace/serving.py) driven directly, as the server drives
+it: bodies under deadlines and a size limit, answers the client does not take, long work routed to
+its own threads. Nothing here needs the database: what is refused is refused before any view runs."""
 
 from __future__ import annotations
 
-import socket
+import asyncio
+import json
 import threading
-import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from django.http import StreamingHttpResponse
 
-from tests.fixtures.items import item_url
-from workspace.items.filestore import workspace_dir
-from workspace.serving import DeadlineInput, ReadDeadlines, RequestBodyTimeout, health_request
-
-# A give-up bound for reads the watchdog must cut off: generous on a loaded machine, and the
-# reading thread is released long before it (the deadlines below are 0.3 s).
-GIVE_UP_SECONDS = 10
+from collab import capacity
+from collab.waits import Readable
+from workspace.serving import ClientTooSlow, WorkspaceASGIHandler
 
 
-@pytest.fixture(scope="module")
-def deadlines() -> ReadDeadlines:
-    watchdog = ReadDeadlines()
-    watchdog.start()
-    return watchdog
+def _scope(method: str, path: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    sent = {"host": "127.0.0.1", "accept": "application/json", **(headers or {})}
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(name.encode(), value.encode()) for name, value in sent.items()],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 8000),
+    }
 
 
-@pytest.fixture
-def connection() -> Iterator[tuple[socket.socket, socket.socket]]:
-    """The server's end of a connection and the client's."""
-    server, client = socket.socketpair()
-    server.settimeout(GIVE_UP_SECONDS)
-    yield server, client
-    server.close()
-    client.close()
+class _Exchange:
+    """One request as the server would run it: what the client sends (chunks, then maybe silence)
+    and what the app answered."""
+
+    def __init__(self, body: list[bytes], *, then_silent: bool = False) -> None:
+        self.body, self.then_silent = list(body), then_silent
+        self.asked_for_body = 0
+        self.messages: list[dict[str, Any]] = []
+
+    async def receive(self) -> dict[str, Any]:
+        if self.body:
+            self.asked_for_body += 1
+            chunk = self.body.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(self.body) or self.then_silent}
+        if self.then_silent:
+            await asyncio.Event().wait()  # a client that stopped sending
+        await asyncio.Event().wait()  # after the body: no disconnect until the test ends
+        raise AssertionError("unreachable")
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.messages.append(message)
+
+    @property
+    def status(self) -> int:
+        return next(m["status"] for m in self.messages if m["type"] == "http.response.start")
+
+    @property
+    def json(self) -> Any:
+        return json.loads(b"".join(m.get("body", b"") for m in self.messages if m["type"] == "http.response.body"))
 
 
-class _SocketBody:
-    """What gunicorn hands the app as `wsgi.input`: reads that block on the socket until `size` arrived."""
+def _served(scope: dict[str, Any], exchange: _Exchange) -> _Exchange:
+    async def serve() -> None:
+        await asyncio.wait_for(WorkspaceASGIHandler()(scope, exchange.receive, exchange.send), timeout=30)
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-
-    def read(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size and (chunk := self.sock.recv(size - len(data))):
-            data += chunk
-        return data
-
-    def readline(self, size: int) -> bytes:
-        return self.read(size)
+    asyncio.run(serve())
+    return exchange
 
 
-def _body(sock: socket.socket, deadlines: ReadDeadlines, *, min_rate: int = 1024) -> DeadlineInput:
-    return DeadlineInput(_SocketBody(sock), sock, deadlines, timeout=0.3, min_rate=min_rate)
+def test_a_body_that_stops_arriving_is_answered_408_before_any_view_runs(settings):
+    # Given a client timeout of 0.3 s and a PUT that sends ten bytes of its body, then nothing
+    settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS = 0.3
+    scope = _scope("PUT", "/a/notebook/items/1/files/x.bin", {"content-length": "100000"})
+    # When the handler serves it
+    exchange = _served(scope, _Exchange([b"x" * 10], then_silent=True))
+    # Then it answers 408 request_body_timeout, the view never having been asked
+    assert exchange.status == 408
+    assert exchange.json["error"] == "request_body_timeout"
 
 
-def test_a_body_that_stops_arriving_is_cut_off(connection, deadlines):
-    # Given a client that sends ten bytes of its body, then nothing
-    server, client = connection
-    client.sendall(b"x" * 10)
-
-    # When the app reads the body
-    began = time.monotonic()
-    with pytest.raises(RequestBodyTimeout):
-        _body(server, deadlines).read(1000)
-
-    # Then the read was cut off instead of waiting for the client (the give-up bound is not a speed)
-    assert time.monotonic() - began < GIVE_UP_SECONDS
-    # And every later read says so at once
-    body = _body(server, deadlines)
-    body.cut_off = True
-    with pytest.raises(RequestBodyTimeout):
-        body.read(1)
+def test_a_body_that_keeps_coming_is_read_whole(settings):
+    # Given a body that arrives in ten pieces, each within the deadline
+    settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS = 0.3
+    exchange = _Exchange([b"{" + b" " * 100] + [b" " * 100] * 8 + [b"}"])
+    # When the handler serves it (a POST the identity refuses: no view runs)
+    _served(_scope("POST", "/me/tokens", {"content-length": "1002", "x-user-id": "nobody"}), exchange)
+    # Then every piece was read, and the answer is the app's, not a timeout
+    assert exchange.asked_for_body == 10
+    assert exchange.status == 401
 
 
-def test_a_body_that_keeps_coming_is_read_whole(connection, deadlines):
-    # Given a client that sends 200 KiB in pieces, faster than the minimum rate
-    server, client = connection
-    data = bytes(range(256)) * 800
-
-    def send() -> None:
-        for start in range(0, len(data), 50_000):
-            client.sendall(data[start : start + 50_000])
-            time.sleep(0.05)
-
-    sender = threading.Thread(target=send)
-    sender.start()
-
-    # When the app reads it all / Then it gets every byte
-    assert _body(server, deadlines, min_rate=1024 * 1024).read(len(data)) == data
-    sender.join()
+def test_a_body_larger_than_any_endpoint_takes_is_413_before_it_is_read(settings):
+    # Given a limit of 1 MiB and a PUT announcing 2 MiB
+    settings.WORKSPACE_MAX_REQUEST_BODY_BYTES = 1024 * 1024
+    scope = _scope("PUT", "/a/notebook/items/1/files/big.bin", {"content-length": str(2 * 1024 * 1024)})
+    exchange = _Exchange([b"x" * 1024])
+    # When the handler serves it / Then it is 413 without a byte of the body read
+    _served(scope, exchange)
+    assert exchange.status == 413
+    assert exchange.asked_for_body == 0
 
 
-@pytest.mark.django_db
-def test_an_upload_cut_off_is_408_and_stores_nothing(alice_api, make_item):
-    # Given alice's notebook, and an upload body that stops arriving
-    item = make_item()
-
-    # When she sends it
-    response = alice_api.put(
-        item_url(item, "/files/big.bin"),
-        b"0123456789",
-        content_type="application/octet-stream",
-        **{"wsgi.input": _Stalled()},
-    )
-
-    # Then it is a 408 saying why, and no file (not even a temp file) is left
-    assert (response.status_code, response.json()["error"]) == (408, "request_body_timeout")
-    assert alice_api.get(item_url(item, "/files")).json() == []
-    assert not list(workspace_dir(item.pk).glob("*big.bin*")) + list(workspace_dir(item.pk).glob(".*"))
+def test_a_body_that_grows_past_the_limit_without_saying_so_is_413(settings):
+    # Given a limit of 1 KiB and a chunked body (no Content-Length) of 4 KiB
+    settings.WORKSPACE_MAX_REQUEST_BODY_BYTES = 1024
+    exchange = _Exchange([b"x" * 1000, b"x" * 1000, b"x" * 2000])
+    # When the handler serves it / Then it stops reading at the limit and answers 413
+    _served(_scope("PUT", "/a/notebook/items/1/files/big.bin"), exchange)
+    assert exchange.status == 413
+    assert exchange.asked_for_body == 2
 
 
-@pytest.mark.django_db
-def test_a_json_body_cut_off_is_408(alice_api, make_item):
-    # Given alice's notebook
-    # When an exec's JSON body stops arriving / Then it is a 408
-    response = alice_api.post(
-        item_url(make_item(), "/exec"), b"{}", content_type="application/json", **{"wsgi.input": _Stalled()}
-    )
-    assert (response.status_code, response.json()["error"]) == (408, "request_body_timeout")
+def _closed_when_done(closed: threading.Event) -> Iterator[bytes | Readable]:
+    try:
+        yield b"first"
+        while True:
+            yield Readable((), 0.01)  # waits the loop spends, as a quiet command's would
+            yield b"more"
+    finally:
+        closed.set()
 
 
-@pytest.mark.django_db
-def test_a_page_form_cut_off_is_408_not_an_empty_form(alice_api):
-    # Given alice on the new-workflow form
-    # When its body stops arriving
-    response = alice_api.post(
-        "/workflows/new",
-        b"name=x",
-        content_type="application/x-www-form-urlencoded",
-        HTTP_ACCEPT="text/html",
-        **{"wsgi.input": _Stalled()},
-    )
-    # Then the site's page says 408, and no form handling saw an empty form
-    assert response.status_code == 408
-    assert "stopped arriving" in response.content.decode()
+def test_an_answer_the_client_takes_no_more_of_ends_at_the_send_deadline_and_its_work_is_closed(settings):
+    # Given a client timeout of 0.2 s, a streamed answer that never ends, and a client that takes
+    # its first part and then nothing more
+    settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS = 0.2
+    closed = threading.Event()
+    response = StreamingHttpResponse(_closed_when_done(closed))
+    taken: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        taken.append(message)
+        if message.get("body") == b"more":
+            await asyncio.Event().wait()
+
+    # When the handler sends it / Then it gives up with ClientTooSlow, and the stream was closed
+    with pytest.raises(ClientTooSlow):
+        asyncio.run(WorkspaceASGIHandler().send_response(response, send))
+    assert closed.is_set()
+    assert [m.get("body") for m in taken if m["type"] == "http.response.body"] == [b"first", b"more"]
 
 
-class _Stalled:
-    """A `wsgi.input` whose client stopped sending: what DeadlineInput raises past its deadline."""
+def test_a_model_turn_past_the_long_work_threads_is_refused_503_before_its_view_runs(settings):
+    # Given one long-work thread, taken
+    settings.WORKSPACE_LONG_WORK_THREADS = 1
+    held = capacity.long_work.ticket()
+    try:
+        # When a chat message is sent to an item (a model's turn: long work)
+        exchange = _served(
+            _scope("POST", "/a/notebook/items/1/messages", {"x-user-id": "alice"}), _Exchange([b'{"content": "hi"}'])
+        )
+    finally:
+        held.release()
+    # Then it is 503 server_busy with Retry-After, and nothing ran
+    assert exchange.status == 503
+    assert exchange.json["error"] == "server_busy"
+    start = next(m for m in exchange.messages if m["type"] == "http.response.start")
+    assert (b"retry-after", b"5") in [(name.lower(), value) for name, value in start["headers"]]
 
-    def read(self, size: int = -1) -> bytes:
-        raise RequestBodyTimeout("the request body stopped arriving")
 
-    def readline(self, size: int = -1) -> bytes:
-        return self.read(size)
+def test_a_websocket_is_refused_before_its_handshake():
+    # Given a WebSocket connection (none is served yet)
+    sent: list[dict[str, Any]] = []
 
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
 
-@pytest.mark.parametrize(
-    ("head", "health"),
-    [
-        (b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n", True),
-        (b"HEAD /healthz?probe=1 HTTP/1.0\r\n\r\n", True),
-        (b"GET /healthz HTTP/1.1\r\nHost: a\r\n", False),  # headers not all here yet
-        (b"GET /healthz HTTP/1.1\r\nContent-Length: 5\r\n\r\n", False),  # a body to read
-        (b"GET /healthz HTTP/1.1\r\ntransfer-encoding : chunked\r\n\r\n", False),
-        (b"POST /healthz HTTP/1.1\r\n\r\n", False),
-        (b"GET /healthzz HTTP/1.1\r\n\r\n", False),
-        (b"GET /me HTTP/1.1\r\nX-Path: /healthz\r\n\r\n", False),
-        (b"GET  /healthz HTTP/1.1\r\n\r\n", False),
-    ],
-)
-def test_only_a_whole_bodiless_health_request_skips_the_pool(head, health):
-    # Given the first bytes of a connection / When they are looked at / Then only a whole health request is one
-    assert health_request(head, b"/healthz") is health
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    # When the handler is called / Then it closes it before accepting (the server answers 403)
+    asyncio.run(WorkspaceASGIHandler()({"type": "websocket", "path": "/"}, receive, send))
+    assert sent == [{"type": "websocket.close", "code": 1008}]

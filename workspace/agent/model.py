@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -21,6 +22,7 @@ from django.conf import settings
 from collab.identity import get_user_directory
 from knowledge.answers import Restart
 from knowledge.llm import ChatProvider, Completion, ProviderError, ToolCall, chat_provider
+from knowledge.model_answers import MAX_ANSWER_CHARS
 from workspace.agent.model_tools import ToolBox, clipped
 from workspace.agent.protocol import (
     AgentEvent,
@@ -164,6 +166,7 @@ class _Turn:
         self.written: list[str] = []
         self.shown = False
         self.calls = 0
+        self.chars = 0
 
     def events(self) -> Iterator[AgentEvent]:
         if self.left_out:
@@ -199,15 +202,19 @@ class _Turn:
             provider = ChatProvider(replace(provider.config, timeout=left))
         completion = None
         fresh = True
+        written: list[str] = []
         try:
-            for event in provider.stream(messages=self.messages, tools=self.definitions):
-                if isinstance(event, str):
-                    if fresh and self.shown:
-                        yield "\n\n"  # the text of each request is a paragraph of the reply
-                    fresh, self.shown = False, True
-                    yield event
-                else:
-                    completion = event
+            with closing(provider.stream(messages=self.messages, tools=self.definitions)) as events:
+                for event in events:
+                    if isinstance(event, str):
+                        if fresh and self.shown:
+                            yield "\n\n"  # the text of each request is a paragraph of the reply
+                        fresh, self.shown = False, True
+                        written.append(event)
+                        self._count(event, written)
+                        yield event
+                    else:
+                        completion = event
         except ProviderError as error:
             if error.kind == "timeout" and provider is not self.provider:
                 raise self._out_of_time() from error
@@ -215,6 +222,17 @@ class _Turn:
         if completion is None:
             raise ProviderError("The model server stopped in the middle of its answer.", kind="invalid")
         return completion
+
+    def _count(self, piece: str, written: list[str]) -> None:
+        """A model that does not stop writing: past MAX_ANSWER_CHARS in all, what fits is kept, the
+        rest is not read, and the turn ends saying so (as an answer's does)."""
+        self.chars += len(piece)
+        if self.chars > MAX_ANSWER_CHARS:
+            sentence = f"The reply stops here: it reached {MAX_ANSWER_CHARS:,} characters."
+            # Room for the sentence and the paragraph breaks, so the reply is not cut again when stored.
+            used = sum(len(text) + 2 for text in self.written) + len(sentence) + 2
+            self.written.append("".join(written)[: max(MAX_ANSWER_CHARS - used, 0)])
+            raise TurnEnded(sentence)
 
     def _out_of_time(self) -> TurnEnded:
         return TurnEnded(f"I stopped here: this turn reached its limit of {self.limits.seconds:g} seconds.")
@@ -247,7 +265,7 @@ class _Turn:
         return step
 
     def _reply(self, text: str) -> AgentReply:
-        checked, citations = self.box.cited(clipped(text, 50_000))
+        checked, citations = self.box.cited(clipped(text, MAX_ANSWER_CHARS))
         self.tools.cite(citations)
         return AgentReply(
             content=checked, citations=tuple(citation.as_dict() for citation in citations), steps=tuple(self.steps)

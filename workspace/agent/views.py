@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from collab.actor import actor_of
 from collab.api import ServiceApiView
+from collab.capacity import runs_long
 from collab.edge import refusal_body
 from collab.errors import DomainError, Invalid
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream, frames_to_the_end
@@ -56,6 +57,7 @@ def _turn_frames(message: ItemMessage, events: Iterator[TurnEvent]) -> Iterator[
     return frames_to_the_end(events, frames, refusals=(DomainError, DataError), refusal_body=refusal_body)
 
 
+@runs_long
 class ItemMessagesApi(ServiceApiView):
     """For the APIs that start commands: a refusal that says when to come back (429, a person's
     command slots all taken) carries Retry-After."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -18,6 +17,7 @@ from collab.converters import is_row_id
 from collab.errors import Forbidden, Invalid, NotFound, TooManyRequests
 from collab.identity import unknown_user_ids
 from collab.rows import PlannedStatement, answer_later, execute
+from collab.waits import ReleasedAfter
 from quotas import ledger
 from quotas.ledger import LiveRowRead
 from quotas.models import SandboxActivity
@@ -393,81 +393,73 @@ def item_exec(
     Not one transaction: the command runs for seconds and the ledger steps inside commit on
     their own, so a crash mid-command leaves the sandbox counted only until its lease runs out.
     """
+    return lifecycle.outcome_of(
+        item_exec_events(item=item, app=app, command=command, actor=actor, timeout=timeout, live_row=live_row)
+    )
+
+
+def item_exec_events(
+    *,
+    item: Item,
+    app: AppDescriptor,
+    command: Any,
+    actor: Actor | None,
+    timeout: float | None = None,
+    live_row: LiveRowRead | None = None,
+) -> Iterator[lifecycle.ExecEvent]:
+    """`item_exec` as it happens: `ExecStarted` (the sandbox it runs in, the id that stops it) once
+    the command is recorded and about to start, its output chunks, the outcome last; driven from
+    the event loop, its waits too (collab.waits). The command and the timeout are checked before
+    this returns; the person's slot, the quota gate and the sandbox come with the first step, so a
+    caller that runs that step first (`collab.waits.primed`) meets their refusals before anything
+    is sent. The slot is given back when the events end, or when they are closed (the client went
+    away), started or not."""
     valid, seconds = _valid_command(command), exec_timeout(timeout)
     if actor is None:
-        return lifecycle.sandbox_exec(item=item, app=app, command=valid, timeout=seconds)
+        return lifecycle.sandbox_exec_streaming(item=item, app=app, command=valid, timeout=seconds)
+    return _exec_in_a_slot(item=item, app=app, command=valid, seconds=seconds, actor=actor, live_row=live_row)
+
+
+def _exec_in_a_slot(
+    *, item: Item, app: AppDescriptor, command: Command, seconds: float, actor: Actor, live_row: LiveRowRead | None
+) -> Iterator[lifecycle.ExecEvent]:
     slot = _SlotHeld(None)
+    exec_id = running.new_exec_id()
 
     def run(
         ready: tuple[SandboxActivity, bool], unattached: OpenedSandbox | None, when_starting: Callable[[], None] | None
-    ) -> lifecycle.ExecOutcome:
-        return lifecycle.sandbox_exec(
+    ) -> Iterator[lifecycle.ExecEvent]:
+        return lifecycle.sandbox_exec_streaming(
             item=item,
             app=app,
-            command=valid,
+            command=command,
             timeout=seconds,
             ready=ready,
             unattached=unattached,
-            exec_id=running.new_exec_id(),
+            exec_id=exec_id,
             requested_by=actor.user_id,
             when_starting=when_starting,
             when_ended=slot.release,
         )
 
     try:
-        ready = lifecycle.live_sandbox_of_item(item=item, live_row=live_row)
+        ready = yield from lifecycle.live_sandbox_waiting(item=item, live_row=live_row)
         if ready is None:
             # A sandbox is opened only for someone who has a slot left.
             slot.take(user_id=actor.user_id, seconds=seconds)
-            activity, unattached = lifecycle.sandbox_open_for_exec(item=item, app=app)
-            return run((activity, unattached is not None), unattached, None)
+            activity, unattached = yield from lifecycle.sandbox_open_for_exec_waiting(item=item, app=app)
+            yield from run((activity, unattached is not None), unattached, None)
+            return
         try:
             # On a live sandbox the slot is taken in the transaction that records the command, the
             # first one without looking at the others (one round trip for that whole transaction).
-            return run(ready, None, lambda: slot.claim_first(user_id=actor.user_id, seconds=seconds))
+            yield from run(ready, None, lambda: slot.claim_first(user_id=actor.user_id, seconds=seconds))
         except lifecycle.StartConflict:
             # The person's first slot is held: nothing of that attempt was kept, nothing ran.
             slot.claim_failed()
-            return run(ready, None, lambda: slot.take(user_id=actor.user_id, seconds=seconds))
+            yield from run(ready, None, lambda: slot.take(user_id=actor.user_id, seconds=seconds))
     finally:
         slot.release()
-
-
-def item_exec_streaming(
-    *,
-    item: Item,
-    app: AppDescriptor,
-    command: Any,
-    actor: Actor,
-    timeout: float | None = None,
-    live_row: LiveRowRead | None = None,
-) -> Iterator[lifecycle.ExecStarted | tuple[str, bytes] | lifecycle.ExecOutcome]:
-    """`item_exec` as it happens. The command, the timeout, the person's command slots and the
-    quota gate are checked (and the sandbox opened) before this returns, so their refusals come
-    back as plain errors; the iterator then yields the sandbox it runs in at once (a quiet
-    command still shows it opened one) with the id that stops it, its output chunks, and ends
-    with the outcome. The slot is given back when the iterator ends or is closed (the client
-    went away)."""
-    valid, seconds = _valid_command(command), exec_timeout(timeout)
-    slot = _SlotHeld(exec_slot_take(user_id=actor.user_id, seconds=seconds))
-    try:
-        activity, opened = ready = lifecycle.sandbox_for_item(item=item, app=app, live_row=live_row)
-    except BaseException:
-        slot.release()
-        raise
-    exec_id = running.new_exec_id()
-    started = lifecycle.ExecStarted(activity=activity, opened=opened, timeout=seconds, exec_id=exec_id)
-    events = lifecycle.sandbox_exec_streaming(
-        item=item,
-        app=app,
-        command=valid,
-        timeout=seconds,
-        ready=ready,
-        exec_id=exec_id,
-        requested_by=actor.user_id,
-        when_ended=slot.release,
-    )
-    return exec_slot_released_after(itertools.chain([started], events), slot)
 
 
 class _SlotHeld:
@@ -496,17 +488,9 @@ class _SlotHeld:
         exec_slot_release(slot)
 
 
-def exec_slot_released_after(events: Iterator[Any], slot: ExecSlot | _SlotHeld | None) -> Iterator[Any]:
-    """`events`, then `slot` given back: when they end, or when this is closed (closing it closes them)."""
-    # A stream that is never started (the client left before the first byte) keeps its slot
-    # until the slot expires: its command never ran, so that costs the person one slot briefly.
-    try:
-        yield from events
-    finally:
-        if isinstance(slot, _SlotHeld):
-            slot.release()
-        else:
-            exec_slot_release(slot)
+def exec_slot_released_after(events: Iterator[Any], slot: ExecSlot | None) -> Iterator[Any]:
+    """`events`, then `slot` given back: when they end, or when this is closed, started or not."""
+    return ReleasedAfter(events, lambda: exec_slot_release(slot))
 
 
 def item_sandbox_close(*, item: Item, actor: Actor) -> int:
@@ -567,3 +551,13 @@ def item_exec_stop(*, item: Item, exec_id: str, actor: Actor) -> RunningExec:
         raise NotFound(error="no_running_command", detail=f"Command {exec_id} had already finished.")
     command.stopped_by = user_id
     return command
+
+
+def item_exec_stop_for_shutdown(*, exec_id: str) -> None:
+    """Stops a command this server runs because the server shuts down (workspace/serving.py
+    `drain`); its result then says so. Nothing when it ended meanwhile."""
+    command = RunningExec.objects.filter(pk=exec_id).first()
+    if command is None:
+        return
+    RunningExec.objects.filter(pk=exec_id).update(stopped_by=running.SERVER_SHUTDOWN)
+    lifecycle.command_stop(backend=command.backend, backend_sandbox_id=command.backend_sandbox_id, exec_id=exec_id)

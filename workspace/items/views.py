@@ -3,28 +3,32 @@
 from __future__ import annotations
 
 import codecs
+import functools
 import mimetypes
 from collections.abc import Generator, Iterator
 from typing import Any
 
-from django.http import FileResponse, HttpRequest, StreamingHttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from collab import capacity
 from collab.actor import actor_of
-from collab.api import ServiceApiView, created, location_header
+from collab.api import ServiceApiView, answered_later, created, location_header
+from collab.capacity import Ticket
 from collab.edge import body_of
 from collab.errors import DomainError, Invalid, NotFound
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
+from collab.waits import Readable, ReleasedAfter, primed
 from workspace.items import selectors, services
 from workspace.items.access import ItemRight, app_or_404, item_for_exec, item_for_viewer
 from workspace.items.filestore import CHUNK, open_read, read_file, workspace_prepared
 from workspace.items.models import Item
-from workspace.items.sandboxes.lifecycle import ExecOutcome, ExecStarted
+from workspace.items.sandboxes.lifecycle import ExecEvent, ExecOutcome, ExecStarted
 from workspace.items.serializers import (
     ExecInputSerializer,
     ExecOutputSerializer,
@@ -110,14 +114,16 @@ class ItemApi(ServiceApiView):
         return Response(_detail(item))
 
 
-def _server_sent_events(events: Iterator[ExecStarted | tuple[str, bytes] | ExecOutcome]) -> Iterator[bytes]:
+def _server_sent_events(events: Iterator[ExecEvent]) -> Iterator[bytes | Readable]:
     """One `started` event ({sandbox_id, sandbox_opened, timeout_seconds}), `output` events
     ({stream, text}) as the command writes, then one `result` (the JSON exec answer) or one
-    `error` ({error, detail})."""
+    `error` ({error, detail}). The command's waits pass through (collab.waits)."""
     decoders = {name: codecs.getincrementaldecoder("utf-8")(errors="replace") for name in ("stdout", "stderr")}
     try:
         for event in events:
-            if isinstance(event, ExecStarted):
+            if isinstance(event, Readable):
+                yield event
+            elif isinstance(event, ExecStarted):
                 yield event_frame("started", ExecStartedOutputSerializer(event).data)
             elif isinstance(event, ExecOutcome):
                 yield event_frame("result", ExecOutputSerializer(event).data)
@@ -127,8 +133,16 @@ def _server_sent_events(events: Iterator[ExecStarted | tuple[str, bytes] | ExecO
         yield event_frame("error", body_of(exc))
     finally:
         # A client that leaves closes this generator: close the exec's too, so its slot is given back now.
-        if isinstance(events, Generator):
+        if isinstance(events, Generator | ReleasedAfter):
             events.close()
+
+
+def _stoppable(events: Iterator[ExecEvent], ticket: Ticket) -> Iterator[ExecEvent]:
+    """`events`, with the command stopped through `ticket` should this server shut down while it runs."""
+    for event in events:
+        if isinstance(event, ExecStarted) and event.exec_id:
+            ticket.stop_with(functools.partial(services.item_exec_stop_for_shutdown, exec_id=event.exec_id))
+        yield event
 
 
 class ItemExecApi(ServiceApiView):
@@ -147,29 +161,39 @@ class ItemExecApi(ServiceApiView):
         },
         description=(
             "Runs the command in the item's sandbox; a person with WORKSPACE_EXEC_CONCURRENCY_PER_USER "
-            "commands running already gets 429 `too_many_running_commands` with Retry-After. "
+            "commands running already gets 429 `too_many_running_commands` with Retry-After, and a server "
+            "running as many commands as it takes at once 503 `server_busy` with Retry-After. "
             "With `Accept: text/event-stream` the answer streams: "
             "one `started` event ({sandbox_id, sandbox_opened, timeout_seconds}) once the sandbox is ready, "
             "`output` events ({stream, text}) while it runs, then one `result` event (this JSON answer) "
             "or an `error` event. Refusals (400, 507...) come back as JSON before any event."
         ),
     )
-    def post(self, request: Request, slug: str, item_id: int) -> Response | StreamingHttpResponse:
+    def post(self, request: Request, slug: str, item_id: int) -> HttpResponse:
         app, item, live_row = item_for_exec(slug, item_id, actor=actor_of(request))
         if not isinstance(request.data, dict) or "command" not in request.data:
             raise Invalid(error="invalid_command", detail="The body needs a 'command'.")
         body = ExecInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         command, timeout = body.validated_data["command"], body.validated_data.get("timeout")
-        if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
-            events = services.item_exec_streaming(
-                item=item, app=app, command=command, actor=actor_of(request), timeout=timeout, live_row=live_row
+        run = {"item": item, "app": app, "command": command, "actor": actor_of(request), "timeout": timeout}
+        # The command waits on the event loop, not a thread; this process runs only so many at once.
+        ticket = capacity.running_commands.ticket()
+        try:
+            events = _stoppable(services.item_exec_events(**run, live_row=live_row), ticket)
+            if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
+                # Its refusals (429, 507, 409) are the first step's: answered as JSON, before any event.
+                return event_stream(ReleasedAfter(_server_sent_events(primed(events)), ticket.release))
+            return answered_later(
+                self,
+                request,
+                events,
+                respond=lambda outcome: Response(ExecOutputSerializer(outcome).data),
+                release=ticket.release,
             )
-            return event_stream(_server_sent_events(events))
-        outcome = services.item_exec(
-            item=item, app=app, command=command, actor=actor_of(request), timeout=timeout, live_row=live_row
-        )
-        return Response(ExecOutputSerializer(outcome).data)
+        except BaseException:
+            ticket.release()
+            raise
 
 
 class ItemExecListApi(ServiceApiView):

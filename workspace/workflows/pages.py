@@ -18,6 +18,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from collab.actor import actor_of
+from collab.capacity import runs_long
 from collab.edge import refusal_status
 from collab.errors import DomainError
 from collab.web import identity_required
@@ -218,6 +219,7 @@ def workflow_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
     return _workflow_view(request, workflow, run_item_id=run_item_id)
 
 
+@runs_long
 @identity_required
 @require_POST
 def workflow_run_page(request: HttpRequest, workflow_id: str) -> HttpResponse:

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from collab.actor import actor_of
 from collab.api import ServiceApiView
+from collab.capacity import runs_long
 from collab.serializers import ErrorOutputSerializer
 from workspace.items.access import item_for_viewer
 from workspace.workflows import selectors, services
@@ -26,6 +27,7 @@ class WorkflowRunListApi(ServiceApiView):
         return Response(WorkflowRunsOutputSerializer({"workflow": definition, "runs": runs}).data)
 
 
+@runs_long
 class WorkflowRunApi(ServiceApiView):
     """For the APIs that start commands: a refusal that says when to come back (429, a person's
     command slots all taken) carries Retry-After."""

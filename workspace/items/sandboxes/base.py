@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from collab.waits import waited_here
 from quotas.values import SandboxSize
 
 # Exec input limits: a command is typed or generated, never a payload.
@@ -84,7 +85,7 @@ ExecEvent = tuple[str, bytes] | ExecResult
 
 def final_result(events: Iterable[ExecEvent]) -> ExecResult:
     """The ExecResult that ends a stream of exec events (the chunks are in it too, bounded)."""
-    for event in events:
+    for event in waited_here(events):
         if isinstance(event, ExecResult):
             return event
     raise SandboxUnavailable("the exec ended without a result")

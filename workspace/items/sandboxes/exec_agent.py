@@ -27,8 +27,11 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
+from collab.deadlines import TimeLimit
+from collab.waits import Readable, readable, yields_waits
 from workspace.items.sandboxes.base import OUTPUT_LIMIT_BYTES, ExecResult, SandboxGone
 from workspace.items.sandboxes.runner import (
+    DRIVEN_POLL_SECONDS,
     PIPE_GRACE_SECONDS,
     POLL_SECONDS,
     Capture,
@@ -37,7 +40,6 @@ from workspace.items.sandboxes.runner import (
     exited,
     kill_group_through,
 )
-from workspace.items.sandboxes.time_limits import TimeLimit
 
 PERL = "/usr/bin/perl"
 SOCKET_NAME = "agent.sock"
@@ -141,7 +143,7 @@ def run_via_agent(
     stopped: Callable[[], bool] | None = None,
     output_limit: int = OUTPUT_LIMIT_BYTES,
     go_ahead: bool = True,
-) -> Iterator[OutputChunk | ExecResult]:
+) -> Iterator[OutputChunk | ExecResult | Readable]:
     """`runner.run_streaming` through the sandbox's agent: each chunk of output as it arrives,
     then the ExecResult. Past `timeout`, once `stopped()` says so (asked every few ms), or when
     the iterator is closed early, the command's process group is killed from the host.
@@ -203,7 +205,7 @@ class _Session:
         self.stopping_until: float | None = None
         self.go_ahead = True  # the agent waits for "G" before it starts the command (AGENT_PROTOCOL)
         self.killed = False
-        # Kept while nobody resumes `relay` (a client that stopped reading): time_limits.py.
+        # Kept while nobody resumes `relay` (a client that stopped reading): collab/deadlines.py.
         self.limit: TimeLimit | None = None
         # Reads of what was already sent, past the deadline, before the clock decides: more than
         # a socket's buffer holds (a few frames).
@@ -237,7 +239,7 @@ class _Session:
 
     def relay(
         self, captures: dict[bytes, tuple[str, Capture]], *, on_start: Callable[[int], None] | None
-    ) -> Generator[OutputChunk, None, None]:
+    ) -> Generator[OutputChunk | Readable, None, None]:
         exited_at: float | None = None
         with selectors.DefaultSelector() as selector:
             selector.register(self.connection, selectors.EVENT_READ)
@@ -268,7 +270,7 @@ class _Session:
                         self.deadline = now + PIPE_GRACE_SECONDS
                 if not self.answered and now > self.answer_by and _stopped(self.holder_pid):
                     raise SandboxGone("its exec agent is stopped: it takes no commands")
-                if not selector.select(timeout=POLL_SECONDS):
+                if not (yield from readable(selector, (self.connection.fileno(),), self._wait(now, exited_at))):
                     continue
                 try:
                     chunk = self.connection.recv(_FRAME_LIMIT + _HEADER.size)
@@ -309,6 +311,21 @@ class _Session:
                         # command ends here, killed, rather than run on without its time limit.
                         self.kill()
                         return
+
+    def _wait(self, now: float, exited_at: float | None) -> float:
+        """How long the loop may wait for the agent before it looks at the clock and the stop mark:
+        POLL_SECONDS, or driven from the event loop (collab.waits), until the next moment it has to
+        act on, but at least every DRIVEN_POLL_SECONDS (a stop mark is looked for then)."""
+        if not yields_waits():
+            return POLL_SECONDS
+        moments = [self.deadline] if self.timed_out or self.status is None else []
+        if not self.answered:
+            moments.append(self.answer_by)
+        if exited_at is not None:
+            moments.append(exited_at + PIPE_GRACE_SECONDS)
+        if self.stopping_until is not None:
+            moments.append(self.stopping_until)
+        return min(max(min(moments) - now, 0.0), DRIVEN_POLL_SECONDS)
 
     def _frames(self) -> Iterator[tuple[bytes, bytes]]:
         while len(self.buffer) >= _HEADER.size:

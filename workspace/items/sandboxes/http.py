@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import http.client
 import json
-import urllib.error
-import urllib.request
+import selectors
+import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from collab.waits import Readable, readable
 from quotas.values import SandboxSize
 from workspace.items.sandboxes.base import (
     MISCONFIGURED,
@@ -19,6 +22,7 @@ from workspace.items.sandboxes.base import (
     SandboxGone,
     SandboxMisconfigured,
     SandboxUnavailable,
+    final_result,
 )
 
 # Headroom over the command's own timeout for the host to kill it and answer.
@@ -34,29 +38,44 @@ class HttpBackend:
         self.timeout = timeout
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            f"{self.base_url}{path}",
-            data=data,
-            method=method,
-            headers={
-                "Content-Type": "application/json",
-                "Accept": "application/json",
-                **({"Authorization": f"Bearer {self.token}"} if self.token else {}),
-            },
-        )
+        connection = self._sent(method, path, body, timeout=timeout)
         try:
-            with urllib.request.urlopen(request, timeout=timeout or self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                raise SandboxGone(f"the sandbox host does not know {path}") from exc
-            detail = exc.read()[:500].decode("utf-8", errors="replace")
-            if _error_code(detail) == MISCONFIGURED:
-                raise SandboxMisconfigured(f"the sandbox host is misconfigured: {detail}") from exc
-            raise SandboxUnavailable(f"the sandbox host answered {exc.code}: {detail}") from exc
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
+            return self._answer(connection, path)
+        finally:
+            connection.close()
+
+    def _sent(
+        self, method: str, path: str, body: dict[str, Any] | None, *, timeout: float | None
+    ) -> http.client.HTTPConnection:
+        """A connection to the host with the request on it; its answer is `_answer`'s to read."""
+        address = urllib.parse.urlsplit(self.base_url)
+        kind = http.client.HTTPSConnection if address.scheme == "https" else http.client.HTTPConnection
+        connection = kind(address.netloc, timeout=timeout or self.timeout)
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        try:
+            connection.request(
+                method, address.path + path, body=None if body is None else json.dumps(body), headers=headers
+            )
+        except OSError as exc:
+            connection.close()
             raise SandboxUnavailable(f"the sandbox host at {self.base_url} cannot be reached: {exc}") from exc
+        return connection
+
+    def _answer(self, connection: http.client.HTTPConnection, path: str) -> Any:
+        try:
+            response = connection.getresponse()
+            raw = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            raise SandboxUnavailable(f"the sandbox host at {self.base_url} cannot be reached: {exc}") from exc
+        if response.status == 404:
+            raise SandboxGone(f"the sandbox host does not know {path}")
+        if response.status >= 400:
+            detail = raw[:500].decode("utf-8", errors="replace")
+            if _error_code(detail) == MISCONFIGURED:
+                raise SandboxMisconfigured(f"the sandbox host is misconfigured: {detail}")
+            raise SandboxUnavailable(f"the sandbox host answered {response.status}: {detail}")
         try:
             return json.loads(raw) if raw else None
         except ValueError as exc:
@@ -92,21 +111,33 @@ class HttpBackend:
         return OpenedSandbox(id=str(created["id"]), spec=enforced)
 
     def exec(self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = "") -> ExecResult:
-        # An older host ignores `exec_id` (it cannot stop a command then) and answers no `reason`.
-        result = self._call(
-            "POST",
-            f"/sandboxes/{sandbox_id}/exec",
-            {"command": command, "timeout": timeout, "exec_id": exec_id},
-            timeout=timeout + _EXEC_GRACE_SECONDS,
-        )
-        known = ExecResult.__dataclass_fields__.keys()
-        return ExecResult(**{key: value for key, value in (result or {}).items() if key in known})
+        return final_result(self.exec_streaming(sandbox_id, command=command, timeout=timeout, exec_id=exec_id))
 
     def exec_streaming(
         self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = ""
-    ) -> Iterator[ExecEvent]:
-        # The host protocol answers an exec whole: its output arrives at once, at the end.
-        result = self.exec(sandbox_id, command=command, timeout=timeout, exec_id=exec_id)
+    ) -> Iterator[ExecEvent | Readable]:
+        """The host answers an exec whole, once the command ended: its output arrives at once, at
+        the end. Driven from the event loop (collab.waits), the wait for that answer is the loop's."""
+        path = f"/sandboxes/{sandbox_id}/exec"
+        # An older host ignores `exec_id` (it cannot stop a command then) and answers no `reason`.
+        body = {"command": command, "timeout": timeout, "exec_id": exec_id}
+        connection = self._sent("POST", path, body, timeout=timeout + _EXEC_GRACE_SECONDS)
+        try:
+            patience = timeout + _EXEC_GRACE_SECONDS
+            answered_by = time.monotonic() + patience
+            with selectors.DefaultSelector() as selector:
+                selector.register(connection.sock, selectors.EVENT_READ)
+                while not (answered := bool(selector.select(timeout=0))):
+                    if (left := answered_by - time.monotonic()) <= 0:
+                        break
+                    yield from readable(selector, (connection.sock.fileno(),), left)
+            if not answered:
+                raise SandboxUnavailable(f"the sandbox host at {self.base_url} did not answer within {patience:g} s")
+            answer = self._answer(connection, path)
+        finally:
+            connection.close()
+        known = ExecResult.__dataclass_fields__.keys()
+        result = ExecResult(**{key: value for key, value in (answer or {}).items() if key in known})
         for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
             if text:
                 yield name, text.encode()

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
 
 from django.db import IntegrityError, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -22,6 +23,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from collab import clock
 from collab.errors import Conflict, DomainError, Misconfigured, Unavailable
 from collab.rows import execute, pipelined_transaction, pipelines
+from collab.waits import Readable, finished_here, pausing, waited_here
 from quotas import ledger
 from quotas.disk import payer_disk_headroom
 from quotas.limits import limits_for, limits_for_many
@@ -45,6 +47,7 @@ from workspace.items.sandboxes.base import (
 from workspace.items.sandboxes.registry import backend_named, default_backend
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 Reason = SandboxActivity.CloseReason
 # How long a request waits for a sandbox another request is opening for the same item.
 _OPENING_WAIT_SECONDS = 20.0
@@ -133,8 +136,14 @@ def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool, closed_b
     return ledger.activity_close(activity_id=activity.pk, reason=reason, closed_by=closed_by)
 
 
-def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
-    activity, opened = _open_unattached(item, app)
+# Opening a sandbox may wait for the one another request is opening for the same item: these are
+# generators that yield that wait (collab.waits), so a request driven from the event loop waits
+# without a thread; the sync forms below wait in their own thread.
+Waiting = Generator[Readable, None, T]
+
+
+def _opened_and_attached(item: Item, app: AppDescriptor) -> Waiting[tuple[SandboxActivity, bool]]:
+    activity, opened = yield from _opening(item, app)
     if opened is None:
         return activity, False
     # Bookkeeping too: the admission's row is what counts the sandbox, and a sandbox whose id a
@@ -146,7 +155,7 @@ def _open(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, bool]:
     return activity, True
 
 
-def _open_unattached(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, OpenedSandbox | None]:
+def _opening(item: Item, app: AppDescriptor) -> Waiting[tuple[SandboxActivity, OpenedSandbox | None]]:
     """Opens the item's sandbox through admission; the ledger's row does not hold its backend id
     yet (`_attach` stores it). None instead of the opened sandbox when another request opened
     one first (the row returned is then that one's, once it is open)."""
@@ -159,7 +168,7 @@ def _open_unattached(item: Item, app: AppDescriptor) -> tuple[SandboxActivity, O
     backend = default_backend()
     admission = before_sandbox_open(item=item, app=app, backend=backend.name)
     if not admission.opened_here:
-        return _await_opened(admission.activity), None
+        return (yield from _opened(admission.activity)), None
     activity = admission.activity
     try:
         opened = backend.open(
@@ -199,12 +208,13 @@ def _honour_close_while_opening(activity: SandboxActivity, opened: OpenedSandbox
     raise Conflict(error="sandbox_closed", detail="The sandbox was closed while it opened.")
 
 
-def _await_opened(activity: SandboxActivity) -> SandboxActivity:
+def _opened(activity: SandboxActivity) -> Waiting[SandboxActivity]:
+    """`activity` once the request opening its sandbox has stored its id (at most _OPENING_WAIT_SECONDS)."""
     deadline = time.monotonic() + _OPENING_WAIT_SECONDS
     while not activity.backend_sandbox_id:
         if time.monotonic() > deadline:
             raise Conflict(error="sandbox_opening", detail="The item's sandbox is still opening.")
-        time.sleep(0.05)
+        yield from pausing(0.05)
         current = SandboxActivity.current.filter(pk=activity.pk).first()
         if current is None:
             raise Conflict(error="sandbox_closed", detail="The sandbox closed while it opened.")
@@ -220,7 +230,14 @@ def sandbox_for_item(
     *, item: Item, app: AppDescriptor, live_row: ledger.LiveRowRead | None = None
 ) -> tuple[SandboxActivity, bool]:
     """The item's live sandbox, opened (through admission) when there is none."""
-    return live_sandbox_of_item(item=item, live_row=live_row) or _open(item, app)
+    return finished_here(sandbox_for_item_waiting(item=item, app=app, live_row=live_row))
+
+
+def sandbox_for_item_waiting(
+    *, item: Item, app: AppDescriptor, live_row: ledger.LiveRowRead | None = None
+) -> Waiting[tuple[SandboxActivity, bool]]:
+    ready = yield from live_sandbox_waiting(item=item, live_row=live_row)
+    return ready if ready is not None else (yield from _opened_and_attached(item, app))
 
 
 def sandbox_open_for_exec(*, item: Item, app: AppDescriptor) -> tuple[SandboxActivity, OpenedSandbox | None]:
@@ -228,19 +245,42 @@ def sandbox_open_for_exec(*, item: Item, app: AppDescriptor) -> tuple[SandboxAct
     another request opened one since, admission hands that one over instead (and None). The
     sandbox this opens is not attached yet: the exec stores its id with its first write
     (`sandbox_exec_streaming`'s `unattached`), one transaction fewer."""
-    return _open_unattached(item, app)
+    return finished_here(_opening(item, app))
 
 
-def live_sandbox_of_item(
+def sandbox_open_for_exec_waiting(
+    *, item: Item, app: AppDescriptor
+) -> Waiting[tuple[SandboxActivity, OpenedSandbox | None]]:
+    """`sandbox_open_for_exec`, yielding its wait for another request's opening (collab.waits)."""
+    return _opening(item, app)
+
+
+def live_sandbox_waiting(
     *, item: Item, live_row: ledger.LiveRowRead | None = None
-) -> tuple[SandboxActivity, bool] | None:
+) -> Waiting[tuple[SandboxActivity, bool] | None]:
     """The item's live sandbox (waiting for one another request is opening), or None. `live_row` is
     its row as the request already read it with the item (`access.item_for_exec`); a row that
     stopped counting since is found out by the exec's heartbeat."""
     live = ledger.live_row_of_item(item.pk) if live_row is None else live_row.row
     if live is None:
         return None
-    return (_await_opened(live) if not live.backend_sandbox_id else live), False
+    return ((yield from _opened(live)) if not live.backend_sandbox_id else live), False
+
+
+# What a running exec reports: the sandbox it starts in, its output, its waits when it is driven
+# from the event loop (collab.waits), the outcome last.
+ExecEvent = ExecStarted | tuple[str, bytes] | Readable | ExecOutcome
+
+
+def outcome_of(events: Iterator[ExecEvent]) -> ExecOutcome:
+    """The outcome that ends an exec's events, run to their end in this thread."""
+    outcome = None
+    for event in waited_here(events):
+        if isinstance(event, ExecOutcome):
+            outcome = event
+    if outcome is None:
+        raise Unavailable(error="sandbox_host_unavailable", detail="The exec ended without a result.")
+    return outcome
 
 
 def sandbox_exec(
@@ -268,10 +308,7 @@ def sandbox_exec(
         when_starting=when_starting,
         when_ended=when_ended,
     )
-    for event in events:
-        if isinstance(event, ExecOutcome):
-            return event
-    raise Unavailable(error="sandbox_host_unavailable", detail="The exec ended without a result.")
+    return outcome_of(events)
 
 
 def sandbox_exec_streaming(
@@ -286,8 +323,10 @@ def sandbox_exec_streaming(
     requested_by: str = "",
     when_starting: Callable[[], None] | None = None,
     when_ended: Callable[[], None] | None = None,
-) -> Iterator[tuple[str, bytes] | ExecOutcome]:
-    """Runs `command` in the item's sandbox: its output chunks as they arrive, then the outcome.
+) -> Iterator[ExecEvent]:
+    """Runs `command` in the item's sandbox: `ExecStarted` once it is recorded and about to start,
+    its output chunks as they arrive, then the outcome (and, driven from the event loop, its
+    waits: collab.waits).
 
     `ready` is the sandbox `sandbox_for_item` already opened (or found), so a caller can meet
     the quota gate (507) before it starts answering; without it the first step opens one.
@@ -304,9 +343,16 @@ def sandbox_exec_streaming(
     # The lease covers the whole command, so a long exec is not reclaimed as dead halfway.
     running_lease = lease + timedelta(seconds=timeout)
     opened_any = False
+    announced = False
     replaced = ""
     for attempt in range(2):
-        activity, opened = ready if (ready and attempt == 0) else sandbox_for_item(item=item, app=app)
+        if ready and attempt == 0:
+            activity, opened = ready
+            if not activity.backend_sandbox_id and unattached is None:
+                # Another request is opening it: its id comes once that one stores it.
+                activity = yield from _opened(activity)
+        else:
+            activity, opened = yield from sandbox_for_item_waiting(item=item, app=app)
         opened_any = opened_any or opened
         attaching, closed_while_opening = unattached is not None and attempt == 0, False
         claiming = when_starting is not None
@@ -359,6 +405,10 @@ def sandbox_exec_streaming(
             _hold_growth(item, workspace_dir(item.pk))
         result: ExecResult | None = None
         try:
+            if not announced:
+                # The command is recorded (and its slot taken): it starts now, in this sandbox.
+                announced = True
+                yield ExecStarted(activity=activity, opened=opened_any, timeout=timeout, exec_id=exec_id)
             try:
                 for event in backend_named(activity.backend).exec_streaming(
                     activity.backend_sandbox_id, command=command, timeout=timeout, exec_id=exec_id

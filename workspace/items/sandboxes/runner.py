@@ -14,14 +14,18 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from collab.deadlines import TimeLimit
+from collab.waits import Readable, readable, yields_waits
 from workspace.items.sandboxes.base import OUTPUT_LIMIT_BYTES, ExecResult
-from workspace.items.sandboxes.time_limits import TimeLimit
 
 MARKER_VARIABLE = "WORKSPACE_SANDBOX_ID"
 _CHUNK = 64 * 1024
 PIPE_GRACE_SECONDS = 1.0
 # How often the loop looks at the clock and the process while the pipes stay quiet.
 POLL_SECONDS = 0.05
+# The same, when the loop is driven from the event loop (collab.waits): each look is a step on a
+# request thread, so it looks only when something is due, and at least this often.
+DRIVEN_POLL_SECONDS = 0.5
 
 
 @dataclass
@@ -87,7 +91,7 @@ def run_streaming(
     on_start: Callable[[int], None] | None = None,
     on_exit: Callable[[int], None] | None = None,
     output_limit: int = OUTPUT_LIMIT_BYTES,
-) -> Iterator[OutputChunk | ExecResult]:
+) -> Iterator[OutputChunk | ExecResult | Readable]:
     """Runs `argv` in its own session, yielding each chunk of output as it arrives, then the
     ExecResult; past `timeout` the whole process group is killed. Closing the iterator early (a
     browser that went away) kills it too.
@@ -111,7 +115,7 @@ def run_streaming(
     if on_start:
         on_start(process.pid)
     # Not reaped yet, so the pid is still the child's; the pidfd keeps it so for the time limit,
-    # which kills from a thread of its own while nobody resumes this generator (time_limits.py).
+    # which kills from a thread of its own while nobody resumes this generator (collab/deadlines.py).
     pidfd = os.pidfd_open(process.pid)
     limit = TimeLimit(
         kill=functools.partial(kill_group_through, pidfd, process.pid, settle=False), deadline=started + timeout
@@ -119,7 +123,7 @@ def run_streaming(
     out, err = Capture(output_limit, bytearray()), Capture(output_limit, bytearray())
     try:
         timed_out = yield from _drain_until_exit(
-            process, {process.stdout: ("stdout", out), process.stderr: ("stderr", err)}, started + timeout
+            process, {process.stdout: ("stdout", out), process.stderr: ("stderr", err)}, started + timeout, pidfd
         )
     except GeneratorExit:
         kill_group(process.pid)
@@ -150,9 +154,12 @@ def captured_result(exit_code: int, out: Capture, err: Capture, *, timed_out: bo
     )
 
 
-def _drain_until_exit(process: subprocess.Popen, captures: dict, deadline: float) -> Generator[OutputChunk, None, bool]:
+def _drain_until_exit(
+    process: subprocess.Popen, captures: dict, deadline: float, pidfd: int
+) -> Generator[OutputChunk | Readable, None, bool]:
     """Reads both pipes in this thread until the command ends, yielding what it keeps of each
-    chunk; returns True if the command was killed at `deadline`.
+    chunk; returns True if the command was killed at `deadline`. Driven from the event loop
+    (collab.waits), it yields its waits instead, the process's exit (`pidfd`) among what wakes it.
 
     One selector loop, no reader threads: most of an exec's cost is process start-up, and threads
     would add their own. A background child (`server &`) may keep the pipes open and lives on in
@@ -175,7 +182,13 @@ def _drain_until_exit(process: subprocess.Popen, captures: dict, deadline: float
             if not timed_out and now > deadline and exited_at is None:
                 timed_out = True
                 kill_group(process.pid)
-            for key, _events in selector.select(timeout=POLL_SECONDS):
+            if yields_waits():
+                due = [exited_at + PIPE_GRACE_SECONDS] if exited_at is not None else [deadline]
+                wait = min(max(min(due) - now, 0.0), DRIVEN_POLL_SECONDS)
+                fds = [key.fd for key in selector.get_map().values()] + ([pidfd] if exited_at is None else [])
+                if not (yield from readable(selector, fds, wait)):
+                    continue
+            for key, _events in selector.select(timeout=0 if yields_waits() else POLL_SECONDS):
                 chunk = os.read(key.fd, _CHUNK)
                 if not chunk:
                     selector.unregister(key.fileobj)
@@ -186,6 +199,9 @@ def _drain_until_exit(process: subprocess.Popen, captures: dict, deadline: float
                     yield name, kept
     for stream in captures:
         stream.close()
+    if yields_waits():
+        while not exited(pidfd) and time.monotonic() < deadline:
+            yield Readable((pidfd,), min(deadline - time.monotonic(), DRIVEN_POLL_SECONDS))
     try:
         process.wait(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:

@@ -27,6 +27,9 @@ _CLOSED_UNDER_IT = {
     Reason.GONE: "Its sandbox stopped working while it ran and was closed.",
     Reason.DISK: "Its sandbox was stopped while it ran: the workspace went over its disk limit.",
 }
+# Who stopped a command its server stopped as it shut down: no user id has a space or parentheses.
+SERVER_SHUTDOWN = "(server shutdown)"
+_SHUTDOWN_DETAIL = "The server it ran on was shutting down, so it was stopped before it finished. Run it again."
 # A row outlives its command's time limit by this much before it counts as left by a dead process.
 _MARGIN = timedelta(seconds=60)
 # Every exec for a person writes and deletes its record, so both are written as SQL: building the
@@ -113,6 +116,8 @@ def explained(result: ExecResult, activity: SandboxActivity, *, stopped_by: Call
     backend ran it). A command that exited by itself costs no query."""
     if result.reason == EndReason.STOPPED:
         stopper = stopped_by()
+        if stopper == SERVER_SHUTDOWN:
+            return replace(result, reason_detail=_SHUTDOWN_DETAIL, ended_by="")
         detail = f"{stopper} stopped it before it finished." if stopper else result.reason_detail
         return replace(result, reason_detail=detail, ended_by=stopper)
     if result.reason not in (EndReason.EXITED, EndReason.SANDBOX_CLOSED) or not result.exit_code:

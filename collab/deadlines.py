@@ -1,11 +1,13 @@
-"""A command's time limit kept by a thread of its own, not only by the loop that relays its output.
+"""Deadlines kept by a thread of their own, not only by the loop that does the work.
 
-That loop is a generator: the server resumes it only to send the client more. While a client
-does not read (a stream left open, a slow network), the server waits in its write and the loop
-does not run, so the command would run on past its time limit, and past its person's command
-slot, for as long as the client holds the connection. One thread per server process (started
-with the first limit) kills what is still running at its deadline (through a pidfd of the
-group's leader, which the caller's `kill` uses); the loop finds it killed when it is resumed.
+A command's relay is a generator: the server resumes it only to send the client more. While a client
+does not read (a stream left open, a slow network), the server waits in its write and the loop does
+not run, so the command would run on past its time limit, and past its person's command slot, for as
+long as the client holds the connection. A model server's answer is read in a thread blocked in
+`recv()`, which no check between chunks reaches while nothing arrives (knowledge/llm_bounds.py). One
+thread per process (started with the first limit) acts on each limit as it falls due: kills what
+still runs (through a pidfd of the group's leader, which the caller's `kill` uses), or shuts a socket
+down; the loop finds it done when it is resumed.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
-"""The thread that keeps commands' time limits while nobody resumes their relay (time_limits.py)."""
+"""The thread that keeps commands' time limits while nobody resumes their relay (collab/deadlines.py)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from workspace.items.sandboxes import time_limits
-from workspace.items.sandboxes.time_limits import TimeLimit
+from collab import deadlines as time_limits
+from collab.deadlines import TimeLimit
 
 
 def _limit(seconds_from_now: float, kills: list[str], name: str, done: threading.Event | None = None) -> TimeLimit:

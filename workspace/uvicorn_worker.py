@@ -1,0 +1,124 @@
+"""The server of every app process: uvicorn (httptools, uvloop) workers under gunicorn (`make serve`,
+`make run`; workspace/gunicorn.conf.py), with what uvicorn leaves out for a service open to slow
+clients (README "Production"):
+
+- a deadline on a request's headers: from a connection's first byte, or from its opening when
+  nothing comes, they must arrive whole within WORKSPACE_CLIENT_TIMEOUT_SECONDS, and be at most
+  MAX_HEADER_BYTES, else the connection is closed (uvicorn waits for them for ever);
+- kept-alive connections close after WORKSPACE_IDLE_TIMEOUT_SECONDS without a request, and past
+  WORKSPACE_MAX_CONNECTIONS_PER_PROCESS connections (or requests in hand) a request is answered
+  503 at once (uvicorn's `timeout_keep_alive` and `limit_concurrency`);
+- on shutdown the app first stops its long work (`workspace.serving.drain`), so that running
+  commands end with a result that says why, then uvicorn waits for the connections, at most
+  WORKSPACE_SHUTDOWN_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from typing import Any
+
+from django.conf import settings
+from gunicorn.arbiter import Arbiter
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.server import Server
+from uvicorn_worker import UvicornWorker
+
+# More header than any client of ours sends; nginx's default is 8 KiB per line and 32 KiB in all.
+MAX_HEADER_BYTES = 64 * 1024
+
+
+class DeadlineHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline and a size limit on each request's headers."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_deadline: asyncio.TimerHandle | None = None
+        self._header_bytes = 0
+        self._in_headers = True
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._await_headers()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._headers_done()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._in_headers:
+            self._header_bytes += len(data)
+            if self._header_bytes > MAX_HEADER_BYTES:
+                self._close(b"431 Request Header Fields Too Large")
+                return
+        super().data_received(data)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._header_deadline is None:
+            self._await_headers()
+
+    def on_headers_complete(self) -> None:
+        self._headers_done()
+        super().on_headers_complete()
+
+    def _await_headers(self) -> None:
+        self._in_headers, self._header_bytes = True, 0
+        self._header_deadline = self.loop.call_later(settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS, self._too_slow)
+
+    def _headers_done(self) -> None:
+        self._in_headers = False
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _too_slow(self) -> None:
+        self._header_deadline = None
+        self._close(b"408 Request Timeout")
+
+    def _close(self, status: bytes) -> None:
+        if not self.transport.is_closing():
+            self.transport.write(b"HTTP/1.1 " + status + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            self.transport.close()
+
+
+class DrainingServer(Server):
+    """uvicorn's server, that lets the app stop its long work before it waits for the connections."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        from workspace.serving import drain
+
+        await drain()
+        await super().shutdown(sockets)
+
+
+def server_options() -> dict[str, Any]:
+    """uvicorn's options for an app process (the settings in the module docstring)."""
+    return {
+        "http": DeadlineHttpProtocol,
+        "loop": "uvloop",
+        "lifespan": "on",
+        "timeout_keep_alive": settings.WORKSPACE_IDLE_TIMEOUT_SECONDS,
+        "limit_concurrency": settings.WORKSPACE_MAX_CONNECTIONS_PER_PROCESS,
+        "timeout_graceful_shutdown": settings.WORKSPACE_SHUTDOWN_SECONDS,
+        "access_log": False,  # the app logs each request itself (workspace/request_log.py)
+    }
+
+
+class WorkspaceUvicornWorker(UvicornWorker):
+    """gunicorn's worker for uvicorn, with the options above and the draining server."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Over gunicorn's own (`keepalive` among them), which the parent applies first.
+        self.CONFIG_KWARGS = {**UvicornWorker.CONFIG_KWARGS, **server_options()}
+        super().__init__(*args, **kwargs)
+
+    async def _serve(self) -> None:
+        self.config.app = self.wsgi
+        server = DrainingServer(config=self.config)
+        self._install_sigquit_handler()
+        await server.serve(sockets=self.sockets)
+        if not server.started:
+            sys.exit(Arbiter.WORKER_BOOT_ERROR)
