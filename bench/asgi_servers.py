@@ -77,7 +77,9 @@ from workspace.items.access import app_or_404
 from workspace.items.models import Item
 from workspace.items import services
 User.objects.get_or_create(username="asgibench")
-ApiToken.objects.filter(created_by="asgibench").delete()
+# Keep the newest tokens (another run may be using one), so the user stays under the per-user maximum.
+kept = ApiToken.objects.filter(created_by="asgibench").order_by("-pk").values_list("pk", flat=True)[:10]
+ApiToken.objects.filter(created_by="asgibench").exclude(pk__in=list(kept)).delete()
 issued = tokens.token_create(actor=Actor("asgibench"), name="asgi bench")
 item = Item.objects.filter(owner="asgibench", title="asgi bench").first() or services.item_create(
     app=app_or_404("notebook"), title="asgi bench", actor=Actor("asgibench"))
@@ -149,29 +151,50 @@ class Server:
 
 
 class Peaks:
-    """Samples the server's RSS and threads and its database's open connections every half second."""
+    """Samples every half second the server's RSS and threads, its database's open connections, and the CPU
+    that processes outside the measurement (not the server, this client, wrk or the database's backends of
+    `database_url`) use meanwhile: another job on the machine shows up as `other_cpu_cores`."""
 
     def __init__(self, server: Server, database_url: str) -> None:
         self.server = server
         parts = urlsplit(database_url)
         self.database = parts.path.lstrip("/")
         self.admin_url = urlunsplit(parts._replace(path="/postgres"))
-        self.peak: dict[str, int] = {"rss_mib": 0, "threads": 0, "db_connections": 0}
+        self.peak: dict[str, float] = {"rss_mib": 0, "threads": 0, "db_connections": 0, "other_cpu_cores": 0.0}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         import psycopg
 
+        began = time.monotonic()
+        other = 0.0
+        before = cpu_by_process()
         with psycopg.connect(self.admin_url, autocommit=True) as db:
             while True:
                 usage = self.server.usage()
                 row = db.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.database])
                 found = {**usage, "db_connections": int(row.fetchone()[0])}  # type: ignore[index]
-                for key in self.peak:
+                for key in ("rss_mib", "threads", "db_connections"):
                     self.peak[key] = max(self.peak[key], found[key])
+                now = cpu_by_process()
+                ours = self._ours(now)
+                other += sum(now[pid][0] - before[pid][0] for pid in now if pid in before and pid not in ours)
+                before = now
+                self.peak["other_cpu_cores"] = round(other / CLOCK_TICKS / max(time.monotonic() - began, 0.1), 2)
                 if self._stop.wait(0.5):
                     return
+
+    def _ours(self, processes: dict[int, tuple[int, str]]) -> set[int]:
+        ours = set(descendants(os.getpid()))
+        if self.server.process is not None:
+            ours.update(descendants(self.server.process.pid))
+        for pid, (_, comm) in processes.items():
+            if comm == "postgres":
+                with contextlib.suppress(OSError):
+                    if f" {self.database} ".encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                        ours.add(pid)
+        return ours
 
     def __enter__(self) -> Peaks:
         self._thread.start()
@@ -180,6 +203,22 @@ class Peaks:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_process() -> dict[int, tuple[int, str]]:
+    """pid -> (user + system CPU in clock ticks, command name) for every process."""
+    found: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            found[int(entry.name)] = (int(fields[11]) + int(fields[12]), stat[stat.index("(") + 1 : stat.rindex(")")])
+    return found
 
 
 def free_port() -> int:
@@ -695,6 +734,7 @@ async def shutdown_with(server: Server, setup: Callable[[], Awaitable[dict[str, 
     watched = await setup()
     signalled = time.monotonic()
     server.process.send_signal(signal.SIGTERM)
+    late = asyncio.create_task(request_after(server.port, 1.0, signalled))
     refused_at: float | None = None
     exited: float | None = None
     deadline = signalled + wait
@@ -731,13 +771,31 @@ async def shutdown_with(server: Server, setup: Callable[[], Awaitable[dict[str, 
         elif isinstance(task, asyncio.StreamWriter):
             task.close()
     left = [pid for pid in descendants(server.process.pid) if is_server_process(pid)] if exited is None else []
+    if not late.done():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(late), 2)
+    late.cancel()
     return {
         "exit_after_s": None if exited is None else round(exited, 1),
         "returncode": server.process.returncode,
         "new_connections_refused_after_s": None if refused_at is None else round(refused_at, 1),
+        "get_me_sent_1s_after_sigterm": late.result() if late.done() and not late.cancelled() else "no answer yet",
         "processes_left_when_main_exited": len(left),
         **results,
     }
+
+
+async def request_after(port: int, delay: float, since: float) -> dict[str, Any]:
+    """GET /me on a new connection `delay` seconds in: its answer (or how it failed), in seconds after `since`."""
+    await asyncio.sleep(delay)
+    try:
+        status, _ = await fetch(port, get_me(TOKEN, close=True), timeout=120)
+        outcome = str(status)
+    except asyncio.IncompleteReadError:
+        outcome = "closed without an answer"
+    except (OSError, TimeoutError) as exc:
+        outcome = f"({type(exc).__name__})"
+    return {"answer": outcome, "after_sigterm_s": round(time.monotonic() - since, 1)}
 
 
 async def shutdown_exec(server: Server, item: int, seconds: float, wait: float) -> dict[str, Any]:

@@ -315,7 +315,6 @@ def main() -> None:
         "WORKSPACE_LLM_BASE_URL": llm.base_url,
         "WORKSPACE_LLM_MODEL": "test-model",
         "WORKSPACE_LLM_TIMEOUT": "60",
-        "GUNICORN_THREADS": "4",
     }
     try:
         for name in args.only:

@@ -39,7 +39,8 @@ MIN_SIMILARITY = 0.2
 # markers on average on SQLite (2.01 at 0.6, 2.23 by words alone) and [1] holds the answer as often.
 RELATIVE_SIMILARITY = 0.65
 # Questions being embedded at once per process: more than a worker has request threads
-# (GUNICORN_THREADS, 4 by default), so a question never waits behind another's slow provider;
+# (WORKSPACE_REQUEST_THREADS and WORKSPACE_LONG_WORK_THREADS, 8 each by default), so a question
+# never waits behind another's slow provider;
 # threads start only when needed.
 _embedding_threads = ThreadPoolExecutor(max_workers=32, thread_name_prefix="question-embedding")
 

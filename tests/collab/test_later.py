@@ -7,11 +7,17 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from django.http import HttpResponse, JsonResponse
 from django.test import RequestFactory
 
 from collab.later import Later
 from collab.waits import Readable, request_threads
+from tests.fixtures.loops import run_on_its_own_loop
+
+# Each step on the request threads looks over the connection its thread holds (one a live server of
+# an earlier test may have opened): database access, though these tests store nothing.
+pytestmark = pytest.mark.django_db
 
 
 def _work(seen: list[str]) -> Iterator[Any]:
@@ -47,7 +53,7 @@ def test_on_the_loop_the_work_decides_the_status_and_the_middleware_headers_stay
     logged: list[int] = []
     later.when_resolved(lambda final: logged.append(final.status_code))
     # When it is finished on the event loop
-    final = asyncio.run(_on_loop(later))
+    final = run_on_its_own_loop(_on_loop(later))
     # Then the answer is the work's, with the stand-in's headers and cookies, logged once and released once
     assert (final.status_code, final.content) == (207, b'{"last": "the outcome"}')
     assert final["X-Frame-Options"] == "DENY"
@@ -72,7 +78,7 @@ def test_work_that_raises_a_refusal_is_answered_by_fail():
         raise ValueError("the sandbox was closed")
 
     released: list[str] = []
-    final = asyncio.run(_on_loop(_later(refused(), released)))
+    final = run_on_its_own_loop(_on_loop(_later(refused(), released)))
     assert (final.status_code, final.content) == (409, b'{"error": "the sandbox was closed"}')
     assert released == ["released"]
 

@@ -12,6 +12,11 @@ from collections.abc import Iterator
 import pytest
 
 from collab.waits import Readable, ReleasedAfter, driven, readable, waited_here, yields_waits
+from tests.fixtures.loops import run_on_its_own_loop
+
+# Each step on the request threads looks over the connection its thread holds (one a live server of
+# an earlier test may have opened): database access, though these tests store nothing.
+pytestmark = pytest.mark.django_db
 
 
 def _pipe() -> tuple[int, int]:
@@ -37,7 +42,7 @@ def _collected(events: Iterator, **driving) -> list:
     async def run() -> list:
         return [event async for event in driven(events, **driving)]
 
-    return asyncio.run(run())
+    return run_on_its_own_loop(run())
 
 
 def test_a_driven_generator_yields_its_wait_to_the_loop_and_is_resumed_when_its_pipe_is_readable():
@@ -112,7 +117,7 @@ def test_a_driven_generator_cancelled_while_it_waits_is_closed_and_runs_its_clea
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    asyncio.run(run())
+    run_on_its_own_loop(run())
     # Then the generator's cleanup ran
     assert cleaned.is_set()
     os.close(read_end)

@@ -7,7 +7,8 @@ import json
 import threading
 
 import pytest
-from django.db import connection
+from django.core.signals import request_finished
+from django.db import close_old_connections, connection
 
 from collab.actor import Actor
 from collab.errors import DomainError
@@ -262,3 +263,19 @@ def test_commands_racing_on_a_live_sandbox_run_exactly_the_limit_and_leave_nothi
     assert sorted(outcomes) == ["429", "429", "ran", "ran"]
     assert not ExecSlot.objects.exists()
     assert not RunningExec.objects.exists()
+
+
+def test_a_stream_closed_before_its_first_byte_stops_its_command_and_gives_everything_back(alice_api, make_item):
+    # Given alice's streamed command, started (its slot taken, its record written) but not read
+    response = alice_api.post(item_url(make_item(), "/exec"), {"command": "sleep 30"}, format="json", HTTP_ACCEPT=SSE)
+    assert response.status_code == 200
+    assert (ExecSlot.objects.count(), RunningExec.objects.count()) == (1, 1)
+    # When the server closes it, the client having left before the first byte (as the test client
+    # does, without the signal that would close this test's database connection)
+    request_finished.disconnect(close_old_connections)
+    try:
+        response.close()
+    finally:
+        request_finished.connect(close_old_connections)
+    # Then her slot and the command's record are gone at once
+    assert (ExecSlot.objects.count(), RunningExec.objects.count()) == (0, 0)

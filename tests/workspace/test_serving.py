@@ -15,7 +15,12 @@ from django.http import StreamingHttpResponse
 
 from collab import capacity
 from collab.waits import Readable
+from tests.fixtures.loops import run_on_its_own_loop
 from workspace.serving import ClientTooSlow, WorkspaceASGIHandler
+
+# Each step on the request threads looks over the connection its thread holds (one a live server of
+# an earlier test may have opened): database access, though these tests store nothing.
+pytestmark = pytest.mark.django_db
 
 
 def _scope(method: str, path: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
@@ -71,7 +76,7 @@ def _served(scope: dict[str, Any], exchange: _Exchange) -> _Exchange:
     async def serve() -> None:
         await asyncio.wait_for(WorkspaceASGIHandler()(scope, exchange.receive, exchange.send), timeout=30)
 
-    asyncio.run(serve())
+    run_on_its_own_loop(serve())
     return exchange
 
 
@@ -143,7 +148,7 @@ def test_an_answer_the_client_takes_no_more_of_ends_at_the_send_deadline_and_its
 
     # When the handler sends it / Then it gives up with ClientTooSlow, and the stream was closed
     with pytest.raises(ClientTooSlow):
-        asyncio.run(WorkspaceASGIHandler().send_response(response, send))
+        run_on_its_own_loop(WorkspaceASGIHandler().send_response(response, send))
     assert closed.is_set()
     assert [m.get("body") for m in taken if m["type"] == "http.response.body"] == [b"first", b"more"]
 
@@ -177,5 +182,5 @@ def test_a_websocket_is_refused_before_its_handshake():
         sent.append(message)
 
     # When the handler is called / Then it closes it before accepting (the server answers 403)
-    asyncio.run(WorkspaceASGIHandler()({"type": "websocket", "path": "/"}, receive, send))
+    run_on_its_own_loop(WorkspaceASGIHandler()({"type": "websocket", "path": "/"}, receive, send))
     assert sent == [{"type": "websocket.close", "code": 1008}]

@@ -183,7 +183,14 @@ class ItemExecApi(ServiceApiView):
             events = _stoppable(services.item_exec_events(**run, live_row=live_row), ticket)
             if request.accepted_renderer.media_type == EventStreamRenderer.media_type:
                 # Its refusals (429, 507, 409) are the first step's: answered as JSON, before any event.
-                return event_stream(ReleasedAfter(_server_sent_events(primed(events)), ticket.release))
+                started = primed(events)
+
+                def given_back() -> None:
+                    # The command was started by then: closing the stream unread stops it too.
+                    started.close()
+                    ticket.release()
+
+                return event_stream(ReleasedAfter(_server_sent_events(started), given_back))
             return answered_later(
                 self,
                 request,
