@@ -1,14 +1,16 @@
-"""Measures one ASGI server serving workspace.asgi on PostgreSQL: latency, slow clients, idle connections, shutdown.
+"""Measures ASGI servers serving workspace.asgi on PostgreSQL: latency, slow clients, idle connections, shutdown.
 
 Run (the servers live in a separate virtualenv, e.g. /tmp/asgi-venv, never the project's .venv):
 
     /tmp/asgi-venv/bin/python bench/asgi_servers.py --server granian
     /tmp/asgi-venv/bin/python bench/asgi_servers.py --server uvicorn --json-out /tmp/asgi-uvicorn.json
     /tmp/asgi-venv/bin/python bench/asgi_servers.py --name mine -- /path/to/server --port {port} APP
+    /tmp/asgi-venv/bin/python bench/asgi_servers.py --server uvicorn --server daphne --server granian --rounds 12
 
 Presets (--server): uvicorn (gunicorn -w 2 -k uvicorn_worker.UvicornWorker: httptools + uvloop), uvicorn-h11
 (UvicornH11Worker: h11 + asyncio), daphne (one process), granian (--interface asgi --workers 2), gunicorn-asgi
-(gunicorn's own `-k asgi` worker). After `--` any command may be given instead; `{port}` in it is replaced.
+(gunicorn's own `-k asgi` worker), workspace-uvicorn (the project's own uvicorn worker, where the checkout has
+workspace/uvicorn_worker.py). After `--` any command may be given instead; `{port}` in it is replaced.
 
 The database named by --database-url must exist and be migrated (`manage.py migrate` with the same python).
 The script creates the user `asgibench`, a fresh API token of theirs and a notebook item (`manage.py shell -c`),
@@ -23,8 +25,17 @@ this process with asyncio raw sockets (wrk too, when installed):
 5. A WebSocket handshake (the app is plain Django, so the answer shows what the server does with one).
 6. A Server-Sent Events exec (three lines a second apart): time to the first byte against the whole stream.
 7. GET /me on fresh connections while one exec `sleep` holds a request (sync Django views under ASGI).
-8. SIGTERM with an exec `sleep` in flight (and an idle keep-alive connection), then again on a new server
-   with a stalled upload in flight: time until the server process exits, and what each client got.
+8. SIGTERM with an exec `sleep` in flight (and an idle keep-alive connection, and a GET /me sent a second
+   after the signal), then again on a new server with a stalled upload in flight: time until the server
+   process exits, and what each client got.
+
+With --server given more than once, only GET /me is measured, on all those servers running side by side, in
+short bursts that take turns: on a machine that other jobs share, they then fall on every server alike. Each
+figure also says how much CPU other processes took meanwhile (`other_cpu_cores`).
+
+The server runs with DATABASE_CONN_MAX_AGE=0 unless --conn-max-age says otherwise: Django's ASGI handler runs
+each request's sync code in a thread of its own, so a kept connection is never reused and they pile up until
+PostgreSQL refuses more (try --conn-max-age 60).
 
 RSS is VmRSS summed over the server's Python processes (sandbox processes excluded), threads likewise, from
 /proc/<pid>/status. Everything runs on loopback; it asserts nothing about time. Every process it starts is
@@ -66,6 +77,8 @@ PRESETS: dict[str, list[str]] = {
     "daphne": ["daphne", "-b", HOST, "-p", "{port}", APP],
     "granian": ["granian", "--interface", "asgi", "--workers", "2", "--host", HOST, "--port", "{port}", APP],
     "gunicorn-asgi": ["gunicorn", "-w", "2", "-k", "asgi", "--no-control-socket", "-b", f"{HOST}:{{port}}", APP],
+    "workspace-uvicorn": ["gunicorn", "-w", "2", "-k", "workspace.uvicorn_worker.WorkspaceUvicornWorker",
+                          "--no-control-socket", "-b", f"{HOST}:{{port}}", APP],
 }  # fmt: skip
 
 SETUP = """
@@ -266,6 +279,7 @@ def server_env(args: argparse.Namespace) -> dict[str, str]:
     env.pop("WEB_CONCURRENCY", None)
     env.update(
         DATABASE_URL=args.database_url,
+        DJANGO_SETTINGS_MODULE="workspace.settings",
         DJANGO_DEBUG="0",
         WORKSPACE_MOCK_IDENTITY="0",
         DJANGO_SECRET_KEY="asgi-bench-fixed-key-not-a-secret",
@@ -372,7 +386,14 @@ def summary(times: list[float]) -> dict[str, float]:
 
 
 async def keepalive_load(port: int, concurrency: int, total: int) -> dict[str, Any]:
-    """`total` GET /me over `concurrency` keep-alive connections; reconnects when the server closes one."""
+    """`total` GET /me over `concurrency` keep-alive connections: p50/p99 and requests/s."""
+    times, errors, wall = await keepalive_times(port, concurrency, total)
+    return {**summary(times), "concurrency": concurrency, "rps": round(len(times) / wall, 1), "errors": errors}
+
+
+async def keepalive_times(port: int, concurrency: int, total: int) -> tuple[list[float], dict[str, int], float]:
+    """`total` GET /me over `concurrency` keep-alive connections (reconnecting when the server closes one):
+    each request's seconds, the errors by status or exception, the wall time."""
     raw = get_me(TOKEN)
     times: list[float] = []
     errors: dict[str, int] = {}
@@ -406,8 +427,47 @@ async def keepalive_load(port: int, concurrency: int, total: int) -> dict[str, A
 
     began = time.perf_counter()
     await asyncio.gather(*(one_client() for _ in range(concurrency)))
-    wall = time.perf_counter() - began
-    return {**summary(times), "concurrency": concurrency, "rps": round(len(times) / wall, 1), "errors": errors}
+    return times, errors, time.perf_counter() - began
+
+
+def interleaved_load(servers: list[Server], database_url: str, rounds: int, burst: int) -> dict[str, Any]:
+    """GET /me on several servers running side by side, in short bursts that take turns (the first server of
+    a round rotates), so that other work on the machine falls on each alike: pooled p50/p99 per concurrency,
+    the median (min-max) of the bursts' requests/s, and the other processes' CPU during the bursts."""
+    for server in servers:
+        asyncio.run(keepalive_times(server.port, 8, 300))  # warm-up: every worker, its DB connections
+    times: dict[tuple[str, int], list[float]] = {}
+    rates: dict[tuple[str, int], list[float]] = {}
+    errors: dict[tuple[str, int], dict[str, int]] = {}
+    other: dict[str, list[float]] = {}
+    for n in range(rounds):
+        for server in servers[n % len(servers) :] + servers[: n % len(servers)]:
+            for concurrency in (1, 8):
+                key = (server.name, concurrency)
+                with Peaks(server, database_url) as peaks:
+                    burst_times, burst_errors, wall = asyncio.run(keepalive_times(server.port, concurrency, burst))
+                times.setdefault(key, []).extend(burst_times)
+                rates.setdefault(key, []).append(len(burst_times) / wall)
+                for error, count in burst_errors.items():
+                    errors.setdefault(key, {})[error] = errors.get(key, {}).get(error, 0) + count
+                other.setdefault(server.name, []).append(peaks.peak["other_cpu_cores"])
+        print(f"interleaved load: round {n + 1} of {rounds} done", flush=True)
+    return {
+        server.name: {
+            **{
+                f"c{c}": {
+                    **summary(times[(server.name, c)]),
+                    "rps_median": round(statistics.median(rates[(server.name, c)]), 1),
+                    "rps_min_max": [round(min(rates[(server.name, c)]), 1), round(max(rates[(server.name, c)]), 1)],
+                    "errors": errors.get((server.name, c), {}),
+                }
+                for c in (1, 8)
+            },
+            "other_cpu_cores_median": round(statistics.median(other[server.name]), 2),
+            "other_cpu_cores_max": max(other[server.name]),
+        }
+        for server in servers
+    }
 
 
 def wrk_load(port: int, concurrency: int, seconds: int) -> dict[str, Any] | None:
@@ -449,6 +509,7 @@ class Held:
     opened: float = 0.0
     closed_after: float | None = None  # seconds after `opened` (or after its response, for idle ones)
     answer: str = ""  # the status line the server sent before closing, if any
+    answered_after: float | None = None  # seconds after `opened` when that status line came
     error: str = ""
 
 
@@ -479,6 +540,7 @@ async def watch_until_closed(reader: asyncio.StreamReader, held: Held, since: fl
                 break
             if not held.answer and data.startswith(b"HTTP/"):
                 held.answer = data.split(b"\r\n", 1)[0].decode(errors="replace")
+                held.answered_after = time.monotonic() - since
     except OSError as exc:
         held.answer = held.answer or f"({type(exc).__name__})"
     held.closed_after = time.monotonic() - since
@@ -638,6 +700,7 @@ async def slow_body(server: Server, observe: float, length: int = 100_000, rate:
         "bytes_sent": sent,
         "ended_by_server_after_s": None if held.closed_after is None else round(held.closed_after, 1),
         "answer": held.answer,
+        "answered_after_s": None if held.answered_after is None else round(held.answered_after, 1),
         "write_error": held.error,
         "still_open_at_end_of_observation": still_open,
         "observed_s": observe,
@@ -847,7 +910,14 @@ def printable(value: Any) -> str:
 def main() -> None:
     global TOKEN
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--server", choices=sorted(PRESETS), help="a preset command (binaries from --bin-dir)")
+    parser.add_argument(
+        "--server",
+        action="append",
+        choices=sorted(PRESETS),
+        help="a preset command (binaries from --bin-dir); given more than once: only GET /me, interleaved",
+    )
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved: rounds of bursts")
+    parser.add_argument("--burst", type=int, default=500, help="interleaved: requests per burst")
     parser.add_argument(
         "--name", default="", help="the label of the run (default: the preset, or the command's program)"
     )
@@ -877,13 +947,10 @@ def main() -> None:
     args = parser.parse_args()
     if bool(args.command) == bool(args.server):
         parser.error("give either --server or a command after --")
-    if args.server:
-        preset = PRESETS[args.server]
-        command = [str(Path(args.bin_dir) / preset[0]), *preset[1:]]
-    else:
-        command = args.command
-    name = args.name or args.server or Path(command[0]).name
-    skip = set(filter(None, args.skip.split(",")))
+    commands = {
+        preset: [str(Path(args.bin_dir) / PRESETS[preset][0]), *PRESETS[preset][1:]] for preset in args.server or []
+    }
+    command = next(iter(commands.values())) if commands else args.command
     Path(args.var_dir).mkdir(parents=True, exist_ok=True)
     Path(args.var_dir).chmod(0o711)
     env = server_env(args)
@@ -891,6 +958,23 @@ def main() -> None:
     python = str(Path(command[0]).parent / "python") if args.server else sys.executable
     setup = [line for line in run_manage(python, cwd, env, SETUP).splitlines() if line.startswith("SETUP ")][-1].split()
     TOKEN, item = setup[1], int(setup[2])
+    if len(commands) > 1:
+        servers = [Server(n, c, env, Path(f"/tmp/asgi-bench-{n}-interleaved.log"), cwd) for n, c in commands.items()]
+        try:
+            for server in servers:
+                server.log.write_bytes(b"")
+                server.start()
+            found = interleaved_load(servers, args.database_url, args.rounds, args.burst)
+        finally:
+            for server in servers:
+                server.stop()
+        for label, figures in found.items():
+            print(f"[{label}] interleaved GET /me: {printable(figures)}")
+        if args.json_out:
+            Path(args.json_out).write_text(json.dumps(found, indent=1))
+        return
+    name = args.name or (args.server[0] if args.server else Path(command[0]).name)
+    skip = set(filter(None, args.skip.split(",")))
     log = Path(f"/tmp/asgi-bench-{name}.log")
     log.write_bytes(b"")
     run = Run(name, " ".join(command) + f"  (cwd {cwd}, DATABASE_CONN_MAX_AGE={args.conn_max_age})")

@@ -243,8 +243,8 @@ def main() -> None:
     everything = [s for out in samples for s in out]
     failed = [s for s in everything if s.status not in (200, 201, 304)]
     print(
-        f"load on PostgreSQL: {len(everything)} requests, {args.clients} clients, {args.workers} gunicorn workers "
-        f"(uvicorn) x {os.environ.get('WORKSPACE_REQUEST_THREADS', '8')} request threads, {os.cpu_count()} cores, loopback"
+        f"load on PostgreSQL: {len(everything)} requests, {args.clients} clients, {args.workers} uvicorn workers "
+        f"x {os.environ.get('WORKSPACE_REQUEST_THREADS', '8')} request threads, {os.cpu_count()} cores, loopback"
     )
     print(f"| {'kind':<22} | {'requests':>8} | {'p50 ms':>7} | {'p99 ms':>7} | {'errors':>6} |")
     print(f"|{'-' * 24}|{'-' * 10}|{'-' * 9}|{'-' * 9}|{'-' * 8}|")

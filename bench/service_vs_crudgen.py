@@ -3,10 +3,11 @@
 Run: .venv/bin/python bench/service_vs_crudgen.py [--sizes 1000,10000] [--requests 100]
                                                   [--database-url postgres://postgres@127.0.0.1:5432/postgres]
 
-Starts two servers at each size, each gunicorn with one worker of one thread (gthread, so the
-client's keep-alive connection is kept; a sync worker closes it after every answer), DEBUG off, on
-a loopback port, each over its own throwaway database (two SQLite files, or two PostgreSQL
-databases made beside --database-url's and dropped after):
+Starts two servers at each size, each gunicorn with one worker, DEBUG off, on a loopback port, each
+over its own throwaway database (two SQLite files, or two PostgreSQL databases made beside
+--database-url's and dropped after); crudgen alone on gthread with one thread (WSGI, its plainest
+way; a sync worker would close the client's keep-alive connection after every answer), the service
+on the stack its app processes run (a uvicorn worker over workspace/serving.py's ASGI handler):
 
     crudgen alone: bench/crudgen_alone_settings.py, a bare Django project (no middleware, no
         authentication) registering the Task model {title, done, tags, priority};
@@ -113,15 +114,21 @@ def _databases(server_url: str) -> Iterator[tuple[str, str]]:
                 connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+# crudgen alone on gthread, one worker of one thread (WSGI: the library's plainest way); the
+# service as every app process of it runs (workspace/gunicorn.conf.py's uvicorn worker over
+# workspace/serving.py), one worker, its keep-alive held open as long.
+_WSGI = ["--worker-class", "gthread", "--threads", "1", "--keep-alive", "60", "django.core.wsgi:get_wsgi_application()"]
+_ASGI = ["--worker-class", "workspace.uvicorn_worker.WorkspaceUvicornWorker", "workspace.asgi:application"]
+
+
 @contextlib.contextmanager
-def _server(env: dict[str, str], log: Path) -> Iterator[int]:
-    """gunicorn, one worker of one thread, keep-alive, on a free loopback port."""
+def _server(env: dict[str, str], log: Path, *, stack: list[str]) -> Iterator[int]:
+    """gunicorn, one worker, keep-alive, on a free loopback port, serving `stack` (_WSGI or _ASGI)."""
     import subprocess
 
     port = free_port()
     command = [
-        sys.executable, "-m", "gunicorn", "--workers", "1", "--worker-class", "gthread", "--threads", "1",
-        "--keep-alive", "60", "--bind", f"127.0.0.1:{port}", "django.core.wsgi:get_wsgi_application()",
+        sys.executable, "-m", "gunicorn", "--workers", "1", "--bind", f"127.0.0.1:{port}", *stack,
     ]  # fmt: skip
     with log.open("wb") as sink:
         process = subprocess.Popen(
@@ -201,8 +208,12 @@ def run(server_url: str, sizes: list[int], requests: int, pause: float) -> dict[
             alone_ids, _ = _seed(alone_env, size, service=False)
             service_ids, token = _seed(service_env, size, service=True)
             with (
-                _server(alone_env, var_dir / f"alone-{size}.log") as alone_port,
-                _server(service_env, var_dir / f"service-{size}.log") as service_port,
+                _server(alone_env, var_dir / f"alone-{size}.log", stack=_WSGI) as alone_port,
+                _server(
+                    {**service_env, "WORKSPACE_IDLE_TIMEOUT_SECONDS": "60"},
+                    var_dir / f"service-{size}.log",
+                    stack=_ASGI,
+                ) as service_port,
             ):
                 sides = [
                     Side("crudgen alone", alone_port, alone_ids, "", pause),
@@ -234,7 +245,8 @@ def main() -> None:
     vendor = "PostgreSQL" if args.database_url.startswith("postgres") else "SQLite"
     sizes = [int(s) for s in args.sizes.split(",") if s]
     print(
-        f"{vendor}: gunicorn, 1 worker x 1 thread each, one keep-alive client each, {args.requests} rounds, "
+        f"{vendor}: gunicorn, 1 worker each (crudgen alone gthread x 1 thread, the service uvicorn), "
+        f"one keep-alive client each, {args.requests} rounds, "
         f"{args.pause_ms:g} ms apart; {os.cpu_count()} cores, loopback"
     )
     results = run(args.database_url, sizes, args.requests, args.pause_ms / 1000)

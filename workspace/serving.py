@@ -186,7 +186,10 @@ class WorkspaceASGIHandler(ASGIHandler):
 
         set_script_prefix(get_script_prefix(scope))
         request, error_response = self.create_request(scope, SpooledTemporaryFile())  # noqa: SIM115 - the request closes it
-        return error_response if request is None else refusal.answer(request, errors)
+        response = error_response if request is None else refusal.answer(request, errors)
+        # What is left of an unread body would be read as the next request: the connection ends here.
+        response["Connection"] = "close"
+        return response
 
     async def _read_body(self, scope: Scope, receive: Receive) -> SpooledTemporaryFile[bytes]:
         """The body, spooled to disk past FILE_UPLOAD_MAX_MEMORY_SIZE, read under deadlines (module docstring)."""

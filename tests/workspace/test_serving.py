@@ -68,6 +68,11 @@ class _Exchange:
         return next(m["status"] for m in self.messages if m["type"] == "http.response.start")
 
     @property
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        start = next(m for m in self.messages if m["type"] == "http.response.start")
+        return [(name.lower(), value) for name, value in start["headers"]]
+
+    @property
     def json(self) -> Any:
         return json.loads(b"".join(m.get("body", b"") for m in self.messages if m["type"] == "http.response.body"))
 
@@ -86,9 +91,11 @@ def test_a_body_that_stops_arriving_is_answered_408_before_any_view_runs(setting
     scope = _scope("PUT", "/a/notebook/items/1/files/x.bin", {"content-length": "100000"})
     # When the handler serves it
     exchange = _served(scope, _Exchange([b"x" * 10], then_silent=True))
-    # Then it answers 408 request_body_timeout, the view never having been asked
+    # Then it answers 408 request_body_timeout, the view never having been asked, and ends the
+    # connection (what is left of the body must not be read as a next request)
     assert exchange.status == 408
     assert exchange.json["error"] == "request_body_timeout"
+    assert (b"connection", b"close") in exchange.headers
 
 
 def test_a_body_that_keeps_coming_is_read_whole(settings):
@@ -167,8 +174,7 @@ def test_a_model_turn_past_the_long_work_threads_is_refused_503_before_its_view_
     # Then it is 503 server_busy with Retry-After, and nothing ran
     assert exchange.status == 503
     assert exchange.json["error"] == "server_busy"
-    start = next(m for m in exchange.messages if m["type"] == "http.response.start")
-    assert (b"retry-after", b"5") in [(name.lower(), value) for name, value in start["headers"]]
+    assert (b"retry-after", b"5") in exchange.headers
 
 
 def test_a_websocket_is_refused_before_its_handshake():
