@@ -50,13 +50,17 @@ def yields_waits() -> bool:
     return _DRIVEN.get()
 
 
-def readable(selector: selectors.BaseSelector, fds: Sequence[int], timeout: float) -> Generator[Readable, None, bool]:
+def readable(
+    selector: selectors.BaseSelector, fds: Sequence[int], timeout: float, *, hold: float = 0.0
+) -> Generator[Readable, None, bool]:
     """Whether one of the descriptors `selector` watches is readable within `timeout` seconds, as
     `yield from readable(...)`: under `driven()` the wait is the event loop's (this yields one
-    `Readable`), elsewhere it blocks in `selector.select` as before."""
+    `Readable`), elsewhere it blocks in `selector.select` as before. Driven, it first waits up to
+    `hold` seconds here, on its thread: a wait that short costs less than a trip through the loop
+    and back (a command that ends within milliseconds is answered in one step)."""
     if not _DRIVEN.get():
         return bool(selector.select(timeout=timeout))
-    if selector.select(timeout=0):
+    if selector.select(timeout=max(min(hold, timeout), 0.0)):
         return True
     yield Readable(tuple(fds), timeout)
     return bool(selector.select(timeout=0))

@@ -31,6 +31,7 @@ from collab.deadlines import TimeLimit
 from collab.waits import Readable, readable, yields_waits
 from workspace.items.sandboxes.base import OUTPUT_LIMIT_BYTES, ExecResult, SandboxGone
 from workspace.items.sandboxes.runner import (
+    DRIVEN_HOLD_SECONDS,
     DRIVEN_POLL_SECONDS,
     PIPE_GRACE_SECONDS,
     POLL_SECONDS,
@@ -188,6 +189,7 @@ class _Session:
     group's host pid (`leader`) found once the agent names it."""
 
     def __init__(self, connection: socket.socket, *, holder_pid: int, deadline: float) -> None:
+        self.started = time.monotonic()
         self.connection = connection
         self.holder_pid = holder_pid
         self.deadline = deadline
@@ -270,7 +272,10 @@ class _Session:
                         self.deadline = now + PIPE_GRACE_SECONDS
                 if not self.answered and now > self.answer_by and _stopped(self.holder_pid):
                     raise SandboxGone("its exec agent is stopped: it takes no commands")
-                if not (yield from readable(selector, (self.connection.fileno(),), self._wait(now, exited_at))):
+                hold = DRIVEN_HOLD_SECONDS - (now - self.started)
+                if not (
+                    yield from readable(selector, (self.connection.fileno(),), self._wait(now, exited_at), hold=hold)
+                ):
                     continue
                 try:
                     chunk = self.connection.recv(_FRAME_LIMIT + _HEADER.size)

@@ -29,6 +29,10 @@ POLL_SECONDS = 0.05
 # this is how soon one whose mark sandbox code rewrote is stopped through its pidfd
 # (exec_agent.py). 500 quiet streams cost 250 steps a second.
 DRIVEN_POLL_SECONDS = 2.0
+# Driven so, a command's first moments are still waited for on its thread (`collab.waits.readable`'s
+# `hold`): most commands end within them, and each trip through the event loop costs a request
+# thread hop; a command that runs on waits on the loop after that.
+DRIVEN_HOLD_SECONDS = 0.05
 
 
 @dataclass
@@ -168,6 +172,7 @@ def _drain_until_exit(
     would add their own. A background child (`server &`) may keep the pipes open and lives on in
     the sandbox until it is closed; the reply waits for it no longer than a short grace.
     """
+    started = time.monotonic()
     timed_out = False
     exited_at: float | None = None
     with selectors.DefaultSelector() as selector:
@@ -189,7 +194,8 @@ def _drain_until_exit(
                 due = [exited_at + PIPE_GRACE_SECONDS] if exited_at is not None else [deadline]
                 wait = min(max(min(due) - now, 0.0), DRIVEN_POLL_SECONDS)
                 fds = [key.fd for key in selector.get_map().values()] + ([pidfd] if exited_at is None else [])
-                if not (yield from readable(selector, fds, wait)):
+                hold = DRIVEN_HOLD_SECONDS - (now - started)
+                if not (yield from readable(selector, fds, wait, hold=hold)):
                     continue
             for key, _events in selector.select(timeout=0 if yields_waits() else POLL_SECONDS):
                 chunk = os.read(key.fd, _CHUNK)
