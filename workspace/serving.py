@@ -26,7 +26,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from concurrent.futures import Executor, Future
+from concurrent.futures import CancelledError, Executor, Future
 from contextlib import aclosing
 from tempfile import SpooledTemporaryFile
 from typing import Any
@@ -146,8 +146,11 @@ class WorkspaceASGIHandler(ASGIHandler):
     async def _refuse(self, scope: Scope, refusal: _Refused, send: Send, context: contextvars.Context) -> None:
         threads = request_threads()
         response = await asyncio.wrap_future(threads.submit(context.run, self._refusal, scope, refusal))
-        await self.send_response(response, send)
-        await asyncio.wrap_future(threads.submit(context.run, response.close))
+        try:
+            with contextlib.suppress(ClientTooSlow):
+                await self.send_response(response, send)
+        finally:
+            await asyncio.shield(asyncio.wrap_future(threads.submit(context.run, response.close)))
 
     def _served(self, scope: Scope, body_file: Any) -> HttpResponse:
         """The request through the sync middleware chain and its view, as WSGI would run it."""
@@ -167,6 +170,8 @@ class WorkspaceASGIHandler(ASGIHandler):
     def _closed(served: Future[HttpResponse], context: contextvars.Context, ticket: capacity.Ticket | None) -> None:
         try:
             context.run(served.result().close)
+        except CancelledError:
+            pass  # the client left before a thread took the request: it never ran
         except Exception:
             logger.exception("a request failed outside its middleware")
         finally:

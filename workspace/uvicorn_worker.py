@@ -48,12 +48,13 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if self._in_headers:
+        # Counted once parsed: a read that completes the headers may carry much of the body too.
+        counting = self._in_headers
+        super().data_received(data)
+        if counting and self._in_headers:
             self._header_bytes += len(data)
             if self._header_bytes > MAX_HEADER_BYTES:
                 self._close(b"431 Request Header Fields Too Large")
-                return
-        super().data_received(data)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

@@ -162,13 +162,18 @@ def main() -> int:
         server_log = log_path.open("w")
         port = _free_port()
         base = f"http://127.0.0.1:{port}"
+        # The stack every app process runs (workspace/gunicorn.conf.py: a uvicorn worker over
+        # workspace/serving.py), with the worker beside it started here.
         server = subprocess.Popen(
-            [str(BIN / "python"), "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+            [
+                str(BIN / "gunicorn"), "-c", "workspace/gunicorn.conf.py",
+                "--bind", f"127.0.0.1:{port}", "--workers", "1",
+            ],
             cwd=ROOT,
-            env=env,
+            env={**env, "WORKSPACE_SERVE_PREPARE": "0", "WORKSPACE_SERVE_WORKER": "0"},
             stdout=server_log,
             stderr=subprocess.STDOUT,
-        )
+        )  # fmt: skip
         # The worker beside the server, as `make run` starts it: /healthz reports its heartbeat.
         worker = subprocess.Popen(
             [str(BIN / "python"), "manage.py", "worker"], cwd=ROOT, env=env, stdout=server_log, stderr=subprocess.STDOUT
@@ -198,7 +203,7 @@ def main() -> int:
                 "none",
                 "--request-timeout",
                 "60",
-                # runserver may drop a kept-alive connection between requests; that is not the API's answer.
+                # A kept-alive connection the server closed as idle between requests is not the API's answer.
                 "--request-retries",
                 "2",
                 "--no-color",

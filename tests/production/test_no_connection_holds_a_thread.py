@@ -242,7 +242,17 @@ def test_a_body_that_stops_arriving_is_408_and_stores_nothing_while_health_answe
         assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
         assert b"request_body_timeout" in answer
     assert bob.get(f"{files}/stalled-0.bin").status == 404
-    assert bob.request("PUT", f"{files}/whole.bin", b"y" * 1000, raw=True).status == 200
+    # And a whole upload goes through, its headers and its first megabyte sent in one write
+    assert bob.request("PUT", f"{files}/whole.bin", b"y" * (1024 * 1024), raw=True).status == 200
+
+
+def test_headers_past_64_kib_are_refused_431_and_the_connection_closed(served):
+    server, _env = served
+    # Given a request whose headers go on past 64 KiB
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=GIVE_UP_SECONDS)
+    sock.sendall(b"GET /me HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Padding: " + b"a" * 70_000 + b"\r\n")
+    # When the server reads them / Then it answers 431 and closes the connection
+    assert _everything_sent(sock).startswith(b"HTTP/1.1 431")
 
 
 def test_four_people_with_three_long_commands_each_leave_everyones_short_requests_answered(served, released):
