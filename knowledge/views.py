@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from django.conf import settings
 from django.db import DataError
 from django.http import Http404, StreamingHttpResponse
 from drf_spectacular.utils import extend_schema
@@ -16,6 +17,7 @@ from rest_framework.response import Response
 
 from collab.actor import actor_of
 from collab.api import ServiceApiView, created, location_header
+from collab.bodies import takes_uploads
 from collab.capacity import runs_long
 from collab.edge import refusal_body
 from collab.errors import DomainError
@@ -109,6 +111,7 @@ def _collection_row(collection_id: str) -> selectors.CollectionRow:
     return row
 
 
+@takes_uploads(lambda: settings.KNOWLEDGE_MAX_UPLOAD_BYTES)
 class KbCollectionDocumentsApi(ServiceApiView):
     # An upload: multipart only (a file is not JSON, and a form-encoded body cannot carry one).
     parser_classes = [MultiPartParser]

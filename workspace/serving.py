@@ -4,7 +4,7 @@ connection holds a thread (README "Production", docs/ARCHITECTURE.md §11).
 - Connections wait on the event loop: a request's headers (the server's header timeout,
   workspace/uvicorn_worker.py), its body (read here under deadlines: it must start within
   WORKSPACE_CLIENT_TIMEOUT_SECONDS and then keep coming at WORKSPACE_CLIENT_MIN_BYTES_PER_SECOND,
-  else 408 `request_body_timeout`; one larger than WORKSPACE_MAX_REQUEST_BODY_BYTES is 413 before
+  else 408 `request_body_timeout`; one larger than its view takes, `collab.bodies`, is 413 before
   it is read), a streamed answer the client reads slowly (a send that waits longer than
   WORKSPACE_CLIENT_TIMEOUT_SECONDS ends the connection), a kept-alive connection.
 - Sync work runs on a fixed pool of threads (`collab.waits.request_threads`), the whole middleware
@@ -40,6 +40,7 @@ from django.http import FileResponse, HttpResponse
 from django.urls import Resolver404, resolve, set_script_prefix
 
 from collab import capacity
+from collab.bodies import body_limit
 from collab.later import Later
 from collab.waits import driven, long_work_threads, request_threads
 
@@ -48,6 +49,10 @@ logger = logging.getLogger(__name__)
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+# The methods whose requests carry a body a view reads.
+_WITH_BODIES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class _Refused(Exception):
@@ -89,8 +94,9 @@ class WorkspaceASGIHandler(ASGIHandler):
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         context = contextvars.copy_context()
+        long, body_bytes = self._route(scope)
         try:
-            body_file = await self._read_body(scope, receive)
+            body_file = await self._read_body(scope, receive, limit=body_bytes)
         except RequestAborted:
             return
         except _Refused as refusal:
@@ -99,7 +105,7 @@ class WorkspaceASGIHandler(ASGIHandler):
         # Long work that holds a thread (collab.capacity.runs_long) runs, request and all, on the
         # long-work threads, as many at once as there are, so that it never takes a request thread.
         ticket = None
-        if self._runs_long(scope):
+        if long:
             try:
                 ticket = capacity.long_work.ticket()
             except (capacity.ServerBusy, capacity.ServerStopping) as busy:
@@ -134,14 +140,16 @@ class WorkspaceASGIHandler(ASGIHandler):
             body_file.close()
 
     @staticmethod
-    def _runs_long(scope: Scope) -> bool:
-        if scope["method"] not in capacity.LONG_WORK_METHODS:
-            return False
+    def _route(scope: Scope) -> tuple[bool, int]:
+        """Whether the request is long work (`collab.capacity.runs_long`), and the most bytes of
+        body its view reads (`collab.bodies`): known from its path before its body is read."""
+        if scope["method"] not in _WITH_BODIES:
+            return False, settings.WORKSPACE_MAX_REQUEST_BODY_BYTES
         try:
-            match = resolve(scope["path"].removeprefix(get_script_prefix(scope).rstrip("/")))
+            view = resolve(scope["path"].removeprefix(get_script_prefix(scope).rstrip("/"))).func
         except Resolver404:
-            return False
-        return capacity.is_long_work(match.func, scope["method"])
+            return False, settings.WORKSPACE_MAX_REQUEST_BODY_BYTES
+        return capacity.is_long_work(view, scope["method"]), body_limit(view)
 
     async def _refuse(self, scope: Scope, refusal: _Refused, send: Send, context: contextvars.Context) -> None:
         threads = request_threads()
@@ -196,9 +204,9 @@ class WorkspaceASGIHandler(ASGIHandler):
         response["Connection"] = "close"
         return response
 
-    async def _read_body(self, scope: Scope, receive: Receive) -> SpooledTemporaryFile[bytes]:
-        """The body, spooled to disk past FILE_UPLOAD_MAX_MEMORY_SIZE, read under deadlines (module docstring)."""
-        limit = settings.WORKSPACE_MAX_REQUEST_BODY_BYTES
+    async def _read_body(self, scope: Scope, receive: Receive, *, limit: int) -> SpooledTemporaryFile[bytes]:
+        """The body, at most `limit` bytes, spooled to disk past FILE_UPLOAD_MAX_MEMORY_SIZE, read
+        under deadlines (module docstring)."""
         declared = _content_length(scope)
         if declared is not None and declared > limit:
             raise _Refused(lambda request, errors: errors.bad_request(request, RequestDataTooBig()))

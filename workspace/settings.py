@@ -337,12 +337,10 @@ SANDBOX_HOST_STATE_DIR = os.environ.get("SANDBOX_HOST_STATE_DIR", "")
 # The knowledge base: the largest upload, and the answerer (a dotted class path; empty: the model
 # answerer when a model provider is set below, else the extractive one).
 KNOWLEDGE_MAX_UPLOAD_BYTES = int(os.environ.get("KNOWLEDGE_MAX_UPLOAD_BYTES", str(10 * 1024 * 1024)))
-# The largest request body a process reads (workspace/serving.py; see CLIENT_TIMEOUT above).
-WORKSPACE_MAX_REQUEST_BODY_BYTES = int(
-    os.environ.get(
-        "WORKSPACE_MAX_REQUEST_BODY_BYTES", str(max(WORKSPACE_MAX_FILE_BYTES, KNOWLEDGE_MAX_UPLOAD_BYTES) + 1024 * 1024)
-    )
-)
+# The largest request body a view that takes no upload reads (workspace/serving.py,
+# collab/bodies.py): past it, 413 before it is read. An upload's view reads up to its own limit
+# (WORKSPACE_MAX_FILE_BYTES, KNOWLEDGE_MAX_UPLOAD_BYTES).
+WORKSPACE_MAX_REQUEST_BODY_BYTES = int(os.environ.get("WORKSPACE_MAX_REQUEST_BODY_BYTES", str(4 * 1024 * 1024)))
 KNOWLEDGE_ANSWERER = os.environ.get("KNOWLEDGE_ANSWERER", "")
 
 # A model provider (README "Connecting a model"): an OpenAI-compatible chat-completions server such

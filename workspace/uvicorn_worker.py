@@ -5,6 +5,8 @@ clients (README "Production"):
 - a deadline on a request's headers: from a connection's first byte, or from its opening when
   nothing comes, they must arrive whole within WORKSPACE_CLIENT_TIMEOUT_SECONDS, and be at most
   MAX_HEADER_BYTES, else the connection is closed (uvicorn waits for them for ever);
+- an answer the app gives up on (a client that took nothing of it for WORKSPACE_CLIENT_TIMEOUT_SECONDS)
+  ends its connection at once, what was not sent dropped (uvicorn would wait to send it for ever);
 - kept-alive connections close after WORKSPACE_IDLE_TIMEOUT_SECONDS without a request, and past
   WORKSPACE_MAX_CONNECTIONS_PER_PROCESS connections (or requests in hand) a request is answered
   503 at once (uvicorn's `timeout_keep_alive` and `limit_concurrency`);
@@ -16,13 +18,15 @@ clients (README "Production"):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+import struct
 import sys
 from typing import Any
 
 from django.conf import settings
 from gunicorn.arbiter import Arbiter
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 from uvicorn.server import Server
 from uvicorn_worker import UvicornWorker
 
@@ -48,13 +52,30 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        # Counted once parsed: a read that completes the headers may carry much of the body too.
-        counting = self._in_headers
-        super().data_received(data)
-        if counting and self._in_headers:
-            self._header_bytes += len(data)
+        if self._in_headers:
+            # Only up to the end of the headers: a read that completes them may carry body too.
+            end = data.find(b"\r\n\r\n")
+            self._header_bytes += len(data) if end < 0 else end + 4
             if self._header_bytes > MAX_HEADER_BYTES:
                 self._close(b"431 Request Header Fields Too Large")
+                return
+        super().data_received(data)
+
+    def _start_asgi_task(self, cycle: RequestResponseCycle, app: Any) -> None:
+        async def cut_off_when_given_up(scope: Any, receive: Any, send: Any) -> None:
+            await app(scope, receive, send)
+            if cycle.response_started and not cycle.response_complete and not cycle.disconnected:
+                # The app gave up on an answer the client took nothing of (serving.ClientTooSlow): a
+                # plain close would wait to send what the client never reads, for ever. A reset, with
+                # nothing lingering in the kernel either.
+                cycle.disconnected = True
+                with contextlib.suppress(OSError, AttributeError):
+                    self.transport.get_extra_info("socket").setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                self.transport.abort()
+
+        super()._start_asgi_task(cycle, cut_off_when_given_up)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

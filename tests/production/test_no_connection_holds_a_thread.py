@@ -27,6 +27,7 @@ GIVE_UP_SECONDS = 30
 PEOPLE = ("alice", "carol", "dave", USER)
 PASSWORD = "people-secret-1"
 COMMANDS_PER_PROCESS = 12
+TCP_ESTABLISHED = 1  # the kernel's tcp_states.h, the first byte of TCP_INFO
 
 PEOPLE_ACCOUNTS = f"""
 from django.contrib.auth.models import User
@@ -392,3 +393,32 @@ def test_a_server_stopped_with_open_streams_ends_them_with_a_result_that_says_wh
             assert _counts(env)["running"] == 0
     finally:
         close_sandboxes(env)
+
+
+def test_a_download_nobody_reads_ends_its_connection_at_the_send_deadline(served):
+    server, _env = served
+    bob = _signed_in(server, USER)
+    files = f"/a/notebook/items/{_item(bob)}/files"
+    assert bob.request("PUT", f"{files}/big.bin", b"z" * (8 * 1024 * 1024), raw=True).status == 200
+    # Given bob's client asking for the 8 MiB file with a tiny receive buffer, and reading nothing
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(GIVE_UP_SECONDS)
+    sock.connect(("127.0.0.1", server.port))
+    cookies = "; ".join(f"{k}={v}" for k, v in bob.cookies.items())
+    sock.sendall(f"GET {files}/big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: {cookies}\r\n\r\n".encode())
+    # When it waits past the 2 s send deadline
+    threading.Event().wait(5)
+    # Then the server has ended the connection (reset it, what it had not sent dropped), though
+    # the client never read: the socket is no longer established
+    tcp_state = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 8)[0]
+    assert tcp_state != TCP_ESTABLISHED
+    received = 0
+    try:
+        while chunk := sock.recv(65536):
+            received += len(chunk)
+    except ConnectionResetError:
+        pass
+    sock.close()
+    # And the file was not sent whole
+    assert received < 8 * 1024 * 1024

@@ -109,15 +109,26 @@ def test_a_body_that_keeps_coming_is_read_whole(settings):
     assert exchange.status == 401
 
 
-def test_a_body_larger_than_any_endpoint_takes_is_413_before_it_is_read(settings):
-    # Given a limit of 1 MiB and a PUT announcing 2 MiB
-    settings.WORKSPACE_MAX_REQUEST_BODY_BYTES = 1024 * 1024
-    scope = _scope("PUT", "/a/notebook/items/1/files/big.bin", {"content-length": str(2 * 1024 * 1024)})
+def test_a_body_larger_than_its_view_takes_is_413_before_a_byte_of_it_is_read(settings):
+    # Given a POST that takes no upload, announcing 5 MiB (past the 4 MiB such a view takes)
+    scope = _scope("POST", "/me/tokens", {"content-length": str(5 * 1024 * 1024), "x-user-id": "alice"})
     exchange = _Exchange([b"x" * 1024])
-    # When the handler serves it / Then it is 413 without a byte of the body read
+    # When the handler serves it / Then it is 413, before its sender is even known
     _served(scope, exchange)
     assert exchange.status == 413
     assert exchange.asked_for_body == 0
+
+
+def test_a_file_write_may_be_as_large_as_a_file_and_no_larger(settings):
+    # Given files of at most 1 MiB, and the write of one announcing 2 MiB
+    settings.WORKSPACE_MAX_FILE_BYTES = 1024 * 1024
+    settings.WORKSPACE_MAX_REQUEST_BODY_BYTES = 64 * 1024
+    too_large = _Exchange([b"x" * 1024])
+    scope = _scope("PUT", "/a/notebook/items/1/files/big.bin", {"content-length": str(2 * 1024 * 1024)})
+    # When the handler serves it / Then it is 413 unread: its view takes at most the file and its framing
+    _served(scope, too_large)
+    assert too_large.status == 413
+    assert too_large.asked_for_body == 0
 
 
 def test_a_body_that_grows_past_the_limit_without_saying_so_is_413(settings):
@@ -125,7 +136,7 @@ def test_a_body_that_grows_past_the_limit_without_saying_so_is_413(settings):
     settings.WORKSPACE_MAX_REQUEST_BODY_BYTES = 1024
     exchange = _Exchange([b"x" * 1000, b"x" * 1000, b"x" * 2000])
     # When the handler serves it / Then it stops reading at the limit and answers 413
-    _served(_scope("PUT", "/a/notebook/items/1/files/big.bin"), exchange)
+    _served(_scope("POST", "/me/tokens", {"x-user-id": "alice"}), exchange)
     assert exchange.status == 413
     assert exchange.asked_for_body == 2
 

@@ -8,6 +8,7 @@ from functools import wraps
 from pathlib import Path
 from typing import Any, Literal
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -16,6 +17,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from collab.actor import actor_of
+from collab.bodies import takes_uploads
 from collab.edge import status_of
 from collab.errors import DomainError, Invalid
 from collab.sizes import format_bytes
@@ -275,6 +277,7 @@ def _editable_text(root: Path, target: Path) -> str | None:
         return None
 
 
+@takes_uploads(lambda: settings.WORKSPACE_MAX_FILE_BYTES)
 @identity_required
 @require_POST
 @refused_on_the_item_page("upload")

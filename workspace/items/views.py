@@ -8,6 +8,7 @@ import mimetypes
 from collections.abc import Generator, Iterator
 from typing import Any
 
+from django.conf import settings
 from django.http import FileResponse, HttpRequest, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -18,6 +19,7 @@ from rest_framework.response import Response
 from collab import capacity
 from collab.actor import actor_of
 from collab.api import ServiceApiView, answered_later, created, location_header
+from collab.bodies import takes_uploads
 from collab.capacity import Ticket
 from collab.edge import body_of
 from collab.errors import DomainError, Invalid, NotFound
@@ -259,6 +261,7 @@ def _request_chunks(request: HttpRequest) -> Iterator[bytes]:
         yield chunk
 
 
+@takes_uploads(lambda: settings.WORKSPACE_MAX_FILE_BYTES)
 class ItemFileApi(ServiceApiView):
     reads_raw_body = True  # PUT streams the body to the workspace (`_request_chunks`)
 
