@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from collab import deadlines as time_limits
+from collab import deadlines
 from collab.deadlines import TimeLimit
 
 
@@ -35,11 +35,11 @@ def test_a_limit_past_its_deadline_kills_and_one_ended_first_does_not():
 def test_ended_limits_do_not_pile_up_until_their_deadlines():
     # Given many commands with an hour's limit that ended at once
     kills: list[str] = []
-    for number in range(time_limits._COMPACT_AT * 2):
+    for number in range(deadlines._COMPACT_AT * 2):
         _limit(3600, kills, str(number)).end()
     # When one more starts
     running = _limit(3600, kills, "running")
     # Then the keeper holds few more than the limits still running, and killed nothing
-    assert len(time_limits._keeper._due) <= time_limits._COMPACT_AT + 1
+    assert len(deadlines._keeper._due) <= deadlines._COMPACT_AT + 1
     assert kills == []
     running.end()
