@@ -68,7 +68,7 @@ lint: install
 
 # The var directory: var/, or /var/lib/workspace-<hash> for a root server in a clone under a
 # private directory (README "A clone under a private directory").
-VAR_DIR = $(shell $(PYTHON) -c 'import os, pathlib; from workspace.items.sandboxes.reach import default_var_dir; print(default_var_dir(pathlib.Path("$(CURDIR)"), as_root=os.geteuid() == 0))' 2>/dev/null || echo "$(CURDIR)/var")
+VAR_DIR = $(shell $(PYTHON) -c 'import os, pathlib; from workspace.sandboxes.reach import default_var_dir; print(default_var_dir(pathlib.Path("$(CURDIR)"), as_root=os.geteuid() == 0))' 2>/dev/null || echo "$(CURDIR)/var")
 
 # Workspace images stay mounted across restarts; unmount them before removing the var directory.
 clean:

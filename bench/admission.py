@@ -41,10 +41,9 @@ def main() -> None:
     from quotas import ledger
     from quotas.services import override_set
     from quotas.values import OverrideValues
-    from workspace.items import services
+    from workspace.items import admission, services
     from workspace.items.access import app_or_404
     from workspace.items.config import get_config
-    from workspace.items.sandboxes import admission
 
     item = services.item_create(app=app_or_404("notebook"), title="bench", actor=Actor("alice"))
     app = get_config().app("notebook")

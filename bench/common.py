@@ -27,7 +27,7 @@ def bench_var_dir(prefix: str) -> Path:
 
 
 def _release() -> None:
-    from workspace.items.sandboxes.registry import local_sandboxes_release
+    from workspace.sandboxes.registry import local_sandboxes_release
 
     local_sandboxes_release()
 

@@ -34,7 +34,7 @@ from bench.common import bench_var_dir, production_mode, setup_django
 
 def _start_host(var_dir: Path) -> str:
     from quotas.values import SandboxSize
-    from workspace.items.sandboxes.host import HostSettings, build_server
+    from workspace.sandboxes.host import HostSettings, build_server
 
     chosen = HostSettings(SandboxSize(), var_dir / "workspaces", var_dir / "host-state")
     server = build_server("127.0.0.1", 0, chosen)
@@ -47,7 +47,7 @@ def _bwrap_directly(var_dir: Path) -> Callable[[], float] | None:
     between: the floor a live exec is compared with (issue 28: within 1.5x of it). None when
     the boundary is off."""
 
-    from workspace.items.sandboxes.boundary import configured_boundary
+    from workspace.sandboxes.boundary import configured_boundary
 
     boundary = configured_boundary()
     if not boundary.enabled:
@@ -78,7 +78,8 @@ class _OpenPhases:
     """Times the steps of opening a sandbox while it is entered (each call's wall time)."""
 
     def __init__(self) -> None:
-        from workspace.items.sandboxes import lifecycle, local
+        from workspace.items import lifecycle
+        from workspace.sandboxes import local
 
         self.targets = [
             (lifecycle, "_opening", "opening, all of it (the rest is the exec)"),
@@ -160,7 +161,7 @@ def main() -> None:
     from workspace.items import services
     from workspace.items.access import app_or_404
     from workspace.items.config import forget_loaded_config
-    from workspace.items.sandboxes.isolation import configured_driver
+    from workspace.sandboxes.isolation import configured_driver
 
     if args.backend == "http":
         config = var_dir / "bench.toml"

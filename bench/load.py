@@ -82,7 +82,7 @@ import json
 from collections import defaultdict
 from django.utils import timezone
 from quotas.models import SandboxActivity
-from workspace.items.sandboxes.registry import backend_named
+from workspace.sandboxes.registry import backend_named
 backend = backend_named("local")
 held = {}
 for sandbox_id in backend.sandboxes():

@@ -75,10 +75,11 @@ def _file_write(owner: str):
     from collab.actor import Actor
     from workspace.items import services
     from workspace.items.access import app_or_404
-    from workspace.items.filestore import delete_path, write_file
+    from workspace.items.workspaces import item_workspace_ref
+    from workspace.sandboxes.filestore import delete_path, write_file
 
     item = services.item_create(app=app_or_404("notebook"), title=f"bench {owner}", payer=owner, actor=Actor(owner))
-    ref = services.workspace_ref(item)
+    ref = item_workspace_ref(item)
     for n in range(WORKSPACE_FILES):
         write_file(ref, f"existing/{n}.txt", [b"x" * 1000])
     payload = os.urandom(FILE_BYTES)

@@ -17,8 +17,8 @@ from quotas.limits import TtlMemo, limits_for, register_memo
 from quotas.services import quota_error
 
 
-class GrowingWrite(Protocol):
-    """What the file store hands over (its `WriteIntent`): the changes are staged, not landed."""
+class WrittenWorkspace(Protocol):
+    """The item whose workspace a write grows, as the workspace hands it to the file store."""
 
     @property
     def item_id(self) -> int | str: ...
@@ -30,15 +30,22 @@ class GrowingWrite(Protocol):
     def payer(self) -> str: ...
 
     @property
+    def title(self) -> str:
+        """The item's title, which a refusal names it by ("" when the writer does not know it)."""
+        ...
+
+
+class GrowingWrite(Protocol):
+    """What the file store hands over (its `WriteIntent`): the changes are staged, not landed."""
+
+    @property
+    def workspace(self) -> WrittenWorkspace: ...
+
+    @property
     def delta(self) -> int: ...
 
     @property
     def attempted(self) -> int: ...
-
-    @property
-    def title(self) -> str:
-        """The item's title, which a refusal names it by ("" when the writer does not know it)."""
-        ...
 
 
 _item_facts: TtlMemo[str, host.ItemFacts | None] = register_memo(TtlMemo())
@@ -74,8 +81,8 @@ class _Standing:
 
 def _standing(write: GrowingWrite) -> _Standing | None:
     """None when no disk limit binds the write (then nothing is read, not even the workspace)."""
-    item_id = str(write.item_id)
-    app_slug, payer = write.app_slug, write.payer
+    item_id = str(write.workspace.item_id)
+    app_slug, payer = write.workspace.app_slug, write.workspace.payer
     if not (app_slug and payer):
         facts = item_facts(item_id)
         if facts is None:
@@ -134,7 +141,9 @@ def disk_write_check(write: GrowingWrite) -> None:
                 used=standing.live,
                 quota=standing.app_limit,
                 delta=delta,
-                whose=f"the workspace of “{write.title}”" if write.title else f"item {standing.item_id}'s workspace",
+                whose=f"the workspace of “{write.workspace.title}”"
+                if write.workspace.title
+                else f"item {standing.item_id}'s workspace",
                 limit=f"the {standing.app_slug} app's workspace disk limit",
             )
         )

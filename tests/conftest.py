@@ -207,14 +207,14 @@ def traversable_tmp() -> Iterator[Path]:
     """A temp root that sandbox uids may pass through (0711): bubblewrap reaches workspaces by path,
     and pytest's own temp root is private to root (0700). Wherever the clone lives; under /tmp
     when TMPDIR is a private directory."""
-    from workspace.items.sandboxes.reach import closed_dir
+    from workspace.sandboxes.reach import closed_dir
 
     candidates = [Path(tempfile.gettempdir()), Path("/tmp")]
     parent = next((path for path in candidates if closed_dir(path) is None), candidates[0])
     base = Path(tempfile.mkdtemp(prefix="ws-tests-", dir=parent))
     base.chmod(0o711)
     yield base
-    from workspace.items.volumes import unmount_under
+    from workspace.sandboxes.volumes import unmount_under
 
     unmount_under(base)
     shutil.rmtree(base, ignore_errors=True)
@@ -246,7 +246,7 @@ def sandboxes_closed_after_each_test(settings) -> Iterator[None]:
     # (tests/items/test_warm_sandboxes.py) turn them on.
     settings.WORKSPACE_SANDBOX_WARM = 0
     yield
-    from workspace.items.sandboxes.registry import local_sandboxes_release
+    from workspace.sandboxes.registry import local_sandboxes_release
 
     local_sandboxes_release()
 

@@ -15,8 +15,8 @@ from knowledge import services as knowledge_services
 from knowledge.models import Collection, KbChat
 from workspace.investigations import services as investigation_services
 from workspace.investigations.models import Investigation
-from workspace.items.filestore import workspace_dir
 from workspace.items.models import Item
+from workspace.sandboxes.filestore import workspace_dir
 from workspace.workflows.generated import workflows
 
 _sequence = count(1)

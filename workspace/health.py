@@ -17,12 +17,12 @@ from rest_framework.response import Response
 from collab import clock
 from collab.api import ServiceApiView
 from workspace.items.config import get_config
-from workspace.items.sandboxes.boundary import configured_boundary
-from workspace.items.sandboxes.http import HttpBackend
-from workspace.items.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, configured_driver
-from workspace.items.sandboxes.reach import passable_dirs, unreachable_reason
-from workspace.items.sandboxes.registry import var_dir
-from workspace.items.volumes import workspaces_root
+from workspace.sandboxes.boundary import configured_boundary
+from workspace.sandboxes.http import HttpBackend
+from workspace.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, configured_driver
+from workspace.sandboxes.reach import passable_dirs, unreachable_reason
+from workspace.sandboxes.registry import var_dir
+from workspace.sandboxes.volumes import workspaces_root
 from workspace.worker import latest_beat
 
 # A probe a load balancer waits on must answer well within its own timeout.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from workspace.items.sandboxes.reach import default_var_dir
+from workspace.sandboxes.reach import default_var_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "collab",
     "knowledge",
     "quotas",
+    "workspace.sandboxes",
     "workspace.items",
     "workspace.agent",
     "workspace.workflows",
@@ -398,7 +399,7 @@ WORKSPACE_BWRAP = os.environ.get("WORKSPACE_BWRAP", "/usr/bin/bwrap")
 # Off (or without perl), every exec enters with nsenter and setpriv as before.
 WORKSPACE_SANDBOX_EXEC_AGENT = _env_flag("WORKSPACE_SANDBOX_EXEC_AGENT", True)
 # Sandbox skeletons each server process keeps made ahead of opens (cgroups with a waiting process
-# already inside, workspace/items/sandboxes/warm.py): an open skips moving a process into new
+# already inside, workspace/sandboxes/warm.py): an open skips moving a process into new
 # cgroups, which waits for the kernel (8-25 ms measured). Used with the exec agent; 0 turns it off.
 WORKSPACE_SANDBOX_WARM = int(os.environ.get("WORKSPACE_SANDBOX_WARM", "1"))
 # When the server runs as root, sandbox code runs as host uid BASE + (item id mod COUNT): never 0,
@@ -412,7 +413,7 @@ WORKSPACE_SANDBOX_UID_COUNT = int(os.environ.get("WORKSPACE_SANDBOX_UID_COUNT", 
 WORKSPACE_SANDBOX_CAP_CPU = os.environ.get("WORKSPACE_SANDBOX_CAP_CPU", "1")
 WORKSPACE_SANDBOX_CAP_MEMORY = os.environ.get("WORKSPACE_SANDBOX_CAP_MEMORY", "1G")
 WORKSPACE_SANDBOX_CAP_PIDS = os.environ.get("WORKSPACE_SANDBOX_CAP_PIDS", "512")
-# Where the snapshots of the /etc entries sandboxes see are kept (workspace/items/sandboxes/
+# Where the snapshots of the /etc entries sandboxes see are kept (workspace/sandboxes/
 # etc_snapshot.py; empty: WORKSPACE_VAR_DIR/sandbox-etc). Others must be able to pass through it.
 WORKSPACE_SANDBOX_ETC_DIR = os.environ.get("WORKSPACE_SANDBOX_ETC_DIR", "")
 # The private /tmp of each sandbox (a tmpfs; its pages also count against the memory limit).

@@ -18,7 +18,7 @@ from django_tasks_db.models import DBTaskResult
 from collab import clock
 from knowledge.ingest import embeddings_backfill
 from knowledge.services import citation_slices_close
-from workspace.items.sandboxes import lifecycle
+from workspace.items import lifecycle
 from workspace.items.services import workspaces_sweep
 from workspace.models import WorkerBeat
 from workspace.workflows.scheduler import schedules_enqueue_due

@@ -8,7 +8,7 @@ from collab.errors import Unavailable
 from tests.fixtures.items import item_url
 from workspace.agent.models import ItemMessage
 from workspace.agent.protocol import AgentReply
-from workspace.items.sandboxes import lifecycle
+from workspace.items import lifecycle
 
 pytestmark = pytest.mark.django_db
 

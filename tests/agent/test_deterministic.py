@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from knowledge.answers import Answer, Citation
 from workspace.agent.deterministic import HELP, DeterministicAgent
 from workspace.agent.protocol import AgentTools, AgentTurn, ToolRefused
-from workspace.items.sandboxes.base import ExecResult
+from workspace.sandboxes.base import ExecResult
 
 
 @dataclass

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, open_file_box, screenshot
-from workspace.items.filestore import workspace_dir
+from workspace.sandboxes.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

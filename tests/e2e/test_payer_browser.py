@@ -10,8 +10,8 @@ import pytest
 from collab.actor import Actor
 from tests.e2e.browser import assert_accessible, assert_every_action_on_screen, open_file_box, screenshot
 from workspace.items import services
-from workspace.items.filestore import workspace_dir
 from workspace.items.models import Item
+from workspace.sandboxes.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -31,8 +31,8 @@ from workspace.agent.models import ItemMessage
 from workspace.investigations.models import Investigation, InvestigationMember
 from workspace.investigations.services import investigation_create
 from workspace.items import services as ws
-from workspace.items.filestore import workspace_dir
 from workspace.items.models import Item
+from workspace.sandboxes.filestore import workspace_dir
 from workspace.workflows.generated import workflows
 from workspace.workflows.models import WorkflowRun
 

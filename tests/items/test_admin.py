@@ -9,9 +9,9 @@ from collab.errors import Unavailable
 from quotas import ledger
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from tests.fixtures.items import item_url
-from workspace.items.filestore import workspace_dir
+from workspace.items import lifecycle
 from workspace.items.models import Item
-from workspace.items.sandboxes import lifecycle
+from workspace.sandboxes.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import pytest
 from collab.errors import Conflict
 from quotas import ledger
 from quotas.models import SandboxActivity
+from workspace.items import lifecycle
 from workspace.items.config import get_config
-from workspace.items.sandboxes import lifecycle
 
 pytestmark = pytest.mark.django_db
 

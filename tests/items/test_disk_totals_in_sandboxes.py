@@ -11,9 +11,9 @@ import pytest
 
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from tests.fixtures.items import exec_ok, item_url
-from workspace.items import volumes
-from workspace.items.filestore import workspace_bytes, workspace_dir
 from workspace.items.services import workspaces_sweep
+from workspace.sandboxes import volumes
+from workspace.sandboxes.filestore import workspace_bytes, workspace_dir
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("real_boundary")]
 MIB = 1024**2

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.items import exec_ok
-from workspace.items.sandboxes import etc_snapshot
-from workspace.items.sandboxes.boundary import etc_snapshots_dir
-from workspace.items.sandboxes.etc_snapshot import (
+from workspace.sandboxes import etc_snapshot
+from workspace.sandboxes.boundary import etc_snapshots_dir
+from workspace.sandboxes.etc_snapshot import (
     ETC_ENTRIES,
     at_once,
     forget_snapshots,
@@ -178,7 +178,7 @@ def test_a_sandbox_sees_the_chosen_etc_entries_and_nothing_else_of_the_hosts_etc
     if snapshot:
         assert snapshot_of_etc(etc_snapshots_dir(), build=at_once) is not None
     else:
-        monkeypatch.setattr("workspace.items.sandboxes.boundary.snapshot_of_etc", lambda root: None)
+        monkeypatch.setattr("workspace.sandboxes.boundary.snapshot_of_etc", lambda root: None)
     expected = sorted(name for name in ETC_ENTRIES if os.path.lexists(f"/etc/{name}"))
     api, item = api_client_for("carol"), make_item(created_by="carol")
     # When her command lists /etc, looks for the host's secrets, writes there, and uses the certificates

@@ -10,8 +10,8 @@ from collab import clock
 from quotas import ledger
 from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
+from workspace.items import admission, lifecycle
 from workspace.items.models import ExecSlot, RunningExec
-from workspace.items.sandboxes import admission, lifecycle
 from workspace.items.services import exec_slot_release
 
 pytestmark = pytest.mark.django_db
@@ -164,7 +164,7 @@ def test_admission_is_the_one_place_a_new_sandbox_is_recorded(alice_api, make_it
         calls.append(kwargs["item"].pk)
         return original(**kwargs)
 
-    monkeypatch.setattr("workspace.items.sandboxes.lifecycle.before_sandbox_open", spy)
+    monkeypatch.setattr("workspace.items.lifecycle.before_sandbox_open", spy)
     item = make_item()
     # When she runs two commands in it
     _exec(alice_api, item, "true")

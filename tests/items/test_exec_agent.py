@@ -22,11 +22,12 @@ import pytest
 from quotas.models import SandboxActivity
 from tests.fixtures.exec_agent import agent_frame, process_state, run_through, wait_for
 from tests.fixtures.items import exec_ok, sandbox_of
-from workspace.items.sandboxes import lifecycle, local, runner
-from workspace.items.sandboxes.base import SandboxGone, SandboxUnavailable, final_result
-from workspace.items.sandboxes.boundary import configured_boundary
-from workspace.items.sandboxes.exec_agent import AGENT_PROTOCOL, SOCKET_NAME, agent_listen, run_via_agent
-from workspace.items.sandboxes.isolation import PrlimitDriver
+from workspace.items import lifecycle
+from workspace.sandboxes import local, runner
+from workspace.sandboxes.base import SandboxGone, SandboxUnavailable, final_result
+from workspace.sandboxes.boundary import configured_boundary
+from workspace.sandboxes.exec_agent import AGENT_PROTOCOL, SOCKET_NAME, agent_listen, run_via_agent
+from workspace.sandboxes.isolation import PrlimitDriver
 
 WHO_AND_WHERE = "id -u; grep -E '^(CapEff|NoNewPrivs)' /proc/self/status; pwd; env | sort | cut -d= -f1"
 
@@ -148,7 +149,7 @@ def test_a_sandbox_at_its_process_limit_says_the_command_could_not_start(room, a
 
 def test_without_perl_the_boundary_does_not_use_the_agent(settings, monkeypatch):
     # Given a machine without /usr/bin/perl
-    monkeypatch.setattr("workspace.items.sandboxes.boundary.agent_available", lambda: False)
+    monkeypatch.setattr("workspace.sandboxes.boundary.agent_available", lambda: False)
     settings.WORKSPACE_SANDBOX_EXEC_AGENT = True
     # When the boundary is configured
     boundary = configured_boundary()

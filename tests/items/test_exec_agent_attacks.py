@@ -19,10 +19,10 @@ import pytest
 
 from tests.fixtures.exec_agent import agent_frame, process_state, run_through, wait_for
 from tests.fixtures.items import exec_ok, sandbox_of
-from workspace.items.sandboxes.base import ExecResult, SandboxGone, final_result
-from workspace.items.sandboxes.exec_agent import agent_listen
-from workspace.items.sandboxes.registry import backend_named
-from workspace.items.sandboxes.runner import kill_group_through
+from workspace.sandboxes.base import ExecResult, SandboxGone, final_result
+from workspace.sandboxes.exec_agent import agent_listen
+from workspace.sandboxes.registry import backend_named
+from workspace.sandboxes.runner import kill_group_through
 
 # Run as the command of an exec: takes a copy of its session's connection to the server (the
 # session is its parent; pidfd_getfd needs only ptrace rights, which the same uid has), leaves a
@@ -132,7 +132,7 @@ def test_a_command_that_kills_its_session_but_stays_in_its_group_is_still_killed
 @pytest.mark.usefixtures("real_boundary")
 def test_a_stopped_agent_closes_the_sandbox_and_the_command_runs_in_a_new_one(monkeypatch, api_client_for, make_item):
     # Given carol's open sandbox whose agent her code stopped (it accepts nothing any more)
-    monkeypatch.setattr("workspace.items.sandboxes.exec_agent.ANSWER_SECONDS", 0.5)
+    monkeypatch.setattr("workspace.sandboxes.exec_agent.ANSWER_SECONDS", 0.5)
     api, item = api_client_for("carol"), make_item(created_by="carol")
     first = exec_ok(api, item, "kill -STOP 2")
     # When she runs a command with a long time limit
@@ -155,7 +155,7 @@ def dumpable_agent(monkeypatch) -> None:
     """The agent as on a machine whose prctl number the server does not know: it stays dumpable,
     so sandbox code can trace it and its sessions. The attacks below need that; the server's own
     defences must hold without the agent's."""
-    monkeypatch.setattr("workspace.items.sandboxes.exec_agent._SYSCALLS", {})
+    monkeypatch.setattr("workspace.sandboxes.exec_agent._SYSCALLS", {})
 
 
 def test_an_agent_naming_many_processes_gets_only_its_first_recorded(fake_agent, children):
@@ -191,7 +191,7 @@ def test_an_agent_reporting_an_impossible_exit_status_ends_the_command_as_killed
 
 def test_an_agent_that_is_stopped_is_a_gone_sandbox(monkeypatch, fake_agent):
     # Given an agent that takes the command and says nothing, its holder stopped from inside
-    monkeypatch.setattr("workspace.items.sandboxes.exec_agent.ANSWER_SECONDS", 0.2)
+    monkeypatch.setattr("workspace.sandboxes.exec_agent.ANSWER_SECONDS", 0.2)
     holder = subprocess.Popen(["sleep", "30"])
     os.kill(holder.pid, signal.SIGSTOP)
     release = threading.Event()
@@ -212,7 +212,7 @@ def test_an_agent_that_is_stopped_is_a_gone_sandbox(monkeypatch, fake_agent):
 
 def test_an_agent_that_is_only_slow_is_waited_for_until_the_time_limit(monkeypatch, fake_agent):
     # Given an agent, running (a sandbox at its cpu limit), that says nothing for a while
-    monkeypatch.setattr("workspace.items.sandboxes.exec_agent.ANSWER_SECONDS", 0.1)
+    monkeypatch.setattr("workspace.sandboxes.exec_agent.ANSWER_SECONDS", 0.1)
     release = threading.Event()
     home = fake_agent(lambda connection: release.wait(10))
     # When a command runs through it
@@ -355,7 +355,7 @@ def test_a_command_whose_group_never_empties_holds_the_server_one_kill_wait_past
         kills.append(settle)
         kill_group_through(pidfd, pid, settle=settle)
 
-    monkeypatch.setattr("workspace.items.sandboxes.exec_agent.kill_group_through", counted)
+    monkeypatch.setattr("workspace.sandboxes.exec_agent.kill_group_through", counted)
     # When the command runs past its limit
     result = run_through(home, timeout=0.3)
     # Then the exec ends timed out, its group killed more than once (the limit, then its pipes'

@@ -23,11 +23,10 @@ from tests.fixtures.items import (
     kill_server_process_once_it_says,
     sessions_idle_in_a_transaction,
 )
-from workspace.items import services
+from workspace.items import lifecycle, running, services
 from workspace.items.config import get_config
 from workspace.items.models import ExecSlot, RunningExec
-from workspace.items.sandboxes import lifecycle, running
-from workspace.items.sandboxes.base import MAX_COMMAND_BYTES
+from workspace.sandboxes.base import MAX_COMMAND_BYTES
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 LEASE = timedelta(seconds=90)
@@ -272,7 +271,7 @@ django.setup()
 from datetime import timedelta
 from quotas import ledger
 from workspace.items import services
-from workspace.items.sandboxes import lifecycle
+from workspace.items import lifecycle
 with lifecycle.bookkeeping():
     assert ledger.heartbeat_sent(activity_id=int(sys.argv[1]), lease=timedelta(hours=1), used=True)()
     assert services._slot_insert(user_id="alice", number=0, expires_at=services.clock.now()) is not None

@@ -17,10 +17,10 @@ from tests.fixtures.exec_agent import wait_for
 from tests.fixtures.items import item_url
 from workspace.agent.models import ItemMessage
 from workspace.items.config import get_config
-from workspace.items.filestore import workspace_dir
+from workspace.items.lifecycle import ExecStarted
 from workspace.items.models import ExecSlot, RunningExec
-from workspace.items.sandboxes.lifecycle import ExecStarted
 from workspace.items.services import TooManyRunning, exec_slot_take, item_exec, item_exec_events
+from workspace.sandboxes.filestore import workspace_dir
 from workspace.workflows.models import WorkflowRun
 
 pytestmark = pytest.mark.django_db

@@ -13,9 +13,9 @@ from collab import clock as clock_module
 from collab.actor import Actor
 from collab.errors import Forbidden
 from quotas.models import SandboxActivity
+from workspace.items import running
 from workspace.items.access import item_for_exec, item_for_viewer
 from workspace.items.models import ExecSlot, Item, RunningExec
-from workspace.items.sandboxes import running
 from workspace.items.services import exec_slot_release, exec_slot_take
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ import pytest
 
 from tests.fixtures.exec_agent import wait_for
 from tests.fixtures.items import exec_ok, item_url, sandbox_of
-from workspace.items.sandboxes.isolation import Confinement
+from workspace.sandboxes.isolation import Confinement
 
 pytestmark = pytest.mark.django_db
 SSE = "text/event-stream"
@@ -162,7 +162,7 @@ class _LaterClock:
 @pytest.mark.usefixtures("real_boundary")
 @pytest.mark.parametrize(
     ("agent", "relay_module"),
-    [(True, "workspace.items.sandboxes.exec_agent"), (False, "workspace.items.sandboxes.runner")],
+    [(True, "workspace.sandboxes.exec_agent"), (False, "workspace.sandboxes.runner")],
     ids=["through the exec agent", "through nsenter"],
 )
 def test_a_command_that_ended_in_time_read_after_its_deadline_is_not_reported_timed_out(

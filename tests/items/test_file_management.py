@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fixtures.items import item_url
-from workspace.items.filestore import workspace_dir
+from workspace.sandboxes.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db
 

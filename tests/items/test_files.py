@@ -8,8 +8,8 @@ import pytest
 
 from collab.errors import DomainError, QuotaExceeded
 from tests.fixtures.items import item_url
-from workspace.items import filestore
-from workspace.items.filestore import register_write_check, unregister_write_check, workspace_dir
+from workspace.sandboxes import filestore
+from workspace.sandboxes.filestore import register_write_check, unregister_write_check, workspace_dir
 
 pytestmark = pytest.mark.django_db
 BINARY = bytes(range(256)) * 64 + b"\x00\xff\r\n"
@@ -178,7 +178,13 @@ def test_the_write_check_sees_the_item_owner_and_sizes(alice_api, make_item):
         unregister_write_check(seen.append)
     # Then the check saw one write of five bytes to that notebook, owed by bob
     (intent,) = seen
-    assert (intent.item_id, intent.app_slug, intent.payer, intent.delta) == (item.pk, "notebook", "bob", 5)
+    written = intent.workspace
+    assert (written.item_id, written.app_slug, written.payer, intent.delta) == (
+        item.pk,
+        "notebook",
+        "bob",
+        5,
+    )
 
 
 def test_an_oversized_upload_is_413_and_leaves_nothing(alice_api, item, settings):

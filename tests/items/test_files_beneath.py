@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from collab.errors import DomainError
-from workspace.items import beneath, filestore
+from workspace.sandboxes import beneath, filestore
 
 
 @pytest.fixture
@@ -69,8 +69,8 @@ def test_a_delete_raced_by_a_symlink_swap_deletes_nothing_outside(monkeypatch, r
     root, outside = root_and_outside
     (root / "docs").symlink_to(outside)
     monkeypatch.setattr(filestore, "resolve", lambda root, path: root / path)
-    monkeypatch.setattr(filestore, "workspace_prepared", lambda item_id, app_slug: root)
-    ref = filestore.WorkspaceRef(item_id=1, app_slug="notebook", payer="alice")
+    monkeypatch.setattr(filestore, "workspace_prepared", lambda workspace_id, limit_bytes: root)
+    ref = filestore.WorkspaceRef(workspace_id=1)
     # When a delete of docs/secret.txt goes ahead / Then it is refused
     with pytest.raises(DomainError):
         filestore.delete_path(ref, "docs/secret.txt")

@@ -15,9 +15,10 @@ import pytest
 from collab.errors import DomainError
 from quotas import ledger
 from tests.fixtures.items import item_url
-from workspace.items import filestore
-from workspace.items.filestore import workspace_bytes, workspace_dir, workspace_prepared
 from workspace.items.services import items_delete, workspaces_sweep
+from workspace.items.workspaces import item_workspace_root
+from workspace.sandboxes import filestore
+from workspace.sandboxes.filestore import workspace_bytes, workspace_dir
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html", "HTTP_X_USER_ID": "alice"}
@@ -297,7 +298,7 @@ def test_workspaces_are_private_to_their_owner_on_the_host(alice_api, make_item)
     # Given a file and a folder written through the file API
     item = make_item()
     assert _put(alice_api, item, "notes/a.txt", b"secret").status_code == 200
-    root = workspace_prepared(item.pk, item.app_slug)
+    root = item_workspace_root(item)
     # When their modes are read
     modes = {
         "workspaces": root.parent.stat().st_mode & 0o777,
@@ -312,7 +313,7 @@ def test_workspaces_are_private_to_their_owner_on_the_host(alice_api, make_item)
 def test_a_workspace_sandbox_code_opened_up_is_private_again_at_its_next_use(alice_api, make_item):
     # Given sandbox code made alice's workspace readable by everyone (it owns it)
     item = make_item()
-    root = workspace_prepared(item.pk, item.app_slug)
+    root = item_workspace_root(item)
     root.chmod(0o755)
     # When the workspace is next used / Then it is the owner's alone again
     assert alice_api.get(item_url(item, "/files")).status_code == 200
@@ -324,7 +325,7 @@ def test_another_local_user_can_neither_list_nor_read_a_workspace(alice_api, mak
     # Given a file written through the file API, in a workspace the sandbox made world-readable inside
     item = make_item()
     assert _put(alice_api, item, "a.txt", b"secret").status_code == 200
-    root = workspace_prepared(item.pk, item.app_slug)
+    root = item_workspace_root(item)
     (root / "a.txt").chmod(0o644)
     # When another local user lists the workspace and reads the file
     attempts = [

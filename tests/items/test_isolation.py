@@ -11,8 +11,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from quotas.values import SandboxSize
-from workspace.items.sandboxes.boundary import configured_boundary
-from workspace.items.sandboxes.isolation import (
+from workspace.sandboxes.boundary import configured_boundary
+from workspace.sandboxes.isolation import (
     CgroupV1Driver,
     CgroupV2Driver,
     PrlimitDriver,
@@ -20,7 +20,7 @@ from workspace.items.sandboxes.isolation import (
     configured_cap,
     detect_driver,
 )
-from workspace.items.sandboxes.local import LocalBackend
+from workspace.sandboxes.local import LocalBackend
 
 GIB = 1024**3
 

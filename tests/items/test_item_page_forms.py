@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.fixtures.items import item_url
-from workspace.items.filestore import workspace_dir
+from workspace.sandboxes.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html", "HTTP_X_USER_ID": "alice"}

@@ -12,11 +12,11 @@ from quotas import ledger
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.items import item_url
+from workspace.items import lifecycle
+from workspace.items.admission import before_sandbox_open
 from workspace.items.config import get_config
-from workspace.items.sandboxes import lifecycle
-from workspace.items.sandboxes.admission import before_sandbox_open
-from workspace.items.sandboxes.base import SandboxUnavailable
-from workspace.items.sandboxes.registry import backend_named
+from workspace.sandboxes.base import SandboxUnavailable
+from workspace.sandboxes.registry import backend_named
 
 pytestmark = pytest.mark.django_db
 LEASE = timedelta(seconds=90)

@@ -6,8 +6,8 @@ import pytest
 
 from tests.fixtures.items import item_url
 from workspace.items import pages
-from workspace.items.filestore import workspace_dir
 from workspace.items.models import Item
+from workspace.sandboxes.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html", "HTTP_X_USER_ID": "alice"}

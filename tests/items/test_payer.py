@@ -9,8 +9,8 @@ import pytest
 
 from quotas.models import SandboxActivity
 from tests.fixtures.items import exec_ok, item_url
-from workspace.items.filestore import workspace_dir
 from workspace.items.models import Item
+from workspace.sandboxes.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db
 HTML = {"HTTP_ACCEPT": "text/html"}

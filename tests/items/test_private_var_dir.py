@@ -20,9 +20,9 @@ from django.core.management.base import SystemCheckError
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.items import item_url
-from workspace.items import volumes
-from workspace.items.sandboxes.host import HostSettings, build_server
-from workspace.items.sandboxes.reach import default_var_dir
+from workspace.sandboxes import volumes
+from workspace.sandboxes.host import HostSettings, build_server
+from workspace.sandboxes.reach import default_var_dir
 
 pytestmark = pytest.mark.django_db
 

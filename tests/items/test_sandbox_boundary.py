@@ -22,11 +22,11 @@ from django.core.management import call_command
 
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from tests.fixtures.items import exec_ok, item_url, sandbox_of
-from workspace.items import volumes
-from workspace.items.filestore import workspace_bytes, workspace_dir
+from workspace.items import lifecycle
 from workspace.items.models import Item
-from workspace.items.sandboxes import lifecycle
-from workspace.items.sandboxes.registry import backend_named
+from workspace.sandboxes import volumes
+from workspace.sandboxes.filestore import workspace_bytes, workspace_dir
+from workspace.sandboxes.registry import backend_named
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("real_boundary")]
 MIB = 1024**2
@@ -416,9 +416,9 @@ import django
 os.environ["DJANGO_SETTINGS_MODULE"] = "workspace.settings"
 django.setup()
 from quotas.values import SandboxSize
-from workspace.items.sandboxes.boundary import configured_boundary
-from workspace.items.sandboxes.isolation import PrlimitDriver
-from workspace.items.sandboxes.local import LocalBackend
+from workspace.sandboxes.boundary import configured_boundary
+from workspace.sandboxes.isolation import PrlimitDriver
+from workspace.sandboxes.local import LocalBackend
 # Started as root only to load the code, which may live where uid 65534 cannot go (a clone under
 # root's 0700 home); from here on it is an ordinary user that reads no file of the clone.
 var = Path(sys.argv[1])
@@ -479,7 +479,7 @@ def test_an_unprivileged_server_still_confines_sandboxes_in_namespaces(traversab
 UNPRIVILEGED_WORKSPACE = (
     UNPRIVILEGED_BACKEND
     + """
-from workspace.items import filestore
+from workspace.sandboxes import filestore
 root = var / "ws" / "3"
 filestore.stage(root, "api/a.txt", [b"from the api"]).commit()
 result = backend.exec(opened.id, command="cat api/a.txt && echo sandbox > s.txt && mkdir d && ls -d d", timeout=20)

@@ -22,10 +22,10 @@ from tests.fixtures.items import SANDBOX_HOST_TOKEN as TOKEN
 from tests.fixtures.items import host_call as _call
 from tests.fixtures.items import item_url
 from tests.fixtures.quotas import GIB
-from workspace.items.sandboxes import host as host_module
-from workspace.items.sandboxes import lifecycle
-from workspace.items.sandboxes.host import HostSettings, build_server
-from workspace.items.sandboxes.http import HttpBackend
+from workspace.items import lifecycle
+from workspace.sandboxes import host as host_module
+from workspace.sandboxes.host import HostSettings, build_server
+from workspace.sandboxes.http import HttpBackend
 
 
 @pytest.fixture

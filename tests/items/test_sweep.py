@@ -9,7 +9,7 @@ from quotas import ledger
 from quotas.models import WorkspaceDiskUsage
 from quotas.services import override_set
 from quotas.values import OverrideValues
-from workspace.items.filestore import workspace_dir
+from workspace.sandboxes.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db
 
@@ -74,7 +74,7 @@ def test_sweep_walks_no_workspace_when_nobody_has_a_disk_limit(make_item, write_
     write_config("")
     make_item()
     walked: list[object] = []
-    monkeypatch.setattr("workspace.items.filestore.workspace_bytes", lambda root: walked.append(root) or 0)
+    monkeypatch.setattr("workspace.sandboxes.filestore.workspace_bytes", lambda root: walked.append(root) or 0)
 
     # When the sweep runs
     call_command("sweep")
@@ -92,7 +92,7 @@ def test_sweep_walks_only_the_workspaces_of_owners_with_a_disk_limit(make_item, 
     make_item(owner="bob")
     walked: list[str] = []
     # When the sweep runs
-    monkeypatch.setattr("workspace.items.filestore.workspace_bytes", lambda root: walked.append(root.name) or 0)
+    monkeypatch.setattr("workspace.sandboxes.filestore.workspace_bytes", lambda root: walked.append(root.name) or 0)
 
     # Then only alice's workspace is walked
     call_command("sweep")

@@ -11,7 +11,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from tests.fixtures.items import item_url
-from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
+from workspace.sandboxes.boundary import boundary_warnings, configured_boundary
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Warm sandbox skeletons (workspace/items/sandboxes/warm.py), on this machine's real kernel.
+"""Warm sandbox skeletons (workspace/sandboxes/warm.py), on this machine's real kernel.
 
 A skeleton's cgroups hold a waiting root process before any item asks for a sandbox; opening one
 must still give the item its own uid, limits and workspace, and nothing of a skeleton may
@@ -17,10 +17,10 @@ import pytest
 
 from quotas.models import SandboxActivity
 from tests.fixtures.items import exec_ok
-from workspace.items.sandboxes import exec_agent
-from workspace.items.sandboxes.boundary import configured_boundary
-from workspace.items.sandboxes.registry import backend_named, local_sandboxes_release
-from workspace.items.sandboxes.warm import SKELETON_FILE, Skeleton, make_skeleton, sweep_orphans
+from workspace.sandboxes import exec_agent
+from workspace.sandboxes.boundary import configured_boundary
+from workspace.sandboxes.registry import backend_named, local_sandboxes_release
+from workspace.sandboxes.warm import SKELETON_FILE, Skeleton, make_skeleton, sweep_orphans
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("real_boundary")]
 MIB = 1024**2
@@ -105,7 +105,7 @@ def test_on_a_machine_whose_syscall_numbers_are_unknown_the_init_drops_through_s
     settings, monkeypatch, api_client_for, make_item
 ):
     # Given a warm skeleton made where the server knows no syscall numbers (its waiter cannot drop)
-    monkeypatch.setattr("workspace.items.sandboxes.exec_agent._SYSCALLS", {})
+    monkeypatch.setattr("workspace.sandboxes.exec_agent._SYSCALLS", {})
     settings.WORKSPACE_SANDBOX_WARM = 1
     backend = backend_named("local")
     backend.warm.fill()

@@ -6,12 +6,14 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
 from collab.errors import DomainError
-from workspace.items import filestore
-from workspace.items.filestore import CHUNK, WorkspaceRef, workspace_dir
+from workspace.items.workspaces import item_workspace_ref
+from workspace.sandboxes import filestore
+from workspace.sandboxes.filestore import CHUNK, workspace_dir
 
 pytestmark = pytest.mark.django_db
 MIB = 1024 * 1024
@@ -23,7 +25,7 @@ def test_ten_concurrent_writes_admit_exactly_the_ones_that_fit(write_config, mak
     # Given a workspace limit of 48K and ten writers of 16K each
     write_config('[sandbox]\nworkspace_quota = "48K"\n')
     item = make_item()
-    ref = WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, payer="alice")
+    ref = replace(item_workspace_ref(item), payer="alice")
     start, staged, outcomes = threading.Barrier(10), threading.Barrier(10), []
 
     def chunks() -> Iterator[bytes]:
@@ -56,7 +58,7 @@ def test_an_upload_over_quota_is_refused_at_most_one_chunk_past_it(write_config,
     # Given a workspace limit of 2M and an upload of 8M arriving chunk by chunk
     write_config('[sandbox]\nworkspace_quota = "2M"\n')
     item = make_item()
-    ref = WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, payer="alice")
+    ref = replace(item_workspace_ref(item), payer="alice")
     consumed = []
 
     def upload() -> Iterator[bytes]:
@@ -77,7 +79,7 @@ def test_an_upload_within_quota_is_stored_whole(write_config, make_item):
     # Given a workspace limit of 8M
     write_config('[sandbox]\nworkspace_quota = "8M"\n')
     item = make_item()
-    ref = WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, payer="alice")
+    ref = replace(item_workspace_ref(item), payer="alice")
     # When alice writes a file of three chunks
     change = filestore.write_file(ref, "fits.bin", (b"y" * CHUNK for _ in range(3)))
     # Then all of it is stored

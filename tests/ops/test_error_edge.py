@@ -21,11 +21,11 @@ from collab.edge import STATUS_BY_KIND, admin_refused, body_of, failure_line, fo
 from collab.errors import DomainError, Forbidden, Invalid, NotFound, QuotaExceeded, Unavailable
 from knowledge import ingest
 from knowledge import services as knowledge_services
-from workspace.items import filestore
 from workspace.items import services as item_services
 from workspace.items.access import app_or_404
 from workspace.items.admin import ItemAdmin
 from workspace.items.models import Item
+from workspace.sandboxes import filestore
 from workspace.worker import WorkerIdentity, drain
 from workspace.workflows import services as workflow_services
 
@@ -209,7 +209,7 @@ def test_a_task_stopped_by_a_domain_error_fails_naming_the_code_and_detail(monke
 ROOT = Path(__file__).resolve().parents[2]
 # The edge: the API's mapping, the site's pages, and the sandbox host (its own small HTTP server,
 # which answers its own protocol's errors). crudgen is a library with its own error contract.
-EDGE = {"collab/edge.py", "workspace/errors.py", "workspace/items/sandboxes/host.py"}
+EDGE = {"collab/edge.py", "workspace/errors.py", "workspace/sandboxes/host.py"}
 PACKAGES = ("collab", "knowledge", "quotas", "workspace")
 
 
@@ -281,7 +281,7 @@ def test_business_modules_know_nothing_of_http_errors():
         for path in _our_modules()
         if path.name in ("services.py", "selectors.py", "access.py", "filestore.py", "filebatch.py", "disk.py")
         or path.relative_to(ROOT).as_posix()
-        in ("workspace/items/sandboxes/lifecycle.py", "workspace/workflows/definitions.py", "collab/tokens.py")
+        in ("workspace/items/lifecycle.py", "workspace/workflows/definitions.py", "collab/tokens.py")
     ]
     # When their imports are read / Then none imports DRF or the edge's mapping
     offending = {

@@ -113,7 +113,7 @@ def test_healthz_is_503_naming_the_database_when_it_does_not_answer(client: Clie
 def test_healthz_is_503_when_local_sandboxes_cannot_enforce_limits(client: Client, settings, monkeypatch) -> None:
     # Given local sandboxes on prlimit, and no prlimit binary on the host
     settings.WORKSPACE_CGROUP_DRIVER = "prlimit"
-    monkeypatch.setattr("workspace.items.sandboxes.isolation.shutil.which", lambda _name: None)
+    monkeypatch.setattr("workspace.sandboxes.isolation.shutil.which", lambda _name: None)
 
     # When staff ask for health
     response = client.get("/healthz", HTTP_X_USER_ID=STAFF)

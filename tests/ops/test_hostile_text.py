@@ -26,7 +26,7 @@ from knowledge.markup import CitationPreview, link_allowed, message_html
 from knowledge.search import search_terms
 from quotas.sizes import SizeError, parse_duration_seconds, parse_size
 from workspace.agent.deterministic import _parse as agent_parse
-from workspace.items.filebatch import MAX_GLOB_CHARS
+from workspace.sandboxes.filebatch import MAX_GLOB_CHARS
 from workspace.workflows.forms import _AMOUNT
 
 N = 100_000

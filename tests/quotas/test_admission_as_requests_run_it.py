@@ -22,10 +22,10 @@ from quotas.models import AdmissionLock, SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.exec_agent import wait_for
 from tests.fixtures.items import connection_at_rest, kill_server_process_once_it_says, sessions_idle_in_a_transaction
+from workspace.items import admission
+from workspace.items.admission import before_sandbox_open
 from workspace.items.config import get_config
 from workspace.items.models import Item
-from workspace.items.sandboxes import admission
-from workspace.items.sandboxes.admission import before_sandbox_open
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
 LEASE = timedelta(seconds=90)
@@ -272,7 +272,7 @@ django.setup()
 from quotas import services
 from workspace.items.config import get_config
 from workspace.items.models import Item
-from workspace.items.sandboxes import admission
+from workspace.items import admission
 
 def pause(**kwargs):
     print("between", flush=True)

@@ -10,7 +10,7 @@ from quotas.disk import item_facts
 from quotas.models import WorkspaceDiskUsage
 from quotas.values import OverrideValues
 from tests.fixtures.items import item_url
-from workspace.items.filestore import workspace_dir
+from workspace.sandboxes.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db
 

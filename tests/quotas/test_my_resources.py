@@ -7,7 +7,7 @@ import pytest
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from tests.fixtures.items import item_url
 from tests.fixtures.quotas import GIB, MIB
-from workspace.items.sandboxes.registry import backend_named
+from workspace.sandboxes.registry import backend_named
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,9 @@ from collab.edge import status_of
 from collab.errors import DomainError
 from quotas import ledger
 from quotas.models import AdmissionLock
+from workspace.items import admission
+from workspace.items.admission import before_sandbox_open
 from workspace.items.config import get_config
-from workspace.items.sandboxes import admission
-from workspace.items.sandboxes.admission import before_sandbox_open
 
 THREADS = 20
 

@@ -6,7 +6,7 @@ import pytest
 from rest_framework.fields import DateTimeField
 
 from tests.fixtures.items import item_url
-from workspace.items.sandboxes import lifecycle
+from workspace.items import lifecycle
 from workspace.workflows.generated import workflows
 from workspace.workflows.models import WorkflowRun
 

@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django_tasks_db.models import DBTaskResult
 
 from collab.errors import Unavailable
-from workspace.items.sandboxes import lifecycle
+from workspace.items import lifecycle
 from workspace.workflows import scheduler
 from workspace.workflows.generated import workflows
 from workspace.workflows.models import WorkflowRun, WorkflowSchedule

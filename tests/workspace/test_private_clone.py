@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from bench.live import REPO, free_port
-from workspace.items.sandboxes.reach import FALLBACK_PARENT, default_var_dir
+from workspace.sandboxes.reach import FALLBACK_PARENT, default_var_dir
 
 pytestmark = pytest.mark.private_clone
 # A deadline for polling a subprocess, never an assertion about speed.

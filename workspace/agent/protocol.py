@@ -11,8 +11,8 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from knowledge.answers import Answer, Answerer, Citation, Restart
-from workspace.items.filestore import FileChange, FileEntry
-from workspace.items.sandboxes.base import ExecResult
+from workspace.sandboxes.base import ExecResult
+from workspace.sandboxes.filestore import FileChange, FileEntry
 
 
 class ToolRefused(Exception):

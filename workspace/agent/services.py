@@ -12,9 +12,9 @@ from collab.errors import Invalid
 from workspace.agent.messages import message_append
 from workspace.agent.models import ItemMessage
 from workspace.agent.turns import TurnEvent, agent_turn_events
+from workspace.items import lifecycle
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
-from workspace.items.sandboxes import lifecycle
 from workspace.items.services import exec_slot_release, exec_slot_released_after, exec_slot_take
 
 logger = logging.getLogger(__name__)

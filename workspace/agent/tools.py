@@ -20,10 +20,11 @@ from workspace.agent.protocol import FileText, ToolRefused
 from workspace.agent.rooms import ConversationRoom
 from workspace.items import services as item_services
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.filestore import FileChange, FileEntry, open_read, read_file, workspace_prepared
 from workspace.items.models import Item
-from workspace.items.sandboxes.base import ExecResult
 from workspace.items.selectors import item_file_path, item_files
+from workspace.items.workspaces import item_workspace_root
+from workspace.sandboxes.base import ExecResult
+from workspace.sandboxes.filestore import FileChange, FileEntry, open_read, read_file
 
 # A folder listing the model is given; the file list of the item page stops at 500 too.
 LISTED_FILES = 500
@@ -124,7 +125,7 @@ class ItemAgentTools:
     def read_file(self, path: str, *, limit: int) -> FileText:
         """At most `limit` characters of a workspace file, never reading far past them (sandbox
         code may be growing it); a file that is not UTF-8 text comes back as binary, unread."""
-        root = workspace_prepared(self.item.pk, self.item.app_slug)
+        root = item_workspace_root(self.item)
         try:
             named = item_file_path(self.item, path)
             with open_read(root, read_file(root, named)) as handle:

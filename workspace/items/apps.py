@@ -17,14 +17,14 @@ class ItemsConfig(AppConfig):
     def ready(self) -> None:
         from workspace.items import checks  # noqa: F401 (registers the system checks)
         from workspace.items.config import get_config
-        from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
-        from workspace.items.sandboxes.isolation import (
+        from workspace.sandboxes.boundary import boundary_warnings, configured_boundary
+        from workspace.sandboxes.isolation import (
             cap_warnings,
             configured_cap,
             configured_driver,
             warn_about_enforcement,
         )
-        from workspace.items.volumes import enforcement_warnings
+        from workspace.sandboxes.volumes import enforcement_warnings
 
         # A bad config or descriptor raises ImproperlyConfigured naming the file and key; so does
         # a local backend without bubblewrap outside DEBUG, or a cap that is no size.
@@ -45,8 +45,8 @@ def install_quotas() -> None:
     """Hands the quotas what they need and puts the disk check on every growing write."""
     from quotas import host
     from quotas.disk import disk_write_check, disk_write_headroom
-    from workspace.items import filestore
     from workspace.items.quota_host import WorkspaceQuotaHost
+    from workspace.sandboxes import filestore
 
     host.install(WorkspaceQuotaHost())
     filestore.register_write_check(disk_write_check)

@@ -8,9 +8,9 @@ from typing import Any
 from django.core import checks
 
 from workspace.items.config import get_config
-from workspace.items.sandboxes.boundary import configured_boundary
-from workspace.items.sandboxes.reach import unreachable_reason
-from workspace.items.volumes import workspaces_root
+from workspace.sandboxes.boundary import configured_boundary
+from workspace.sandboxes.reach import unreachable_reason
+from workspace.sandboxes.volumes import workspaces_root
 
 
 @checks.register("sandboxes")

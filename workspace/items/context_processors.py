@@ -6,7 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from workspace.items.sandboxes.boundary import configured_boundary
+from workspace.sandboxes.boundary import configured_boundary
 
 
 def sandbox_boundary(request: HttpRequest) -> dict[str, Any]:

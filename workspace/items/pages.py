@@ -26,9 +26,10 @@ from quotas.sizes import SizeError, format_size, parse_size
 from workspace.items import selectors, services
 from workspace.items.access import ItemRight, app_or_404, item_for_viewer, item_right
 from workspace.items.config import AppDescriptor
-from workspace.items.filestore import open_read, read_file, workspace_prepared
 from workspace.items.links import own_list_page
 from workspace.items.models import Item
+from workspace.items.workspaces import item_workspace_root
+from workspace.sandboxes.filestore import open_read, read_file
 
 EDITABLE_BYTES = 512 * 1024
 # Rows of the page's file list, each with its forms; the terminal re-reads the page after every
@@ -213,7 +214,7 @@ def _file_delete(request: HttpRequest, slug: str, item_id: int, *, file_path: st
 
 def _file_exists(item: Item, path: str) -> bool:
     try:
-        read_file(workspace_prepared(item.pk, item.app_slug), path)
+        read_file(item_workspace_root(item), path)
     except DomainError:
         return False
     return True
@@ -244,7 +245,7 @@ def _file_save(request: HttpRequest, slug: str, item_id: int, *, file_path: str)
 def _file_open(request: HttpRequest, slug: str, item_id: int, *, file_path: str) -> HttpResponse:
     app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
     try:
-        root = workspace_prepared(item.pk, item.app_slug)
+        root = item_workspace_root(item)
         target = read_file(root, file_path)
     except DomainError as exc:
         if exc.error != "file_not_found":

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from collab.actor import Actor
 from quotas.host import Handover, ItemFacts, ItemLink, PaidItem
 from quotas.values import UserLimits
-from workspace.items import access, filestore, selectors
+from workspace.items import access, selectors
 from workspace.items.config import get_config
+from workspace.items.lifecycle import sandbox_close
 from workspace.items.models import Item
-from workspace.items.sandboxes.lifecycle import sandbox_close
+from workspace.sandboxes import filestore
 
 
 class WorkspaceQuotaHost:

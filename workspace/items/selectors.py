@@ -12,19 +12,19 @@ from collab.actor import Actor
 from quotas import ledger
 from quotas.host import Handover, ItemFacts, PaidItem
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
+from workspace.items import running
 from workspace.items.access import listed_items
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.filestore import (
+from workspace.items.models import Item, RunningExec, payer_of
+from workspace.items.workspaces import item_workspace_root
+from workspace.sandboxes.filestore import (
     MAX_LISTED,
     FileEntry,
     list_files,
     list_folder,
     relative,
     resolve,
-    workspace_prepared,
 )
-from workspace.items.models import Item, RunningExec, payer_of
-from workspace.items.sandboxes import running
 
 ITEMS_DEFAULT_LIMIT = 50
 ITEMS_MAX_LIMIT = 200
@@ -121,12 +121,12 @@ def item_detail(item: Item) -> ItemDetail:
 
 def item_files(item: Item, *, limit: int = MAX_LISTED) -> list[FileEntry]:
     """Every file and folder of the workspace, by path (the API's list, the agent's)."""
-    return list_files(workspace_prepared(item.pk, item.app_slug), limit=limit)
+    return list_files(item_workspace_root(item), limit=limit)
 
 
 def item_folder(item: Item, folder: str = "", *, limit: int = MAX_LISTED) -> list[FileEntry]:
     """What one folder holds, folders first (the item page opens one folder at a time)."""
-    return list_folder(workspace_prepared(item.pk, item.app_slug), folder, limit=limit)
+    return list_folder(item_workspace_root(item), folder, limit=limit)
 
 
 def running_execs(item: Item) -> list[RunningExec]:
@@ -136,5 +136,5 @@ def running_execs(item: Item) -> list[RunningExec]:
 
 def item_file_path(item: Item, path: str) -> str:
     """`path` as the file store names it (`a/./b` is `a/b`); one that leaves the workspace is a 400."""
-    root = workspace_prepared(item.pk, item.app_slug)
+    root = item_workspace_root(item)
     return relative(root, resolve(root, path.strip()))

@@ -6,8 +6,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from collab.serializers import BlankAsNullField
-from workspace.items.sandboxes.base import EndReason
 from workspace.items.selectors import ITEMS_DEFAULT_LIMIT, ITEMS_MAX_LIMIT
+from workspace.sandboxes.base import EndReason
 
 
 class WorkspaceAppResourcesOutputSerializer(serializers.Serializer):

@@ -21,11 +21,12 @@ from collab.waits import ReleasedAfter
 from quotas import ledger
 from quotas.ledger import LiveRowRead
 from quotas.models import SandboxActivity
-from workspace.items import filebatch, filestore, volumes
+from workspace.items import lifecycle, running
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import ExecSlot, Item, RunningExec, payer_of
-from workspace.items.sandboxes import lifecycle, running
-from workspace.items.sandboxes.base import Command, CommandInvalid, OpenedSandbox, validate_command
+from workspace.items.workspaces import item_workspace_ref, item_workspace_root
+from workspace.sandboxes import filebatch, filestore, volumes
+from workspace.sandboxes.base import Command, CommandInvalid, OpenedSandbox, validate_command
 
 
 def checked_payer(payer: str) -> str:
@@ -94,7 +95,7 @@ def item_create(*, app: AppDescriptor, title: str, payer: str = "", actor: Actor
     _bill_to(item, payer=payer, actor=actor)
     item.save()
     # After commit: making and mounting a workspace image must not hold the database's write lock.
-    transaction.on_commit(lambda: filestore.workspace_prepared(item.pk, item.app_slug))
+    transaction.on_commit(lambda: item_workspace_root(item))
     return item
 
 
@@ -178,35 +179,31 @@ def item_bill_return(*, item_id: int, actor: Actor) -> Item:
     return item
 
 
-def workspace_ref(item: Item) -> filestore.WorkspaceRef:
-    return filestore.WorkspaceRef(item_id=item.pk, app_slug=item.app_slug, payer=item.payer, title=item.title)
-
-
 def file_write(*, item: Item, path: str, chunks: Iterable[bytes]) -> filestore.FileChange:
     """Atomic write of one file; no database work, so a write costs only the item lookup."""
-    return filestore.write_file(workspace_ref(item), path, chunks)
+    return filestore.write_file(item_workspace_ref(item), path, chunks)
 
 
 def file_delete(*, item: Item, path: str) -> filestore.FileChange:
-    return filestore.delete_path(workspace_ref(item), path)
+    return filestore.delete_path(item_workspace_ref(item), path)
 
 
 def file_move(*, item: Item, source: str, target: str) -> filestore.FileChange:
-    return filestore.move_path(workspace_ref(item), source, target)
+    return filestore.move_path(item_workspace_ref(item), source, target)
 
 
 def file_truncate(*, item: Item, path: str, size: int) -> filestore.FileChange:
     """Keeps the file's first `size` bytes: how the payer of an item shrinks a file without reading
     or writing its content (docs/ARCHITECTURE.md §5); always allowed, even over quota."""
-    return filestore.truncate_file(workspace_ref(item), path, size)
+    return filestore.truncate_file(item_workspace_ref(item), path, size)
 
 
 def folder_create(*, item: Item, path: str) -> filestore.FileChange:
-    return filestore.make_folder(workspace_ref(item), path)
+    return filestore.make_folder(item_workspace_ref(item), path)
 
 
 def files_batch(*, item: Item, operations: list[dict[str, Any]]) -> filebatch.BatchReport:
-    return filebatch.run_batch(workspace_ref(item), operations)
+    return filebatch.run_batch(item_workspace_ref(item), operations)
 
 
 def exec_timeout(requested: float | None) -> float:

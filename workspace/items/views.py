@@ -28,9 +28,8 @@ from collab.serializers import ErrorOutputSerializer
 from collab.waits import Readable, ReleasedAfter, primed
 from workspace.items import selectors, services
 from workspace.items.access import ItemRight, app_or_404, item_for_exec, item_for_viewer
-from workspace.items.filestore import CHUNK, open_read, read_file, workspace_prepared
+from workspace.items.lifecycle import ExecEvent, ExecOutcome, ExecStarted
 from workspace.items.models import Item
-from workspace.items.sandboxes.lifecycle import ExecEvent, ExecOutcome, ExecStarted
 from workspace.items.serializers import (
     ExecInputSerializer,
     ExecOutputSerializer,
@@ -53,6 +52,8 @@ from workspace.items.serializers import (
     RunningExecOutputSerializer,
     WorkspaceAppOutputSerializer,
 )
+from workspace.items.workspaces import item_workspace_root
+from workspace.sandboxes.filestore import CHUNK, open_read, read_file
 
 _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
 
@@ -277,7 +278,7 @@ class ItemFileApi(ServiceApiView):
     )
     def get(self, request: Request, slug: str, item_id: int, file_path: str) -> FileResponse:
         _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
-        root = workspace_prepared(item.pk, item.app_slug)
+        root = item_workspace_root(item)
         target = read_file(root, file_path)
         content_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
         return FileResponse(open_read(root, target), content_type=content_type)

@@ -16,12 +16,12 @@ from collab import clock
 from collab.actor import Actor, actor_now
 from collab.errors import DomainError, Forbidden, Invalid, NotFound, Unavailable
 from crudgen.metadata import ResourceMeta
+from workspace.items import lifecycle
 from workspace.items.access import can_view
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
-from workspace.items.sandboxes import lifecycle
-from workspace.items.sandboxes.base import CommandInvalid, validate_command
 from workspace.items.services import exec_slot_held
+from workspace.sandboxes.base import CommandInvalid, validate_command
 from workspace.workflows.access import usable_item
 from workspace.workflows.definitions import WorkflowDefinition, workflow_caller, workflow_definition
 from workspace.workflows.generated import workflows

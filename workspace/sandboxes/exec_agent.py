@@ -29,8 +29,8 @@ from pathlib import Path
 
 from collab.deadlines import TimeLimit
 from collab.waits import Readable, readable, yields_waits
-from workspace.items.sandboxes.base import OUTPUT_LIMIT_BYTES, ExecResult, SandboxGone
-from workspace.items.sandboxes.runner import (
+from workspace.sandboxes.base import OUTPUT_LIMIT_BYTES, ExecResult, SandboxGone
+from workspace.sandboxes.runner import (
     DRIVEN_HOLD_SECONDS,
     DRIVEN_POLL_SECONDS,
     PIPE_GRACE_SECONDS,

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from workspace.items.sandboxes.registry import local_sandboxes_release
+from workspace.sandboxes.registry import local_sandboxes_release
 
 
 class Command(BaseCommand):

@@ -16,7 +16,7 @@ from collab.rows import PlannedStatement, execute
 from quotas import ledger
 from quotas.models import SandboxActivity
 from workspace.items.models import Item, RunningExec
-from workspace.items.sandboxes.base import Command, EndReason, ExecResult
+from workspace.sandboxes.base import Command, EndReason, ExecResult
 
 Reason = SandboxActivity.CloseReason
 # What a command cut off by its sandbox's closing is told, by the reason the ledger recorded.

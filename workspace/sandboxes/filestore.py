@@ -1,4 +1,4 @@
-"""Each item's workspace directory: safe path resolution, atomic writes, and the write-check hook.
+"""Each workspace directory: safe path resolution, atomic writes, and the write-check hook.
 
 Every change in size passes through `check_write`, the one place the disk quotas hook into.
 A write lands in a temp file next to its target, is fsynced, checked, and only then renamed
@@ -29,10 +29,9 @@ from django.conf import settings
 
 from collab.errors import Conflict, DomainError, Invalid, NotFound, QuotaExceeded, TooLarge
 from collab.sizes import format_bytes
-from workspace.items import beneath
-from workspace.items.config import get_config
-from workspace.items.sandboxes.boundary import configured_boundary
-from workspace.items.volumes import workspace_prepare, workspaces_root
+from workspace.sandboxes import beneath
+from workspace.sandboxes.boundary import configured_boundary
+from workspace.sandboxes.volumes import workspace_prepare, workspaces_root
 
 logger = logging.getLogger(__name__)
 
@@ -57,13 +56,10 @@ class FileChange:
 
 @dataclass(frozen=True)
 class WriteIntent:
-    """What a write would do to an item's workspace, handed to every registered check."""
+    """What a write would do to a workspace, handed to every registered check."""
 
-    item_id: int
-    app_slug: str
-    payer: str
+    workspace: WorkspaceRef
     changes: tuple[FileChange, ...]
-    title: str = ""  # how a refusal names the item
 
     @property
     def delta(self) -> int:
@@ -89,16 +85,17 @@ class FileEntry:
 
 @dataclass(frozen=True)
 class WorkspaceRef:
-    """The item facts the file store needs; built from an Item so no query happens here."""
+    """A workspace as the file store knows it: its id, the disk limit its image holds it to, and
+    how a refusal names it. Whoever owns workspaces may hand a subclass carrying its own facts:
+    the file store passes it on to the write checks that owner registered, unread."""
 
-    item_id: int
-    app_slug: str
-    payer: str
-    title: str = ""  # how a refusal names the item
+    workspace_id: int | str
+    limit_bytes: int | None = None  # None: no limit of its own
+    title: str = ""  # how a refusal names the workspace
 
     @property
     def root(self) -> Path:
-        return workspace_prepared(self.item_id, self.app_slug)
+        return workspace_prepared(self.workspace_id, limit_bytes=self.limit_bytes)
 
 
 WriteCheck = Callable[[WriteIntent], None]
@@ -142,7 +139,7 @@ class _StreamBudget:
     def after_chunk(self, change: FileChange) -> None:
         if change.new_size <= CHUNK or not _write_headrooms:
             return
-        intent = WriteIntent(self.ref.item_id, self.ref.app_slug, self.ref.payer, (change,), self.ref.title)
+        intent = WriteIntent(self.ref, (change,))
         if not self.asked:
             self.asked = True
             rooms = [room for room in (headroom(intent) for headroom in _write_headrooms) if room is not None]
@@ -153,12 +150,12 @@ class _StreamBudget:
 
 
 @contextlib.contextmanager
-def item_write_lock(item_id: int | str) -> Iterator[None]:
-    """One write into an item at a time (across threads and processes), so each write's quota
+def workspace_write_lock(workspace_id: int | str) -> Iterator[None]:
+    """One write into a workspace at a time (across threads and processes), so each write's quota
     check sees every write before it landed and none still in flight."""
     locks = workspaces_root() / ".locks"
     locks.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(locks / f"{item_id}.lock", "a") as handle:
+    with open(locks / f"{workspace_id}.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 
@@ -175,17 +172,16 @@ def check_write(intent: WriteIntent) -> None:
         check(intent)
 
 
-def workspace_dir(item_id: int | str) -> Path:
-    return workspaces_root() / str(item_id)
+def workspace_dir(workspace_id: int | str) -> Path:
+    return workspaces_root() / str(workspace_id)
 
 
-def workspace_prepared(item_id: int | str, app_slug: str) -> Path:
-    """The item's workspace, mounted on an image of its app's disk limit where images are used."""
-    app = get_config().app(app_slug)
+def workspace_prepared(workspace_id: int | str, *, limit_bytes: int | None) -> Path:
+    """The workspace, mounted on an image of `limit_bytes` where images are used."""
     return workspace_prepare(
-        workspace_dir(item_id),
-        limit_bytes=app.resources.disk_bytes if app else None,
-        uid=configured_boundary().uid_for(str(item_id)),
+        workspace_dir(workspace_id),
+        limit_bytes=limit_bytes,
+        uid=configured_boundary().uid_for(str(workspace_id)),
     )
 
 
@@ -607,11 +603,10 @@ def _kernel_full(change: FileChange) -> Iterator[None]:
 def refuse_full(ref: WorkspaceRef, changes: tuple[FileChange, ...]) -> QuotaExceeded:
     """The 507 for a write the kernel refused: the quota checks' own answer when they refuse it,
     else the workspace limit's, since the image is what filled up."""
-    check_write(WriteIntent(ref.item_id, ref.app_slug, ref.payer, changes, ref.title))
-    app = get_config().app(ref.app_slug)
-    quota = app.resources.disk_bytes if app else 0
+    check_write(WriteIntent(ref, changes))
+    quota = ref.limit_bytes or 0
     attempted = sum(change.new_size for change in changes)
-    whose = f"The workspace of “{ref.title}”" if ref.title else f"Item {ref.item_id}'s workspace"
+    whose = f"The workspace of “{ref.title}”" if ref.title else f"Item {ref.workspace_id}'s workspace"
     return QuotaExceeded(
         error="workspace_quota_exceeded",
         detail=f"{whose} is full: its limit is {format_bytes(quota)}. Delete or shrink files to make room.",
@@ -632,13 +627,13 @@ def _give_to_sandbox(root: Path, descriptor: int) -> None:
 
 
 def write_file(ref: WorkspaceRef, path: str, chunks: Iterable[bytes]) -> FileChange:
-    with item_write_lock(ref.item_id):
+    with workspace_write_lock(ref.workspace_id):
         try:
             staged = stage(ref.root, path, chunks, budget=_StreamBudget(ref))
         except DiskFull as full:
             raise refuse_full(ref, (full.change,)) from full
         try:
-            check_write(WriteIntent(ref.item_id, ref.app_slug, ref.payer, (staged.change,), ref.title))
+            check_write(WriteIntent(ref, (staged.change,)))
             staged.commit()
         except BaseException:
             staged.discard()
@@ -656,7 +651,7 @@ def move_path(ref: WorkspaceRef, source: str, target: str) -> FileChange:
     source_path, target_path = resolve(root, source), resolve(root, target)
     if target_path == source_path or source_path in target_path.parents:
         raise invalid_path(target, "lies inside what is being moved")
-    with item_write_lock(ref.item_id):
+    with workspace_write_lock(ref.workspace_id):
         source_fd, source_name = _open_folder(root, source_path, source, create=False)
         try:
             info = _lstat(source_fd, source_name)
@@ -712,7 +707,7 @@ def truncate_file(ref: WorkspaceRef, path: str, size: int) -> FileChange:
     even over quota, and it writes nothing new. Larger than the file is a 400, never growth."""
     root = ref.root
     target = resolve(root, path)
-    with item_write_lock(ref.item_id):
+    with workspace_write_lock(ref.workspace_id):
         folder_fd, name = _open_folder(root, target, path, create=False)
         try:
             try:
@@ -758,7 +753,7 @@ def delete_path(ref: WorkspaceRef, path: str) -> FileChange:
                 raise Conflict(error="folder_not_empty", detail=f"{path!r} is not empty.") from exc
             return FileChange(relative(root, target), 0, 0)
         change = FileChange(relative(root, target), charged_bytes(info), 0)
-        check_write(WriteIntent(ref.item_id, ref.app_slug, ref.payer, (change,), ref.title))
+        check_write(WriteIntent(ref, (change,)))
         os.unlink(name, dir_fd=folder_fd)
         return change
     finally:

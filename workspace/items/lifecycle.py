@@ -28,23 +28,24 @@ from quotas import ledger
 from quotas.disk import payer_disk_headroom
 from quotas.limits import limits_for, limits_for_many
 from quotas.models import SandboxActivity
-from workspace.items import volumes
+from workspace.items import running
+from workspace.items.admission import before_sandbox_open
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.filestore import workspace_bytes, workspace_dir, workspace_prepared
 from workspace.items.models import Item
-from workspace.items.sandboxes import running
-from workspace.items.sandboxes.admission import before_sandbox_open
-from workspace.items.sandboxes.base import (
+from workspace.items.workspaces import item_workspace_root
+from workspace.sandboxes import registry, volumes
+from workspace.sandboxes.base import (
     MISCONFIGURED,
     Command,
     EndReason,
     ExecResult,
     OpenedSandbox,
+    SandboxBackend,
     SandboxGone,
     SandboxMisconfigured,
     SandboxUnavailable,
 )
-from workspace.items.sandboxes.registry import backend_named, default_backend
+from workspace.sandboxes.filestore import workspace_bytes, workspace_dir
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -95,6 +96,15 @@ class SweepCounts:
     probed: int = 0
     refreshed: int = 0
     closed: int = 0
+
+
+def backend_named(name: str) -> SandboxBackend:
+    """The backend a ledger row names; rows keep their backend even if the config changes."""
+    return registry.backend_named(name, host_url=get_config().sandbox.host_url)
+
+
+def default_backend() -> SandboxBackend:
+    return backend_named(get_config().sandbox.backend)
 
 
 def _unavailable(exc: Exception) -> DomainError:
@@ -223,7 +233,7 @@ def _opened(activity: SandboxActivity) -> Waiting[SandboxActivity]:
 
 
 def item_workspace(item: Item) -> Path:
-    return workspace_prepared(item.pk, item.app_slug)
+    return item_workspace_root(item)
 
 
 def sandbox_for_item(

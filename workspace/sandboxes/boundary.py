@@ -23,9 +23,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from workspace.items.sandboxes.etc_snapshot import ETC_ENTRIES, snapshot_of_etc
-from workspace.items.sandboxes.exec_agent import agent_available
-from workspace.items.sandboxes.reach import closed_dir
+from workspace.sandboxes.etc_snapshot import ETC_ENTRIES, snapshot_of_etc
+from workspace.sandboxes.exec_agent import agent_available
+from workspace.sandboxes.reach import closed_dir
 
 logger = logging.getLogger(__name__)
 

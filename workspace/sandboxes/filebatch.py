@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from collab.errors import DomainError, Invalid, NotFound
-from workspace.items.filestore import (
+from workspace.sandboxes.filestore import (
     DiskFull,
     FileChange,
     StagedFile,
     WorkspaceRef,
     WriteIntent,
     check_write,
-    item_write_lock,
     iter_file,
     not_regular,
     open_read,
@@ -32,6 +31,7 @@ from workspace.items.filestore import (
     relative,
     resolve,
     stage,
+    workspace_write_lock,
 )
 
 MAX_OPERATIONS = 100
@@ -138,7 +138,7 @@ def run_batch(ref: WorkspaceRef, operations: list[dict[str, Any]]) -> BatchRepor
             planned[path] = source
     if len(planned) > MAX_FILES:
         raise _bad(f"A batch may write at most {MAX_FILES} files.")
-    with item_write_lock(ref.item_id):
+    with workspace_write_lock(ref.workspace_id):
         return _stage_check_commit(ref, root, planned)
 
 
@@ -150,7 +150,7 @@ def _stage_check_commit(ref: WorkspaceRef, root: Path, planned: dict[str, Any]) 
                 staged.append(stage(root, path, _chunks(root, source)))
             except DiskFull as full:
                 raise refuse_full(ref, (*(s.change for s in staged), full.change)) from full
-        check_write(WriteIntent(ref.item_id, ref.app_slug, ref.payer, tuple(s.change for s in staged), ref.title))
+        check_write(WriteIntent(ref, tuple(s.change for s in staged)))
         for item in staged:
             item.commit()
     except BaseException:

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from quotas.values import SandboxSize
-from workspace.items.sandboxes.boundary import SANDBOX_PATH
-from workspace.items.sandboxes.exec_agent import PERL, agent_listen, syscall_numbers
-from workspace.items.sandboxes.isolation import Confinement, IsolationDriver
-from workspace.items.sandboxes.runner import MARKER_VARIABLE
+from workspace.sandboxes.boundary import SANDBOX_PATH
+from workspace.sandboxes.exec_agent import PERL, agent_listen, syscall_numbers
+from workspace.sandboxes.isolation import Confinement, IsolationDriver
+from workspace.sandboxes.runner import MARKER_VARIABLE
 
 logger = logging.getLogger(__name__)
 

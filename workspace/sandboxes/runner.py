@@ -16,7 +16,7 @@ from pathlib import Path
 
 from collab.deadlines import TimeLimit
 from collab.waits import Readable, readable, yields_waits
-from workspace.items.sandboxes.base import OUTPUT_LIMIT_BYTES, ExecResult
+from workspace.sandboxes.base import OUTPUT_LIMIT_BYTES, ExecResult
 
 MARKER_VARIABLE = "WORKSPACE_SANDBOX_ID"
 _CHUNK = 64 * 1024

@@ -43,7 +43,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from workspace.items.sandboxes.reach import passable_dirs
+from workspace.sandboxes.reach import passable_dirs
 
 logger = logging.getLogger(__name__)
 

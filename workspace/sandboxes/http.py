@@ -13,7 +13,7 @@ from typing import Any
 
 from collab.waits import Readable, readable
 from quotas.values import SandboxSize
-from workspace.items.sandboxes.base import (
+from workspace.sandboxes.base import (
     MISCONFIGURED,
     Command,
     ExecEvent,

@@ -24,7 +24,7 @@ from django.core.exceptions import ImproperlyConfigured
 from crudgen.parsers import loads_bounded
 from quotas.sizes import SizeError, parse_optional_size
 from quotas.values import SandboxSize
-from workspace.items.sandboxes.base import (
+from workspace.sandboxes.base import (
     MISCONFIGURED,
     CommandInvalid,
     SandboxGone,
@@ -32,11 +32,11 @@ from workspace.items.sandboxes.base import (
     SandboxUnavailable,
     validate_command,
 )
-from workspace.items.sandboxes.boundary import boundary_warnings, configured_boundary
-from workspace.items.sandboxes.isolation import cap_warnings, configured_cap, configured_driver, warn_about_enforcement
-from workspace.items.sandboxes.local import LocalBackend, valid_exec_id
-from workspace.items.sandboxes.reach import unreachable_reason
-from workspace.items.volumes import enforcement_warnings
+from workspace.sandboxes.boundary import boundary_warnings, configured_boundary
+from workspace.sandboxes.isolation import cap_warnings, configured_cap, configured_driver, warn_about_enforcement
+from workspace.sandboxes.local import LocalBackend, valid_exec_id
+from workspace.sandboxes.reach import unreachable_reason
+from workspace.sandboxes.volumes import enforcement_warnings
 
 logger = logging.getLogger(__name__)
 _ITEM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from workspace.items.sandboxes.host import build_server
+from workspace.sandboxes.host import build_server
 
 
 class Command(BaseCommand):

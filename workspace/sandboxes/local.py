@@ -23,7 +23,7 @@ from pathlib import Path
 
 from collab.sizes import format_bytes
 from quotas.values import SandboxSize
-from workspace.items.sandboxes.base import (
+from workspace.sandboxes.base import (
     Command,
     EndReason,
     ExecEvent,
@@ -35,16 +35,16 @@ from workspace.items.sandboxes.base import (
     command_argv,
     final_result,
 )
-from workspace.items.sandboxes.boundary import SANDBOX_PATH, WORKSPACE_MOUNT, Boundary, untraversable_parent
-from workspace.items.sandboxes.exec_agent import (
+from workspace.sandboxes.boundary import SANDBOX_PATH, WORKSPACE_MOUNT, Boundary, untraversable_parent
+from workspace.sandboxes.exec_agent import (
     AGENT_PROTOCOL,
     AGENT_SOURCE,
     agent_argv,
     agent_listen,
     run_via_agent,
 )
-from workspace.items.sandboxes.isolation import Confinement, IsolationDriver
-from workspace.items.sandboxes.runner import (
+from workspace.sandboxes.isolation import Confinement, IsolationDriver
+from workspace.sandboxes.runner import (
     MARKER_VARIABLE,
     kill_group_through,
     kill_marked,
@@ -52,8 +52,8 @@ from workspace.items.sandboxes.runner import (
     process_carries_marker,
     run_streaming,
 )
-from workspace.items.sandboxes.warm import Skeleton, WarmPool
-from workspace.items.volumes import workspace_prepare
+from workspace.sandboxes.volumes import workspace_prepare
+from workspace.sandboxes.warm import Skeleton, WarmPool
 
 _STATE_FILE = "state.json"
 _INIT_READY_SECONDS = 10.0

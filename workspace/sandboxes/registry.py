@@ -1,4 +1,5 @@
-"""Which backend object serves a backend name, built from the config and settings in force."""
+"""Which backend object serves a backend name, built from the settings in force (and, for the
+http backend, the sandbox host's address, which the caller reads from its config)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,13 @@ from pathlib import Path
 
 from django.conf import settings
 
-from workspace.items.config import get_config
-from workspace.items.sandboxes.base import SandboxBackend
-from workspace.items.sandboxes.boundary import configured_boundary, etc_snapshots_dir
-from workspace.items.sandboxes.etc_snapshot import prune_snapshots
-from workspace.items.sandboxes.http import HttpBackend
-from workspace.items.sandboxes.isolation import configured_cap, configured_driver
-from workspace.items.sandboxes.local import LocalBackend
-from workspace.items.volumes import unmount_under
+from workspace.sandboxes.base import SandboxBackend
+from workspace.sandboxes.boundary import configured_boundary, etc_snapshots_dir
+from workspace.sandboxes.etc_snapshot import prune_snapshots
+from workspace.sandboxes.http import HttpBackend
+from workspace.sandboxes.isolation import configured_cap, configured_driver
+from workspace.sandboxes.local import LocalBackend
+from workspace.sandboxes.volumes import unmount_under
 
 _lock = threading.Lock()
 _built: dict[tuple, SandboxBackend] = {}
@@ -24,10 +24,11 @@ def var_dir() -> Path:
     return Path(settings.WORKSPACE_VAR_DIR)
 
 
-def _key(name: str) -> tuple:
+def _key(name: str, host_url: str) -> tuple:
     return (
         name,
-        get_config().sandbox.host_url,
+        # Only the http backend has a host: every caller of a local backend shares one object.
+        host_url if name == "http" else "",
         str(var_dir()),
         str(settings.WORKSPACE_CGROUP_ROOT),
         settings.WORKSPACE_CGROUP_DRIVER,
@@ -39,22 +40,18 @@ def _key(name: str) -> tuple:
     )
 
 
-def backend_named(name: str) -> SandboxBackend:
-    """The backend a ledger row names; rows keep their backend even if the config changes."""
-    key = _key(name)
+def backend_named(name: str, *, host_url: str = "") -> SandboxBackend:
+    """The backend called `name` ("local", or "http" at `host_url`), built once for the settings in force."""
+    key = _key(name, host_url)
     with _lock:
         if key not in _built:
-            _built[key] = _build(name)
+            _built[key] = _build(name, host_url)
         return _built[key]
 
 
-def default_backend() -> SandboxBackend:
-    return backend_named(get_config().sandbox.backend)
-
-
-def _build(name: str) -> SandboxBackend:
+def _build(name: str, host_url: str) -> SandboxBackend:
     if name == "http":
-        return HttpBackend(get_config().sandbox.host_url, token=settings.WORKSPACE_SANDBOX_HOST_TOKEN)
+        return HttpBackend(host_url, token=settings.WORKSPACE_SANDBOX_HOST_TOKEN)
     if name == "local":
         root = var_dir()
         return LocalBackend(
