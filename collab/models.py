@@ -98,3 +98,22 @@ class ApiToken(TrackedModel):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name}, {self.created_by})"
+
+
+class CommandSlot(models.Model):
+    """A command one person has running through a request right now (an exec, a terminal, a manual
+    workflow run, a chat turn, a model's answer). A person holds at most
+    WORKSPACE_EXEC_CONCURRENCY_PER_USER slots; a row a process left when it died frees itself at
+    `expires_at` (its command's own time limit, and a margin). `collab.slots` takes and gives them back."""
+
+    user_id = models.CharField(max_length=150)
+    slot = models.PositiveSmallIntegerField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        # The table it had when the items app held it: moving the model kept its rows.
+        db_table = "items_execslot"
+        constraints = [models.UniqueConstraint(fields=["user_id", "slot"], name="exec_slot_one_holder")]
+
+    def __str__(self) -> str:
+        return f"command slot {self.slot} of {self.user_id}"

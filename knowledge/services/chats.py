@@ -11,11 +11,12 @@ from django.db.models import Max, QuerySet
 from collab.actor import Actor
 from collab.errors import Invalid
 from collab.identity import get_user_directory, unknown_user_ids
+from collab.models import CommandSlot
 from collab.services import notify
+from collab.slots import answer_slot_take, slot_release
 from knowledge.access import chat_for_owner, chat_for_reader
 from knowledge.answers import Answer, Restart, answer_events
 from knowledge.models import CitationEvent, Collection, KbChat, KbChatMessage, KbChatShare, new_id
-from knowledge.services.answer_slots import answer_slot_release, answer_slot_take
 from knowledge.services.citations import record_citations
 from knowledge.services.text import NAME_MAX, QUESTION_MAX, checked_text
 
@@ -114,8 +115,8 @@ class ChatQuestion:
     actor: Actor
     text: str
     collection_ids: list[str]
-    # The person's request slot a model's answer holds until it is stored (answer_slots).
-    slot: object | None = None
+    # The person's command slot a model's answer holds until it is stored (collab.slots).
+    slot: CommandSlot | None = None
 
 
 def chat_question_check(*, chat_id: str, actor: Actor, content: str) -> ChatQuestion:
@@ -156,7 +157,7 @@ def chat_answer_events(question: ChatQuestion) -> Iterator[str | Restart | ChatE
             raise TypeError("the answerer ended without an answer")
         yield _exchange_store(question, answer)
     finally:
-        answer_slot_release(question.slot)
+        slot_release(question.slot)
 
 
 def chat_message_send(*, chat_id: str, actor: Actor, content: str) -> ChatExchange:

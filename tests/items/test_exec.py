@@ -7,12 +7,14 @@ from django.db import DatabaseError, IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
 from collab import clock
+from collab.models import CommandSlot
+from collab.rows import bookkeeping
+from collab.slots import slot_release
 from quotas import ledger
 from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
 from workspace.items import admission, lifecycle
-from workspace.items.models import ExecSlot, RunningExec
-from workspace.items.services import exec_slot_release
+from workspace.items.models import RunningExec
 
 pytestmark = pytest.mark.django_db
 MIB = 1024**2
@@ -219,7 +221,7 @@ def test_an_exec_in_transactions_of_its_own_frees_its_slot_and_record_and_refres
     assert _exec(alice_api, item, "echo hi").json()["stdout"] == "hi\n"
     # Then her slot is free again, the command's record is gone and the sandbox was used just now
     after = SandboxActivity.current.get(item_id=item.pk)
-    assert not ExecSlot.objects.filter(user_id="alice").exists()
+    assert not CommandSlot.objects.filter(user_id="alice").exists()
     assert not RunningExec.objects.exists()
     assert after.last_used_at > before.last_used_at
     assert after.lease_expires_at > before.lease_expires_at
@@ -227,36 +229,36 @@ def test_an_exec_in_transactions_of_its_own_frees_its_slot_and_record_and_refres
 
 def test_a_statement_failing_in_an_execs_bookkeeping_undoes_the_statements_before_it(transactional_db):
     # Given a slot alice holds
-    held = ExecSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now())
+    held = CommandSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now())
 
     # When a bookkeeping transaction whose results nobody reads frees it, then writes a row that
     # breaks a constraint
     def free_then_break() -> None:
-        with lifecycle.bookkeeping(savepoint=False, unread=True):
-            exec_slot_release(held)
-            ExecSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now())
-            ExecSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now())
+        with bookkeeping(savepoint=False, unread=True):
+            slot_release(held)
+            CommandSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now())
+            CommandSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now())
 
     with pytest.raises(IntegrityError):
         free_then_break()
     # Then the error is Django's, nothing of the transaction stayed, and the connection works on
-    assert list(ExecSlot.objects.values_list("user_id", flat=True)) == ["alice"]
+    assert list(CommandSlot.objects.values_list("user_id", flat=True)) == ["alice"]
 
 
 def test_a_failure_halfway_through_an_execs_bookkeeping_undoes_what_it_wrote(transactional_db):
     # Given a slot alice holds
-    held = ExecSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now())
+    held = CommandSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now())
 
     # When the bookkeeping frees it and then fails before it commits
     def free_then_fail() -> None:
-        with lifecycle.bookkeeping(savepoint=False, unread=True):
-            exec_slot_release(held)
+        with bookkeeping(savepoint=False, unread=True):
+            slot_release(held)
             raise RuntimeError("the process failed here")
 
     with pytest.raises(RuntimeError):
         free_then_fail()
     # Then her slot is still held
-    assert ExecSlot.objects.filter(user_id="alice").count() == 1
+    assert CommandSlot.objects.filter(user_id="alice").count() == 1
 
 
 @pytest.fixture
@@ -291,7 +293,7 @@ def test_an_exec_that_opens_a_sandbox_stores_its_id_size_and_use_on_the_ledgers_
     assert row.last_used_at is not None
     assert row.lease_expires_at > clock.now()
     assert not RunningExec.objects.exists()
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
 
 
 def test_on_postgresql_an_opening_exec_stores_the_sandboxs_id_in_the_transaction_that_records_the_command(
@@ -340,7 +342,7 @@ def test_a_sandbox_closed_while_its_opening_exec_starts_is_closed_and_the_exec_i
     assert response.json()["error"] == "sandbox_closed"
     assert not backend.probe(closed[0])
     assert not (lifecycle.workspace_dir(item.pk) / "ran").exists()
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
     assert not RunningExec.objects.exists()
 
 

@@ -10,9 +10,10 @@ import pytest
 from django.db import IntegrityError, OperationalError, ProgrammingError, connection
 from django.test.utils import CaptureQueriesContext
 
-from collab import clock
+from collab import clock, slots
 from collab.actor import Actor
-from collab.rows import answer_later
+from collab.models import CommandSlot
+from collab.rows import answer_later, bookkeeping
 from quotas import ledger
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
@@ -25,7 +26,7 @@ from tests.fixtures.items import (
 )
 from workspace.items import lifecycle, running, services
 from workspace.items.config import get_config
-from workspace.items.models import ExecSlot, RunningExec
+from workspace.items.models import RunningExec
 from workspace.sandboxes.base import MAX_COMMAND_BYTES
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
@@ -53,7 +54,7 @@ def alice_live_item(make_item, settings):
 
 def _nothing_kept() -> bool:
     """No slot, no command record, no transaction left open."""
-    return not ExecSlot.objects.exists() and not RunningExec.objects.exists() and connection_at_rest()
+    return not CommandSlot.objects.exists() and not RunningExec.objects.exists() and connection_at_rest()
 
 
 def _calls(monkeypatch, owner, name: str) -> list[dict]:
@@ -88,7 +89,7 @@ def test_on_postgresql_a_live_exec_takes_its_slot_beats_and_records_its_command_
         return run
 
     monkeypatch.setattr(ledger, "heartbeat_sent", watched("heartbeat", ledger.heartbeat_sent))
-    monkeypatch.setattr(services, "exec_slot_claim_first", watched("slot", services.exec_slot_claim_first))
+    monkeypatch.setattr(slots, "slot_claim_first", watched("slot", slots.slot_claim_first))
     monkeypatch.setattr(running, "exec_record", watched("record", running.exec_record))
     # When she runs a command there
     assert _exec(alice_api, item).status_code == 200
@@ -120,7 +121,7 @@ def test_a_command_whose_text_is_sql_runs_as_typed_and_is_recorded_as_typed(alic
     hostile = 'echo "x\'); DELETE FROM items_runningexec; COMMIT; -- %s %% \\\\"'
     # When she runs it, and its record is written inside a bookkeeping transaction as a running command's is
     response = _exec(alice_api, item, hostile)
-    with lifecycle.bookkeeping(unread=True) as book, book.unread_until_commit():
+    with bookkeeping(unread=True) as book, book.unread_until_commit():
         running.exec_record(
             exec_id="c" * 32,
             item=item,
@@ -133,7 +134,7 @@ def test_a_command_whose_text_is_sql_runs_as_typed_and_is_recorded_as_typed(alic
     assert response.status_code == 200
     assert response.json()["stdout"] == "x'); DELETE FROM items_runningexec; COMMIT; -- %s %% \\\n"
     assert RunningExec.objects.get(pk="c" * 32).command == hostile
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
     assert connection_at_rest()
 
 
@@ -152,7 +153,7 @@ def test_a_command_of_the_longest_size_runs_and_one_byte_more_is_refused_with_no
     assert refused.json()["error"] == "invalid_command"
     assert SandboxActivity.current.get(item_id=str(item.pk)).lease_expires_at > before
     assert not RunningExec.objects.exists()
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
     assert connection_at_rest()
 
 
@@ -160,7 +161,7 @@ def test_a_command_refused_on_a_live_sandbox_leaves_the_row_and_the_connection_a
     # Given alice's item with a live sandbox, and her two commands running elsewhere (the most she may)
     item, _app = alice_live_item
     before = SandboxActivity.current.get(item_id=str(item.pk))
-    held = [services.exec_slot_take(user_id="alice", seconds=30) for _ in range(2)]
+    held = [slots.slot_take(user_id="alice", seconds=30) for _ in range(2)]
     # When she starts a third there
     response = _exec(alice_api, item)
     # Then it is 429, the heartbeat sent before the refusal was rolled back, nothing recorded,
@@ -169,10 +170,10 @@ def test_a_command_refused_on_a_live_sandbox_leaves_the_row_and_the_connection_a
     after = SandboxActivity.current.get(item_id=str(item.pk))
     assert (after.last_used_at, after.lease_expires_at) == (before.last_used_at, before.lease_expires_at)
     assert not RunningExec.objects.exists()
-    assert sorted(ExecSlot.objects.values_list("pk", flat=True)) == sorted(slot.pk for slot in held)
+    assert sorted(CommandSlot.objects.values_list("pk", flat=True)) == sorted(slot.pk for slot in held)
     assert connection_at_rest()
     # And once one of hers ends, her next command runs and is kept
-    services.exec_slot_release(held[0])
+    slots.slot_release(held[0])
     assert _exec(alice_api, item, "true").status_code == 200
 
 
@@ -185,7 +186,7 @@ def test_a_statement_that_fails_in_the_bookkeeping_rolls_it_all_back_and_the_con
     beaten: list[bool] = []
 
     def beat_then_record_again() -> None:
-        with lifecycle.bookkeeping() as book:
+        with bookkeeping() as book:
             beaten.append(ledger.heartbeat_sent(activity_id=row.pk, lease=LEASE * 2, used=True)())
             with book.unread_until_commit():
                 running.exec_record(
@@ -209,8 +210,8 @@ def test_a_bookkeeping_inside_another_is_part_of_it(make_item):
     row = _live_row(item)
 
     def inner_then_fail() -> None:
-        with lifecycle.bookkeeping():
-            with lifecycle.bookkeeping(unread=True) as inner, inner.unread_until_commit():
+        with bookkeeping():
+            with bookkeeping(unread=True) as inner, inner.unread_until_commit():
                 running.exec_record(
                     exec_id="b" * 32, item=item, requested_by="alice", command="true", activity=row, timeout=30
                 )
@@ -230,7 +231,7 @@ def test_a_bookkeeping_that_raises_before_any_statement_leaves_nothing_open(make
     row = _live_row(item)
 
     def beat_then_refuse() -> None:
-        with lifecycle.bookkeeping():
+        with bookkeeping():
             ledger.heartbeat_sent(activity_id=row.pk, lease=LEASE * 2, used=True)
             raise RuntimeError("refused")
 
@@ -251,7 +252,7 @@ def test_on_postgresql_an_atomic_block_inside_a_bookkeeping_is_refused_with_noth
     row = _live_row(item)
 
     def beat_then_delete_with_the_orm() -> None:
-        with lifecycle.bookkeeping():
+        with bookkeeping():
             ledger.heartbeat_sent(activity_id=row.pk, lease=LEASE * 2, used=True)()
             RunningExec.objects.filter(item=item).delete()  # the ORM's delete opens an atomic
 
@@ -269,12 +270,12 @@ import sys, time
 import django
 django.setup()
 from datetime import timedelta
+from collab import slots
+from collab.rows import bookkeeping
 from quotas import ledger
-from workspace.items import services
-from workspace.items import lifecycle
-with lifecycle.bookkeeping():
+with bookkeeping():
     assert ledger.heartbeat_sent(activity_id=int(sys.argv[1]), lease=timedelta(hours=1), used=True)()
-    assert services._slot_insert(user_id="alice", number=0, expires_at=services.clock.now()) is not None
+    assert slots.slot_take(user_id="alice", seconds=30) is not None
     print("inside", flush=True)
     time.sleep(60)
 """
@@ -292,7 +293,7 @@ def test_on_postgresql_a_server_killed_inside_a_bookkeeping_leaves_nothing_of_it
     # Then nothing of the block was kept: the lease as opened, no slot taken, and no session of it left
     wait_for(lambda: not sessions_idle_in_a_transaction())
     assert SandboxActivity.objects.get(pk=row.pk).lease_expires_at == row.lease_expires_at
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
 
 
 def test_a_strangers_command_on_a_live_sandbox_is_404_and_touches_none_of_its_bookkeeping(
@@ -308,7 +309,7 @@ def test_a_strangers_command_on_a_live_sandbox_is_404_and_touches_none_of_its_bo
     assert response.status_code == 404
     after = SandboxActivity.current.get(item_id=str(item.pk))
     assert (after.last_used_at, after.lease_expires_at) == (before.last_used_at, before.lease_expires_at)
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
     assert not RunningExec.objects.exists()
     assert not (lifecycle.workspace_dir(item.pk) / "bob-was-here").exists()
     assert connection_at_rest()
@@ -319,8 +320,8 @@ def test_a_command_started_while_another_of_hers_runs_takes_her_next_slot_and_ke
 ):
     # Given alice's item with a live sandbox, and one command of hers running elsewhere (her first slot)
     item, _app = alice_live_item
-    held = services.exec_slot_take(user_id="alice", seconds=30)
-    claims = _calls(monkeypatch, services, "exec_slot_claim_first")
+    held = slots.slot_take(user_id="alice", seconds=30)
+    claims = _calls(monkeypatch, slots, "slot_claim_first")
     # When she starts another there
     response = _exec(alice_api, item, "echo ran")
     # Then it tried her first slot, found it held, and ran once in her second
@@ -328,7 +329,7 @@ def test_a_command_started_while_another_of_hers_runs_takes_her_next_slot_and_ke
     assert response.json()["stdout"] == "ran\n"
     assert len(claims) == 1
     # And nothing of the first try is left: her held slot alone, no record, no transaction open
-    assert list(ExecSlot.objects.values_list("pk", flat=True)) == [held.pk]
+    assert list(CommandSlot.objects.values_list("pk", flat=True)) == [held.pk]
     assert not RunningExec.objects.exists()
     assert connection_at_rest()
 
@@ -338,14 +339,14 @@ def test_a_command_on_a_live_sandbox_with_nothing_else_of_hers_running_never_rea
 ):
     # Given alice's item with a live sandbox, and nothing else of hers running
     item, _app = alice_live_item
-    looked = _calls(monkeypatch, services, "exec_slot_take")
+    looked = _calls(monkeypatch, slots, "slot_take")
     # When she runs a command there
     response = _exec(alice_api, item, "echo ran")
     # Then it ran in her first slot, claimed without looking at the others, and gave it back
     assert response.status_code == 200
     assert response.json()["stdout"] == "ran\n"
     assert looked == []
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
     assert connection_at_rest()
 
 
@@ -396,7 +397,7 @@ def test_a_start_that_fails_before_the_slot_had_an_answer_reports_that_failure_a
     def connection_lost(**kwargs):
         raise OperationalError("the server closed the connection unexpectedly")
 
-    monkeypatch.setattr(services, "answer_later", unanswered)
+    monkeypatch.setattr(slots, "answer_later", unanswered)
     monkeypatch.setattr(running, "exec_record", connection_lost)
     # When she runs a command there
     with pytest.raises(OperationalError) as failed:

@@ -12,14 +12,16 @@ from django.db import close_old_connections, connection
 
 from collab.actor import Actor
 from collab.errors import DomainError
+from collab.models import CommandSlot
+from collab.slots import TooManyRunning, slot_take
 from quotas.models import SandboxActivity
 from tests.fixtures.exec_agent import wait_for
 from tests.fixtures.items import item_url
 from workspace.agent.models import ItemMessage
 from workspace.items.config import get_config
 from workspace.items.lifecycle import ExecStarted
-from workspace.items.models import ExecSlot, RunningExec
-from workspace.items.services import TooManyRunning, exec_slot_take, item_exec, item_exec_events
+from workspace.items.models import RunningExec
+from workspace.items.services import item_exec, item_exec_events
 from workspace.sandboxes.filestore import workspace_dir
 from workspace.workflows.models import WorkflowRun
 
@@ -34,9 +36,9 @@ def two_at_once(settings) -> int:
 
 
 @pytest.fixture
-def alice_runs_two(db, two_at_once, clock) -> list[ExecSlot | None]:
+def alice_runs_two(db, two_at_once, clock) -> list[CommandSlot | None]:
     """alice has two commands running (in other requests), the most she may."""
-    return [exec_slot_take(user_id="alice", seconds=30) for _ in range(two_at_once)]
+    return [slot_take(user_id="alice", seconds=30) for _ in range(two_at_once)]
 
 
 def _exec(api, item, command="true", **extra):
@@ -64,7 +66,7 @@ def test_a_command_over_the_limit_on_a_live_sandbox_is_429_and_records_nothing(
     item = make_item()
     assert _exec(alice_api, item).status_code == 200
     before = SandboxActivity.current.get(item_id=str(item.pk))
-    slots = [exec_slot_take(user_id="alice", seconds=30) for _ in range(two_at_once)]
+    slots = [slot_take(user_id="alice", seconds=30) for _ in range(two_at_once)]
     clock.advance(seconds=5)
     # When she starts a third there (the slot is taken in the transaction that records a command)
     response = _exec(alice_api, item)
@@ -73,7 +75,7 @@ def test_a_command_over_the_limit_on_a_live_sandbox_is_429_and_records_nothing(
     assert not RunningExec.objects.exists()
     after = SandboxActivity.current.get(item_id=str(item.pk))
     assert (after.last_seen_at, after.lease_expires_at) == (before.last_seen_at, before.lease_expires_at)
-    assert ExecSlot.objects.filter(user_id="alice").count() == len(slots)
+    assert CommandSlot.objects.filter(user_id="alice").count() == len(slots)
 
 
 def test_a_refused_stream_is_json_before_any_event(alice_api, make_item, alice_runs_two):
@@ -98,7 +100,7 @@ def test_a_finished_command_gives_its_slot_back(alice_api, make_item, two_at_onc
     item = make_item()
     # When she runs three commands one after another / Then each runs, and no slot stays held
     assert [_exec(alice_api, item).status_code for _ in range(3)] == [200, 200, 200]
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
 
 
 def test_a_refused_command_gives_its_slot_back(write_config, alice_api, make_item, two_at_once):
@@ -109,7 +111,7 @@ def test_a_refused_command_gives_its_slot_back(write_config, alice_api, make_ite
     assert _exec(alice_api, make_item()).status_code == 507
     assert _exec(alice_api, make_item(), HTTP_ACCEPT=SSE).status_code == 507
     # Then no slot stays held
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
 
 
 def test_a_stream_the_client_leaves_gives_its_slot_back(make_item, two_at_once):
@@ -119,13 +121,13 @@ def test_a_stream_the_client_leaves_gives_its_slot_back(make_item, two_at_once):
         actor=Actor("alice"),
     )  # fmt: skip
     assert isinstance(next(events), ExecStarted)
-    assert ExecSlot.objects.count() == 1
+    assert CommandSlot.objects.count() == 1
 
     # When she goes away after the first event (the server closes the stream)
     events.close()
 
     # Then her slot is free again
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
 
 
 def test_a_slot_left_by_a_process_that_died_frees_after_its_command_could_have_ended(
@@ -169,14 +171,14 @@ def test_a_streamed_chat_turn_holds_a_slot_until_it_ends(alice_api, make_item, t
 
     # Then the turn ran, and once it ended her slot is free again
     assert b"event: turn" in stream
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
 
 
 def test_no_limit_when_set_to_zero(alice_api, make_item, settings):
     # Given no limit on commands at once
     settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 0
     # When alice takes slot after slot / Then none is refused and none is recorded
-    assert [exec_slot_take(user_id="alice", seconds=30) for _ in range(5)] == [None] * 5
+    assert [slot_take(user_id="alice", seconds=30) for _ in range(5)] == [None] * 5
     assert _exec(alice_api, make_item()).status_code == 200
 
 
@@ -192,7 +194,7 @@ def test_racing_requests_get_exactly_the_limit(two_at_once, clock):
     def take() -> None:
         start.wait(10)
         try:
-            outcomes.append(exec_slot_take(user_id="alice", seconds=30) is not None)
+            outcomes.append(slot_take(user_id="alice", seconds=30) is not None)
         except TooManyRunning:
             outcomes.append(False)
         except DomainError as exc:  # anything else would be a bug: make it visible
@@ -208,7 +210,7 @@ def test_racing_requests_get_exactly_the_limit(two_at_once, clock):
 
     # Then exactly two got a slot
     assert sorted(outcomes) == [False] * 6 + [True] * 2
-    assert ExecSlot.objects.count() == 2
+    assert CommandSlot.objects.count() == 2
 
 
 @pytest.mark.django_db(transaction=True)
@@ -216,12 +218,12 @@ def test_slots_taken_in_transactions_of_their_own_are_stored_with_the_ids_they_r
     # Given no transaction around (on PostgreSQL each slot's INSERT goes with its COMMIT, and its
     # id is read after it)
     # When alice takes both her slots, then asks for a third
-    taken = [exec_slot_take(user_id="alice", seconds=30) for _ in range(2)]
+    taken = [slot_take(user_id="alice", seconds=30) for _ in range(2)]
     with pytest.raises(TooManyRunning):
-        exec_slot_take(user_id="alice", seconds=30)
+        slot_take(user_id="alice", seconds=30)
     # Then the two are stored, committed, with the ids and numbers they were returned with
     assert sorted((slot.pk, slot.slot) for slot in taken) == sorted(
-        ExecSlot.objects.filter(user_id="alice").values_list("pk", "slot")
+        CommandSlot.objects.filter(user_id="alice").values_list("pk", "slot")
     )
     assert {slot.slot for slot in taken} == {0, 1}
 
@@ -261,7 +263,7 @@ def test_commands_racing_on_a_live_sandbox_run_exactly_the_limit_and_leave_nothi
 
     # Then exactly two ran, two were refused, and no slot or record is left behind
     assert sorted(outcomes) == ["429", "429", "ran", "ran"]
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
     assert not RunningExec.objects.exists()
 
 
@@ -269,7 +271,7 @@ def test_a_stream_closed_before_its_first_byte_stops_its_command_and_gives_every
     # Given alice's streamed command, started (its slot taken, its record written) but not read
     response = alice_api.post(item_url(make_item(), "/exec"), {"command": "sleep 30"}, format="json", HTTP_ACCEPT=SSE)
     assert response.status_code == 200
-    assert (ExecSlot.objects.count(), RunningExec.objects.count()) == (1, 1)
+    assert (CommandSlot.objects.count(), RunningExec.objects.count()) == (1, 1)
     # When the server closes it, the client having left before the first byte (as the test client
     # does, without the signal that would close this test's database connection)
     request_finished.disconnect(close_old_connections)
@@ -278,4 +280,4 @@ def test_a_stream_closed_before_its_first_byte_stops_its_command_and_gives_every
     finally:
         request_finished.connect(close_old_connections)
     # Then her slot and the command's record are gone at once
-    assert (ExecSlot.objects.count(), RunningExec.objects.count()) == (0, 0)
+    assert (CommandSlot.objects.count(), RunningExec.objects.count()) == (0, 0)

@@ -12,11 +12,12 @@ from django.http import Http404
 from collab import clock as clock_module
 from collab.actor import Actor
 from collab.errors import Forbidden
+from collab.models import CommandSlot
+from collab.slots import slot_release, slot_take
 from quotas.models import SandboxActivity
 from workspace.items import running
-from workspace.items.access import item_for_exec, item_for_viewer
-from workspace.items.models import ExecSlot, Item, RunningExec
-from workspace.items.services import exec_slot_release, exec_slot_take
+from workspace.items.access import item_for, item_for_exec
+from workspace.items.models import Item, RunningExec
 
 pytestmark = pytest.mark.django_db
 
@@ -90,14 +91,14 @@ def test_forgetting_a_command_removes_its_record_only(make_item, clock):
 def test_a_slot_is_given_back_only_while_it_is_still_its_holders(clock, settings):
     # Given alice's two slots, the second of which outlived its expiry and was taken over
     settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 2
-    mine = exec_slot_take(user_id="alice", seconds=30)
-    stale = exec_slot_take(user_id="alice", seconds=30)
-    ExecSlot.objects.filter(pk=stale.pk).update(expires_at=stale.expires_at + timedelta(minutes=5))
+    mine = slot_take(user_id="alice", seconds=30)
+    stale = slot_take(user_id="alice", seconds=30)
+    CommandSlot.objects.filter(pk=stale.pk).update(expires_at=stale.expires_at + timedelta(minutes=5))
     # When both holders give theirs back
-    exec_slot_release(mine)
-    exec_slot_release(stale)
+    slot_release(mine)
+    slot_release(stale)
     # Then the first is free, and the one taken over stays with its new holder
-    assert list(ExecSlot.objects.values_list("pk", flat=True)) == [stale.pk]
+    assert list(CommandSlot.objects.values_list("pk", flat=True)) == [stale.pk]
 
 
 @pytest.mark.parametrize("item_id", [0, -1, 2**63, 10**30])
@@ -107,19 +108,19 @@ def test_an_item_id_no_column_can_hold_names_no_item(make_item, item_id):
     # When a service asks for an item by an id out of the column's range
     # Then it is not found (404), not a database error
     with pytest.raises(Http404):
-        item_for_viewer("notebook", item_id, actor=Actor("alice"))
+        item_for("notebook", item_id, actor=Actor("alice"))
 
 
 def test_an_item_is_read_only_within_its_app(make_item):
     # Given alice's notebook
     item = make_item()
     # When it is asked for as hers in its app, and in another app
-    app, found = item_for_viewer("notebook", item.pk, actor=Actor("alice"))
+    app, found = item_for("notebook", item.pk, actor=Actor("alice"))
     # Then it is found in its own, as the ORM reads it, and not in the other
     assert model_to_dict(found) == model_to_dict(Item.objects.get(pk=item.pk))
     assert app.slug == "notebook"
     with pytest.raises(Http404):
-        item_for_viewer("rca", item.pk, actor=Actor("alice"))
+        item_for("rca", item.pk, actor=Actor("alice"))
 
 
 def test_an_exec_reads_its_item_and_the_items_live_row_in_one_statement_as_the_orm_reads_them(

@@ -297,11 +297,11 @@ def test_any_provider_streams_an_answer_into_a_chat(handbook, make_chat, ask_str
 @pytest.fixture
 def all_of_alices_slots_taken(settings):
     """alice already runs as many commands or model answers as she may (one, here)."""
-    from workspace.items.models import ExecSlot
+    from collab.models import CommandSlot
 
     settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 1
-    ExecSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now() + timedelta(minutes=5))
-    return ExecSlot
+    CommandSlot.objects.create(user_id="alice", slot=0, expires_at=clock.now() + timedelta(minutes=5))
+    return CommandSlot
 
 
 @pytest.mark.parametrize("streamed", [False, True])
@@ -326,7 +326,7 @@ def test_a_model_answer_gives_its_slot_back_once_stored_even_after_a_failure(
     handbook, make_chat, ask, llm_provider, settings
 ):
     # Given alice, who may run one thing at once, and a model that fails, then answers
-    from workspace.items.models import ExecSlot
+    from collab.models import CommandSlot
 
     settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 1
     chat = make_chat(handbook)
@@ -338,7 +338,7 @@ def test_a_model_answer_gives_its_slot_back_once_stored_even_after_a_failure(
     # Then both are answered (the first by the quoted fallback) and no slot is left held
     assert (first.status_code, second.status_code) == (201, 201)
     assert second.json()["answer"]["content"] == "Close a sandbox [1]."
-    assert not ExecSlot.objects.exists()
+    assert not CommandSlot.objects.exists()
 
 
 def test_a_quoted_answer_takes_no_slot(handbook, make_chat, ask, all_of_alices_slots_taken):
@@ -353,10 +353,10 @@ def test_a_quoted_answer_takes_no_slot(handbook, make_chat, ask, all_of_alices_s
 
 def test_another_persons_slots_do_not_limit_her_answers(handbook, make_chat, ask, llm_provider, settings):
     # Given bob's one slot taken, and alice's chat with a model
-    from workspace.items.models import ExecSlot
+    from collab.models import CommandSlot
 
     settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 1
-    ExecSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now() + timedelta(minutes=5))
+    CommandSlot.objects.create(user_id="bob", slot=0, expires_at=clock.now() + timedelta(minutes=5))
     chat = make_chat(handbook)
     llm_provider.push(Stream(["Close a sandbox [1]."]))
 

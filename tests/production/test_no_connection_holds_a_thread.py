@@ -40,13 +40,14 @@ for name in {list(PEOPLE[:-1])!r}:
 COUNTS = """
 import json
 from django.db import connection
-from workspace.items.models import ExecSlot, RunningExec
+from collab.models import CommandSlot
+from workspace.items.models import RunningExec
 with connection.cursor() as cursor:
     cursor.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'"
     )
     idle_in_transaction = cursor.fetchone()[0]
-print(json.dumps({"slots": ExecSlot.objects.count(), "running": RunningExec.objects.count(),
+print(json.dumps({"slots": CommandSlot.objects.count(), "running": RunningExec.objects.count(),
                   "idle_in_transaction": idle_in_transaction}))
 """
 

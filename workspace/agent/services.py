@@ -9,13 +9,13 @@ from typing import Any
 
 from collab.actor import Actor
 from collab.errors import Invalid
+from collab.slots import slot_release, slot_released_after, slot_take
 from workspace.agent.messages import message_append
 from workspace.agent.models import ItemMessage
 from workspace.agent.turns import TurnEvent, agent_turn_events
 from workspace.items import lifecycle
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
-from workspace.items.services import exec_slot_release, exec_slot_released_after, exec_slot_take
 
 logger = logging.getLogger(__name__)
 MAX_MESSAGE_CHARS = 20_000
@@ -76,16 +76,16 @@ def chat_send_streaming(
     is stored); the turn runs as the events are read: the agent's text as written, its tool calls,
     each reply once stored. The slot is given back when the turn ends."""
     text, user_id = _validated_content(content), actor.user_id
-    slot = exec_slot_take(user_id=user_id, seconds=get_config().sandbox.exec_timeout_max)
+    slot = slot_take(user_id=user_id, seconds=get_config().sandbox.exec_timeout_max)
     try:
         chat_send_gate(item=item, app=app)
         message = message_append(item=item, role=ItemMessage.Role.USER, content=text, user_id=user_id)
     except BaseException:
-        exec_slot_release(slot)
+        slot_release(slot)
         raise
 
     def turn() -> Iterator[TurnEvent]:
         _warm_up(item, app)
         yield from agent_turn_events(item=item, app=app, user_id=user_id, message=message)
 
-    return message, exec_slot_released_after(turn(), slot)
+    return message, slot_released_after(turn(), slot)

@@ -13,7 +13,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab.actor import actor_of
-from collab.api import ServiceApiView
 from collab.capacity import runs_long
 from collab.edge import refusal_body
 from collab.errors import DomainError, Invalid
@@ -25,7 +24,7 @@ from workspace.agent.models import ItemMessage
 from workspace.agent.protocol import ToolStarted, TrailStep
 from workspace.agent.serializers import ChatMessageOutputSerializer, ChatSendInputSerializer, ChatTurnOutputSerializer
 from workspace.agent.turns import TurnEvent
-from workspace.items.access import item_for_viewer
+from workspace.items.web import ItemApiView
 
 _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
 
@@ -58,7 +57,7 @@ def _turn_frames(message: ItemMessage, events: Iterator[TurnEvent]) -> Iterator[
 
 
 @runs_long
-class ItemMessagesApi(ServiceApiView):
+class ItemMessagesApi(ItemApiView):
     """For the APIs that start commands: a refusal that says when to come back (429, a person's
     command slots all taken) carries Retry-After."""
 
@@ -66,7 +65,7 @@ class ItemMessagesApi(ServiceApiView):
 
     @extend_schema(responses={200: ChatMessageOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        item = self.item
         return Response(ChatMessageOutputSerializer(selectors.messages_of_item(item.pk), many=True).data)
 
     @extend_schema(
@@ -90,7 +89,7 @@ class ItemMessagesApi(ServiceApiView):
         ),
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response | StreamingHttpResponse:
-        app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        app, item = self.app, self.item
         if not isinstance(request.data, dict):
             raise Invalid(error="empty_message", detail="The body needs a 'content'.")
         content = request.data.get("content")

@@ -1,5 +1,5 @@
-"""Who may do what with items, for an actor: one item (`item_right`, `item_for_viewer`), many
-items (`item_rights`, `usable_item_ids`, `item_links`) and the SQL scope of a list (`listed_items`). Every
+"""Who may do what with items, for an actor: one item (`item_for`, `item_right`), many items
+(`item_rights`, `usable_item_ids`, `item_links`) and the SQL scope of a list (`item_scope`). Every
 caller asks here. An unknown app, a missing item and someone else's item all 404; the payer of an
 item someone else created may tend it (`ItemRight.TEND`), and asking for more is a 403 that says
 what they may do."""
@@ -138,7 +138,7 @@ def item_links(item_ids: Sequence[str], *, actor: Actor) -> dict[str, ItemLink]:
     }
 
 
-def listed_items(*, actor: Actor) -> QuerySet[Item]:
+def item_scope(*, actor: Actor) -> QuerySet[Item]:
     """The scope of an item list, in SQL: the actor's own items; staff list everyone's. (Items
     shared with someone are listed by the app that shares them, investigations under
     /investigations; the items they pay for on My resources.)"""
@@ -163,9 +163,7 @@ def payer_only(item: Item) -> Forbidden:
     )
 
 
-def item_for_viewer(
-    slug: str, item_id: int, *, actor: Actor, need: ItemRight = ItemRight.USE
-) -> tuple[AppDescriptor, Item]:
+def item_for(slug: str, item_id: int, *, actor: Actor, need: ItemRight = ItemRight.USE) -> tuple[AppDescriptor, Item]:
     """One query: the item of app `slug`, if the caller has the right `need` to it. Someone with
     no right at all gets 404 (not theirs reads as not there); the payer asking for more than
     they have gets 403 `payer_only`, since they know the item exists (My resources lists it)."""
@@ -175,7 +173,7 @@ def item_for_viewer(
 
 
 def item_for_exec(slug: str, item_id: int, *, actor: Actor) -> tuple[AppDescriptor, Item, ledger.LiveRowRead]:
-    """`item_for_viewer` for a use, with the item's live sandbox row read in the same statement (an
+    """`item_for` for a use, with the item's live sandbox row read in the same statement (an
     exec's first two reads in one round trip). The row is only looked at once the item is theirs."""
     app = app_or_404(slug)
     row = _item_row(_ITEM_OF_APP_WITH_LIVE_ROW, item_id, [*ledger.live_row_params(item_id), item_id, slug])

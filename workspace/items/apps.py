@@ -36,7 +36,6 @@ class ItemsConfig(AppConfig):
             for warning in boundary_warnings(configured_boundary()) + enforcement_warnings() + cap_warnings(sizes, cap):
                 logger.warning(warning)
         install_quotas()
-        install_answer_slots()
         for warning in quota_warnings():
             logger.warning(warning)
 
@@ -51,14 +50,6 @@ def install_quotas() -> None:
     host.install(WorkspaceQuotaHost())
     filestore.register_write_check(disk_write_check)
     filestore.register_write_headroom(disk_write_headroom)
-
-
-def install_answer_slots() -> None:
-    """A model's knowledge-base answer holds one of the person's command slots, as a command does."""
-    from knowledge.services.answer_slots import RequestSlots, install_request_slots
-    from workspace.items.services import exec_slot_release, exec_slot_take
-
-    install_request_slots(RequestSlots(take=exec_slot_take, release=exec_slot_release))
 
 
 def quota_warnings() -> list[str]:

@@ -9,20 +9,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
-from django.db import IntegrityError, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db import IntegrityError
 
 from collab import clock
 from collab.errors import Conflict, DomainError, Misconfigured, Unavailable
-from collab.rows import execute, pipelined_transaction, pipelines
+from collab.rows import bookkeeping
 from collab.waits import Readable, finished_here, pausing, waited_here
 from quotas import ledger
 from quotas.disk import payer_disk_headroom
@@ -303,8 +300,7 @@ def sandbox_exec(
     requested_by: str = "",
     ready: tuple[SandboxActivity, bool] | None = None,
     unattached: OpenedSandbox | None = None,
-    when_starting: Callable[[], None] | None = None,
-    when_ended: Callable[[], None] | None = None,
+    slot: SlotHold | None = None,
 ) -> ExecOutcome:
     events = sandbox_exec_streaming(
         item=item,
@@ -315,8 +311,7 @@ def sandbox_exec(
         unattached=unattached,
         exec_id=exec_id,
         requested_by=requested_by,
-        when_starting=when_starting,
-        when_ended=when_ended,
+        slot=slot,
     )
     return outcome_of(events)
 
@@ -331,8 +326,7 @@ def sandbox_exec_streaming(
     unattached: OpenedSandbox | None = None,
     exec_id: str = "",
     requested_by: str = "",
-    when_starting: Callable[[], None] | None = None,
-    when_ended: Callable[[], None] | None = None,
+    slot: SlotHold | None = None,
 ) -> Iterator[ExecEvent]:
     """Runs `command` in the item's sandbox: `ExecStarted` once it is recorded and about to start,
     its output chunks as they arrive, then the outcome (and, driven from the event loop, its
@@ -343,11 +337,8 @@ def sandbox_exec_streaming(
     `unattached` is the sandbox `ready` names when `sandbox_open_for_exec` just opened it: the
     transaction that records the command stores its id too (409 if it was closed meanwhile). With
     an `exec_id` the command is recorded while it runs, so `requested_by` or staff can stop it.
-    `when_starting` runs first in the transaction that records the command, once (the caller
-    takes the person's command slot there when the sandbox was live: one commit, not two; what
-    it raises refuses the command with nothing stored, and a key that transaction breaks, as
-    by a slot claimed without looking, is StartConflict), and `when_ended` in the transaction that ends
-    the record once the command ended (the caller gives the slot back there).
+    `slot` is the person's command slot (`SlotHold`), taken and given back in this exec's own
+    transactions.
     """
     lease = get_config().sandbox.lease
     # The lease covers the whole command, so a long exec is not reclaimed as dead halfway.
@@ -365,10 +356,10 @@ def sandbox_exec_streaming(
             activity, opened = yield from sandbox_for_item_waiting(item=item, app=app)
         opened_any = opened_any or opened
         attaching, closed_while_opening = unattached is not None and attempt == 0, False
-        claiming = when_starting is not None
+        claiming = slot is not None and slot.claims_when_starting
         # The heartbeat and the command's record are one write (one commit): a crash after it
         # leaves a record that recovery finds exactly as before, and nothing half-written. A
-        # refusal from `when_starting` (429) is caught by the caller: inside a caller's own
+        # refusal from the slot's `starting` (429) is caught by the caller: inside a caller's own
         # transaction this block is a savepoint, so the refusal leaves that transaction usable.
         try:
             with bookkeeping() as book:
@@ -379,9 +370,8 @@ def sandbox_exec_streaming(
                     # nothing waits for this answer, and on PostgreSQL the heartbeat, the slot's
                     # INSERT, the record and the COMMIT reach the server in one round trip.
                     beat = ledger.heartbeat_sent(activity_id=activity.pk, lease=running_lease, used=True)
-                if when_starting is not None:
-                    when_starting()
-                    when_starting = None
+                if claiming:
+                    slot.starting()
                 if not closed_while_opening:
                     with book.unread_until_commit():
                         running.exec_record(
@@ -396,7 +386,7 @@ def sandbox_exec_streaming(
         except IntegrityError as exc:
             if attaching:
                 _abandon_unattached(activity, unattached)
-            # Only a transaction that ran `when_starting` rolled back what it claimed; in a later
+            # Only a transaction in which the slot was taken rolled back what it claimed; in a later
             # attempt's, the claim is committed already and the failure is just a failure.
             if claiming:
                 raise StartConflict() from exc
@@ -456,8 +446,8 @@ def sandbox_exec_streaming(
             # Its answer is not needed (a sandbox closed meanwhile is the closer's to end); read
             # after the COMMIT, so that it costs no round trip of its own.
             beat = ledger.heartbeat_sent(activity_id=activity.pk, lease=lease, used=True) if lives_on else None
-            if when_ended is not None:
-                when_ended()
+            if slot is not None:
+                slot.ended()
         if beat is not None:
             beat()
         if lives_on:
@@ -472,83 +462,22 @@ def sandbox_exec_streaming(
 
 
 class StartConflict(Exception):
-    """The transaction that starts a command broke a unique key (`when_starting` claimed what
-    another request holds): nothing of it was kept, and the command did not run."""
+    """The transaction that starts a command broke a unique key (the slot's `starting` claimed
+    what another request holds): nothing of it was kept, and the command did not run."""
 
 
-class _Bookkeeping:
-    """One transaction of an exec's bookkeeping; `unread_until_commit` sends its last statements
-    with the COMMIT when nothing reads their results."""
+class SlotHold(Protocol):
+    """What a command holds for the person while it runs (`collab.slots.SlotForCommand`): taken in
+    the transaction that records the command when `claims_when_starting` (one commit, not two; what
+    `starting` raises refuses the command with nothing stored, and a key that transaction breaks is
+    StartConflict), given back in the one that ends the record."""
 
-    def __init__(self, connection: BaseDatabaseWrapper | None) -> None:
-        self._connection = connection  # None: not a PostgreSQL transaction of its own
-        self.committed = False
+    @property
+    def claims_when_starting(self) -> bool: ...
 
-    @contextmanager
-    def unread_until_commit(self) -> Iterator[None]:
-        """Runs the block, then commits the transaction. On PostgreSQL the block's statements and
-        the COMMIT go to the server in one round trip (the pipelined transaction sends what it
-        queued once, as it ends), so no statement in the block may read a result: a reader
-        called, or a statement of the ORM's, would send what is queued in a round trip of its own.
-        A statement sent in the block is read after the bookkeeping block (`collab.rows.answer_later`).
-        A failure anywhere rolls everything back. It must be the last thing its bookkeeping block
-        does: what would follow it would run after the COMMIT, in no transaction of the block's."""
-        yield
-        if self._connection is not None:
-            execute(self._connection, "COMMIT")
-            self.committed = True
+    def starting(self) -> None: ...
 
-
-# Set while this thread runs a bookkeeping transaction of its own: one nested in it is part of it.
-_OWN_TRANSACTION: ContextVar[bool] = ContextVar("exec_bookkeeping", default=False)
-
-
-@contextmanager
-def bookkeeping(*, savepoint: bool = True, unread: bool = False) -> Iterator[_Bookkeeping]:
-    """A transaction of an exec's own bookkeeping (the person's slot, the heartbeat, the command's
-    record, the backend's id of a sandbox just opened). Run as a transaction of its own on
-    PostgreSQL, it commits without waiting for the WAL to reach the disk (`synchronous_commit` off
-    for it alone): it stays atomic and ordered, and what a crash of the database server could lose
-    of it is what expiry and reconciliation recover anyway (a slot frees at its `expires_at`, a
-    record at its `ends_by`, an older heartbeat only shortens the lease, a sandbox whose id was
-    lost is one the ledger does not know). That saves a live exec two disk flushes, and an exec
-    that opens a sandbox four.
-
-    It also saves round trips, which on PostgreSQL are most of an exec's database time
-    (`_own_transaction`): its statements (`collab.rows.execute`, `answer_later`) reach the server
-    together when one of them has its answer read, or when the block ends. So a statement in it
-    reads its answer by a RETURNING, read after the block where it can be, never by the row count
-    of the ORM's `update()` or `delete()`, which sends what was queued first. With `unread` (no
-    statement in the block reads a result, see `_Bookkeeping.unread_until_commit`) the COMMIT
-    goes with them: the whole transaction in one."""
-    connection = transaction.get_connection()
-    if _OWN_TRANSACTION.get():
-        yield _Bookkeeping(None)  # part of the bookkeeping transaction around it
-    elif pipelines(connection):
-        with _own_transaction(connection, unread=unread) as book:
-            yield book
-    else:
-        with transaction.atomic(savepoint=savepoint):
-            yield _Bookkeeping(None)
-
-
-@contextmanager
-def _own_transaction(connection: BaseDatabaseWrapper, *, unread: bool) -> Iterator[_Bookkeeping]:
-    """A `collab.rows.pipelined_transaction` with `synchronous_commit` off (two of a live exec's
-    seven round trips were BEGINs alone); a nested `bookkeeping` joins it."""
-    book = _Bookkeeping(connection)
-    token = _OWN_TRANSACTION.set(True)
-    try:
-        with pipelined_transaction(connection, durable=False):
-            if unread:
-                with book.unread_until_commit():
-                    yield book
-            else:
-                yield book
-                if not book.committed:
-                    execute(connection, "COMMIT")
-    finally:
-        _OWN_TRANSACTION.reset(token)
+    def ended(self) -> None: ...
 
 
 def _stopped_after_exec(item: Item, app: AppDescriptor, activity: SandboxActivity) -> str | None:

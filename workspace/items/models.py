@@ -82,20 +82,3 @@ class RunningExec(models.Model):
 
     def __str__(self) -> str:
         return f"exec {self.exec_id} of {self.requested_by} in item {self.item_id}"
-
-
-class ExecSlot(models.Model):
-    """A command one person has running through a request right now (an exec, a terminal, a manual
-    workflow run, a chat turn). Each holds a server thread, so a person holds at most
-    WORKSPACE_EXEC_CONCURRENCY_PER_USER slots; a row a process left when it died frees itself at
-    `expires_at` (its command's own time limit, and a margin)."""
-
-    user_id = models.CharField(max_length=150)
-    slot = models.PositiveSmallIntegerField()
-    expires_at = models.DateTimeField()
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["user_id", "slot"], name="exec_slot_one_holder")]
-
-    def __str__(self) -> str:
-        return f"exec slot {self.slot} of {self.user_id}"

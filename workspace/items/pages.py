@@ -24,10 +24,11 @@ from collab.sizes import format_bytes
 from collab.web import identity_required
 from quotas.sizes import SizeError, format_size, parse_size
 from workspace.items import selectors, services
-from workspace.items.access import ItemRight, app_or_404, item_for_viewer, item_right
+from workspace.items.access import ItemRight, app_or_404, item_for, item_right
 from workspace.items.config import AppDescriptor
 from workspace.items.links import own_list_page
 from workspace.items.models import Item
+from workspace.items.web import with_item
 from workspace.items.workspaces import item_workspace_root
 from workspace.sandboxes.filestore import open_read, read_file
 
@@ -39,9 +40,9 @@ ITEM_PAGE_FILES = 500
 ItemForm = Literal["details", "sandbox", "rename", "delete", "shrink", "folder", "upload", "open"]
 
 
-def _item_url(slug: str, item_id: int, folder: str = "") -> str:
+def _item_url(item: Item, folder: str = "") -> str:
     """The item page, opened at `folder` (its file list) when one is given."""
-    url = reverse("ws-item", args=[slug, item_id])
+    url = reverse("ws-item", args=[item.app_slug, item.pk])
     return f"{url}?{urlencode({'folder': folder})}#files" if folder else url
 
 
@@ -65,7 +66,7 @@ def refused_on_the_item_page(form: ItemForm) -> Callable[[Callable[..., HttpResp
                 return view(request, slug, item_id, *args, **kwargs)
             except DomainError as exc:
                 # The payer's own refusals (a 403 for what only the creator may) show on their page too.
-                app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+                app, item = item_for(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
                 typed = {**kwargs, **request.GET.dict(), **request.POST.dict()}
                 folder = typed.get("at") or request.GET.get("folder", "")
                 return _render_item(request, app, item, folder=folder, refused=exc, refused_form=form, typed=typed)
@@ -103,7 +104,7 @@ def items_page(request: HttpRequest, slug: str) -> HttpResponse:
             messages.error(request, str(exc.detail))
         else:
             messages.success(request, f"Created {item.title}.{_handover_note(item)}")
-            return HttpResponseRedirect(_item_url(slug, item.pk))
+            return HttpResponseRedirect(_item_url(item))
     page = selectors.items_of_app(app_slug=slug, actor=actor_of(request))
     return render(request, "items/items.html", {"app": app, "items": page.results})
 
@@ -149,7 +150,7 @@ def _render_item(
         },
         "sandbox_memory": format_size(detail.sandbox.memory_bytes) if detail.sandbox else "",
         "exec_timeout": f"{services.exec_timeout(None):g} s",
-        "page_url": _item_url(app.slug, item.pk, folder).split("#")[0],
+        "page_url": _item_url(item, folder).split("#")[0],
         "refused": refused,
         "refused_form": refused_form,
         "typed": typed or {},
@@ -169,13 +170,13 @@ def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
         return _item_update(request, slug, item_id)
     if "open" in request.GET:
         return _file_open_by_path(request, slug, item_id)
-    app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+    app, item = item_for(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
     return _render_item(request, app, item, folder=request.GET.get("folder", ""))
 
 
 @refused_on_the_item_page("details")
-def _item_update(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+@with_item()
+def _item_update(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpResponse:
     services.item_update(
         item=item,
         actor=actor_of(request),
@@ -183,16 +184,16 @@ def _item_update(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
         payer=request.POST.get("owner"),
     )
     messages.success(request, f"Saved.{_handover_note(item)}")
-    return HttpResponseRedirect(_item_url(slug, item_id))
+    return HttpResponseRedirect(_item_url(item))
 
 
 @refused_on_the_item_page("open")
-def _file_open_by_path(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
+@with_item()
+def _file_open_by_path(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpResponse:
     """The "text file" form: to the editor of the path typed, once the file store accepts it
     (a browser would quietly drop a `..` from the address instead)."""
-    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
     path = selectors.item_file_path(item, request.GET["open"])
-    return HttpResponseRedirect(reverse("ws-item-file", args=[slug, item_id, path]))
+    return HttpResponseRedirect(reverse("ws-item-file", args=[item.app_slug, item.pk, path]))
 
 
 @identity_required
@@ -205,11 +206,11 @@ def file_page(request: HttpRequest, slug: str, item_id: int, file_path: str) -> 
 
 
 @refused_on_the_item_page("delete")
-def _file_delete(request: HttpRequest, slug: str, item_id: int, *, file_path: str) -> HttpResponse:
-    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+@with_item(ItemRight.TEND)
+def _file_delete(request: HttpRequest, app: AppDescriptor, item: Item, *, file_path: str) -> HttpResponse:
     services.file_delete(item=item, path=file_path)
     messages.success(request, f"Deleted {file_path}.")
-    return HttpResponseRedirect(_item_url(slug, item_id, _at(request)))
+    return HttpResponseRedirect(_item_url(item, _at(request)))
 
 
 def _file_exists(item: Item, path: str) -> bool:
@@ -220,8 +221,8 @@ def _file_exists(item: Item, path: str) -> bool:
     return True
 
 
-def _file_save(request: HttpRequest, slug: str, item_id: int, *, file_path: str) -> HttpResponse:
-    app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+@with_item()
+def _file_save(request: HttpRequest, app: AppDescriptor, item: Item, *, file_path: str) -> HttpResponse:
     text = request.POST.get("content", "").replace("\r\n", "\n")
     try:
         services.file_write(item=item, path=file_path, chunks=[text.encode("utf-8")])
@@ -238,12 +239,12 @@ def _file_save(request: HttpRequest, slug: str, item_id: int, *, file_path: str)
         }
         return render(request, "items/file.html", context, status=status_of(exc))
     messages.success(request, f"Saved {file_path}.")
-    return HttpResponseRedirect(_item_url(slug, item_id))
+    return HttpResponseRedirect(_item_url(item))
 
 
 @refused_on_the_item_page("open")
-def _file_open(request: HttpRequest, slug: str, item_id: int, *, file_path: str) -> HttpResponse:
-    app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+@with_item()
+def _file_open(request: HttpRequest, app: AppDescriptor, item: Item, *, file_path: str) -> HttpResponse:
     try:
         root = item_workspace_root(item)
         target = read_file(root, file_path)
@@ -282,8 +283,8 @@ def _editable_text(root: Path, target: Path) -> str | None:
 @identity_required
 @require_POST
 @refused_on_the_item_page("upload")
-def upload_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+@with_item()
+def upload_page(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpResponse:
     upload = request.FILES.get("file")
     if upload is None:
         raise Invalid(error="no_file", detail="Choose a file to upload.")
@@ -291,40 +292,40 @@ def upload_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     path = f"{folder}/{upload.name}" if folder else upload.name
     services.file_write(item=item, path=path, chunks=upload.chunks())
     messages.success(request, f"Uploaded {path}.")
-    return HttpResponseRedirect(_item_url(slug, item_id, folder))
+    return HttpResponseRedirect(_item_url(item, folder))
 
 
 @identity_required
 @require_POST
 @refused_on_the_item_page("rename")
-def file_move_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+@with_item()
+def file_move_page(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpResponse:
     source, target = request.POST.get("source", ""), request.POST.get("target", "").strip().strip("/")
     services.file_move(item=item, source=source, target=target)
     messages.success(request, f"Renamed {source} to {target}.")
-    return HttpResponseRedirect(_item_url(slug, item_id, _at(request)))
+    return HttpResponseRedirect(_item_url(item, _at(request)))
 
 
 @identity_required
 @require_POST
 @refused_on_the_item_page("folder")
-def folder_create_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+@with_item()
+def folder_create_page(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpResponse:
     path = request.POST.get("path", "").strip().strip("/")
     services.folder_create(item=item, path=path)
     messages.success(request, f"Created the folder {path}.")
-    return HttpResponseRedirect(_item_url(slug, item_id, _at(request)))
+    return HttpResponseRedirect(_item_url(item, _at(request)))
 
 
 @identity_required
 @require_POST
 @refused_on_the_item_page("shrink")
-def file_shrink_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+@with_item(ItemRight.TEND)
+def file_shrink_page(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpResponse:
     path = request.POST.get("path", "")
     change = services.file_truncate(item=item, path=path, size=_kept_bytes(request.POST.get("size", "0")))
     messages.success(request, f"Shrank {change.path} to {format_bytes(change.new_size)}.")
-    return HttpResponseRedirect(_item_url(slug, item_id, _at(request)))
+    return HttpResponseRedirect(_item_url(item, _at(request)))
 
 
 def _kept_bytes(typed: str) -> int:
@@ -338,11 +339,11 @@ def _kept_bytes(typed: str) -> int:
 @identity_required
 @require_POST
 @refused_on_the_item_page("sandbox")
-def sandbox_close_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
-    _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+@with_item(ItemRight.TEND)
+def sandbox_close_page(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpResponse:
     closed = services.item_sandbox_close(item=item, actor=actor_of(request))
     messages.success(request, "The sandbox is shut down." if closed else "There was no live sandbox.")
-    return HttpResponseRedirect(_item_url(slug, item_id))
+    return HttpResponseRedirect(_item_url(item))
 
 
 @identity_required

@@ -13,7 +13,7 @@ from quotas import ledger
 from quotas.host import Handover, ItemFacts, PaidItem
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from workspace.items import running
-from workspace.items.access import listed_items
+from workspace.items.access import item_scope
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item, RunningExec, payer_of
 from workspace.items.workspaces import item_workspace_root
@@ -57,7 +57,7 @@ def items_of_app(
     *, app_slug: str, actor: Actor, before: int | None = None, limit: int = ITEMS_DEFAULT_LIMIT
 ) -> ItemPage:
     """Newest first, keyset-paginated by id; staff see everyone's items, others their own."""
-    rows = listed_items(actor=actor).filter(app_slug=app_slug)
+    rows = item_scope(actor=actor).filter(app_slug=app_slug)
     if before is not None:
         rows = rows.filter(pk__lt=before)
     results = list(rows.order_by("-pk")[:limit])

@@ -2,28 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from django.conf import settings
-from django.db import Error as DbApiError
 from django.db import transaction
 
 from collab import clock
 from collab.actor import Actor
 from collab.converters import is_row_id
-from collab.errors import Forbidden, Invalid, NotFound, TooManyRequests
+from collab.errors import Forbidden, Invalid, NotFound
 from collab.identity import unknown_user_ids
-from collab.rows import PlannedStatement, answer_later, execute
-from collab.waits import ReleasedAfter
+from collab.slots import SlotForCommand
 from quotas import ledger
 from quotas.ledger import LiveRowRead
 from quotas.models import SandboxActivity
 from workspace.items import lifecycle, running
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.models import ExecSlot, Item, RunningExec, payer_of
+from workspace.items.models import Item, RunningExec, payer_of
 from workspace.items.workspaces import item_workspace_ref, item_workspace_root
 from workspace.sandboxes import filebatch, filestore, volumes
 from workspace.sandboxes.base import Command, CommandInvalid, OpenedSandbox, validate_command
@@ -225,153 +220,6 @@ def _valid_command(command: Any) -> Command:
         raise Invalid(error="invalid_command", detail=str(exc)) from exc
 
 
-# How long a person refused for running too many commands is told to wait: most end within seconds.
-EXEC_RETRY_AFTER_SECONDS = 5
-# A slot outlives its command's time limit by this much before it counts as left by a dead process.
-_SLOT_MARGIN = timedelta(seconds=60)
-# Every command takes a slot and gives it back, so both are written as SQL (see `_slot_insert`;
-# building the ORM's delete and its collector took longer than running it: bench/exec.py).
-_SLOTS = ExecSlot._meta.db_table
-_SLOT_INSERT = (
-    f"INSERT INTO {_SLOTS} (user_id, slot, expires_at) VALUES (%s, %s, %s) "
-    "ON CONFLICT (user_id, slot) DO NOTHING RETURNING id"
-)
-# Slot 0 without looking (`exec_slot_claim_first`): a held one breaks the unique key.
-_SLOT_CLAIM = PlannedStatement(
-    "items_slot_claim", f"INSERT INTO {_SLOTS} (user_id, slot, expires_at) VALUES (%s, %s, %s) RETURNING id"
-)
-_SLOT_RELEASE = PlannedStatement("items_slot_release", f"DELETE FROM {_SLOTS} WHERE id = %s AND expires_at = %s")
-_SLOT_TAKE_OVER = f"UPDATE {_SLOTS} SET expires_at = %s WHERE id = %s AND expires_at = %s RETURNING id"
-
-
-class TooManyRunning(TooManyRequests):
-    """The person already runs as many commands as they may at once; come back in `retry_after` seconds."""
-
-    def __init__(self, *, limit: int) -> None:
-        super().__init__(
-            error="too_many_running_commands",
-            detail=(
-                f"You already have {limit} commands running at once, the most you may. "
-                f"Wait for one to finish and try again in {EXEC_RETRY_AFTER_SECONDS} seconds."
-            ),
-            retry_after=EXEC_RETRY_AFTER_SECONDS,
-            limit=limit,
-        )
-
-
-def exec_slot_take(*, user_id: str, seconds: float) -> ExecSlot | None:
-    """One of the person's WORKSPACE_EXEC_CONCURRENCY_PER_USER slots for a command of up to
-    `seconds` (None when there is no limit); TooManyRunning when all are taken.
-
-    No lock: each slot number is a unique row, so two requests racing for the last one cannot
-    both get it; the loser tries the next number, and past the last one is refused.
-    """
-    limit = settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER
-    if limit <= 0:
-        return None
-    moment = clock.now()
-    expires_at = _slot_expiry(moment, seconds)
-    # Most commands start with nothing else of the person's running: slot 0 is free, one INSERT
-    # takes it without reading the others first.
-    first = _slot_insert(user_id=user_id, number=0, expires_at=expires_at)
-    if first is not None:
-        return first
-    held = {
-        number: (pk, until)
-        for pk, number, until in ExecSlot.objects.filter(user_id=user_id).values_list("pk", "slot", "expires_at")
-    }
-    for number in range(limit):
-        if number not in held:
-            taken = _slot_insert(user_id=user_id, number=number, expires_at=expires_at)
-            if taken is None:
-                continue  # another request of the same person took this one a moment ago
-            return taken
-        pk, until = held[number]
-        # Left by a process that died: taken over by compare-and-set, so two requests cannot both.
-        if until <= moment and _slot_take_over(pk=pk, held_until=until, expires_at=expires_at):
-            return ExecSlot(pk=pk, user_id=user_id, slot=number, expires_at=expires_at)
-    raise TooManyRunning(limit=limit)
-
-
-def exec_slot_claim_first(*, user_id: str, seconds: float) -> Callable[[], ExecSlot | None]:
-    """Sends the statement that takes the person's first command slot, without looking at the
-    others, and returns the reader of the slot, to call once its transaction committed (None
-    when there is no limit). Most commands start with nothing else of the person's running: then
-    the slot costs that transaction no round trip of its own (on PostgreSQL it goes with the
-    COMMIT). When the slot is held, the statement breaks its unique key and fails the transaction
-    it is part of (IntegrityError): the caller redoes it with `exec_slot_take`."""
-    if settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER <= 0:
-        return lambda: None
-    connection = transaction.get_connection()
-    expires_at = _slot_expiry(clock.now(), seconds)
-    row = answer_later(
-        _SLOT_CLAIM, [user_id, 0, connection.ops.adapt_datetimefield_value(expires_at)], connection=connection
-    )
-
-    def claimed() -> ExecSlot | None:
-        try:
-            pk = row()[0]
-        except DbApiError:
-            # Its transaction failed before the claim had an answer (a timeout, a dropped
-            # connection): nothing of it was kept, and the failure itself is what the caller reports.
-            return None
-        return ExecSlot(pk=pk, user_id=user_id, slot=0, expires_at=expires_at)
-
-    return claimed
-
-
-def _slot_expiry(moment: datetime, seconds: float) -> datetime:
-    return moment + timedelta(seconds=seconds) + _SLOT_MARGIN
-
-
-def _slot_insert(*, user_id: str, number: int, expires_at: datetime) -> ExecSlot | None:
-    """Slot `number` as a new row, or None when its row exists (taken, or left by a dead process).
-
-    One statement that skips a taken number (`ON CONFLICT DO NOTHING`, on SQLite and PostgreSQL
-    alike) instead of an INSERT that fails: nothing to roll back, so no savepoint around it in a
-    caller's transaction, and an exec on a live sandbox saves two round trips to the database."""
-    connection = transaction.get_connection()
-    # Bookkeeping (lifecycle.bookkeeping): a slot a crash of the database server lost frees nothing
-    # that its expiry would not, so it does not wait for the disk. In a transaction of its own on
-    # PostgreSQL, the BEGIN, the INSERT and the COMMIT go in one round trip, and its RETURNING is
-    # read after the COMMIT; inside a caller's transaction it is one more statement of it.
-    with lifecycle.bookkeeping(savepoint=False, unread=True):
-        answer = answer_later(
-            _SLOT_INSERT, [user_id, number, connection.ops.adapt_datetimefield_value(expires_at)], connection=connection
-        )
-    row = answer()
-    return None if row is None else ExecSlot(pk=row[0], user_id=user_id, slot=number, expires_at=expires_at)
-
-
-def _slot_take_over(*, pk: int, held_until: datetime, expires_at: datetime) -> bool:
-    """Whether slot `pk`, held until `held_until`, is now this request's until `expires_at`.
-
-    Read by RETURNING, not the row count: a live exec takes its slot inside its bookkeeping's
-    pipelined transaction on PostgreSQL, where only a reader waits for the statement's result."""
-    connection = transaction.get_connection()
-    adapt = connection.ops.adapt_datetimefield_value
-    taken = answer_later(_SLOT_TAKE_OVER, [adapt(expires_at), pk, adapt(held_until)], connection=connection)
-    return taken() is not None
-
-
-def exec_slot_release(slot: ExecSlot | None) -> None:
-    # Only while it is still this holder's: a slot that outlived its expiry may be someone else's now.
-    if slot is not None:
-        connection = transaction.get_connection()
-        expires_at = connection.ops.adapt_datetimefield_value(slot.expires_at)
-        execute(connection, _SLOT_RELEASE, [slot.pk, expires_at])
-
-
-@contextmanager
-def exec_slot_held(*, user_id: str, seconds: float) -> Iterator[None]:
-    """Holds one of the person's command slots (`exec_slot_take`) while the block runs."""
-    slot = exec_slot_take(user_id=user_id, seconds=seconds)
-    try:
-        yield
-    finally:
-        exec_slot_release(slot)
-
-
 def item_exec(
     *,
     item: Item,
@@ -420,11 +268,11 @@ def item_exec_events(
 def _exec_in_a_slot(
     *, item: Item, app: AppDescriptor, command: Command, seconds: float, actor: Actor, live_row: LiveRowRead | None
 ) -> Iterator[lifecycle.ExecEvent]:
-    slot = _SlotHeld(None)
+    slot = SlotForCommand(user_id=actor.user_id, seconds=seconds)
     exec_id = running.new_exec_id()
 
     def run(
-        ready: tuple[SandboxActivity, bool], unattached: OpenedSandbox | None, when_starting: Callable[[], None] | None
+        ready: tuple[SandboxActivity, bool], unattached: OpenedSandbox | None = None
     ) -> Iterator[lifecycle.ExecEvent]:
         return lifecycle.sandbox_exec_streaming(
             item=item,
@@ -435,59 +283,28 @@ def _exec_in_a_slot(
             unattached=unattached,
             exec_id=exec_id,
             requested_by=actor.user_id,
-            when_starting=when_starting,
-            when_ended=slot.release,
+            slot=slot,
         )
 
     try:
         ready = yield from lifecycle.live_sandbox_waiting(item=item, live_row=live_row)
         if ready is None:
             # A sandbox is opened only for someone who has a slot left.
-            slot.take(user_id=actor.user_id, seconds=seconds)
+            slot.take()
             activity, unattached = yield from lifecycle.sandbox_open_for_exec_waiting(item=item, app=app)
-            yield from run((activity, unattached is not None), unattached, None)
+            yield from run((activity, unattached is not None), unattached)
             return
         try:
             # On a live sandbox the slot is taken in the transaction that records the command, the
             # first one without looking at the others (one round trip for that whole transaction).
-            yield from run(ready, None, lambda: slot.claim_first(user_id=actor.user_id, seconds=seconds))
+            slot.claim_when_starting()
+            yield from run(ready)
         except lifecycle.StartConflict:
             # The person's first slot is held: nothing of that attempt was kept, nothing ran.
-            slot.claim_failed()
-            yield from run(ready, None, lambda: slot.take(user_id=actor.user_id, seconds=seconds))
+            slot.take_when_starting()
+            yield from run(ready)
     finally:
         slot.release()
-
-
-class _SlotHeld:
-    """A taken command slot, given back once: with the command's record when it ends (one
-    commit), or when the request fails or goes away before that."""
-
-    def __init__(self, slot: ExecSlot | None) -> None:
-        self.slot = slot
-        self._claimed: Callable[[], ExecSlot | None] | None = None
-
-    def take(self, *, user_id: str, seconds: float) -> None:
-        self.slot = exec_slot_take(user_id=user_id, seconds=seconds)
-
-    def claim_first(self, *, user_id: str, seconds: float) -> None:
-        """`exec_slot_claim_first`: the slot is read when it is given back."""
-        self._claimed = exec_slot_claim_first(user_id=user_id, seconds=seconds)
-
-    def claim_failed(self) -> None:
-        """The claim's transaction was rolled back: there is nothing to read or give back."""
-        self._claimed = None
-
-    def release(self) -> None:
-        claimed, self._claimed = self._claimed, None
-        slot = self.slot if claimed is None else claimed()
-        self.slot = None
-        exec_slot_release(slot)
-
-
-def exec_slot_released_after(events: Iterator[Any], slot: ExecSlot | None) -> Iterator[Any]:
-    """`events`, then `slot` given back: when they end, or when this is closed, started or not."""
-    return ReleasedAfter(events, lambda: exec_slot_release(slot))
 
 
 def item_sandbox_close(*, item: Item, actor: Actor) -> int:

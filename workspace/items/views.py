@@ -27,7 +27,7 @@ from collab.events import EventStreamRenderer, event_frame, event_schema, event_
 from collab.serializers import ErrorOutputSerializer
 from collab.waits import Readable, ReleasedAfter, primed
 from workspace.items import selectors, services
-from workspace.items.access import ItemRight, app_or_404, item_for_exec, item_for_viewer
+from workspace.items.access import ItemRight, app_or_404, item_for_exec
 from workspace.items.lifecycle import ExecEvent, ExecOutcome, ExecStarted
 from workspace.items.models import Item
 from workspace.items.serializers import (
@@ -52,6 +52,7 @@ from workspace.items.serializers import (
     RunningExecOutputSerializer,
     WorkspaceAppOutputSerializer,
 )
+from workspace.items.web import ItemApiView
 from workspace.items.workspaces import item_workspace_root
 from workspace.sandboxes.filestore import CHUNK, open_read, read_file
 
@@ -99,10 +100,12 @@ class ItemListCreateApi(ServiceApiView):
         return created(_detail(item), url_name="ws-item", slug=item.app_slug, item_id=item.pk)
 
 
-class ItemApi(ServiceApiView):
+class ItemApi(ItemApiView):
+    needs = {"get": ItemRight.TEND}
+
     @extend_schema(responses={200: ItemDetailOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+        item = self.item
         return Response(_detail(item))
 
     @extend_schema(
@@ -110,7 +113,7 @@ class ItemApi(ServiceApiView):
         responses={200: ItemDetailOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
     )
     def patch(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        item = self.item
         body = ItemUpdateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         item = services.item_update(item=item, actor=actor_of(request), **body.validated_data)
@@ -206,17 +209,17 @@ class ItemExecApi(ServiceApiView):
             raise
 
 
-class ItemExecListApi(ServiceApiView):
+class ItemExecListApi(ItemApiView):
     @extend_schema(
         responses={200: RunningExecOutputSerializer(many=True), 403: ErrorOutputSerializer, **_ERRORS},
         description="The commands running in the item's sandbox now (from the terminal or this API), oldest first.",
     )
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        item = self.item
         return Response(RunningExecOutputSerializer(selectors.running_execs(item), many=True).data)
 
 
-class ItemExecStopApi(ServiceApiView):
+class ItemExecStopApi(ItemApiView):
     @extend_schema(
         request=None,
         responses={200: RunningExecOutputSerializer, 403: ErrorOutputSerializer, 503: ErrorOutputSerializer, **_ERRORS},
@@ -228,15 +231,17 @@ class ItemExecStopApi(ServiceApiView):
         ),
     )
     def post(self, request: Request, slug: str, item_id: int, exec_id: str) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        item = self.item
         stopped = services.item_exec_stop(item=item, exec_id=exec_id, actor=actor_of(request))
         return Response(RunningExecOutputSerializer(stopped).data)
 
 
-class ItemSandboxApi(ServiceApiView):
+class ItemSandboxApi(ItemApiView):
+    needs = {"get": ItemRight.TEND, "delete": ItemRight.TEND}
+
     @extend_schema(responses={200: ItemSandboxOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+        item = self.item
         sandbox = selectors.item_detail(item).sandbox
         if sandbox is None:
             raise NotFound(error="no_live_sandbox", detail="The item has no live sandbox.")
@@ -244,15 +249,17 @@ class ItemSandboxApi(ServiceApiView):
 
     @extend_schema(responses={204: None, 503: ErrorOutputSerializer, **_ERRORS})
     def delete(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+        item = self.item
         services.item_sandbox_close(item=item, actor=actor_of(request))
         return Response(status=204)
 
 
-class ItemFileListApi(ServiceApiView):
+class ItemFileListApi(ItemApiView):
+    needs = {"get": ItemRight.TEND}
+
     @extend_schema(responses={200: FileEntryOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+        item = self.item
         return Response(FileEntryOutputSerializer(selectors.item_files(item), many=True).data)
 
 
@@ -263,7 +270,9 @@ def _request_chunks(request: HttpRequest) -> Iterator[bytes]:
 
 
 @takes_uploads(lambda: settings.WORKSPACE_MAX_FILE_BYTES)
-class ItemFileApi(ServiceApiView):
+class ItemFileApi(ItemApiView):
+    needs = {"delete": ItemRight.TEND}
+
     reads_raw_body = True  # PUT streams the body to the workspace (`_request_chunks`)
 
     # The stored bytes, typed by a guess from the name (`text/plain`, `image/png`...), else
@@ -277,7 +286,7 @@ class ItemFileApi(ServiceApiView):
         }
     )
     def get(self, request: Request, slug: str, item_id: int, file_path: str) -> FileResponse:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        item = self.item
         root = item_workspace_root(item)
         target = read_file(root, file_path)
         content_type = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
@@ -288,31 +297,33 @@ class ItemFileApi(ServiceApiView):
         responses={200: FileChangeOutputSerializer, 413: ErrorOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
     )
     def put(self, request: Request, slug: str, item_id: int, file_path: str) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        item = self.item
         change = services.file_write(item=item, path=file_path, chunks=_request_chunks(request._request))
         return Response(FileChangeOutputSerializer(change).data)
 
     @extend_schema(responses={200: FileChangeOutputSerializer, **_ERRORS})
     def delete(self, request: Request, slug: str, item_id: int, file_path: str) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+        item = self.item
         return Response(FileChangeOutputSerializer(services.file_delete(item=item, path=file_path)).data)
 
 
-class ItemFileMoveApi(ServiceApiView):
+class ItemFileMoveApi(ItemApiView):
     @extend_schema(
         request=FileMoveInputSerializer,
         responses={200: FileChangeOutputSerializer, 409: ErrorOutputSerializer, **_ERRORS},
         description="Renames or moves a file or folder inside the workspace; an existing target is a 409.",
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        item = self.item
         body = FileMoveInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         change = services.file_move(item=item, **body.validated_data)
         return Response(FileChangeOutputSerializer(change).data)
 
 
-class ItemFileTruncateApi(ServiceApiView):
+class ItemFileTruncateApi(ItemApiView):
+    needs = {"post": ItemRight.TEND}
+
     @extend_schema(
         request=FileTruncateInputSerializer,
         responses={200: FileChangeOutputSerializer, 403: ErrorOutputSerializer, **_ERRORS},
@@ -323,32 +334,32 @@ class ItemFileTruncateApi(ServiceApiView):
         ),
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+        item = self.item
         body = FileTruncateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         return Response(FileChangeOutputSerializer(services.file_truncate(item=item, **body.validated_data)).data)
 
 
-class ItemFolderCreateApi(ServiceApiView):
+class ItemFolderCreateApi(ItemApiView):
     @extend_schema(
         request=FolderCreateInputSerializer,
         responses={201: FileChangeOutputSerializer, 409: ErrorOutputSerializer, **_ERRORS},
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        item = self.item
         body = FolderCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         change = services.folder_create(item=item, path=body.validated_data["path"])
         return Response(FileChangeOutputSerializer(change).data, status=201)
 
 
-class ItemFileBatchApi(ServiceApiView):
+class ItemFileBatchApi(ItemApiView):
     @extend_schema(
         request=FileBatchInputSerializer,
         responses={200: FileBatchOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
     )
     def post(self, request: Request, slug: str, item_id: int) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        item = self.item
         body = FileBatchInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         report = services.files_batch(item=item, operations=body.validated_data["operations"])

@@ -23,7 +23,7 @@ from collab.edge import refusal_status
 from collab.errors import DomainError
 from collab.web import identity_required
 from crudgen import CrudError, NotFoundError, RevisionConflict
-from workspace.items.access import item_for_viewer, usable_item_ids
+from workspace.items.access import item_for, usable_item_ids
 from workspace.workflows import selectors, services
 from workspace.workflows.definitions import (
     WorkflowDefinition,
@@ -291,6 +291,6 @@ def workflow_switch_page(request: HttpRequest, workflow_id: str, revision_id: st
 @identity_required
 def item_workflow_page(request: HttpRequest, slug: str, item_id: int, workflow_id: str) -> HttpResponse:
     """The item's link to one workflow opens the workflow's page, ready to run on that item."""
-    item_for_viewer(slug, item_id, actor=actor_of(request))
+    item_for(slug, item_id, actor=actor_of(request))
     _workflow_or_404(request, workflow_id)
     return HttpResponseRedirect(f"{_workflow_url(workflow_id)}?item={item_id}")

@@ -15,12 +15,12 @@ from django.db.models import Max
 from collab import clock
 from collab.actor import Actor, actor_now
 from collab.errors import DomainError, Forbidden, Invalid, NotFound, Unavailable
+from collab.slots import slot_held
 from crudgen.metadata import ResourceMeta
 from workspace.items import lifecycle
 from workspace.items.access import can_view
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
-from workspace.items.services import exec_slot_held
 from workspace.sandboxes.base import CommandInvalid, validate_command
 from workspace.workflows.access import usable_item
 from workspace.workflows.definitions import WorkflowDefinition, workflow_caller, workflow_definition
@@ -221,7 +221,7 @@ def workflow_run(*, item: Item, app: AppDescriptor, workflow_id: str, actor: Act
     definition = workflow_definition(workflow_id, actor=actor)
     _creator_checked(definition, item)
     steps = _checked_steps(definition)
-    with exec_slot_held(user_id=actor.user_id, seconds=settings.WORKSPACE_WORKFLOW_MAX_RUN_SECONDS):
+    with slot_held(user_id=actor.user_id, seconds=settings.WORKSPACE_WORKFLOW_MAX_RUN_SECONDS):
         workflow_run_gate(item=item, app=app)
         run = _run_record(
             definition=definition, workflow_id=definition.id, item=item,

@@ -10,7 +10,7 @@ from collab.actor import actor_of
 from collab.api import ServiceApiView
 from collab.capacity import runs_long
 from collab.serializers import ErrorOutputSerializer
-from workspace.items.access import item_for_viewer
+from workspace.items.access import item_for
 from workspace.workflows import selectors, services
 from workspace.workflows.definitions import workflow_definition
 from workspace.workflows.serializers import WorkflowRunOutputSerializer, WorkflowRunsOutputSerializer
@@ -21,7 +21,7 @@ _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer, 410: ErrorOut
 class WorkflowRunListApi(ServiceApiView):
     @extend_schema(responses={200: WorkflowRunsOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int, workflow_id: str) -> Response:
-        _app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        _app, item = item_for(slug, item_id, actor=actor_of(request))
         definition = workflow_definition(workflow_id, actor=actor_of(request))
         runs = selectors.runs_of_workflow(workflow_id=definition.id, item_id=item.pk)
         return Response(WorkflowRunsOutputSerializer({"workflow": definition, "runs": runs}).data)
@@ -44,6 +44,6 @@ class WorkflowRunApi(ServiceApiView):
         },
     )
     def post(self, request: Request, slug: str, item_id: int, workflow_id: str) -> Response:
-        app, item = item_for_viewer(slug, item_id, actor=actor_of(request))
+        app, item = item_for(slug, item_id, actor=actor_of(request))
         run = services.workflow_run(item=item, app=app, workflow_id=workflow_id, actor=actor_of(request))
         return Response(WorkflowRunOutputSerializer(run).data, status=201)
