@@ -117,7 +117,7 @@ def test_exec_runs_in_the_items_workspace_and_joins_the_group(tmp_path):
     # Given a local backend on cgroup v2 and item 7's sandbox, whose workspace holds hello.txt
     (tmp_path / "cg").mkdir()
     backend = _backend(tmp_path, CgroupV2Driver(tmp_path / "cg"))
-    opened = backend.open(item_id="7", spec=SandboxSize(memory_bytes=GIB))
+    opened = backend.open(workspace_id="7", spec=SandboxSize(memory_bytes=GIB))
     (Path(settings.WORKSPACE_VAR_DIR) / "workspaces" / "7" / "hello.txt").write_text("hi")
     # When ls runs in it
     result = backend.exec(opened.id, command="ls", timeout=10)
@@ -130,7 +130,7 @@ def test_exec_runs_in_the_items_workspace_and_joins_the_group(tmp_path):
 def test_argv_commands_are_not_run_by_a_shell(tmp_path):
     # Given an open local sandbox
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
-    opened = backend.open(item_id="1", spec=SandboxSize())
+    opened = backend.open(workspace_id="1", spec=SandboxSize())
     # When a command is given as an argument list holding shell syntax / Then it is echoed, not interpreted
     assert backend.exec(opened.id, command=["echo", "$HOME; ls"], timeout=10).stdout == "$HOME; ls\n"
 
@@ -138,7 +138,7 @@ def test_argv_commands_are_not_run_by_a_shell(tmp_path):
 def test_a_command_past_its_timeout_is_killed_and_reported(tmp_path):
     # Given an open local sandbox
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
-    opened = backend.open(item_id="1", spec=SandboxSize())
+    opened = backend.open(workspace_id="1", spec=SandboxSize())
     # When a command prints and then sleeps past its half-second timeout
     result = backend.exec(opened.id, command="echo started; sleep 30", timeout=0.5)
     # Then it is killed with 137, reported as timed out, and keeps what it printed
@@ -150,7 +150,7 @@ def test_a_command_past_its_timeout_is_killed_and_reported(tmp_path):
 def test_output_is_bounded_and_truncation_flagged(tmp_path):
     # Given an open local sandbox
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
-    opened = backend.open(item_id="1", spec=SandboxSize())
+    opened = backend.open(workspace_id="1", spec=SandboxSize())
     # When a command prints 200000 bytes
     result = backend.exec(opened.id, command="head -c 200000 /dev/zero | tr '\\0' x", timeout=10)
     # Then 64 KiB of it is kept and the output is flagged as truncated
@@ -161,7 +161,7 @@ def test_output_is_bounded_and_truncation_flagged(tmp_path):
 def test_closing_kills_processes_left_running_in_the_background(tmp_path):
     # Given an open local sandbox that started a sleeper in the background, in its own session
     backend = _backend(tmp_path, PrlimitDriver(binary=""))
-    opened = backend.open(item_id="1", spec=SandboxSize())
+    opened = backend.open(workspace_id="1", spec=SandboxSize())
     backend.exec(opened.id, command="setsid sleep 60 >/dev/null 2>&1 &", timeout=10)
     # The background child may still be exec'ing `sleep` when the command returns.
     deadline = time.monotonic() + 3
@@ -219,7 +219,7 @@ def test_a_process_over_its_memory_limit_is_killed(settings, tmp_path):
     # Given the host's real cgroups and a sandbox of 64M memory
     root = _writable_real_cgroup()
     backend = _backend(tmp_path, detect_driver(root))
-    opened = backend.open(item_id="1", spec=SandboxSize(memory_bytes=64 * 1024 * 1024))
+    opened = backend.open(workspace_id="1", spec=SandboxSize(memory_bytes=64 * 1024 * 1024))
     # When a python process there fills 400M
     try:
         hog = "a = bytearray(400 * 1024 * 1024); a[::4096] = b'x' * len(a[::4096]); print('survived')"
@@ -245,7 +245,7 @@ def test_a_sandbox_without_a_limit_runs_under_the_cap_and_is_charged_as_declared
     (tmp_path / "cg").mkdir()
     backend = _backend(tmp_path, CgroupV2Driver(tmp_path / "cg"), cap=CAP)
     # When it opens a sandbox whose size sets no limit
-    opened = backend.open(item_id="1", spec=spec)
+    opened = backend.open(workspace_id="1", spec=spec)
     # Then the kernel holds it to the cap, while the size it reports (what the ledger charges) is unchanged
     assert _limit_files(tmp_path, opened.id) == (str(256 * 1024**2), "100000 100000", "100")
     assert opened.spec == spec
@@ -256,7 +256,7 @@ def test_a_declared_size_is_enforced_as_declared_under_the_cap(tmp_path):
     (tmp_path / "cg").mkdir()
     backend = _backend(tmp_path, CgroupV2Driver(tmp_path / "cg"), cap=CAP)
     # When it opens a sandbox that declares 2 cpu, 1 GiB and 64 pids
-    opened = backend.open(item_id="1", spec=SandboxSize(cpu_cores=2, memory_bytes=GIB, pids_max=64))
+    opened = backend.open(workspace_id="1", spec=SandboxSize(cpu_cores=2, memory_bytes=GIB, pids_max=64))
     # Then those are its limits: the cap only bounds what has none
     assert _limit_files(tmp_path, opened.id) == (str(GIB), "200000 100000", "64")
 

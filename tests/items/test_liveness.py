@@ -281,7 +281,7 @@ def test_reconciliation_closes_sandboxes_the_ledger_does_not_know(alice_api, mak
     # Given a sandbox the ledger holds, and one a backend runs without any row (an orphan)
     known = _open(alice_api, make_item())
     backend = backend_named("local")
-    orphan = backend.open(item_id="999", spec=SandboxSize())
+    orphan = backend.open(workspace_id="999", spec=SandboxSize())
     # When the worker reconciles
     counts = lifecycle.sandboxes_reconcile(older_than=timedelta(0))
     # Then only the orphan is closed
@@ -293,7 +293,7 @@ def test_reconciliation_closes_sandboxes_the_ledger_does_not_know(alice_api, mak
 def test_reconciliation_leaves_a_sandbox_that_may_still_be_opening(make_item):
     # Given an orphan opened a moment ago (its row may be on the way)
     backend = backend_named("local")
-    young = backend.open(item_id="998", spec=SandboxSize())
+    young = backend.open(workspace_id="998", spec=SandboxSize())
     # When the worker reconciles with the default grace / Then it stays
     assert lifecycle.sandboxes_reconcile().closed == 0
     assert backend.probe(young.id)

@@ -429,7 +429,7 @@ os.setuid(65534)
 backend = LocalBackend(
     state_dir=var / "state", workspace_root=var / "ws", driver=PrlimitDriver(), boundary=configured_boundary()
 )
-opened = backend.open(item_id="3", spec=SandboxSize())
+opened = backend.open(workspace_id="3", spec=SandboxSize())
 """
 UNPRIVILEGED_SERVER = (
     UNPRIVILEGED_BACKEND

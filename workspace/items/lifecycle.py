@@ -179,7 +179,7 @@ def _opening(item: Item, app: AppDescriptor) -> Waiting[tuple[SandboxActivity, O
     activity = admission.activity
     try:
         opened = backend.open(
-            item_id=str(item.pk),
+            workspace_id=str(item.pk),
             spec=activity.size,
             workspace=item_workspace(item),
             disk_bytes=app.resources.disk_bytes,

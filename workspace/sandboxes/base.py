@@ -103,7 +103,7 @@ class SandboxBackend(Protocol):
     name: str
 
     def open(
-        self, *, item_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
+        self, *, workspace_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
     ) -> OpenedSandbox: ...
 
     def exec(self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = "") -> ExecResult: ...

@@ -5,7 +5,7 @@ cgroup namespaces) started when the sandbox opens. Its holder is the exec agent 
 which forks every exec's command inside those namespaces; where the agent is off, every exec
 enters them with `nsenter` and drops to the sandbox's uid and `no_new_privs` with `setpriv` before
 the command runs. So all execs of one sandbox share one machine-like view (background processes,
-/tmp), and nothing of the host is visible but read-only system directories and the item's
+/tmp), and nothing of the host is visible but read-only system directories and the sandbox's
 workspace.
 
 Namespace setup is bubblewrap's and util-linux's job; this module only builds their argv.
@@ -57,11 +57,11 @@ class Boundary:
     def enabled(self) -> bool:
         return bool(self.bwrap)
 
-    def uid_for(self, item_id: str) -> int | None:
-        """The host uid of the item's sandbox code; None when this process cannot switch uid."""
+    def uid_for(self, workspace_id: str) -> int | None:
+        """The host uid of the workspace's sandbox code; None when this process cannot switch uid."""
         if not (self.enabled and self.privileged):
             return None
-        number = int(item_id) if item_id.isdigit() else zlib.crc32(item_id.encode())
+        number = int(workspace_id) if workspace_id.isdigit() else zlib.crc32(workspace_id.encode())
         return self.uid_base + number % self.uid_count
 
     @property

@@ -150,7 +150,7 @@ class SandboxHost:
             pids_max=None if pids is None else int(pids),
         )
         try:
-            opened = self.backend.open(item_id=item_id, spec=spec, disk_bytes=_disk(body.get("disk")))
+            opened = self.backend.open(workspace_id=item_id, spec=spec, disk_bytes=_disk(body.get("disk")))
         except SandboxMisconfigured:
             raise  # an operator's to fix, not a moment's: answered as such by the handler
         except (SandboxUnavailable, OSError) as exc:

@@ -91,10 +91,15 @@ class HttpBackend:
         )
 
     def open(
-        self, *, item_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
+        self, *, workspace_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
     ) -> OpenedSandbox:
         # Undeclared dimensions go as null, never as a number, so the host's tuned defaults stand.
-        payload = {"item_id": str(item_id), "cpu": spec.cpu_cores, "memory": spec.memory_bytes, "pids": spec.pids_max}
+        payload = {
+            "item_id": str(workspace_id),
+            "cpu": spec.cpu_cores,
+            "memory": spec.memory_bytes,
+            "pids": spec.pids_max,
+        }
         if disk_bytes is not None:
             payload["disk"] = disk_bytes
         created = self._call("POST", "/sandboxes", payload)

@@ -98,22 +98,22 @@ class LocalBackend:
             raise SandboxGone(f"no sandbox {sandbox_id!r}") from exc
 
     def open(
-        self, *, item_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
+        self, *, workspace_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
     ) -> OpenedSandbox:
         """`workspace` is the prepared directory (the app's file store); else this backend prepares
-        `<workspace_root>/<item_id>` with an image of `disk_bytes` (a sandbox host)."""
+        `<workspace_root>/<workspace_id>` with an image of `disk_bytes` (a sandbox host)."""
         _reap_finished_inits()
         skeleton = self.warm.take()
         sandbox_id = skeleton.sandbox_id if skeleton else f"loc-{uuid.uuid4().hex[:16]}"
         effective = spec.inherit(self.defaults)
-        uid = self.boundary.uid_for(str(item_id))
+        uid = self.boundary.uid_for(str(workspace_id))
         # The kernel gets the capped size; the ledger is handed `effective`, so what an app leaves
         # undeclared is bounded here and still charged as nothing. A skeleton's groups exist (with
         # its waiter inside): this writes their limits before anything of the sandbox runs there.
         enforced = effective.within(self.cap)
         try:
             directory = workspace or workspace_prepare(
-                self.workspace_root / str(item_id), limit_bytes=disk_bytes, uid=uid
+                self.workspace_root / str(workspace_id), limit_bytes=disk_bytes, uid=uid
             )
             confinement = self.driver.create(sandbox_id, enforced)
         except BaseException:
@@ -132,7 +132,7 @@ class LocalBackend:
                 raise
         state = {
             "id": sandbox_id,
-            "item_id": str(item_id),
+            "item_id": str(workspace_id),  # the key sandboxes opened before wrote too
             "workspace": str(directory),
             "spec": effective.as_dict(),
             "enforced": enforced.as_dict(),

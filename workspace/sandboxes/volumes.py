@@ -6,8 +6,8 @@ two rooms: its app's disk limit, and what its payer's per-user total has left. T
 writes through the same mount and still answers its exact 507 first. Where the service may not
 mount, workspaces are plain directories measured after each exec.
 
-An image (`<workspaces>/.images/<item>.img`, sparse: it takes the disk its files take, and
-`discard` gives back what is deleted) is mounted at `<workspaces>/.images/<item>.volume`, a
+An image (`<workspaces>/.images/<workspace id>.img`, sparse: it takes the disk its files take, and
+`discard` gives back what is deleted) is mounted at `<workspaces>/.images/<workspace id>.volume`, a
 root-only place, and holds:
 - `workspace/`: bind-mounted at the workspace's directory, all sandbox code and the file API see;
 - `ballast`: a root-owned file, allocated but never written, sized so that the free space sandbox
@@ -142,7 +142,7 @@ def is_bounded(directory: Path) -> bool:
 
 
 def workspace_remove(directory: Path) -> None:
-    """The workspace of an item that is gone: unmounted, then the directory and the image removed.
+    """A workspace no longer wanted: unmounted, then the directory and the image removed.
     Removing what is already gone is not an error."""
     volume = _volume_path(directory)
     with _volume_lock(directory):
