@@ -24,7 +24,7 @@ def test_a_method_an_item_route_does_not_have_is_405_for_a_stranger_too(api_clie
     # Given alice's notebook
     item = make_item(created_by="alice")
     # When a stranger sends PUT to its exec list, which answers GET alone
-    response = api_client_for("mallory").put(item_url(item, "/execs"), {}, format="json")
+    response = api_client_for("dave").put(item_url(item, "/execs"), {}, format="json")
     # Then the route says it has no such method, as it does for anyone
     assert response.status_code == 405
 
@@ -33,7 +33,7 @@ def test_options_on_an_item_route_answers_about_the_route_without_reading_the_it
     # Given alice's notebook
     item = make_item(created_by="alice")
     # When a stranger asks OPTIONS of its file list
-    response = api_client_for("mallory").options(item_url(item, "/files"))
+    response = api_client_for("dave").options(item_url(item, "/files"))
     # Then the route describes itself, saying nothing of the item
     assert response.status_code == 200
     assert str(item.pk) not in response.content.decode()
@@ -52,7 +52,7 @@ def test_the_payer_asking_for_a_use_is_403_and_a_stranger_404(api_client_for, pa
     # Given bob's notebook that carol pays for
     # When carol and a stranger ask for its chat (a use of it)
     carol = api_client_for("carol").get(item_url(paid_by_carol, "/messages"))
-    stranger = api_client_for("mallory").get(item_url(paid_by_carol, "/messages"))
+    stranger = api_client_for("dave").get(item_url(paid_by_carol, "/messages"))
     # Then carol is told what she may do (403 payer_only) and the stranger learns nothing (404)
     assert (carol.status_code, carol.json()["error"]) == (403, "payer_only")
     assert stranger.status_code == 404
