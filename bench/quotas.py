@@ -97,11 +97,14 @@ def main() -> None:
     os.environ["WORKSPACE_VAR_DIR"] = str(bench_var_dir("bench-quotas-"))
     vendor = setup_django(args.database_url, "quotas")
 
+    from collab.actor import Actor
     from quotas import services
     from quotas.values import OverrideValues
 
     services.override_set(
-        user_id=PAYER, values=OverrideValues(count=10**6, cpu=10.0**6, memory=2**50, disk=2**50), actor="bench"
+        user_id=PAYER,
+        values=OverrideValues(count=10**6, cpu=10.0**6, memory=2**50, disk=2**50),
+        actor=Actor("bench", is_staff=True),
     )
     write_free, write_payer = _file_write(FREE), _file_write(PAYER)
     figures: list[Figure] = []

@@ -32,6 +32,7 @@ from collab.errors import (
     TooLarge,
     TooManyRequests,
     Unavailable,
+    Unprocessable,
     UnsupportedType,
 )
 
@@ -45,6 +46,7 @@ STATUS_BY_KIND: dict[type[DomainError], int] = {
     Gone: 410,
     TooLarge: 413,
     UnsupportedType: 415,
+    Unprocessable: 422,
     TooManyRequests: 429,
     Misconfigured: 500,
     Unavailable: 503,
@@ -60,8 +62,8 @@ def status_of(error: DomainError) -> int:
 
 
 def refusal_status(refusal: object) -> int:
-    """The status of any refusal a page shows: a domain error's by its kind, crudgen's and a form
-    problem's by the `status_code` they carry, 400 otherwise."""
+    """The status of any refusal a page shows: a domain error's by its kind, crudgen's own errors (a
+    revision conflict, a restore of a live workflow) by the `status_code` crudgen gives them."""
     if isinstance(refusal, DomainError):
         return status_of(refusal)
     return int(getattr(refusal, "status_code", status.HTTP_400_BAD_REQUEST))

@@ -42,6 +42,11 @@ class NotFound(DomainError):
     """Missing, or not the caller's to see (both read the same)."""
 
 
+class Unprocessable(DomainError):
+    """The request was read, but a value in it breaks a rule of the resource it writes (a generated
+    route's contract names these apart from a malformed request: a schedule or steps out of bounds)."""
+
+
 class Conflict(DomainError):
     """The thing is in a state that refuses this now (a name taken, a sandbox still opening)."""
 

@@ -14,12 +14,11 @@ from django.views.decorators.http import require_POST
 from collab import selectors, services, tokens
 from collab.actor import actor_of
 from collab.edge import flattened_detail
-from collab.errors import DomainError
 from collab.identity import get_user_directory, mock_identity_enabled
 from collab.middleware import MOCK_SESSION_KEY
 from collab.models import Notification
 from collab.serializers import NotificationInboxQuerySerializer
-from collab.web import identity_required, safe_next
+from collab.web import attempt, identity_required, safe_next
 
 
 @dataclass(frozen=True)
@@ -114,13 +113,9 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
     session, never in a message or a URL, and is removed from it as it is shown."""
     actor = actor_of(request)
     if request.method == "POST":
-        try:
-            issued = tokens.token_create(
-                actor=actor, name=request.POST.get("name", ""), via_token=request.identity.source == "token"
-            )
-        except DomainError as exc:
-            messages.error(request, str(exc.detail))
-        else:
+        name, via_token = request.POST.get("name", ""), request.identity.source == "token"
+        issued = attempt(request, lambda: tokens.token_create(actor=actor, name=name, via_token=via_token))
+        if issued is not None:
             request.session[ISSUED_TOKEN_SESSION_KEY] = {"name": issued.row.name, "token": issued.token}
         return HttpResponseRedirect(reverse("me-tokens"))
     shown = request.session.pop(ISSUED_TOKEN_SESSION_KEY, None)
@@ -132,10 +127,8 @@ def tokens_page(request: HttpRequest) -> HttpResponse:
 @identity_required
 @require_POST
 def token_revoke_page(request: HttpRequest, token_id: int) -> HttpResponse:
-    try:
-        row = tokens.token_revoke(token_id=token_id, actor=actor_of(request))
-    except DomainError as exc:
-        messages.error(request, str(exc.detail))
-    else:
+    actor = actor_of(request)
+    row = attempt(request, lambda: tokens.token_revoke(token_id=token_id, actor=actor))
+    if row is not None:
         messages.success(request, f"Revoked {row.name}; scripts using it are refused from now on.")
     return HttpResponseRedirect(reverse("me-tokens"))

@@ -1,17 +1,22 @@
-"""Page plumbing shared by every app: one path serves a browser HTML and an API client JSON."""
+"""Page plumbing shared by every app: one path serves a browser HTML and an API client JSON, and a
+form post's refusal becomes a message on the page (`attempt`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 
+from collab.errors import DomainError
+
+T = TypeVar("T")
 View = Callable[..., HttpResponse]
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 
@@ -64,6 +69,18 @@ def identity_required(view: View) -> View:
         return view(request, *args, **kwargs)
 
     return wrapper
+
+
+def attempt(request: HttpRequest, action: Callable[[], T]) -> T | None:
+    """Runs a service for a form post; a refusal the person caused (a domain error) becomes an error
+    message on the page they are sent back to, and the answer is None. A stranger's Http404 passes
+    through to the site's 404 page (docs/ARCHITECTURE.md §12). An action whose success is None
+    returns something else (`... or True`) so the caller can tell."""
+    try:
+        return action()
+    except DomainError as exc:
+        messages.error(request, str(exc.detail))
+        return None
 
 
 def rooted(link: str) -> str:

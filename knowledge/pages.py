@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -17,21 +16,18 @@ from collab.capacity import runs_long
 from collab.edge import status_of
 from collab.errors import DomainError, Forbidden
 from collab.identity import get_user_directory
-from collab.web import identity_required
+from collab.web import attempt, identity_required
 from knowledge import selectors, services
-from knowledge.access import chat_for_reader, collection_or_404, document_or_404
+from knowledge.access import (
+    ChatRight,
+    CollectionRight,
+    chat_for,
+    chat_right_of,
+    collection_for,
+    collection_right_of,
+    document_for,
+)
 from knowledge.model_answers import answer_model
-
-T = TypeVar("T")
-
-
-def _attempt(request: HttpRequest, action: Callable[[], T]) -> T | None:
-    """Runs a service for a form post; an error the person caused becomes a message on the page."""
-    try:
-        return action()
-    except DomainError as exc:
-        messages.error(request, str(exc.detail))
-        return None
 
 
 def _see_other(url: str) -> HttpResponseRedirect:
@@ -46,7 +42,7 @@ def collections_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         actor = actor_of(request)
         name, description = request.POST.get("name", ""), request.POST.get("description", "")
-        created = _attempt(request, lambda: services.collection_create(actor=actor, name=name, description=description))
+        created = attempt(request, lambda: services.collection_create(actor=actor, name=name, description=description))
         if created is not None:
             messages.success(request, f"Created the collection {created.name}.")
             return _see_other(reverse("kb-collection-documents", args=[created.id]))
@@ -80,7 +76,7 @@ class ManageForms:
 def _manage(request: HttpRequest, forms: ManageForms) -> HttpResponse:
     intent = request.POST.get("intent", "")
     if intent == "delete":
-        done = _attempt(request, forms.delete)
+        done = attempt(request, forms.delete)
         if done is None:
             return _see_other(forms.stay)
         messages.success(request, done)
@@ -117,12 +113,12 @@ def _documents_response(
     if collection is None:
         raise Http404("No such collection.")
     documents = selectors.documents_with_counts(collection_id=collection_id)
-    user_id = actor_of(request).user_id
+    right = collection_right_of(creator=collection.owner, writers=collection.writers, actor=actor_of(request))
     context = {
         "collection": collection,
         "documents": documents,
-        "can_write": user_id in collection.writers,
-        "is_creator": user_id == collection.owner,
+        "can_write": right is not None and right >= CollectionRight.WRITE,
+        "is_creator": right == CollectionRight.OWN,
         "ingesting": any(document.status == "pending" for document in documents),
         "refused": refused,
         "staff": actor_of(request).is_staff,
@@ -139,7 +135,7 @@ def collection_page(request: HttpRequest, collection_id: str) -> HttpResponse:
     """A collection is shown by its documents page; this path takes its rename and delete forms."""
     documents_url = reverse("kb-collection-documents", args=[collection_id])
     if request.method == "GET":
-        collection_or_404(collection_id)
+        collection_for(collection_id, actor=actor_of(request))
         return HttpResponseRedirect(documents_url)
     actor = actor_of(request)
 
@@ -148,7 +144,7 @@ def collection_page(request: HttpRequest, collection_id: str) -> HttpResponse:
         return f"Renamed the collection to {renamed.name}."
 
     def delete() -> str:
-        name = collection_or_404(collection_id).name
+        name = collection_for(collection_id, actor=actor).name
         services.collection_delete(collection_id=collection_id, actor=actor)
         return f"Deleted the collection {name} with its documents."
 
@@ -166,13 +162,13 @@ def collection_page(request: HttpRequest, collection_id: str) -> HttpResponse:
 
 
 def _upload_from_form(request: HttpRequest, collection_id: str) -> None:
-    collection_or_404(collection_id)
+    actor = actor_of(request)
+    collection_for(collection_id, actor=actor)
     upload = request.FILES.get("file")
     if upload is None:
         messages.error(request, "Choose a file to upload.")
         return
-    actor = actor_of(request)
-    document = _attempt(
+    document = attempt(
         request,
         lambda: services.document_upload(
             collection_id=collection_id,
@@ -199,11 +195,16 @@ def _document_response(
     if document is None:
         raise Http404("No such document.")
     collection = selectors.collection_with_counts(collection_id=document.collection_id)
+    right = (
+        None
+        if collection is None
+        else collection_right_of(creator=collection.owner, writers=collection.writers, actor=actor_of(request))
+    )
     context = {
         "document": document,
         "collection": collection,
         "chunks": selectors.chunks_with_counts(document_id=document_id),
-        "can_write": collection is not None and actor_of(request).user_id in collection.writers,
+        "can_write": right is not None and right >= CollectionRight.WRITE,
         "refused": refused,
     }
     return render(request, "knowledge/document.html", context, status=status)
@@ -216,7 +217,7 @@ def document_detail_page(request: HttpRequest, document_id: str) -> HttpResponse
     if request.method == "GET":
         return _document_response(request, document_id)
     actor = actor_of(request)
-    document = document_or_404(document_id)
+    document = document_for(document_id, actor=actor)
 
     def rename(values: dict[str, str]) -> str:
         renamed = services.document_rename(document_id=document_id, actor=actor, **values)
@@ -245,7 +246,7 @@ def chats_page(request: HttpRequest) -> HttpResponse:
     actor = actor_of(request)
     if request.method == "POST":
         title, collection_ids = request.POST.get("title", ""), request.POST.getlist("collection_ids")
-        chat = _attempt(request, lambda: services.chat_create(actor=actor, title=title, collection_ids=collection_ids))
+        chat = attempt(request, lambda: services.chat_create(actor=actor, title=title, collection_ids=collection_ids))
         return _see_other(reverse("kb-chat", args=[chat.id]) if chat else reverse("kb-chats"))
     context = {
         "chats": selectors.chats_for_reader(actor=actor),
@@ -262,7 +263,7 @@ def chat_page(request: HttpRequest, chat_id: str) -> HttpResponse:
     if request.method == "GET":
         return _chat_response(request, chat_id)
     actor = actor_of(request)
-    title = chat_for_reader(chat_id, actor=actor).title
+    title = chat_for(chat_id, actor=actor).title
 
     def rename(values: dict[str, str]) -> str:
         renamed = services.chat_rename(chat_id=chat_id, actor=actor, **values)
@@ -289,11 +290,11 @@ def _chat_response(
     request: HttpRequest, chat_id: str, refused: RefusedForm | None = None, status: int = 200
 ) -> HttpResponse:
     actor = actor_of(request)
-    chat = selectors.chat_detail(chat=chat_for_reader(chat_id, actor=actor))
+    chat = selectors.chat_detail(chat=chat_for(chat_id, actor=actor))
     directory = get_user_directory().all()
     context = {
         "chat": chat,
-        "is_owner": chat.owner == actor.user_id,
+        "is_owner": chat_right_of(owner=chat.owner, readers=chat.shared_with, actor=actor) == ChatRight.OWN,
         "transcript": selectors.chat_transcript(messages=chat.messages),
         "people": {user.id: user for user in directory},
         "shareable": [user for user in directory if user.id != chat.owner and user.id not in chat.shared_with],
@@ -308,7 +309,7 @@ def _chat_response(
 @require_POST
 def chat_copy_page(request: HttpRequest, chat_id: str) -> HttpResponse:
     actor, title = actor_of(request), request.POST.get("title", "")
-    copy = _attempt(request, lambda: services.chat_copy(chat_id=chat_id, actor=actor, title=title))
+    copy = attempt(request, lambda: services.chat_copy(chat_id=chat_id, actor=actor, title=title))
     if copy is None:
         return _see_other(reverse("kb-chat", args=[chat_id]))
     messages.success(request, f"This is your copy, {copy.title}: ask your own questions here.")
@@ -320,7 +321,7 @@ def chat_copy_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 @require_POST
 def chat_message_page(request: HttpRequest, chat_id: str) -> HttpResponse:
     actor, content = actor_of(request), request.POST.get("content", "")
-    exchange = _attempt(request, lambda: services.chat_message_send(chat_id=chat_id, actor=actor, content=content))
+    exchange = attempt(request, lambda: services.chat_message_send(chat_id=chat_id, actor=actor, content=content))
     anchor = f"#msg-{exchange.answer.id}" if exchange else ""
     return _see_other(reverse("kb-chat", args=[chat_id]) + anchor)
 
@@ -329,7 +330,7 @@ def chat_message_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 @require_POST
 def chat_share_page(request: HttpRequest, chat_id: str) -> HttpResponse:
     actor, wanted = actor_of(request), request.POST.getlist("user_ids")
-    shared_with = _attempt(request, lambda: services.chat_share(chat_id=chat_id, actor=actor, user_ids=wanted))
+    shared_with = attempt(request, lambda: services.chat_share(chat_id=chat_id, actor=actor, user_ids=wanted))
     if shared_with is not None and wanted:
         messages.success(request, f"Shared read-only with {', '.join(wanted)}.")
     return _see_other(reverse("kb-chat", args=[chat_id]))
@@ -339,7 +340,7 @@ def chat_share_page(request: HttpRequest, chat_id: str) -> HttpResponse:
 @require_POST
 def chat_unshare_page(request: HttpRequest, chat_id: str, user_id: str) -> HttpResponse:
     owner = actor_of(request)
-    done = _attempt(request, lambda: services.chat_unshare(chat_id=chat_id, actor=owner, reader_id=user_id) or True)
+    done = attempt(request, lambda: services.chat_unshare(chat_id=chat_id, actor=owner, reader_id=user_id) or True)
     if done:
         messages.success(request, f"{user_id} can no longer read this chat.")
     return _see_other(reverse("kb-chat", args=[chat_id]))
@@ -349,7 +350,7 @@ def chat_unshare_page(request: HttpRequest, chat_id: str, user_id: str) -> HttpR
 @require_POST
 def collection_writers_page(request: HttpRequest, collection_id: str) -> HttpResponse:
     actor, wanted = actor_of(request), request.POST.getlist("user_ids")
-    writers = _attempt(
+    writers = attempt(
         request, lambda: services.collection_writers_add(collection_id=collection_id, actor=actor, user_ids=wanted)
     )
     if writers is not None:
@@ -361,7 +362,7 @@ def collection_writers_page(request: HttpRequest, collection_id: str) -> HttpRes
 @require_POST
 def collection_writer_remove_page(request: HttpRequest, collection_id: str, user_id: str) -> HttpResponse:
     creator = actor_of(request)
-    done = _attempt(
+    done = attempt(
         request,
         lambda: (
             services.collection_writer_remove(collection_id=collection_id, actor=creator, writer_id=user_id) or True

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from django.db.models import Count, QuerySet
 
 from collab.actor import Actor
-from knowledge.access import readable_chats, shared_chat_ids
+from knowledge.access import chat_scope, shared_chat_ids
 from knowledge.embeddings import get_embedder
 from knowledge.models import (
     Chunk,
@@ -254,7 +254,7 @@ def _chat_rows(chats: QuerySet) -> list[ChatRow]:
 
 def chats_for_reader(*, actor: Actor) -> list[ChatRow]:
     """Chats the caller owns or reads, newest activity first: three statements for any number."""
-    return _chat_rows(KbChat.objects.filter(readable_chats(actor=actor)).order_by("-updated_at", "id"))
+    return _chat_rows(KbChat.objects.filter(chat_scope(actor=actor)).order_by("-updated_at", "id"))
 
 
 def chat_summary(*, chat: KbChat) -> ChatRow:

@@ -25,7 +25,7 @@ from collab.events import EventStreamRenderer, event_frame, event_schema, event_
 from collab.serializers import ErrorOutputSerializer
 from crudgen.parsers import BoundedJSONParser
 from knowledge import selectors, services
-from knowledge.access import chat_for_reader, collection_or_404, document_or_404
+from knowledge.access import chat_for, collection_for, document_for
 from knowledge.answers import Restart
 from knowledge.serializers import (
     KbChatCopyInputSerializer,
@@ -118,7 +118,7 @@ class KbCollectionDocumentsApi(ServiceApiView):
 
     @extend_schema(responses={200: KbDocumentOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, collection_id: str) -> Response:
-        collection_or_404(collection_id)
+        collection_for(collection_id, actor=actor_of(request))
         rows = selectors.documents_with_counts(collection_id=collection_id)
         return Response(KbDocumentOutputSerializer(rows, many=True).data)
 
@@ -182,7 +182,7 @@ class KbCollectionWritersApi(ServiceApiView):
 
     @extend_schema(responses={200: KbWritersOutputSerializer, 404: ErrorOutputSerializer})
     def get(self, request: Request, collection_id: str) -> Response:
-        writers = services.collection_writer_ids(collection_or_404(collection_id))
+        writers = services.collection_writer_ids(collection_for(collection_id, actor=actor_of(request)))
         return Response(KbWritersOutputSerializer({"writers": writers}).data)
 
     @extend_schema(
@@ -210,7 +210,7 @@ class KbDocumentChunksApi(ServiceApiView):
 
     @extend_schema(operation_id="kb_document_chunks", responses={200: KbChunkOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, document_id: str) -> Response:
-        document_or_404(document_id)
+        document_for(document_id, actor=actor_of(request))
         return Response(KbChunkOutputSerializer(selectors.chunks_with_counts(document_id=document_id), many=True).data)
 
 
@@ -250,7 +250,7 @@ class KbChatDetailApi(ServiceApiView):
 
     @extend_schema(responses={200: KbChatDetailOutputSerializer, 404: ErrorOutputSerializer})
     def get(self, request: Request, chat_id: str) -> Response:
-        chat = chat_for_reader(chat_id, actor=actor_of(request))
+        chat = chat_for(chat_id, actor=actor_of(request))
         return Response(KbChatDetailOutputSerializer(selectors.chat_detail(chat=chat)).data)
 
     @extend_schema(

@@ -8,6 +8,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest
 
+from collab.actor import admin_actor
 from collab.identity import unknown_user_ids
 from collab.sizes import format_bytes
 from quotas import services
@@ -84,15 +85,15 @@ class UserResourceOverrideAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: UserResourceOverride, form: forms.Form, change: bool) -> None:
         values = OverrideValues(**{name: form.cleaned_data.get(name) for name in DIMENSIONS})
-        saved = services.override_set(user_id=obj.user_id, values=values, actor=request.user.get_username())
+        saved = services.override_set(user_id=obj.user_id, values=values, actor=admin_actor(request))
         obj.pk = saved.pk
 
     def delete_model(self, request: HttpRequest, obj: UserResourceOverride) -> None:
-        services.override_delete(user_id=obj.user_id)
+        services.override_delete(user_id=obj.user_id, actor=admin_actor(request))
 
     def delete_queryset(self, request: HttpRequest, queryset: Any) -> None:
         for user_id in list(queryset.values_list("user_id", flat=True)):
-            services.override_delete(user_id=user_id)
+            services.override_delete(user_id=user_id, actor=admin_actor(request))
 
     @staticmethod
     def _shown(value: int | float | None, *, size: bool) -> str:

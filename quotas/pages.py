@@ -8,10 +8,10 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from collab.actor import actor_of
-from collab.errors import DomainError, NotFound
+from collab.actor import Actor, actor_of
+from collab.errors import NotFound
 from collab.sizes import format_bytes
-from collab.web import identity_required
+from collab.web import attempt, identity_required
 from quotas import selectors, services
 from quotas.sizes import format_size
 
@@ -58,12 +58,16 @@ def my_resources_page(request: HttpRequest) -> HttpResponse:
 @identity_required
 @require_POST
 def my_sandbox_close_page(request: HttpRequest, item_id: str) -> HttpResponse:
-    try:
-        closed = services.my_sandbox_close(actor=actor_of(request), item_id=item_id)
-    except NotFound:
-        messages.error(request, "That sandbox is not live any more, or it is not yours.")
-    except DomainError as exc:
-        messages.error(request, str(exc.detail))
-    else:
+    actor = actor_of(request)
+    closed = attempt(request, lambda: _sandbox_closed(actor=actor, item_id=item_id))
+    if closed is not None:
         messages.success(request, "The sandbox is shut down." if closed else "There was no live sandbox.")
     return HttpResponseRedirect(reverse("my-resources"))
+
+
+def _sandbox_closed(*, actor: Actor, item_id: str) -> int:
+    try:
+        return services.my_sandbox_close(actor=actor, item_id=item_id)
+    except NotFound as exc:
+        # The page says why it may be gone: closed meanwhile (a sweep, another tab) or never theirs.
+        raise NotFound(error=exc.error, detail="That sandbox is not live any more, or it is not yours.") from exc

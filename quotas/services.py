@@ -11,6 +11,7 @@ from collab.errors import NotFound, QuotaExceeded
 from collab.rows import PlannedStatement, answer_later
 from collab.sizes import format_bytes
 from quotas import host, selectors
+from quotas.access import override_for
 from quotas.limits import forget_override, limits_for
 from quotas.models import AdmissionLock, UserResourceOverride
 from quotas.values import OverrideValues, SandboxSize, UserLimits
@@ -140,14 +141,15 @@ def sandbox_refusal(*, payer: str, bound: Binding, usage: selectors.SandboxUsage
 
 
 @transaction.atomic
-def override_set(*, user_id: str, values: OverrideValues, actor: str) -> UserResourceOverride:
-    """Replaces `user_id`'s override (PUT semantics: a dimension left out falls back to the default)."""
-    row = UserResourceOverride.objects.select_for_update().filter(user_id=user_id).first()
+def override_set(*, user_id: str, values: OverrideValues, actor: Actor) -> UserResourceOverride:
+    """Staff replace `user_id`'s override (PUT semantics: a dimension left out falls back to the
+    default); anyone else is 404 (`override_for`), whoever calls."""
+    row = override_for(user_id, actor=actor, lock=True)
     if row is None:
         row = UserResourceOverride(user_id=user_id)
-        row.stamp_created(actor)
+        row.stamp_created(actor.user_id)
     else:
-        row.stamp_updated(actor)
+        row.stamp_updated(actor.user_id)
     row.count, row.cpu, row.memory, row.disk = values.count, values.cpu, values.memory, values.disk
     row.save()
     _forget_now_and_at_commit(user_id)
@@ -155,8 +157,10 @@ def override_set(*, user_id: str, values: OverrideValues, actor: str) -> UserRes
 
 
 @transaction.atomic
-def override_delete(*, user_id: str) -> bool:
-    """Reverts `user_id` to the site defaults; False if there was no override."""
+def override_delete(*, user_id: str, actor: Actor) -> bool:
+    """Staff revert `user_id` to the site defaults; False if there was no override. Anyone else is
+    404 (`override_for`), whoever calls."""
+    override_for(user_id, actor=actor, lock=True)
     deleted, _ = UserResourceOverride.objects.filter(user_id=user_id).delete()
     _forget_now_and_at_commit(user_id)
     return deleted > 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.http import Http404
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -13,6 +12,7 @@ from collab.errors import NotFound
 from collab.identity import unknown_user_ids
 from collab.serializers import ErrorOutputSerializer
 from quotas import selectors, services
+from quotas.access import overrides_or_404
 from quotas.serializers import (
     MyResourcesOutputSerializer,
     UserResourceDetailOutputSerializer,
@@ -37,9 +37,8 @@ class MyLiveSandboxApi(ServiceApiView):
 
 
 def _staff_only(request: Request) -> None:
-    # Not 403: a non-staff caller learns nothing, not even that the endpoint exists.
-    if not actor_of(request).is_staff:
-        raise Http404("Not found.")
+    # Before the user id and the body are read, so a non-staff caller learns nothing from a 400.
+    overrides_or_404(actor=actor_of(request))
 
 
 def _known_user(user_id: str) -> None:
@@ -72,12 +71,12 @@ class UserResourceApi(ServiceApiView):
         _known_user(user_id)
         body = UserResourceOverrideInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        services.override_set(user_id=user_id, values=body.validated_data["values"], actor=actor_of(request).user_id)
+        services.override_set(user_id=user_id, values=body.validated_data["values"], actor=actor_of(request))
         return Response(UserResourceDetailOutputSerializer(selectors.override_of_user(user_id=user_id)).data)
 
     @extend_schema(responses={204: None, **_STAFF_ERRORS})
     def delete(self, request: Request, user_id: str) -> Response:
         _staff_only(request)
         _known_user(user_id)
-        services.override_delete(user_id=user_id)
+        services.override_delete(user_id=user_id, actor=actor_of(request))
         return Response(status=204)

@@ -39,6 +39,38 @@ _SUITE_DATABASE_FIXTURES = frozenset(
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skips what needs the other database, then keeps the tests of this CI half."""
+    _skip_what_needs_the_other_database(items)
+    _keep_this_half(config, items)
+
+
+# A marker naming a database, and the `connection.vendor` it names.
+_VENDOR_OF_MARKER = {"postgres": "postgresql", "sqlite": "sqlite"}
+_NAME_OF_VENDOR = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
+
+
+def _skip_what_needs_the_other_database(items: list[pytest.Item]) -> None:
+    """A test marked `postgres` (or `sqlite`) that reaches the suite's database needs it to be that
+    database, and is skipped on the other one. The marker carries why:
+    `@pytest.mark.postgres(reason="SQLite runs one writer at a time, so there is no race to lose")`
+    skips as "needs PostgreSQL: SQLite runs one writer...". A `postgres` test that never reaches
+    the suite's database (tests/production) starts PostgreSQL databases of its own and runs
+    whatever the suite's database is."""
+    from django.db import connection
+
+    for item in items:
+        for name, vendor in _VENDOR_OF_MARKER.items():
+            markers = list(item.iter_markers(name))
+            if not markers or connection.vendor == vendor or not _uses_suite_database(item):
+                continue
+            reasons = (marker.kwargs.get("reason") or next(iter(marker.args), "") for marker in markers)
+            reason = next((reason for reason in reasons if reason), "")
+            item.add_marker(
+                pytest.mark.skip(reason=f"needs {_NAME_OF_VENDOR[vendor]}" + (f": {reason}" if reason else ""))
+            )
+
+
+def _keep_this_half(config: pytest.Config, items: list[pytest.Item]) -> None:
     """.ci/run runs the suite on SQLite and on PostgreSQL side by side (`WORKSPACE_CI_SUITE`
     names the half). A test that never reaches the suite's database (a parser, a browser-free
     unit, a deployment on a database of its own) gives the same result in both, so it runs in one:
@@ -51,14 +83,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"WORKSPACE_CI_SUITE is {half!r}: name sqlite or postgresql")
     kept, deselected = [], []
     for item in items:
-        uses_suite_database = item.get_closest_marker("django_db") is not None or bool(
-            _SUITE_DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
-        )
         its_half = "postgresql" if item.get_closest_marker("postgres") is not None else "sqlite"
-        (kept if uses_suite_database or its_half == half else deselected).append(item)
+        (kept if _uses_suite_database(item) or its_half == half else deselected).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = kept
+
+
+def _uses_suite_database(item: pytest.Item) -> bool:
+    return item.get_closest_marker("django_db") is not None or bool(
+        _SUITE_DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    )
 
 
 @pytest.fixture(scope="session")

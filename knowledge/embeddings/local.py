@@ -147,10 +147,6 @@ def _load(path: Path) -> tuple[dict[str, np.ndarray], _Shape, object]:
     return weights, shape, tokenizer
 
 
-def _is_linear(name: str, value: np.ndarray) -> bool:
-    return value.ndim == 2 and "embeddings" not in name
-
-
 def _optional_json(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 

@@ -14,7 +14,7 @@ from collab.identity import get_user_directory, unknown_user_ids
 from collab.models import CommandSlot
 from collab.services import notify
 from collab.slots import answer_slot_take, slot_release
-from knowledge.access import chat_for_owner, chat_for_reader
+from knowledge.access import ChatRight, chat_for
 from knowledge.answers import Answer, Restart, answer_events
 from knowledge.models import CitationEvent, Collection, KbChat, KbChatMessage, KbChatShare, new_id
 from knowledge.services.citations import record_citations
@@ -56,7 +56,7 @@ def _collections_held(collections: QuerySet[Collection]) -> list[str]:
 
 @transaction.atomic
 def chat_rename(*, chat_id: str, actor: Actor, title: str) -> KbChat:
-    chat = chat_for_owner(chat_id, actor=actor, action="rename it", lock=True)
+    chat = chat_for(chat_id, actor=actor, need=ChatRight.OWN, action="rename it", lock=True)
     chat.title = checked_text(title, what="A chat's title", limit=NAME_MAX)
     chat.stamp_updated(actor.user_id)
     chat.save(update_fields=["title", "updated_by", "updated_at"])
@@ -67,7 +67,7 @@ def chat_rename(*, chat_id: str, actor: Actor, title: str) -> KbChat:
 def chat_delete(*, chat_id: str, actor: Actor) -> None:
     """The owner deletes the chat with its messages and shares; readers lose it. The citation
     events its answers wrote stay in the log, so the counts they made do not drop."""
-    chat_for_owner(chat_id, actor=actor, action="delete it", lock=True).delete()
+    chat_for(chat_id, actor=actor, need=ChatRight.OWN, action="delete it", lock=True).delete()
 
 
 @transaction.atomic
@@ -78,7 +78,7 @@ def chat_copy(*, chat_id: str, actor: Actor, title: str = "") -> KbChat:
     The original is not changed, its readers are not carried over, and no citation event is
     written: copying an answer cites nothing anew.
     """
-    original = chat_for_reader(chat_id, actor=actor)
+    original = chat_for(chat_id, actor=actor)
     default_title = f"Copy of {original.title}"[:NAME_MAX]
     copy = KbChat(title=_chat_title(title, default=default_title))
     copy.stamp_created(actor.user_id)
@@ -125,7 +125,7 @@ def chat_question_check(*, chat_id: str, actor: Actor, content: str) -> ChatQues
     (400) and, when a model writes the answers, a person whose request slots are all taken (429
     with Retry-After). The slot taken here goes back when `chat_answer_events` ends (or expires,
     should it never start)."""
-    chat = chat_for_owner(chat_id, actor=actor, action="send messages")
+    chat = chat_for(chat_id, actor=actor, need=ChatRight.OWN, action="send messages")
     # Before a model is asked: a question no database would store wastes its answer.
     question_text = checked_text(content, what="The question", limit=QUESTION_MAX)
     collection_ids = list(chat.collections.values_list("pk", flat=True))
@@ -174,7 +174,7 @@ def _exchange_store(question: ChatQuestion, answer: Answer) -> ChatExchange:
     The chat row is locked (checked again: it may have been deleted or handed over meanwhile) so
     concurrent sends to one chat number their messages in turn.
     """
-    chat = chat_for_owner(question.chat_id, actor=question.actor, action="send messages", lock=True)
+    chat = chat_for(question.chat_id, actor=question.actor, need=ChatRight.OWN, action="send messages", lock=True)
     sequence = (chat.messages.aggregate(last=Max("sequence"))["last"] or 0) + 1
     asked = _message(chat, question.actor.user_id, KbChatMessage.Role.USER, question.text, sequence)
     answer_id = new_id("msg")
@@ -220,7 +220,7 @@ def _message(
 @transaction.atomic
 def chat_share(*, chat_id: str, actor: Actor, user_ids: Sequence[str]) -> list[str]:
     """Adds readers; only the newly added ones are notified. Returns the readers after the change."""
-    chat = chat_for_owner(chat_id, actor=actor, action="share it", lock=True)
+    chat = chat_for(chat_id, actor=actor, need=ChatRight.OWN, action="share it", lock=True)
     wanted = list(dict.fromkeys(user_ids))
     unknown = unknown_user_ids(wanted)
     if unknown:
@@ -253,5 +253,5 @@ def chat_share(*, chat_id: str, actor: Actor, user_ids: Sequence[str]) -> list[s
 @transaction.atomic
 def chat_unshare(*, chat_id: str, actor: Actor, reader_id: str) -> None:
     """Removing someone who is not a reader changes nothing and is not an error."""
-    chat = chat_for_owner(chat_id, actor=actor, action="change who it is shared with", lock=True)
+    chat = chat_for(chat_id, actor=actor, need=ChatRight.OWN, action="change who it is shared with", lock=True)
     KbChatShare.objects.filter(chat=chat, user_id=reader_id).delete()

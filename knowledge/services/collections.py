@@ -9,7 +9,7 @@ from django.db import transaction
 from collab.actor import Actor
 from collab.errors import Invalid
 from collab.identity import unknown_user_ids
-from knowledge.access import collection_for_creator, collection_for_writer
+from knowledge.access import CollectionRight, collection_for
 from knowledge.ingest import drop_collection_chunks
 from knowledge.models import Collection, CollectionWriter, Document
 from knowledge.services.text import DESCRIPTION_MAX, NAME_MAX, checked_text
@@ -30,7 +30,9 @@ def collection_create(*, actor: Actor, name: str, description: str = "") -> Coll
 def collection_rename(*, collection_id: str, actor: Actor, name: str, description: str | None = None) -> Collection:
     """A writer renames the collection (and, when given, changes its description); ids, documents
     and citation counts stay as they are."""
-    collection = collection_for_writer(collection_id, actor=actor, action="rename the collection", lock=True)
+    collection = collection_for(
+        collection_id, actor=actor, need=CollectionRight.WRITE, action="rename the collection", lock=True
+    )
     collection.name = checked_text(name, what="A collection's name", limit=NAME_MAX)
     if description is not None:
         collection.description = checked_text(
@@ -48,7 +50,9 @@ def collection_delete(*, collection_id: str, actor: Actor) -> None:
     Chats that searched it keep their transcripts and stop searching it; the citation log keeps
     every event that named it (history is never rewritten, docs/ARCHITECTURE.md §6).
     """
-    collection = collection_for_creator(collection_id, actor=actor, action="delete the collection", lock=True)
+    collection = collection_for(
+        collection_id, actor=actor, need=CollectionRight.OWN, action="delete the collection", lock=True
+    )
     _purge_collection(collection)
 
 
@@ -71,7 +75,7 @@ def _purge_collection(collection: Collection) -> None:
 @transaction.atomic
 def collection_writers_add(*, collection_id: str, actor: Actor, user_ids: Sequence[str]) -> list[str]:
     """The creator adds writers; unknown ids are 400 naming them and nothing changes."""
-    collection = collection_for_creator(collection_id, actor=actor)
+    collection = collection_for(collection_id, actor=actor, need=CollectionRight.OWN)
     wanted = list(dict.fromkeys(uid.strip() for uid in user_ids if uid.strip()))
     unknown = unknown_user_ids(wanted)
     if unknown:
@@ -100,5 +104,5 @@ def collection_writer_ids(collection: Collection) -> list[str]:
 
 @transaction.atomic
 def collection_writer_remove(*, collection_id: str, actor: Actor, writer_id: str) -> None:
-    collection = collection_for_creator(collection_id, actor=actor)
+    collection = collection_for(collection_id, actor=actor, need=CollectionRight.OWN)
     CollectionWriter.objects.filter(collection=collection, user_id=writer_id).delete()

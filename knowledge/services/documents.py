@@ -13,7 +13,7 @@ from django.db import transaction
 from collab.actor import Actor
 from collab.background import enqueue
 from collab.errors import Conflict, Invalid, TooLarge, UnsupportedType
-from knowledge.access import collection_for_writer, document_for_writer, document_held
+from knowledge.access import CollectionRight, collection_for, document_for, document_held
 from knowledge.formats import SUPPORTED_DESCRIPTION, document_format
 from knowledge.ingest import drop_chunks
 from knowledge.models import Document
@@ -53,7 +53,9 @@ def document_upload(
     pending document and enqueues its ingest with it; the same filename in a collection replaces
     that document's content and keeps its id (spec "Events" 3)."""
     # Held until commit, as renames hold it: an upload and a rename naming one file go in turn.
-    collection = collection_for_writer(collection_id, actor=actor, action="upload documents", lock=True)
+    collection = collection_for(
+        collection_id, actor=actor, need=CollectionRight.WRITE, action="upload documents", lock=True
+    )
     filename = _clean_filename(filename)
     data = _upload_content(filename=filename, content_type=content_type, data=data)
     document = (
@@ -96,7 +98,7 @@ def _clean_filename(filename: str) -> str:
 @transaction.atomic
 def document_rename(*, document_id: str, actor: Actor, filename: str) -> Document:
     """A writer renames a document; another document of that name in the collection is 409."""
-    document = document_for_writer(document_id, actor=actor, action="rename documents", lock=True)
+    document = document_for(document_id, actor=actor, need=CollectionRight.WRITE, action="rename documents", lock=True)
     return _rename(document, filename=filename, actor=actor)
 
 
@@ -121,7 +123,7 @@ def _rename(document: Document, *, filename: str, actor: Actor) -> Document:
 @transaction.atomic
 def document_delete(*, document_id: str, actor: Actor) -> None:
     """A writer deletes a document and its chunks; its citation events stay as history."""
-    document = document_for_writer(document_id, actor=actor, action="delete documents", lock=True)
+    document = document_for(document_id, actor=actor, need=CollectionRight.WRITE, action="delete documents", lock=True)
     _purge(document)
 
 

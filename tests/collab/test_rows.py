@@ -14,24 +14,21 @@ from collab.models import InboxVersion
 from collab.rows import PlannedStatement, answer_later, execute, pipelined_transaction
 from tests.fixtures.items import connection_at_rest
 
-pytestmark = pytest.mark.usefixtures("transactional_db")
+pytestmark = [
+    pytest.mark.usefixtures("transactional_db"),
+    pytest.mark.postgres(reason="a pipelined transaction and prepared statements are PostgreSQL's"),
+]
 _TABLE = InboxVersion._meta.db_table
 _INSERT = f"INSERT INTO {_TABLE} (recipient, version) VALUES (%s, %s) RETURNING recipient, version"
 _VERSION_OF = PlannedStatement("tests_version_of", f"SELECT version FROM {_TABLE} WHERE recipient = %s")
 _COUNT = PlannedStatement("tests_count", f"SELECT COUNT(*) FROM {_TABLE}")
 
 
-@pytest.fixture
-def postgresql() -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("a pipelined transaction and prepared statements are PostgreSQL's")
-
-
 def _versions() -> dict[str, int]:
     return dict(InboxVersion.objects.values_list("recipient", "version"))
 
 
-def test_a_pipelined_transactions_statements_reach_the_server_as_one_batch_when_it_ends(postgresql):
+def test_a_pipelined_transactions_statements_reach_the_server_as_one_batch_when_it_ends():
     # Given a pipelined transaction that writes two rows and reads neither answer inside it
     with CaptureQueriesContext(connection) as sent, pipelined_transaction(connection, durable=False):
         first = answer_later(_INSERT, ["alice", 1], connection=connection)
@@ -47,7 +44,7 @@ def test_a_pipelined_transactions_statements_reach_the_server_as_one_batch_when_
     assert connection_at_rest()
 
 
-def test_a_reader_called_inside_sends_what_was_queued_before_it_in_one_round_trip(postgresql):
+def test_a_reader_called_inside_sends_what_was_queued_before_it_in_one_round_trip():
     # Given a pipelined transaction with two writes queued
     with CaptureQueriesContext(connection) as sent, pipelined_transaction(connection, durable=True):
         first = answer_later(_INSERT, ["alice", 1], connection=connection)
@@ -62,7 +59,7 @@ def test_a_reader_called_inside_sends_what_was_queued_before_it_in_one_round_tri
     assert _versions() == {"alice": 1, "bob": 2}
 
 
-def test_a_statement_of_the_orms_inside_runs_after_what_was_queued_before_it(postgresql):
+def test_a_statement_of_the_orms_inside_runs_after_what_was_queued_before_it():
     # Given a pipelined transaction with a write queued
     with pipelined_transaction(connection, durable=False):
         execute(connection, _INSERT, ["alice", 1])
@@ -73,7 +70,7 @@ def test_a_statement_of_the_orms_inside_runs_after_what_was_queued_before_it(pos
     assert connection_at_rest()
 
 
-def test_hostile_values_are_bound_as_values_in_a_batch(postgresql):
+def test_hostile_values_are_bound_as_values_in_a_batch():
     # Given values that would end a statement string or look like placeholders
     hostile = [
         "x'); DELETE FROM collab_inboxversion; --",
@@ -92,7 +89,7 @@ def test_hostile_values_are_bound_as_values_in_a_batch(postgresql):
     assert _versions() == {value: number for number, value in enumerate(hostile)}
 
 
-def test_a_statement_that_fails_in_a_batch_rolls_it_all_back_and_every_answer_says_why(postgresql):
+def test_a_statement_that_fails_in_a_batch_rolls_it_all_back_and_every_answer_says_why():
     # Given alice's row
     InboxVersion.objects.create(recipient="alice", version=1)
     answers = []
@@ -116,7 +113,7 @@ def test_a_statement_that_fails_in_a_batch_rolls_it_all_back_and_every_answer_sa
     assert _versions() == {"alice": 1, "bob": 2}
 
 
-def test_a_block_that_raises_before_its_end_keeps_nothing_it_queued(postgresql):
+def test_a_block_that_raises_before_its_end_keeps_nothing_it_queued():
     # Given a pipelined transaction with a write queued
     def write_then_refuse() -> None:
         with pipelined_transaction(connection, durable=False):
@@ -131,7 +128,7 @@ def test_a_block_that_raises_before_its_end_keeps_nothing_it_queued(postgresql):
     assert connection_at_rest()
 
 
-def test_an_atomic_block_opened_inside_before_anything_was_sent_is_refused_with_nothing_written(postgresql):
+def test_an_atomic_block_opened_inside_before_anything_was_sent_is_refused_with_nothing_written():
     # Given a pipelined transaction with a write queued (nothing sent yet)
     def write_then_atomic() -> None:
         with pipelined_transaction(connection, durable=False):
@@ -147,7 +144,7 @@ def test_an_atomic_block_opened_inside_before_anything_was_sent_is_refused_with_
     assert connection_at_rest()
 
 
-def test_a_reader_asked_after_its_block_failed_says_so_and_sends_nothing(postgresql):
+def test_a_reader_asked_after_its_block_failed_says_so_and_sends_nothing():
     # Given a pipelined transaction that queued a write and then raised, its reader kept
     kept = []
 
@@ -166,7 +163,7 @@ def test_a_reader_asked_after_its_block_failed_says_so_and_sends_nothing(postgre
     assert connection_at_rest()
 
 
-def test_an_atomic_block_around_queued_statements_inside_is_refused(postgresql):
+def test_an_atomic_block_around_queued_statements_inside_is_refused():
     # Given a pipelined transaction in which an atomic block opens before anything was sent
     def atomic_around_a_queued_write() -> None:
         with pipelined_transaction(connection, durable=False), transaction.atomic():
@@ -179,7 +176,7 @@ def test_an_atomic_block_around_queued_statements_inside_is_refused(postgresql):
     assert connection_at_rest()
 
 
-def test_a_pipelined_transaction_inside_another_is_refused_with_nothing_written(postgresql):
+def test_a_pipelined_transaction_inside_another_is_refused_with_nothing_written():
     # Given a pipelined transaction with a write queued
     def nested() -> None:
         with pipelined_transaction(connection, durable=False):
@@ -211,7 +208,7 @@ def test_a_planned_statement_answers_as_the_statement_itself():
     assert _VERSION_OF.fetch_one(["nobody' OR '1'='1"], connection=connection) is None
 
 
-def test_a_planned_statement_is_prepared_once_per_session_and_again_on_a_new_connection(postgresql):
+def test_a_planned_statement_is_prepared_once_per_session_and_again_on_a_new_connection():
     # Given alice's row and a fresh connection
     InboxVersion.objects.create(recipient="alice", version=7)
     connection.close()
@@ -228,7 +225,7 @@ def test_a_planned_statement_is_prepared_once_per_session_and_again_on_a_new_con
     assert [query["sql"].split(" ", 1)[0] for query in second_session.captured_queries] == ["PREPARE", "EXECUTE"]
 
 
-def test_a_planned_statement_outlives_a_rolled_back_transaction(postgresql):
+def test_a_planned_statement_outlives_a_rolled_back_transaction():
     # Given a transaction that prepared the statement, then failed and rolled back
     InboxVersion.objects.create(recipient="alice", version=7)
     connection.close()
@@ -246,7 +243,7 @@ def test_a_planned_statement_outlives_a_rolled_back_transaction(postgresql):
     assert [query["sql"].split(" ", 1)[0] for query in sent.captured_queries] == ["EXECUTE"]
 
 
-def test_with_prepared_statements_off_a_planned_statement_is_sent_as_itself(postgresql, settings):
+def test_with_prepared_statements_off_a_planned_statement_is_sent_as_itself(settings):
     # Given prepared statements turned off (a pooler in transaction mode) and alice's row
     settings.WORKSPACE_DATABASE_PREPARED_STATEMENTS = False
     InboxVersion.objects.create(recipient="alice", version=7)

@@ -56,7 +56,8 @@ def test_after_a_claim_that_found_the_first_slot_held_the_start_takes_a_free_one
     slot.take_when_starting()
     slot.starting()
     # Then it holds the second slot, beside the first
-    assert slot.slot is not None and slot.slot.slot == 1
+    assert slot.slot is not None
+    assert slot.slot.slot == 1
     assert sorted(CommandSlot.objects.values_list("slot", flat=True)) == [0, other.slot + 1]
 
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from unittest import mock
 
 import pytest
-from django.db import DataError, connection, connections, transaction
+from django.db import DataError, connections, transaction
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
@@ -33,13 +33,10 @@ from crudgen import (
 from crudgen.models import StoredResource, StoredRevision
 from tests.crudgen.conftest import Clock, StepsRenamed, Workflow, WorkflowV2
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def _on_postgres() -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("optimistic writes need PostgreSQL's row versions")
+pytestmark = [
+    pytest.mark.postgres(reason="optimistic writes need PostgreSQL's row versions"),
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def _system(clock: Clock, **storage: int) -> CRUDSystem:

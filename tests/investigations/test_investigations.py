@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from collab.actor import Actor
+from workspace.investigations.access import InvestigationRight, investigation_for
 from workspace.investigations.models import Investigation, InvestigationMember
 from workspace.items.models import Item
 
@@ -141,6 +143,30 @@ def test_reading_an_rca_item_made_through_the_item_routes_writes_nothing(alice_a
     # Then she sees it, open, and no row was written by those GETs
     assert (body["id"], body["status"]) == (item_id, "open")
     assert page.status_code == 200
+    assert not Investigation.objects.filter(pk=item_id).exists()
+
+
+def test_the_access_helper_stores_no_row_even_when_a_writer_asks(alice_api):
+    # Given an rca item made through the generic item routes (no investigation row yet)
+    item_id = alice_api.post("/a/rca/items", {"title": "From the item routes"}, format="json").json()["id"]
+
+    # When the access helper fetches it for a writer, to own it and holding its row
+    investigation = investigation_for(item_id, actor=Actor("alice"), need=InvestigationRight.OWN, lock=True)
+
+    # Then it answers with the investigation built in memory, and has written nothing
+    assert (investigation.pk, investigation._state.adding) == (item_id, True)
+    assert not Investigation.objects.filter(pk=item_id).exists()
+
+
+def test_a_strangers_write_to_such_an_investigation_stores_no_row(alice_api, carol_api):
+    # Given an rca item alice made through the generic item routes
+    item_id = alice_api.post("/a/rca/items", {"title": "From the item routes"}, format="json").json()["id"]
+
+    # When carol, a stranger, tries to move its status
+    response = carol_api.post(f"/investigations/{item_id}/status", {"status": "in_progress"}, format="json")
+
+    # Then it is not there for her, and no row was stored
+    assert response.status_code == 404
     assert not Investigation.objects.filter(pk=item_id).exists()
 
 

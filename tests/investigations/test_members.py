@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from collab.actor import Actor
+from workspace.investigations.access import InvestigationRight, investigation_for, investigation_rights
 from workspace.investigations.models import Investigation, InvestigationMember
 
 pytestmark = pytest.mark.django_db
@@ -36,6 +38,37 @@ def test_staff_add_members_to_anyones_investigation(settings, api_client_for, ma
     response = _add(api_client_for("dave"), investigation, ["carol"])
     # Then carol is a member
     assert (response.status_code, _members()) == (200, ["carol"])
+
+
+def test_staff_who_add_members_can_open_the_investigation_too(settings, api_client_for, make_investigation):
+    # Given alice's investigation and dave, staff but no member
+    settings.WORKSPACE_MOCK_STAFF = ["dave"]
+    investigation = make_investigation()
+    dave = api_client_for("dave")
+
+    # When dave adds carol, then opens the investigation through the API and as a page
+    added = _add(dave, investigation, ["carol"])
+    api = dave.get(f"/investigations/{investigation.pk}")
+    page = dave.get(f"/investigations/{investigation.pk}", HTTP_ACCEPT="text/html")
+
+    # Then each is allowed, and the page offers the add form: who may add members sees what they add them to
+    assert (added.status_code, api.status_code, page.status_code) == (200, 200, 200)
+    assert b'data-testid="members-add"' in page.content
+
+
+def test_staff_get_the_same_answer_for_one_investigation_and_for_many(make_investigation):
+    # Given alice's investigation and staff who are no member of it
+    investigation = make_investigation()
+    staff = Actor("dave", is_staff=True)
+
+    # When staff ask for it to use it, to own it, and among many
+    used = investigation_for(investigation.pk, actor=staff)
+    owned = investigation_for(investigation.pk, actor=staff, need=InvestigationRight.OWN)
+    rights = investigation_rights([investigation], actor=staff)
+
+    # Then every answer says they may do all an owner may
+    assert used.pk == owned.pk == investigation.pk
+    assert rights == {investigation.pk: InvestigationRight.OWN}
 
 
 def test_a_member_cannot_add_members(bob_api, make_investigation):

@@ -188,12 +188,11 @@ def test_exec_on_a_live_sandbox_costs_a_bounded_number_of_queries(alice_api, mak
         assert _exec(alice_api, item, "true").status_code == 200
 
 
+@pytest.mark.postgres(reason="synchronous_commit is its setting")
 def test_on_postgresql_only_an_execs_bookkeeping_commits_without_waiting_for_the_disk(
     transactional_db, alice_api, make_item
 ):
     # Given alice's notebook with a live sandbox, on PostgreSQL, each request in its own transactions
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL: synchronous_commit is its setting")
     item = make_item()
     _exec(alice_api, item, "true")
     # When she runs a command and then writes a file
@@ -296,13 +295,12 @@ def test_an_exec_that_opens_a_sandbox_stores_its_id_size_and_use_on_the_ledgers_
     assert not CommandSlot.objects.exists()
 
 
+@pytest.mark.postgres(reason="its transaction ids say which writes went together")
 def test_on_postgresql_an_opening_exec_stores_the_sandboxs_id_in_the_transaction_that_records_the_command(
     transactional_db, alice_api, make_item, monkeypatch
 ):
     # Given PostgreSQL, alice's notebook with no sandbox, and the transaction of the ledger's
     # attach and of the command's record watched
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL: its transaction ids say which writes went together")
     seen: dict[str, int] = {}
 
     def watched(name, original):

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -114,17 +113,15 @@ def test_a_command_that_kills_its_session_but_stays_in_its_group_is_still_killed
     sandbox_id, _state = sandbox_of(item)
     backend = backend_named("local")
     # When her command keeps its session's connection, kills the session and runs on in its
-    # process group (whose leader is gone) past its limit
+    # process group (whose leader is gone) past its limit, leaving a file if it ever wakes
     stay = ORPHAN_THE_GROUP.replace("    os.setsid()\n", "").replace(
-        "os.kill(session, 9)\n", "os.kill(session, 9)\ntime.sleep(60)\n"
+        "os.kill(session, 9)\n", "os.kill(session, 9)\ntime.sleep(60)\nopen('outlived', 'w').close()\n"
     )
-    began = time.monotonic()
     result = backend.exec(sandbox_id, command=stay, timeout=2.0, exec_id="stay")
-    # Then the time limit still kills the group: nothing of it runs on
+    # Then the time limit still kills the group: nothing of it runs on, nor ran to its end
     assert result.timed_out is True
-    assert time.monotonic() - began < 8
-    left = exec_ok(api, item, "ps -eo args | grep -c '^python3' || true")
-    assert left["stdout"] == "0\n"
+    left = exec_ok(api, item, "ps -eo args | grep -c '^python3' || true; ls outlived 2>/dev/null || echo none")
+    assert left["stdout"] == "0\nnone\n"
     backend.close(sandbox_id)
 
 
@@ -136,12 +133,10 @@ def test_a_stopped_agent_closes_the_sandbox_and_the_command_runs_in_a_new_one(mo
     api, item = api_client_for("carol"), make_item(created_by="carol")
     first = exec_ok(api, item, "kill -STOP 2")
     # When she runs a command with a long time limit
-    began = time.monotonic()
     body = exec_ok(api, item, "echo fresh", timeout=30)
     # Then the broken sandbox was closed as soon as the stopping command ended (its reply says so),
-    # and the next command does not run to its limit: it runs in a new one
+    # and the next command does not run to its limit (not timed out): it runs in a new one
     assert (first["sandbox_closed"], "stopped working" in first["stderr"]) == (True, True)
-    assert time.monotonic() - began < 10
     assert (body["exit_code"], body["stdout"], body["timed_out"]) == (0, "fresh\n", False)
     assert body["sandbox_id"] != first["sandbox_id"]
     assert first["sandbox_id"] not in backend_named("local").sandboxes()
@@ -198,12 +193,11 @@ def test_an_agent_that_is_stopped_is_a_gone_sandbox(monkeypatch, fake_agent):
     home = fake_agent(lambda connection: release.wait(10))
     try:
         # When a command with a long time limit runs through it
-        began = time.monotonic()
-        with pytest.raises(SandboxGone):
+        # Then the server gives up on the sandbox because its agent is stopped, not because the
+        # limit passed nor because the agent hung up (the caller closes it and runs the command
+        # in a new one)
+        with pytest.raises(SandboxGone, match="its exec agent is stopped"):
             run_through(home, timeout=30, holder_pid=holder.pid)
-        # Then the server gives up on the sandbox long before the limit (the caller closes it and
-        # runs the command in a new one)
-        assert time.monotonic() - began < 5
     finally:
         release.set()
         holder.kill()
@@ -252,18 +246,18 @@ def test_an_agent_whose_named_process_is_gone_cannot_make_the_time_limit_kill_th
 def test_a_stop_reaches_the_command_through_its_session(stalling_agent, children):
     # Given an agent that names a process of the sandbox as the command's, then stalls
     home = stalling_agent(children[0].pid)
-    asked: list[float] = []
+    asked: list[bool] = []
 
     def stopped() -> bool:
-        asked.append(time.monotonic())
-        return len(asked) > 3
+        asked.append(len(asked) >= 3)
+        return asked[-1]
 
-    # When someone stops it while its limit is far off
-    began = time.monotonic()
+    # When someone stops it (the fourth time the server asks) while its limit is far off
     result = run_through(home, timeout=30, stopped=stopped)
-    # Then its process group is killed at once and the exec ends, not timed out
+    # Then the first yes is acted on, never asked again: its process group is killed and the
+    # exec ends, not timed out
+    assert asked == [False, False, False, True]
     assert children[0].wait(timeout=5) == -9
-    assert time.monotonic() - began < 5
     assert (result.exit_code, result.timed_out) == (137, False)
 
 
@@ -300,12 +294,10 @@ def test_a_command_that_rewrites_its_sessions_environment_is_still_stopped(api_c
         assert next(events) == ("stdout", b"unmarked\n")
         assert list(pids.iterdir())
         # When she stops it
-        began = time.monotonic()
         assert backend.stop(sandbox_id, "unmarked") is True
         result = final_result(events)
-        # Then it ends at once, not at its time limit
-        assert time.monotonic() - began < 5
-        assert result.timed_out is False
+        # Then the stop ends it, not its time limit
+        assert (result.exit_code, result.timed_out) == (137, False)
     finally:
         events.close()
         backend.close(sandbox_id)

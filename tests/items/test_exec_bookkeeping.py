@@ -70,12 +70,11 @@ def _calls(monkeypatch, owner, name: str) -> list[dict]:
     return calls
 
 
+@pytest.mark.postgres(reason="its transaction ids say which writes went together")
 def test_on_postgresql_a_live_exec_takes_its_slot_beats_and_records_its_command_in_one_transaction(
     alice_api, alice_live_item, monkeypatch
 ):
     # Given PostgreSQL, alice's item with a live sandbox, and the transactions of the exec's first writes watched
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL: its transaction ids say which writes went together")
     item, _app = alice_live_item
     seen: dict[str, int] = {}
 
@@ -98,10 +97,9 @@ def test_on_postgresql_a_live_exec_takes_its_slot_beats_and_records_its_command_
     assert connection_at_rest()
 
 
+@pytest.mark.postgres(reason="on SQLite a statement is a call, not a round trip")
 def test_on_postgresql_a_live_exec_reaches_the_database_three_times(alice_api, alice_live_item):
     # Given PostgreSQL and alice's item with a live sandbox, her commands' statements prepared by one before
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL: on SQLite a statement is a call, not a round trip")
     item, _app = alice_live_item
     assert _exec(alice_api, item).status_code == 200
     # When she runs a command there
@@ -244,10 +242,9 @@ def test_a_bookkeeping_that_raises_before_any_statement_leaves_nothing_open(make
     assert connection_at_rest()
 
 
+@pytest.mark.postgres(reason="on SQLite a bookkeeping block is Django's atomic, and one inside it a savepoint")
 def test_on_postgresql_an_atomic_block_inside_a_bookkeeping_is_refused_with_nothing_written(make_item):
     # Given PostgreSQL (the bookkeeping's own transaction is not Django's `atomic`) and a live row
-    if connection.vendor != "postgresql":
-        pytest.skip("on SQLite a bookkeeping block is Django's atomic, and one inside it a savepoint")
     item = make_item()
     row = _live_row(item)
 
@@ -281,10 +278,9 @@ with bookkeeping():
 """
 
 
+@pytest.mark.postgres(reason="the bookkeeping's own transaction is PostgreSQL's; on SQLite it is Django's atomic")
 def test_on_postgresql_a_server_killed_inside_a_bookkeeping_leaves_nothing_of_it(make_item, tmp_path):
     # Given PostgreSQL (the bookkeeping's own transaction) and alice's item with a live row
-    if connection.vendor != "postgresql":
-        pytest.skip("the bookkeeping's own transaction is PostgreSQL's; on SQLite it is Django's atomic")
     item = make_item()
     row = _live_row(item)
     # When a server process has beaten and taken alice's slot inside a bookkeeping block, and is

@@ -182,13 +182,11 @@ def test_no_limit_when_set_to_zero(alice_api, make_item, settings):
     assert _exec(alice_api, make_item()).status_code == 200
 
 
-@pytest.mark.postgres
+@pytest.mark.postgres(reason="SQLite runs one writer at a time, so there is no race to lose")
 @pytest.mark.django_db(transaction=True)
 def test_racing_requests_get_exactly_the_limit(two_at_once, clock):
     # Given PostgreSQL, where writers really race, a limit of two, and eight requests of alice
     # starting commands at the same moment
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL: SQLite runs one writer at a time, so there is no race to lose")
     start, outcomes = threading.Barrier(8), []
 
     def take() -> None:
@@ -228,13 +226,11 @@ def test_slots_taken_in_transactions_of_their_own_are_stored_with_the_ids_they_r
     assert {slot.slot for slot in taken} == {0, 1}
 
 
-@pytest.mark.postgres
+@pytest.mark.postgres(reason="SQLite runs one writer at a time, so there is no race to lose")
 @pytest.mark.django_db(transaction=True)
 def test_commands_racing_on_a_live_sandbox_run_exactly_the_limit_and_leave_nothing(make_item, two_at_once):
     # Given PostgreSQL, alice's item with a live sandbox, a limit of two, and four commands of hers
     # starting at the same moment there, each claiming her first slot without looking
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL: SQLite runs one writer at a time, so there is no race to lose")
     item, app = make_item(), get_config().app("notebook")
     item_exec(item=item, app=app, command="true", actor=Actor("alice"))
     go = workspace_dir(item.pk) / "go"

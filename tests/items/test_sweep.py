@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
+from collab.actor import Actor
 from quotas import ledger
 from quotas.models import WorkspaceDiskUsage
 from quotas.services import override_set
@@ -88,7 +89,7 @@ def test_sweep_walks_only_the_workspaces_of_owners_with_a_disk_limit(make_item, 
     # Given a per-user disk limit, alice's notebook, and bob's whose override lifts his disk limit
     write_config('[resources.per_user]\ndisk = "10G"\n')
     limited = make_item()
-    override_set(user_id="bob", values=OverrideValues(disk=0), actor="alice")
+    override_set(user_id="bob", values=OverrideValues(disk=0), actor=Actor("alice", is_staff=True))
     make_item(owner="bob")
     walked: list[str] = []
     # When the sweep runs

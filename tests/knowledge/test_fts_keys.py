@@ -13,15 +13,14 @@ from knowledge.models import Collection, Document
 from knowledge.search import get_chunk_index
 from knowledge.search.sqlite import FTS_TABLE, KEY_TABLE
 
-pytestmark = pytest.mark.django_db
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.sqlite(
+        reason="the FTS5 index and its keys exist on SQLite; PostgreSQL searches a column of the chunk row"
+    ),
+]
 
 key_migration = importlib.import_module("knowledge.migrations.0006_chunk_fts_keys")
-
-
-@pytest.fixture(autouse=True)
-def sqlite_only() -> None:
-    if connection.vendor != "sqlite":
-        pytest.skip("the FTS5 index and its keys exist on SQLite; PostgreSQL searches a column of the chunk row")
 
 
 def _rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:

@@ -23,11 +23,7 @@ postings_migration = importlib.import_module("knowledge.migrations.0009_chunk_te
 BACKUPS = "# Backups\n\nDatabase backups are kept for thirty days, then deleted. Backups backups."
 RUNBOOK = "# Runbook\n\nWhen requests time out, first check the database connection pool."
 
-
-@pytest.fixture(autouse=True)
-def _postgresql_only() -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("the postings exist on PostgreSQL; SQLite's FTS5 keeps its own")
+pytestmark = pytest.mark.postgres(reason="the postings exist on PostgreSQL; SQLite's FTS5 keeps its own")
 
 
 def _rows(sql: str, params: list[Any] | None = None) -> set[tuple[Any, ...]]:
@@ -135,7 +131,6 @@ def _store(document: Document, text: str) -> None:
     )
 
 
-@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_ingests_of_one_collection_racing_both_count(make_collection):
     # Given two documents of one collection

@@ -19,13 +19,10 @@ from collab.errors import Conflict, DomainError
 from knowledge import services
 from knowledge.models import Collection, Document, KbChat
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def _postgresql_only() -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL: SQLite runs one writer at a time, so the writes never meet")
+pytestmark = [
+    pytest.mark.postgres(reason="SQLite runs one writer at a time, so the writes never meet"),
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def _someone_waits_on_a_lock() -> bool:

@@ -7,7 +7,6 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.utils import OperationalError
 from django.test import Client
@@ -117,10 +116,8 @@ def test_the_health_probe_gives_up_on_a_silent_database_host(silent_database_hos
         health.postgres_probe(params)
 
 
+@pytest.mark.postgres(reason="the connect timeout is a PostgreSQL connection parameter")
 def test_the_health_probe_connects_with_a_two_second_timeout():
     # Given the service on PostgreSQL (SQLite is a local file: there is no host to wait for)
-    if connection.vendor != "postgresql":
-        pytest.skip("the connect timeout is a PostgreSQL connection parameter")
-
     # When the probe's connection is set up / Then it gives up after 2 s, whatever ordinary ones allow
     assert health.probe_connection_params()["connect_timeout"] == 2

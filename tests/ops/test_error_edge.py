@@ -44,6 +44,7 @@ KINDS = [
     ("Gone", 410),
     ("TooLarge", 413),
     ("UnsupportedType", 415),
+    ("Unprocessable", 422),
     ("TooManyRequests", 429),
     ("Misconfigured", 500),
     ("Unavailable", 503),
@@ -254,6 +255,22 @@ def _imports(tree: ast.AST) -> set[str]:
     return names
 
 
+def _gives_a_status(node: ast.AST) -> bool:
+    """`status_code=` passed to a call, or `status_code = ...` in a class's body (an error class
+    that carries its status, as crudgen's do)."""
+    if isinstance(node, ast.Call):
+        return any(keyword.arg == "status_code" for keyword in node.keywords)
+    if not isinstance(node, ast.ClassDef):
+        return False
+    targets = [
+        target
+        for statement in node.body
+        if isinstance(statement, ast.Assign | ast.AnnAssign)
+        for target in (statement.targets if isinstance(statement, ast.Assign) else [statement.target])
+    ]
+    return any(isinstance(target, ast.Name) and target.id == "status_code" for target in targets)
+
+
 def test_no_module_outside_the_edge_uses_drf_exceptions_or_an_http_status_to_refuse():
     # Given every module of ours but the edge
     # When their imports and raises are read
@@ -266,9 +283,9 @@ def test_no_module_outside_the_edge_uses_drf_exceptions_or_an_http_status_to_ref
         f"{path.relative_to(ROOT).as_posix()}:{node.lineno}"
         for path in _our_modules()
         for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.Call) and any(keyword.arg == "status_code" for keyword in node.keywords)
+        if _gives_a_status(node)
     ]
-    # Then none imports DRF's exceptions and no error is built with a status
+    # Then none imports DRF's exceptions and no error is built with a status or declares one
     assert drf == set()
     assert with_status == []
 

@@ -1,37 +1,37 @@
-"""Every pattern and parser that ingest or rendering runs on user text is linear.
+"""Every pattern and parser that ingest or rendering runs on user text reads hostile text through.
 
 The attack: knowledge ingest's Markdown link pattern `!?\\[([^\\]]*)\\]\\([^)]*\\)` took 5.2 s on 40,000
 `[` characters (about 30 s at 10^5), and a 150 KB .md held the only worker for 85 s. Each pattern
 below that reads user text (documents, questions, answers, agent messages, size and duration
-strings) gets 10^5-character inputs built against it, and each run must stay within a budget of CPU
-time: a quadratic pattern takes tens of seconds there, a linear one milliseconds. The Markdown
-parser (markdown-it-py, for ingest and for chat messages) is linear but does more per character
-(up to about 2 s here), so it has a budget of its own. File globs are the exception: fnmatch is
-quadratic in `[`, so the file batch bounds their length instead. CPU time, not wall-clock time: the
-machine running the tests may be busy.
+strings) gets 10^5-character inputs built against it, through the public function that runs it,
+and each call must return with what it owes for that text: chunks within the chunk size, HTML
+and quotes no larger than the text allows, the refusal of what cannot be read. A quadratic pattern
+takes tens of seconds on each of these inputs, which the suite's durations show; how long each
+takes is measured in bench/, never asserted here (a test asserts behaviour, not time). File
+globs are the exception: fnmatch is quadratic in `[`, so the file batch bounds their length
+instead (tests/items/test_files.py), and the longest it accepts is read here.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import time
-from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
 
 from knowledge.answers import Answer, best_sentences
-from knowledge.chunking import chunk_blocks
+from knowledge.chunking import CHUNK_MAX_CHARS, ChunkText, chunk_blocks
 from knowledge.formats import markdown_blocks, text_blocks
 from knowledge.markup import CitationPreview, link_allowed, message_html
 from knowledge.search import search_terms
 from quotas.sizes import SizeError, parse_duration_seconds, parse_size
-from workspace.agent.deterministic import _parse as agent_parse
+from workspace.agent.deterministic import HELP, DeterministicAgent
+from workspace.agent.protocol import AgentTurn
+from workspace.sandboxes.base import ExecResult
 from workspace.sandboxes.filebatch import MAX_GLOB_CHARS
-from workspace.workflows.forms import _AMOUNT
+from workspace.workflows.forms import FormProblem, WorkflowForm
 
 N = 100_000
-PATTERN_BUDGET_SECONDS = 1.0
-PARSER_BUDGET_SECONDS = 10.0
 
 # Runs of one character or pair, and near-misses of each pattern's shape, at 10^5 characters.
 RUNS = {
@@ -81,96 +81,137 @@ RUNS = {
 }
 
 
-def _within(budget: float, work: Callable[[], object]) -> float:
-    start = time.process_time()
-    work()
-    spent = time.process_time() - start
-    assert spent < budget, f"took {spent:.2f} s of CPU, over the budget of {budget} s"
-    return spent
-
-
-def _ingest(text: str) -> None:
-    chunk_blocks(markdown_blocks(text), max_chunks=N * 10)
-    chunk_blocks(text_blocks(text), max_chunks=N * 10)
-
-
 @pytest.mark.parametrize("name", RUNS)
-def test_ingest_reads_hostile_markdown_and_text_within_the_parser_budget(name):
+def test_ingest_reads_hostile_markdown_and_text_into_chunks_within_the_chunk_size(name):
     # Given 10^5 characters built against the Markdown grammar and the plain-text rules
+    text = RUNS[name]
+
     # When ingest reads them as Markdown and as plain text, and chunks them
-    # Then it finishes within the budget
-    _within(PARSER_BUDGET_SECONDS, lambda: _ingest(RUNS[name]))
+    chunks = [
+        *chunk_blocks(markdown_blocks(text), max_chunks=N * 10),
+        *chunk_blocks(text_blocks(text), max_chunks=N * 10),
+    ]
+
+    # Then it returns chunks, none longer than a chunk may be
+    assert all(isinstance(chunk, ChunkText) and len(chunk.text) <= CHUNK_MAX_CHARS for chunk in chunks)
 
 
 @pytest.mark.parametrize("name", RUNS)
-def test_a_hostile_chat_message_renders_within_the_parser_budget(name):
+def test_a_hostile_chat_message_renders_into_html_that_grows_with_it_no_faster(name):
     # Given 10^5 hostile characters as a chat message with a preview for marker [1]
     previews = {1: CitationPreview(source="[1] a.md, chunk 1:", text="x")}
 
-    # When it is rendered / Then it finishes within the budget
-    _within(PARSER_BUDGET_SECONDS, lambda: message_html(RUNS[name], message_id="msg_1", previews=previews))
+    # When it is rendered
+    html = message_html(RUNS[name], message_id="msg_1", previews=previews)
+
+    # Then the HTML grows with the message, no faster: each character takes at most what a
+    # whole marker with its preview (the largest rendering of a piece of text) takes
+    one_marker = message_html("[1]", message_id="msg_1", previews=previews)
+    assert len(html) <= len(one_marker) * len(RUNS[name])
 
 
 @pytest.mark.parametrize("name", RUNS)
-def test_answer_patterns_read_hostile_passages_within_the_budget(name):
+def test_answer_patterns_read_hostile_passages_into_quotes_terms_and_markers_of_their_own(name):
     # Given 10^5 hostile characters as a retrieved passage and as an answer's text
     text = RUNS[name]
 
     # When quotes are picked from it, its words taken as search terms, and its markers checked
-    # Then each finishes within the budget
-    _within(PATTERN_BUDGET_SECONDS, lambda: best_sentences(text, ["backup", "kept"]))
-    _within(PATTERN_BUDGET_SECONDS, lambda: search_terms(text))
-    _within(PATTERN_BUDGET_SECONDS, lambda: Answer(text=text, citations=()).persisted_citations())
+    quote = best_sentences(text, ["backup", "kept"])
+    terms = search_terms(text)
+    citations = Answer(text=text, citations=()).persisted_citations()
+
+    # Then the quote is no longer than the passage, every term is a word of it, and no marker
+    # counts without a source
+    assert len(quote) <= len(text)
+    assert all(term in text.lower() for term in terms)
+    assert citations == []
 
 
 @pytest.mark.parametrize("name", RUNS)
-def test_link_checks_read_hostile_urls_within_the_budget(name):
-    # Given 10^5 hostile characters as a link target, with and without a scheme-like ending
-    # When the renderer checks whether it may link there / Then it finishes within the budget
-    _within(PATTERN_BUDGET_SECONDS, lambda: (link_allowed(RUNS[name]), link_allowed(RUNS[name] + ":")))
+def test_link_checks_read_hostile_urls_and_still_refuse_a_script_scheme(name):
+    # Given 10^5 hostile characters as a link target, with a scheme-like ending, and after a
+    # `javascript:` scheme
+    text = RUNS[name]
+
+    # When the renderer checks whether it may link there
+    decisions = [link_allowed(text), link_allowed(text + ":"), link_allowed("javascript:" + text)]
+
+    # Then it decides each, and never links to the script
+    assert [type(decision) for decision in decisions] == [bool, bool, bool]
+    assert decisions[2] is False
+
+
+@dataclass
+class _RecordingTools:
+    """The deterministic agent's tools, recording each call."""
+
+    calls: list[tuple] = field(default_factory=list)
+
+    def run_command(self, command: str) -> ExecResult:
+        self.calls.append(("run", command))
+        return ExecResult(exit_code=0, stdout="", stderr="")
+
+    def ask_knowledge(self, question: str) -> Answer:
+        self.calls.append(("ask", question))
+        return Answer(text="", citations=())
+
+    def mention_user(self, user_ids: list[str], note: str = "") -> None:
+        self.calls.append(("mention", tuple(user_ids), note))
+
+    def set_status(self, status: str) -> None:
+        self.calls.append(("status", status))
+
+
+def _agent_reads(message: str) -> tuple[list[str], list[tuple]]:
+    """The deterministic agent's replies to `message` as a turn in an investigation, and the tools it called."""
+    tools = _RecordingTools()
+    turn = AgentTurn(item_id=1, app_slug="rca", user_id="alice", content=message, in_investigation=True)
+    return [reply.content for reply in DeterministicAgent().respond(turn, tools)], tools.calls
 
 
 @pytest.mark.parametrize(
-    "message",
+    ("message", "calls"),
     [
-        "@mention a" + " " * N + "b",
-        "@mention " + "a " * (N // 2) + ":",
-        "@status x" + " " * N + "y",
-        "```sh" + " " * N,
-        "```\n" + "x" * N,
-        "```" * (N // 3),
-        "$ " + " " * N,
-        "@mention" + "\t" * N,
+        ("@mention a" + " " * N + "b", [("mention", ("a", "b"), "")]),
+        ("@mention " + "a " * (N // 2) + ":", [("mention", ("a",) * (N // 2), "")]),
+        ("@status x" + " " * N + "y", []),
+        ("```sh" + " " * N, []),
+        ("```\n" + "x" * N, []),
+        ("```" * (N // 3), []),
+        ("$ " + " " * N, []),
+        ("@mention" + "\t" * N, []),
     ],
     ids=["mention spaces", "mention words", "status spaces", "fence spaces", "open fence", "fences", "dollar", "tabs"],
 )
-def test_the_agent_reads_a_hostile_message_within_the_budget(message):
+def test_the_agent_reads_a_hostile_message_and_does_only_what_it_spells_out(message, calls):
     # Given 10^5 characters built against the agent's fence, mention and status patterns
-    # When the deterministic agent parses the message / Then it finishes within the budget
-    _within(PATTERN_BUDGET_SECONDS, lambda: agent_parse(message))
+    # When the deterministic agent answers the message
+    replies, called = _agent_reads(message)
+
+    # Then it calls only the tools the message spells out, and otherwise says what it can do
+    assert called == calls
+    assert replies == ([HELP] if not calls else replies)
+    assert replies
 
 
 def test_a_mention_still_reads_its_users_and_note():
     # Given a mention with spaces before its colon
-    # When the agent parses it
-    actions, _ = agent_parse("@mention bob carol   : please look")
+    # When the agent answers it
+    _, called = _agent_reads("@mention bob carol   : please look")
 
     # Then the users are read without the trailing spaces, and the note after the colon
-    assert [(action.kind, action.text, action.extra) for action in actions] == [("mention", "bob carol", "please look")]
+    assert called == [("mention", ("bob", "carol"), "please look")]
 
 
 @pytest.mark.parametrize(
     "value", ["1" + " " * N + "x", " " * N + "1" + " " * N + "x", "1" * N + "x", "1." + "1" * N + "x"]
 )
-def test_size_and_duration_strings_are_refused_within_the_budget(value):
+def test_hostile_size_and_duration_strings_are_refused(value):
     # Given a hostile size or duration string (staff overrides and app descriptors are parsed with these)
-    # When it is parsed as a size and as a duration / Then each is refused within the budget
-    def parse_both() -> None:
-        for parse in (parse_size, parse_duration_seconds):
-            with pytest.raises(SizeError):
-                parse(value)
-
-    _within(PATTERN_BUDGET_SECONDS, parse_both)
+    # When it is parsed as a size and as a duration / Then each is refused
+    for parse in (parse_size, parse_duration_seconds):
+        with pytest.raises(SizeError):
+            parse(value)
 
 
 def test_sizes_and_durations_with_spaces_still_parse():
@@ -180,17 +221,25 @@ def test_sizes_and_durations_with_spaces_still_parse():
     assert parse_duration_seconds(" 1.5 h\n") == 5400
 
 
-def test_a_workflow_amount_is_checked_within_the_budget():
-    # Given a hostile schedule amount / When it is checked / Then it is refused within the budget
-    _within(PATTERN_BUDGET_SECONDS, lambda: _AMOUNT.fullmatch("1" * N + ".1"))
+def test_a_hostile_workflow_amount_is_refused_as_not_a_number():
+    # Given a workflow form whose schedule amount is 10^5 digits and a fraction
+    form = WorkflowForm(name="nightly", steps=("true",), every="1" * N + ".1", every_unit="hours")
+
+    # When the form is read / Then the amount is refused as not a number
+    with pytest.raises(FormProblem) as problem:
+        form.data()
+    assert problem.value.fields == {"every_seconds": "must be a number, such as 30 or 1.5"}
 
 
-@pytest.mark.parametrize("pattern", ["*a", "*", "[", "[!", "[a", "?*", "[]"])
-def test_the_longest_hostile_file_glob_matches_within_the_budget(pattern):
+@pytest.mark.parametrize(
+    ("pattern", "matches"),
+    [("*a", True), ("*", True), ("[", False), ("[!", False), ("[a", False), ("?*", True), ("[]", False)],
+)
+def test_the_longest_hostile_file_glob_is_matched(pattern, matches):
     # Given the longest glob a file batch accepts (fnmatch's translation is quadratic in `[`, so
     # the batch refuses longer ones: tests/items/test_files.py), made of one hostile piece, and a
     # path as long as a path may be
     glob = (pattern * MAX_GLOB_CHARS)[:MAX_GLOB_CHARS]
 
-    # When the file batch's replace matches it / Then it finishes within the budget
-    _within(PATTERN_BUDGET_SECONDS, lambda: fnmatch.fnmatch("a" * 4096, glob))
+    # When the file batch's replace matches it / Then it decides, as the glob says
+    assert fnmatch.fnmatch("a" * 4096, glob) is matches

@@ -1,6 +1,6 @@
 """Admission as requests run it, each in transactions of its own (not inside a test's).
 
-On PostgreSQL it then runs in psycopg's pipeline (`admission._admitted_in_two_round_trips`): the
+On PostgreSQL it then runs in psycopg's pipeline (the pipelined way of `before_sandbox_open`): the
 item's lock, its live row and the payer's lock and usage go to the server together, the new row
 with the COMMIT. These hold that it decides as the general way does, keeps nothing it refuses,
 falls back where what it assumed does not hold, and leaves the connection at rest. On SQLite the
@@ -15,13 +15,19 @@ from datetime import timedelta
 import psycopg
 import pytest
 from django.db import DatabaseError, connection
+from django.test.utils import CaptureQueriesContext
 
 from collab.errors import QuotaExceeded
 from quotas import ledger
 from quotas.models import AdmissionLock, SandboxActivity
 from quotas.values import SandboxSize
 from tests.fixtures.exec_agent import wait_for
-from tests.fixtures.items import connection_at_rest, kill_server_process_once_it_says, sessions_idle_in_a_transaction
+from tests.fixtures.items import (
+    admitted_the_general_way,
+    connection_at_rest,
+    kill_server_process_once_it_says,
+    sessions_idle_in_a_transaction,
+)
 from workspace.items import admission
 from workspace.items.admission import before_sandbox_open
 from workspace.items.config import get_config
@@ -136,18 +142,17 @@ def test_a_payer_changed_since_the_item_was_loaded_is_the_one_who_pays(per_user,
     assert connection_at_rest()
 
 
-@pytest.mark.postgres
+@pytest.mark.postgres(reason="the pipelined way is PostgreSQL's; SQLite has no round trips to save")
 @pytest.mark.usefixtures("alice_admitted_before")
 def test_on_postgresql_an_admission_of_a_payer_with_a_lock_row_takes_the_pipelined_way(per_user, make_item):
     # Given PostgreSQL, alice with a limit and her lock row
-    if connection.vendor != "postgresql":
-        pytest.skip("the pipelined way is PostgreSQL's; SQLite has no round trips to save")
     per_user(count=2)
     item = make_item()
-    # When her item is admitted the pipelined way
-    admitted = admission._admitted_in_two_round_trips(item=item, app=get_config().app("notebook"), backend="local")
-    # Then it did not fall back, and the row is stored
-    assert admitted is not None
+    # When her item is admitted
+    with CaptureQueriesContext(connection) as sent:
+        admitted = _admit(item)
+    # Then the pipelined way decided it (it did not fall back to the general way), and the row is stored
+    assert not admitted_the_general_way(sent.captured_queries)
     assert admitted.opened_here
     assert SandboxActivity.current.filter(pk=admitted.activity.pk, item_id=str(item.pk)).exists()
 
@@ -183,14 +188,12 @@ def _waiting_for_a_lock() -> bool:
         return cursor.fetchone()[0] > 0
 
 
-@pytest.mark.postgres
+@pytest.mark.postgres(reason="only PostgreSQL's admission is sent before its locks are held")
 @pytest.mark.usefixtures("alice_admitted_before")
 @pytest.mark.parametrize("held", ["the item's row", "alice's admission lock"])
 def test_a_lease_that_runs_out_while_the_admission_waits_for_a_lock_is_not_counted(per_user, make_item, clock, held):
     # Given PostgreSQL, alice allowed one sandbox, and the item's sandbox (or her other one) with a
     # lease of a second; another transaction holds the lock the admission takes first
-    if connection.vendor != "postgresql":
-        pytest.skip("only PostgreSQL's admission is sent before its locks are held")
     per_user(count=1)
     item = make_item()
     _running(item if held == "the item's row" else make_item(), lease=timedelta(seconds=1))
@@ -280,19 +283,17 @@ def pause(**kwargs):
 
 services.sandbox_refusal = pause
 item = Item.objects.get(pk=int(sys.argv[1]))
-admission._admitted_in_two_round_trips(item=item, app=get_config().app("notebook"), backend="local")
+admission.before_sandbox_open(item=item, app=get_config().app("notebook"), backend="local")
 """
 
 
-@pytest.mark.postgres
+@pytest.mark.postgres(reason="the pipelined admission is PostgreSQL's")
 @pytest.mark.usefixtures("alice_admitted_before")
 def test_a_server_killed_between_the_admissions_round_trips_keeps_nothing_and_holds_no_lock(
     per_user, make_item, tmp_path
 ):
     # Given PostgreSQL, alice with a limit, and a server process whose admission holds her
     # item's and her own lock (its first round trip answered, the second not sent)
-    if connection.vendor != "postgresql":
-        pytest.skip("the pipelined admission is PostgreSQL's")
     config = per_user(count=1)
     item = make_item()
     # When it is killed with SIGKILL there

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
+from collab.actor import Actor
 from quotas import services
 from quotas.disk import item_facts
 from quotas.models import WorkspaceDiskUsage
@@ -212,7 +213,7 @@ def test_the_sweep_writes_the_ledger_only_for_owners_with_a_disk_limit(per_user,
     per_user(disk="")
     limited, free = make_item(owner="bob"), make_item()
     (workspace_dir(limited.pk) / "a.bin").write_bytes(b"x" * 10)
-    services.override_set(user_id="bob", values=OverrideValues(disk=1024), actor="alice")
+    services.override_set(user_id="bob", values=OverrideValues(disk=1024), actor=Actor("alice", is_staff=True))
     # When the sweep runs
     call_command("sweep")
     # Then only bob's notebook is recorded, at 10 bytes
@@ -233,7 +234,7 @@ def test_with_no_disk_quota_anywhere_the_sweep_writes_nothing(write_config, make
 def test_an_owner_change_to_someone_without_a_limit_drops_the_old_charge(per_user, make_item):
     # Given bob's disk limit of 1K and his notebook, charged to him by a sweep
     per_user(disk="")
-    services.override_set(user_id="bob", values=OverrideValues(disk=1024), actor="alice")
+    services.override_set(user_id="bob", values=OverrideValues(disk=1024), actor=Actor("alice", is_staff=True))
     item = make_item(owner="bob")
     call_command("sweep")
     assert WorkspaceDiskUsage.current.filter(owner="bob").count() == 1

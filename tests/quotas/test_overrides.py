@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from django.http import Http404
 
+from collab.actor import Actor
 from quotas import services
 from quotas.limits import limits_for
 from quotas.models import UserResourceOverride
@@ -12,6 +14,7 @@ from tests.fixtures.quotas import GIB, MIB
 
 pytestmark = pytest.mark.django_db
 URL = "/admin/user-resources"
+STAFF = Actor("alice", is_staff=True)
 
 
 @pytest.fixture
@@ -38,7 +41,7 @@ def test_an_override_wins_per_dimension_and_the_rest_fall_back(per_user):
     # Given site defaults for every dimension
     per_user(count=3, cpu=2, memory="1G", disk="10G")
     # When staff override bob's count and disk
-    services.override_set(user_id="bob", values=OverrideValues(count=5, disk=20 * GIB), actor="alice")
+    services.override_set(user_id="bob", values=OverrideValues(count=5, disk=20 * GIB), actor=STAFF)
     # Then bob gets those two and the defaults for the rest, and carol keeps the defaults
     assert limits_for("bob") == UserLimits(count=5, cpu=2.0, memory=GIB, disk=20 * GIB)
     assert limits_for("carol") == UserLimits(count=3, cpu=2.0, memory=GIB, disk=10 * GIB)
@@ -48,7 +51,7 @@ def test_max_is_unlimited_in_every_dimension(per_user):
     # Given site defaults for every dimension
     per_user(count=3, cpu=2, memory="1G", disk="10G")
     # When staff override bob with max in every dimension
-    services.override_set(user_id="bob", values=OverrideValues(count=0, cpu=0, memory=0, disk=0), actor="alice")
+    services.override_set(user_id="bob", values=OverrideValues(count=0, cpu=0, memory=0, disk=0), actor=STAFF)
     # Then he has no limit at all
     assert limits_for("bob") == UserLimits()
 
@@ -58,13 +61,29 @@ def test_the_writing_instance_sees_a_change_at_once(per_user, clock):
     per_user(count=3)
     assert limits_for("bob").count == 3
     # When this process overrides bob's count with 7
-    services.override_set(user_id="bob", values=OverrideValues(count=7), actor="alice")
+    services.override_set(user_id="bob", values=OverrideValues(count=7), actor=STAFF)
     # Then it reads 7 at once
     assert limits_for("bob").count == 7
     # When it deletes the override
-    services.override_delete(user_id="bob")
+    services.override_delete(user_id="bob", actor=STAFF)
     # Then it reads 3 at once
     assert limits_for("bob").count == 3
+
+
+def test_the_override_service_refuses_someone_not_staff_by_itself(per_user):
+    # Given site defaults, and staff's override of bob's count
+    per_user(count=3)
+    services.override_set(user_id="bob", values=OverrideValues(count=7), actor=STAFF)
+
+    # When bob, not staff, calls the services directly (no view, no admin in between)
+    with pytest.raises(Http404):
+        services.override_set(user_id="bob", values=OverrideValues(count=99), actor=Actor("bob"))
+    with pytest.raises(Http404):
+        services.override_delete(user_id="bob", actor=Actor("bob"))
+
+    # Then both are refused as not there, and his override is as staff left it
+    assert UserResourceOverride.objects.get(user_id="bob").count == 7
+    assert limits_for("bob").count == 7
 
 
 def test_other_instances_see_a_change_within_five_seconds(per_user, clock):
@@ -98,7 +117,7 @@ def test_the_memo_reads_the_database_once_per_five_seconds(per_user, clock, djan
 def test_an_override_changes_what_the_gate_admits(per_user, alice_api, make_item):
     # Given a site default count of 1, and alice's override of 2
     per_user(count=1)
-    services.override_set(user_id="alice", values=OverrideValues(count=2), actor="alice")
+    services.override_set(user_id="alice", values=OverrideValues(count=2), actor=STAFF)
     # When she runs commands in three notebooks
     statuses = [
         alice_api.post(f"/a/notebook/items/{make_item().pk}/exec", {"command": "true"}, format="json").status_code

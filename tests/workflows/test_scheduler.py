@@ -243,11 +243,10 @@ def test_a_window_the_worker_gave_up_on_says_why(run_tasks, make_item, make_work
     assert "Failed after 2 attempts (RuntimeError: sandbox host answered garbage)" in run.reason
 
 
+@pytest.mark.postgres(reason="SKIP LOCKED is a PostgreSQL feature; SQLite is covered by the compare-and-set test above")
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_on_postgresql_never_claim_the_same_due_run(make_item, make_workflow, clock):
     # Given PostgreSQL, which can skip locked rows, and a due scheduled workflow
-    if connection.vendor != "postgresql":
-        pytest.skip("SKIP LOCKED is a PostgreSQL feature; SQLite is covered by the compare-and-set test above")
     _scheduled(make_workflow, make_item())
     scheduler.schedules_sync()
     # When a first worker holds its row lock and a second tries to claim it meanwhile

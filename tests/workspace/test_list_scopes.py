@@ -116,10 +116,11 @@ NOT_LISTS = {
     "workflows.revision_comparison",
     # One workflow, or its revisions, through the workflow's access policy: a stranger gets 404.
     "workflows.workflow_caller",
+    "workflows.workflow_scope",
     "workflows.workflow_definition",
-    "workflows.workflow_for_viewer",
+    "workflows.workflow_for",
     "workflows.revisions_page",
-    "workflows.revision_for_viewer",
+    "workflows.revision_for",
 }
 MODULES = [
     ("items", item_selectors),

@@ -3,7 +3,7 @@ plug in behind the same protocols."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -135,13 +135,6 @@ class ModelAgentTools(Protocol):
 @runtime_checkable
 class Agent(Protocol):
     def respond(self, turn: AgentTurn, tools: AgentTools) -> list[AgentReply]: ...
-
-
-@runtime_checkable
-class StreamingAgent(Agent, Protocol):
-    """An agent that also says what it does as it does it (the chat page streams it)."""
-
-    def stream(self, turn: AgentTurn, tools: AgentTools) -> Iterator[AgentEvent]: ...
 
 
 def get_agent() -> Agent:

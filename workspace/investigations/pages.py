@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 
 from collab.actor import actor_of
-from collab.errors import DomainError
-from collab.web import identity_required
+from collab.web import attempt, identity_required
 from workspace.agent.selectors import conversation_of_item
 from workspace.agent.turns import answering_agent
 from workspace.investigations import selectors, services
-from workspace.investigations.access import INVESTIGATION_APP, investigation_for_member
+from workspace.investigations.access import (
+    INVESTIGATION_APP,
+    InvestigationRight,
+    investigation_for,
+    investigation_right_of,
+)
 from workspace.items.access import app_or_404
 
 
@@ -21,14 +24,12 @@ from workspace.items.access import app_or_404
 def investigations_page(request: HttpRequest) -> HttpResponse:
     actor = actor_of(request)
     if request.method == "POST":
+        title = request.POST.get("title", "")
         members = [part for part in request.POST.get("members", "").replace(",", " ").split() if part]
-        try:
-            investigation = services.investigation_create(
-                title=request.POST.get("title", ""), members=members, actor=actor
-            )
-        except DomainError as exc:
-            messages.error(request, str(exc.detail))
-        else:
+        investigation = attempt(
+            request, lambda: services.investigation_create(title=title, members=members, actor=actor)
+        )
+        if investigation is not None:
             return HttpResponseRedirect(reverse("investigation", args=[investigation.pk]))
     rows = selectors.investigations_for_user(actor=actor)
     return render(request, "investigations/investigations.html", {"investigations": rows})
@@ -37,15 +38,16 @@ def investigations_page(request: HttpRequest) -> HttpResponse:
 @identity_required
 def investigation_page(request: HttpRequest, investigation_id: int) -> HttpResponse:
     actor = actor_of(request)
-    investigation = investigation_for_member(investigation_id, actor.user_id)
+    investigation = investigation_for(investigation_id, actor=actor)
     members = investigation.member_ids
+    right = investigation_right_of(creator=investigation.item.created_by, members=members, actor=actor)
     context = {
         "investigation": investigation,
         "item": investigation.item,
         "members": members,
         # Who can open the investigation: the mention picker warns about anyone else.
         "participants": [investigation.item.created_by, *members],
-        "adds_members": actor.is_staff or actor.is_user(investigation.item.created_by),
+        "adds_members": right == InvestigationRight.OWN,
         "conversation": conversation_of_item(investigation.pk),
         "answering": answering_agent(app_or_404(INVESTIGATION_APP)),
         "moves": services.status_moves(investigation.status),

@@ -3,8 +3,7 @@
 
 from __future__ import annotations
 
-from workspace.investigations.access import investigation_adopt
-from workspace.investigations.services import mention_create_by_agent, status_change_by_agent
+from workspace.investigations.services import investigation_adopt, mention_create_by_agent, status_change_by_agent
 from workspace.items.models import Item
 
 

@@ -10,7 +10,7 @@ from django.db.models import Prefetch
 from collab.actor import Actor
 from workspace.agent.models import ItemMessage
 from workspace.agent.selectors import messages_of_item
-from workspace.investigations.access import participated
+from workspace.investigations.access import investigation_scope
 from workspace.investigations.models import Investigation, InvestigationMember
 
 LIST_LIMIT = 200
@@ -20,7 +20,7 @@ STATUS_ORDER = [choice.value for choice in Investigation.Status]
 def investigations_for_user(*, actor: Actor, limit: int = LIST_LIMIT) -> list[Investigation]:
     """Where the caller is the creator or a member; newest first; two queries whatever the size."""
     rows = (
-        Investigation.objects.filter(participated(actor=actor))
+        Investigation.objects.filter(investigation_scope(actor=actor))
         .select_related("item")
         .prefetch_related(Prefetch("members", queryset=InvestigationMember.objects.order_by("user_id")))
         .order_by("-pk")

@@ -1,4 +1,5 @@
-"""Writes of investigations: create, add members, mention (by a person or the agent), status moves."""
+"""Writes of investigations: create, add members, mention (by a person or the agent), status moves,
+and storing the row of an `rca` item made through the item routes (`investigation_adopt`)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ from collab.identity import get_user_directory, unknown_user_ids
 from collab.services import notify
 from workspace.agent.messages import message_append
 from workspace.agent.models import ItemMessage
-from workspace.investigations.access import INVESTIGATION_APP, investigation_for_creator, investigation_for_member
+from workspace.investigations.access import INVESTIGATION_APP, InvestigationRight, investigation_for
 from workspace.investigations.models import Investigation, InvestigationMember
 from workspace.items import services as item_services
 from workspace.items.access import app_or_404
+from workspace.items.models import Item
 
 AGENT_NAME = "The agent"
 
@@ -63,6 +65,33 @@ def _members_add(investigation: Investigation, user_ids: Sequence[str], *, by: s
     return added
 
 
+def investigation_adopt(investigation_id: int) -> Investigation | None:
+    """Stores the investigation side of an `rca` item made through the generic item routes, which
+    has no row until first written to (reads build it in memory: `access.investigation_for`), and
+    returns it; None when there is no such `rca` item."""
+    existing = Investigation.objects.select_related("item").filter(pk=investigation_id).first()
+    if existing is not None:
+        return existing
+    item = Item.objects.filter(pk=investigation_id, app_slug=INVESTIGATION_APP).first()
+    if item is None:
+        return None
+    defaults = {"created_by": item.created_by, "updated_by": item.created_by, "created_at": item.created_at}
+    investigation, _created = Investigation.objects.get_or_create(item=item, defaults=defaults)
+    return investigation
+
+
+def _investigation_held(
+    investigation_id: int, *, actor: Actor, need: InvestigationRight = InvestigationRight.USE
+) -> Investigation:
+    """`investigation_for` a write: authorised first, so a stranger's post writes nothing; then
+    its row, stored if its `rca` item had none yet, held until commit."""
+    investigation = investigation_for(investigation_id, actor=actor, need=need, lock=True)
+    if investigation._state.adding:
+        investigation_adopt(investigation_id)
+        investigation = investigation_for(investigation_id, actor=actor, need=need, lock=True)
+    return investigation
+
+
 @transaction.atomic
 def investigation_create(*, title: str, actor: Actor, members: Sequence[str] = ()) -> Investigation:
     """A new `rca` item and its investigation, created by `actor` (who pays for it too); `members`
@@ -82,7 +111,7 @@ def members_add(*, investigation_id: int, actor: Actor, user_ids: Sequence[str])
     """Only the creator (who holds the permissions) or staff add members: a member sees and runs
     commands in the item's sandbox, billed to its payer. Unknown ids are a 400
     naming them, with nobody added; people already in are left as they are."""
-    investigation = investigation_for_creator(investigation_id, actor=actor, action="add members", lock=True)
+    investigation = _investigation_held(investigation_id, actor=actor, need=InvestigationRight.OWN)
     wanted = _known_user_ids(user_ids)
     if not wanted:
         raise Invalid(error="validation_error", detail="Name at least one person to add.")
@@ -93,8 +122,9 @@ def members_add(*, investigation_id: int, actor: Actor, user_ids: Sequence[str])
 
 
 def _mention(
-    investigation: Investigation, user_ids: Sequence[str], note: str, actor: str | None, asked_by: str = ""
+    investigation: Investigation, user_ids: Sequence[str], note: str, by: str | None, asked_by: str = ""
 ) -> ItemMessage:
+    """`by`: the person who mentions, None for the agent."""
     mentioned = _known_user_ids(user_ids)
     if not mentioned:
         raise Invalid(error="validation_error", detail="Name at least one user to mention.")
@@ -103,7 +133,7 @@ def _mention(
         item=investigation.item,
         role=ItemMessage.Role.MENTION,
         content=note or " ".join(f"@{user_id}" for user_id in mentioned),
-        user_id=actor,
+        user_id=by,
         mentions=mentioned,
     )
     # A mention grants nothing: a mentioned non-member is told, and the link is a 404 for them
@@ -112,12 +142,12 @@ def _mention(
     if asked_by:
         note = f"{_display_name(asked_by)} asked the agent to mention you{': ' + note if note else '.'}"
     notify(
-        [user_id for user_id in mentioned if user_id != actor],
+        [user_id for user_id in mentioned if user_id != by],
         "mention",
-        title=f"{_display_name(actor)} mentioned you in {investigation.item.title}{_asked_by(asked_by)}",
+        title=f"{_display_name(by)} mentioned you in {investigation.item.title}{_asked_by(asked_by)}",
         body=note,
         link=investigation_link(investigation.pk),
-        actor=actor,
+        actor=by,
     )
     return message
 
@@ -129,7 +159,7 @@ def mention_create(*, investigation_id: int, actor: Actor, user_ids: Sequence[st
 
     Allowed whatever the status: a closed investigation may still need someone's eyes.
     """
-    investigation = investigation_for_member(investigation_id, actor.user_id, lock=True)
+    investigation = _investigation_held(investigation_id, actor=actor)
     return _mention(investigation, user_ids, note, actor.user_id)
 
 
@@ -150,7 +180,8 @@ def status_moves(current: str) -> list[Investigation.Status]:
     return [status for status in Investigation.Status if status != current]
 
 
-def _move(investigation: Investigation, status: str, actor: str | None, asked_by: str = "") -> Investigation:
+def _move(investigation: Investigation, status: str, by: str | None, asked_by: str = "") -> Investigation:
+    """`by`: the person who moves it, None for the agent."""
     if status not in Investigation.Status.values:
         raise Invalid(
             error="invalid_status",
@@ -160,20 +191,20 @@ def _move(investigation: Investigation, status: str, actor: str | None, asked_by
         raise Invalid(error="status_unchanged", detail=f"The investigation is already {status}.")
     before = Investigation.Status(investigation.status).label
     investigation.status = status
-    investigation.stamp_updated(actor)
+    investigation.stamp_updated(by)
     investigation.save(update_fields=["status", "updated_by", "updated_at"])
     after = Investigation.Status(status).label
-    who = f"{_display_name(actor)}{_asked_by(asked_by)}," if asked_by else _display_name(actor)
+    who = f"{_display_name(by)}{_asked_by(asked_by)}," if asked_by else _display_name(by)
     summary = f"{who} moved the status from {before} to {after}."
-    message_append(item=investigation.item, role=ItemMessage.Role.SYSTEM, content=summary, user_id=actor)
+    message_append(item=investigation.item, role=ItemMessage.Role.SYSTEM, content=summary, user_id=by)
     everyone = [investigation.item.created_by, *investigation.members.values_list("user_id", flat=True)]
     notify(
-        [user_id for user_id in everyone if user_id != actor],
+        [user_id for user_id in everyone if user_id != by],
         "status",
         title=f"{investigation.item.title} is now {after.lower()}",
         body=summary,
         link=investigation_link(investigation.pk),
-        actor=actor,
+        actor=by,
     )
     return investigation
 
@@ -184,7 +215,7 @@ def status_change(*, investigation_id: int, actor: Actor, status: str) -> Invest
 
     The row is locked so two concurrent moves are judged one after the other.
     """
-    return _move(investigation_for_member(investigation_id, actor.user_id, lock=True), status, actor.user_id)
+    return _move(_investigation_held(investigation_id, actor=actor), status, actor.user_id)
 
 
 @transaction.atomic

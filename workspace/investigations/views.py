@@ -8,12 +8,12 @@ from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from collab.actor import actor_of
+from collab.actor import Actor, actor_of
 from collab.api import ServiceApiView, created, location_header
 from collab.serializers import ErrorOutputSerializer
 from workspace.agent.serializers import ChatMessageOutputSerializer
 from workspace.investigations import selectors, services
-from workspace.investigations.access import investigation_for_creator, investigation_for_member
+from workspace.investigations.access import InvestigationRight, investigation_for
 from workspace.investigations.serializers import (
     InvestigationCreateInputSerializer,
     InvestigationDetailOutputSerializer,
@@ -26,8 +26,8 @@ from workspace.investigations.serializers import (
 _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer}
 
 
-def _detail(investigation_id: int, user_id: str) -> dict[str, Any]:
-    investigation = investigation_for_member(investigation_id, user_id)
+def _detail(investigation_id: int, *, actor: Actor) -> dict[str, Any]:
+    investigation = investigation_for(investigation_id, actor=actor)
     return InvestigationDetailOutputSerializer(selectors.investigation_detail(investigation)).data
 
 
@@ -46,14 +46,14 @@ class InvestigationListCreateApi(ServiceApiView):
         body = InvestigationCreateInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         investigation = services.investigation_create(actor=actor_of(request), **body.validated_data)
-        detail = _detail(investigation.pk, actor_of(request).user_id)
+        detail = _detail(investigation.pk, actor=actor_of(request))
         return created(detail, url_name="investigation", investigation_id=investigation.pk)
 
 
 class InvestigationApi(ServiceApiView):
     @extend_schema(responses={200: InvestigationDetailOutputSerializer, **_ERRORS})
     def get(self, request: Request, investigation_id: int) -> Response:
-        return Response(_detail(investigation_id, actor_of(request).user_id))
+        return Response(_detail(investigation_id, actor=actor_of(request)))
 
 
 class InvestigationMembersApi(ServiceApiView):
@@ -65,7 +65,7 @@ class InvestigationMembersApi(ServiceApiView):
     )
     def post(self, request: Request, investigation_id: int) -> Response:
         # Who may add is checked before the body, so a stranger learns nothing from a 400.
-        investigation_for_creator(investigation_id, actor=actor_of(request), action="add members")
+        investigation_for(investigation_id, actor=actor_of(request), need=InvestigationRight.OWN)
         body = InvestigationMembersInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         investigation = services.members_add(
@@ -80,7 +80,7 @@ class InvestigationMentionsApi(ServiceApiView):
     @extend_schema(request=InvestigationMentionInputSerializer, responses={201: ChatMessageOutputSerializer, **_ERRORS})
     def post(self, request: Request, investigation_id: int) -> Response:
         # Who may mention is checked before the body, so a stranger learns nothing from a 400.
-        investigation_for_member(investigation_id, actor_of(request).user_id)
+        investigation_for(investigation_id, actor=actor_of(request))
         body = InvestigationMentionInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         message = services.mention_create(
@@ -94,7 +94,7 @@ class InvestigationStatusApi(ServiceApiView):
         request=InvestigationStatusInputSerializer, responses={200: InvestigationOutputSerializer, **_ERRORS}
     )
     def post(self, request: Request, investigation_id: int) -> Response:
-        investigation_for_member(investigation_id, actor_of(request).user_id)
+        investigation_for(investigation_id, actor=actor_of(request))
         body = InvestigationStatusInputSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         investigation = services.status_change(

@@ -21,7 +21,7 @@ from collab.bodies import takes_uploads
 from collab.edge import status_of
 from collab.errors import DomainError, Invalid
 from collab.sizes import format_bytes
-from collab.web import identity_required
+from collab.web import attempt, identity_required
 from quotas.sizes import SizeError, format_size, parse_size
 from workspace.items import selectors, services
 from workspace.items.access import ItemRight, app_or_404, item_for, item_right
@@ -93,16 +93,16 @@ def items_page(request: HttpRequest, slug: str) -> HttpResponse:
     if own_list := own_list_page(slug):
         return HttpResponseRedirect(own_list)
     if request.method == "POST":
-        try:
-            item = services.item_create(
+        item = attempt(
+            request,
+            lambda: services.item_create(
                 app=app,
                 title=request.POST.get("title", ""),
                 payer=request.POST.get("owner", ""),
                 actor=actor_of(request),
-            )
-        except DomainError as exc:
-            messages.error(request, str(exc.detail))
-        else:
+            ),
+        )
+        if item is not None:
             messages.success(request, f"Created {item.title}.{_handover_note(item)}")
             return HttpResponseRedirect(_item_url(item))
     page = selectors.items_of_app(app_slug=slug, actor=actor_of(request))
@@ -353,15 +353,11 @@ def handover_answer_page(request: HttpRequest, item_id: int, answer: str) -> Htt
     if answer not in {"accept", "decline", "return"}:
         raise Http404("No such answer.")
     actor = actor_of(request)
-    try:
-        if answer == "return":
-            item = services.item_bill_return(item_id=item_id, actor=actor)
-            done = f"{item.created_by} pays for {item.title} again."
-        else:
-            item = services.item_handover_answer(item_id=item_id, actor=actor, accept=answer == "accept")
-            done = f"{'You pay for' if answer == 'accept' else 'You declined paying for'} {item.title}."
-    except DomainError as exc:
-        messages.error(request, str(exc.detail))
+    if answer == "return":
+        if item := attempt(request, lambda: services.item_bill_return(item_id=item_id, actor=actor)):
+            messages.success(request, f"{item.created_by} pays for {item.title} again.")
     else:
-        messages.success(request, done)
+        accept = answer == "accept"
+        if item := attempt(request, lambda: services.item_handover_answer(item_id=item_id, actor=actor, accept=accept)):
+            messages.success(request, f"{'You pay for' if accept else 'You declined paying for'} {item.title}.")
     return HttpResponseRedirect(reverse("my-resources"))

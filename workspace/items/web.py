@@ -19,10 +19,11 @@ _ITEM_METHODS = ("get", "post", "put", "patch", "delete")
 
 
 class ItemApiView(ServiceApiView):
-    """An API view about one item (its URL names `slug` and `item_id`): before a method runs, the
-    item is fetched and authorised for the right that method needs (`needs`, by method name; USE
-    unless it says otherwise), as `self.app` and `self.item`. No right at all is 404, the payer
-    asking for more than they have 403 `payer_only` (`access.item_for`)."""
+    # An API view about one item (its URL names `slug` and `item_id`): before a method runs, the
+    # item is fetched and authorised for the right that method needs (`needs`, by method name; USE
+    # unless it says otherwise), as `self.app` and `self.item`. No right at all is 404, the payer
+    # asking for more than they have 403 `payer_only` (`access.item_for`). A comment, not a
+    # docstring: the OpenAPI document describes a view without one of its own by its base's.
 
     needs: ClassVar[dict[str, ItemRight]] = {}
     app: AppDescriptor

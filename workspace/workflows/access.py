@@ -3,7 +3,8 @@
 The generated `/api/v1/workflow` routes ask `WorkflowAccess` (crudgen's access hook): lists are
 scoped to the caller's own workflows in SQL, every other route answers 404 for someone else's,
 and an `item_id` must name an item the caller may use. Runs act for the workflow's creator and
-check the creator's access to the item when they start.
+check the creator's access to the item when they start. Data it refuses is refused with our domain
+errors (`DATA_REFUSALS`), mapped to a status once, at the edge.
 """
 
 from __future__ import annotations
@@ -11,26 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from collab.actor import Actor
+from collab.errors import DomainError, Invalid, Unprocessable
 from crudgen import Actor as PolicyActor
-from crudgen import CreatorOnly, CrudError
+from crudgen import CreatorOnly
 from workspace.items.access import can_view
 from workspace.items.models import Item
 from workspace.workflows.rules import item_pk, schedule_problem, steps_problem
 
-
-class UnusableItem(CrudError):
-    status_code = 400
-    code = "invalid_item_id"
-
-
-class InvalidSchedule(CrudError):
-    status_code = 422
-    code = "invalid_schedule"
-
-
-class TooManySteps(CrudError):
-    status_code = 422
-    code = "too_many_steps"
+# What `check_data` refuses with: an item the caller may not use is a bad request, a schedule or
+# steps out of bounds a value the resource does not take (crudgen's contract: 422).
+DATA_REFUSALS: tuple[type[DomainError], ...] = (Invalid, Unprocessable)
 
 
 def usable_item(raw: object, *, actor: Actor) -> Item | None:
@@ -54,22 +45,27 @@ def _ours(actor: PolicyActor) -> Actor:
 
 
 class WorkflowAccess(CreatorOnly):
-    data_refusal_statuses = (UnusableItem.status_code, InvalidSchedule.status_code)
+    """crudgen's policy for workflows. `data_refusal_statuses`: the statuses the edge gives
+    `DATA_REFUSALS`, for the OpenAPI document (the routes' wiring passes them: `generated.py`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, data_refusal_statuses: tuple[int, ...] = ()) -> None:
         super().__init__(sees_everything=_is_staff)
+        self.data_refusal_statuses = data_refusal_statuses
 
     def check_data(self, actor: PolicyActor, data: dict[str, Any]) -> None:
         if problem := steps_problem(data.get("steps")):
-            raise TooManySteps(f"steps: {problem}.", fields={"steps": problem})
+            raise Unprocessable(error="too_many_steps", detail=f"steps: {problem}.", fields={"steps": problem})
         every_seconds = data.get("every_seconds")
         if every_seconds is not None and (problem := schedule_problem(every_seconds)):
-            raise InvalidSchedule(f"every_seconds {problem}.", fields={"every_seconds": problem})
+            raise Unprocessable(
+                error="invalid_schedule", detail=f"every_seconds {problem}.", fields={"every_seconds": problem}
+            )
         raw = data.get("item_id")
         if raw is None or not str(raw).strip():
             return
         if usable_item(raw, actor=_ours(actor)) is None:
-            raise UnusableItem(
-                f"item_id {str(raw)[:40]!r} does not name an item you may use.",
+            raise Invalid(
+                error="invalid_item_id",
+                detail=f"item_id {str(raw)[:40]!r} does not name an item you may use.",
                 fields={"item_id": "no such item, or not yours"},
             )

@@ -113,7 +113,7 @@ def live_definitions() -> Iterator[WorkflowDefinition]:
 
 def recent_definitions(*, actor: Actor, limit: int = 20) -> list[WorkflowDefinition]:
     """The newest workflows the viewer may see (their own; staff see all), in one indexed query."""
-    scope = workflow_caller(actor=actor).scope()
+    scope = workflow_scope(actor=actor)
     stored, _total = workflows.list_stored(ListQueryParams(page=1, page_size=limit), scope=scope)
     return [_definition(row) for row in stored]
 
@@ -128,7 +128,12 @@ def workflow_caller(*, actor: Actor) -> Caller:
     return workflows.caller_for(actor)
 
 
-def workflow_for_viewer(workflow_id: str, *, actor: Actor) -> WorkflowDefinition:
+def workflow_scope(*, actor: Actor) -> Any:
+    """The scope of a workflow list, in SQL (crudgen's, from the policy): the actor's own; staff list all."""
+    return workflow_caller(actor=actor).scope()
+
+
+def workflow_for(workflow_id: str, *, actor: Actor) -> WorkflowDefinition:
     """The current revision, deleted or not; someone else's workflow is the 404 of a missing one."""
     try:
         stored = workflows.read(workflow_id, caller=workflow_caller(actor=actor))
@@ -147,7 +152,7 @@ class DefinitionPage:
 
 def definitions_page(*, actor: Actor, page: int = 1, deleted: bool = False) -> DefinitionPage:
     """One page of the workflows the person may list (the API's scope, in SQL), newest first."""
-    scope = workflow_caller(actor=actor).scope()
+    scope = workflow_scope(actor=actor)
     params = ListQueryParams(page=page, page_size=WORKFLOWS_PAGE_SIZE)
     stored, total = workflows.list_stored(params, is_deleted=deleted, scope=scope)
     return DefinitionPage(
@@ -207,7 +212,7 @@ class RevisionData:
     data: dict[str, Any]
 
 
-def revision_for_viewer(workflow_id: str, revision_id: str, *, actor: Actor) -> RevisionData:
+def revision_for(workflow_id: str, revision_id: str, *, actor: Actor) -> RevisionData:
     """One revision's data and who wrote it when; an unknown revision is a 404 like an unknown workflow."""
     caller = workflow_caller(actor=actor)
     try:

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.http import QueryDict
 
+from collab.errors import Invalid
 from workspace.workflows.definitions import WorkflowDefinition
 from workspace.workflows.rules import SCHEDULE_UNITS, schedule_in_units
 
@@ -22,15 +23,14 @@ _AMOUNT = re.compile(r"\d{1,9}(\.\d{1,6})?")
 _TEXT_FIELDS = ("name", "description")
 
 
-class FormProblem(Exception):
-    """Fields that cannot be read as a workflow; `fields` maps each to its message, as crudgen's errors do."""
-
-    status_code = 400
+class FormProblem(Invalid):
+    """Fields that cannot be read as a workflow; `fields` maps each to its message, as the data
+    refusals of `WorkflowAccess` do."""
 
     def __init__(self, fields: dict[str, str]) -> None:
-        super().__init__("; ".join(f"{name}: {message}" for name, message in fields.items()))
+        detail = "Some fields need a change before the workflow can be saved."
+        super().__init__(error="invalid_form", detail=detail, fields=fields)
         self.fields = fields
-        self.detail = "Some fields need a change before the workflow can be saved."
 
 
 @dataclass(frozen=True)

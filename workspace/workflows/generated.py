@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from collab.edge import STATUS_BY_KIND
 from collab.identity import current_user_id
 from crudgen import CRUDSystem, DjangoStorage, MetadataConfig, ResourceNameStyle
-from workspace.workflows.access import WorkflowAccess
+from workspace.workflows.access import DATA_REFUSALS, WorkflowAccess
 
 
 @dataclass
@@ -29,6 +30,9 @@ system = CRUDSystem(
 )
 # Private to their creator and staff; `item_id` must name an item the caller may use. An item's
 # workflows (`?item_id=`) are an index walk (the index is created by `migrate`).
-workflows = system.register_model(Workflow, access_policy=WorkflowAccess(), indexed_fields=("item_id",))
+# Its refusals of data are domain errors, answered by the edge with their kind's status (the
+# route lets them through to it); the OpenAPI document lists those statuses on every write.
+access = WorkflowAccess(data_refusal_statuses=tuple(STATUS_BY_KIND[kind] for kind in DATA_REFUSALS))
+workflows = system.register_model(Workflow, access_policy=access, indexed_fields=("item_id",))
 
 urlpatterns = system.create_router(prefix="")

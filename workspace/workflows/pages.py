@@ -23,19 +23,26 @@ from collab.edge import refusal_status
 from collab.errors import DomainError
 from collab.web import identity_required
 from crudgen import CrudError, NotFoundError, RevisionConflict
-from workspace.items.access import item_for, usable_item_ids
+from workspace.items.access import usable_item_ids
+from workspace.items.config import AppDescriptor
+from workspace.items.models import Item
+from workspace.items.web import with_item
 from workspace.workflows import selectors, services
+from workspace.workflows.access import DATA_REFUSALS
 from workspace.workflows.definitions import (
     WorkflowDefinition,
     definitions_page,
-    revision_for_viewer,
+    revision_for,
     revisions_page,
-    workflow_for_viewer,
+    workflow_for,
 )
-from workspace.workflows.forms import FormProblem, WorkflowForm
+from workspace.workflows.forms import WorkflowForm
 from workspace.workflows.rules import SCHEDULE_UNITS
 
-Refusal = DomainError | CrudError | FormProblem
+Refusal = DomainError | CrudError
+# A save the page shows again as typed, saying why: crudgen's refusals, the policy's (a form
+# problem is one of those: `FormProblem` is `Invalid`).
+SAVE_REFUSALS = (CrudError, *DATA_REFUSALS)
 # The form's fields as a person knows them, and the control each one's message leads to; the
 # messages of a refused save name the API's fields (crudgen names nested ones `steps[0]`).
 FORM_FIELDS = {
@@ -62,7 +69,7 @@ def _page_number(raw: str | None) -> int:
 
 def _workflow_or_404(request: HttpRequest, workflow_id: str) -> WorkflowDefinition:
     try:
-        return workflow_for_viewer(workflow_id, actor=actor_of(request))
+        return workflow_for(workflow_id, actor=actor_of(request))
     except DomainError as exc:
         raise Http404(str(exc.detail)) from exc
 
@@ -133,7 +140,7 @@ def workflow_new_page(request: HttpRequest) -> HttpResponse:
     form = WorkflowForm.from_post(request.POST)
     try:
         created = services.workflow_create(data=form.data(), actor=actor_of(request))
-    except (CrudError, FormProblem) as exc:
+    except SAVE_REFUSALS as exc:
         return _form_page(request, form, refusal=exc)
     messages.success(request, f"Created {form.name.strip() or 'the workflow'}.")
     return HttpResponseRedirect(_workflow_url(created.resource_id))
@@ -157,7 +164,7 @@ def workflow_edit_page(request: HttpRequest, workflow_id: str) -> HttpResponse:
         )
     except NotFoundError as exc:
         raise Http404(exc.detail) from exc
-    except (CrudError, FormProblem) as exc:
+    except SAVE_REFUSALS as exc:
         # After a conflict the form carries the newer revision: saving again replaces it knowingly.
         newer = exc.extra.get("current_revision_id", edited) if isinstance(exc, RevisionConflict) else edited
         return _form_page(request, form, workflow=workflow, edited_revision_id=newer, refusal=exc)
@@ -245,7 +252,7 @@ def _revision_view(
     request: HttpRequest, workflow: WorkflowDefinition, revision_id: str, *, refusal: CrudError | None = None
 ) -> HttpResponse:
     try:
-        revision = revision_for_viewer(workflow.id, revision_id, actor=actor_of(request))
+        revision = revision_for(workflow.id, revision_id, actor=actor_of(request))
     except DomainError as exc:
         raise Http404(str(exc.detail)) from exc
     context = {
@@ -289,8 +296,8 @@ def workflow_switch_page(request: HttpRequest, workflow_id: str, revision_id: st
 
 
 @identity_required
-def item_workflow_page(request: HttpRequest, slug: str, item_id: int, workflow_id: str) -> HttpResponse:
+@with_item()
+def item_workflow_page(request: HttpRequest, app: AppDescriptor, item: Item, workflow_id: str) -> HttpResponse:
     """The item's link to one workflow opens the workflow's page, ready to run on that item."""
-    item_for(slug, item_id, actor=actor_of(request))
     _workflow_or_404(request, workflow_id)
-    return HttpResponseRedirect(f"{_workflow_url(workflow_id)}?item={item_id}")
+    return HttpResponseRedirect(f"{_workflow_url(workflow_id)}?item={item.pk}")

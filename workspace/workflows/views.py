@@ -7,10 +7,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from collab.actor import actor_of
-from collab.api import ServiceApiView
 from collab.capacity import runs_long
 from collab.serializers import ErrorOutputSerializer
-from workspace.items.access import item_for
+from workspace.items.web import ItemApiView
 from workspace.workflows import selectors, services
 from workspace.workflows.definitions import workflow_definition
 from workspace.workflows.serializers import WorkflowRunOutputSerializer, WorkflowRunsOutputSerializer
@@ -18,17 +17,16 @@ from workspace.workflows.serializers import WorkflowRunOutputSerializer, Workflo
 _ERRORS = {400: ErrorOutputSerializer, 404: ErrorOutputSerializer, 410: ErrorOutputSerializer}
 
 
-class WorkflowRunListApi(ServiceApiView):
+class WorkflowRunListApi(ItemApiView):
     @extend_schema(responses={200: WorkflowRunsOutputSerializer, **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int, workflow_id: str) -> Response:
-        _app, item = item_for(slug, item_id, actor=actor_of(request))
         definition = workflow_definition(workflow_id, actor=actor_of(request))
-        runs = selectors.runs_of_workflow(workflow_id=definition.id, item_id=item.pk)
+        runs = selectors.runs_of_workflow(workflow_id=definition.id, item_id=self.item.pk)
         return Response(WorkflowRunsOutputSerializer({"workflow": definition, "runs": runs}).data)
 
 
 @runs_long
-class WorkflowRunApi(ServiceApiView):
+class WorkflowRunApi(ItemApiView):
     """For the APIs that start commands: a refusal that says when to come back (429, a person's
     command slots all taken) carries Retry-After."""
 
@@ -44,6 +42,5 @@ class WorkflowRunApi(ServiceApiView):
         },
     )
     def post(self, request: Request, slug: str, item_id: int, workflow_id: str) -> Response:
-        app, item = item_for(slug, item_id, actor=actor_of(request))
-        run = services.workflow_run(item=item, app=app, workflow_id=workflow_id, actor=actor_of(request))
+        run = services.workflow_run(item=self.item, app=self.app, workflow_id=workflow_id, actor=actor_of(request))
         return Response(WorkflowRunOutputSerializer(run).data, status=201)
