@@ -86,7 +86,7 @@ from workspace.sandboxes.registry import backend_named
 backend = backend_named("local")
 held = {}
 for sandbox_id in backend.sandboxes():
-    state = backend._state(sandbox_id)
+    state = backend.state(sandbox_id)
     held[sandbox_id] = state
 live = SandboxActivity.objects.filter(is_deleted=False, lease_expires_at__gt=timezone.now())
 ledger = defaultdict(lambda: [0, 0.0, 0])

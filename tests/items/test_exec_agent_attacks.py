@@ -77,7 +77,7 @@ def test_sandbox_code_that_frees_its_sessions_pid_cannot_make_the_time_limit_kil
     exec_ok(api, item, "true")
     sandbox_id, _state = sandbox_of(item)
     backend = backend_named("local")
-    pids = backend._home(sandbox_id) / "pids"
+    pids = backend.home(sandbox_id) / "pids"
     results: list[ExecResult] = []
 
     def run() -> None:
@@ -288,7 +288,7 @@ def test_a_command_that_rewrites_its_sessions_environment_is_still_stopped(api_c
     exec_ok(api, item, "true")
     sandbox_id, _state = sandbox_of(item)
     backend = backend_named("local")
-    pids = backend._home(sandbox_id) / "pids"
+    pids = backend.home(sandbox_id) / "pids"
     events = backend.exec_streaming(sandbox_id, command=UNMARK_THE_SESSION, timeout=10.0, exec_id="unmarked")
     try:
         assert next(events) == ("stdout", b"unmarked\n")

@@ -181,7 +181,7 @@ def test_closing_kills_processes_left_running_in_the_background(tmp_path):
 
 def _host_pids_running(sandbox_id: str, backend: LocalBackend, command: str) -> list[int]:
     """Host pids of the sandbox's processes whose command line is `command`."""
-    pidns = backend._state(sandbox_id)["init"]["pidns"]
+    pidns = backend.state(sandbox_id)["init"]["pidns"]
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

@@ -684,7 +684,7 @@ def test_an_app_without_a_size_runs_under_the_kernel_cap_and_is_charged_nothing(
     assert body["exit_code"] == 137
     assert "survived" not in body["stdout"]
     backend = backend_named("local")
-    (group, *_) = backend._state(body["sandbox_id"])["confinement"]["groups"]
+    (group, *_) = backend.state(body["sandbox_id"])["confinement"]["groups"]
     limit_file = Path(group) / ("memory.max" if (Path(group) / "memory.max").exists() else "memory.limit_in_bytes")
     assert limit_file.read_text().strip() == str(64 * MIB)
     row = SandboxActivity.objects.get(backend_sandbox_id=body["sandbox_id"])

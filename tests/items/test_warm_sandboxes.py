@@ -32,7 +32,7 @@ def warm_backend(settings):
     settings.WORKSPACE_SANDBOX_WARM = 1
     backend = backend_named("local")
     backend.warm.fill()
-    assert len(backend.warm._ready) == 1
+    assert len(backend.warm.ready) == 1
     return backend
 
 
@@ -55,7 +55,7 @@ def _memory_limit(confinement_groups: list[str]) -> int:
 
 def test_an_open_takes_the_warm_skeleton_and_gives_it_the_items_uid_and_limits(warm_backend, api_client_for, make_item):
     # Given a warm skeleton, made before any item asked for a sandbox
-    (skeleton,) = warm_backend.warm._ready
+    (skeleton,) = warm_backend.warm.ready
     api, item = api_client_for("carol"), make_item(created_by="carol")
     # When carol's first command opens her sandbox
     body = exec_ok(api, item, "id -u; grep NoNewPrivs /proc/self/status; pwd; echo hi > note.txt")
@@ -66,10 +66,10 @@ def test_an_open_takes_the_warm_skeleton_and_gives_it_the_items_uid_and_limits(w
         "NoNewPrivs:\t1",
         "/workspace",
     ]
-    state = warm_backend._state(skeleton.sandbox_id)
+    state = warm_backend.state(skeleton.sandbox_id)
     if state["confinement"]["driver"] == "cgroup-v1":
         assert _memory_limit(state["confinement"]["groups"]) == 64 * MIB
-    assert not (warm_backend._home(skeleton.sandbox_id) / SKELETON_FILE).exists()
+    assert not (warm_backend.home(skeleton.sandbox_id) / SKELETON_FILE).exists()
     assert exec_ok(api, item, "cat note.txt")["stdout"] == "hi\n"
 
 
@@ -85,7 +85,7 @@ def test_a_sandbox_opened_from_a_skeleton_holds_no_id_no_group_and_no_capability
 ):
     # Given a warm skeleton, whose waiter runs as root and drops to the uid itself (this machine's
     # syscall numbers are known)
-    (skeleton,) = warm_backend.warm._ready
+    (skeleton,) = warm_backend.warm.ready
     assert skeleton.drops_uid == (platform.machine() in exec_agent._SYSCALLS)
     api, item = api_client_for("carol"), make_item(created_by="carol")
     # When carol's first command opens her sandbox from it
@@ -93,7 +93,7 @@ def test_a_sandbox_opened_from_a_skeleton_holds_no_id_no_group_and_no_capability
     # Then the sandbox's first process and its agent have the item's uid as their real,
     # effective, saved and filesystem uid and gid, no other group, and no capability on the host
     uid = str(configured_boundary().uid_for(str(item.pk)))
-    init = warm_backend._state(skeleton.sandbox_id)["init"]
+    init = warm_backend.state(skeleton.sandbox_id)["init"]
     for pid in (init["pid"], init["holder"]):
         ids = _host_ids(pid)
         assert ids["Uid"] == ids["Gid"] == [uid] * 4
@@ -109,7 +109,7 @@ def test_on_a_machine_whose_syscall_numbers_are_unknown_the_init_drops_through_s
     settings.WORKSPACE_SANDBOX_WARM = 1
     backend = backend_named("local")
     backend.warm.fill()
-    (skeleton,) = backend.warm._ready
+    (skeleton,) = backend.warm.ready
     assert not skeleton.drops_uid
     api, item = api_client_for("carol"), make_item(created_by="carol")
     # When carol's first command opens her sandbox from it
@@ -118,7 +118,7 @@ def test_on_a_machine_whose_syscall_numbers_are_unknown_the_init_drops_through_s
     assert body["sandbox_id"] == skeleton.sandbox_id
     uid = str(configured_boundary().uid_for(str(item.pk)))
     assert body["stdout"] == f"{uid}\n"
-    init = backend._state(skeleton.sandbox_id)["init"]
+    init = backend.state(skeleton.sandbox_id)["init"]
     for pid in (init["pid"], init["holder"]):
         ids = _host_ids(pid)
         assert ids["Uid"] == ids["Gid"] == [uid] * 4
@@ -148,7 +148,7 @@ def test_a_waiter_that_could_not_drop_to_the_uid_starts_nothing_and_says_why(
     settings.WORKSPACE_SANDBOX_WARM = 1
     backend = backend_named("local")
     backend.warm.fill()
-    (skeleton,) = backend.warm._ready
+    (skeleton,) = backend.warm.ready
     api, item = api_client_for("carol"), make_item(created_by="carol")
     # When carol's first command would open her sandbox from it
     response = api.post(f"/a/notebook/items/{item.pk}/exec", {"command": ["id", "-u"]}, format="json")
@@ -163,7 +163,7 @@ def test_a_waiter_that_could_not_drop_to_the_uid_starts_nothing_and_says_why(
 
 def test_a_skeleton_whose_waiter_died_is_not_used(warm_backend, api_client_for, make_item):
     # Given a warm skeleton whose waiting process was killed
-    (skeleton,) = warm_backend.warm._ready
+    (skeleton,) = warm_backend.warm.ready
     os.killpg(skeleton.process.pid, signal.SIGKILL)
     skeleton.process.wait()
     api, item = api_client_for("carol"), make_item(created_by="carol")
@@ -178,7 +178,7 @@ def test_a_skeleton_whose_waiter_died_is_not_used(warm_backend, api_client_for, 
 
 def test_release_discards_warm_skeletons_and_their_cgroups(warm_backend):
     # Given a warm skeleton
-    (skeleton,) = warm_backend.warm._ready
+    (skeleton,) = warm_backend.warm.ready
     # When the sandboxes are released (tests, `release_sandboxes`)
     local_sandboxes_release()
     # Then its waiter, its state directory and its cgroups are gone
@@ -190,7 +190,7 @@ def test_release_discards_warm_skeletons_and_their_cgroups(warm_backend):
 def test_skeletons_of_a_server_process_that_ended_are_removed(settings, warm_backend, orphan):
     # Given two skeletons: one of this process, one whose server process has ended
     state_dir = Path(settings.WORKSPACE_VAR_DIR) / "sandboxes"
-    (ours,) = warm_backend.warm._ready
+    (ours,) = warm_backend.warm.ready
     # When a pool sweeps the state directory
     removed = sweep_orphans(state_dir, warm_backend.driver)
     # Then the orphan's directory and cgroups are gone, and this process's skeleton is untouched
@@ -212,8 +212,7 @@ def test_release_removes_the_skeletons_a_server_process_that_ended_left(warm_bac
 
 def test_a_skeleton_takes_itself_away_when_its_server_process_ends(settings, warm_backend):
     # Given a skeleton whose server process ends (its waiter reads EOF on its stdin)
-    (skeleton,) = warm_backend.warm._ready
-    warm_backend.warm._ready.clear()
+    skeleton = warm_backend.warm.take()
     # When the pipe only that process held closes
     skeleton.process.stdin.close()
     skeleton.process.wait(timeout=10)

@@ -86,14 +86,17 @@ class LocalBackend:
         # Skeletons made ahead of opens (warm.py), where sandboxes keep namespaces and an agent.
         self.warm = WarmPool(size=warm if boundary.uses_agent else 0, state_dir=state_dir, driver=driver)
 
-    def _home(self, sandbox_id: str) -> Path:
+    def home(self, sandbox_id: str) -> Path:
+        """The sandbox's directory of this backend's state (its pids, its agent's socket, its state file)."""
         if not sandbox_id or "/" in sandbox_id or sandbox_id.startswith("."):
             raise SandboxGone(f"no sandbox {sandbox_id!r}")
         return self.state_dir / sandbox_id
 
-    def _state(self, sandbox_id: str) -> dict:
+    def state(self, sandbox_id: str) -> dict:
+        """What the backend recorded of the sandbox when it opened it (its item's id, workspace, size,
+        confinement, holder); SandboxGone when it has no such sandbox."""
         try:
-            return json.loads((self._home(sandbox_id) / _STATE_FILE).read_text())
+            return json.loads((self.home(sandbox_id) / _STATE_FILE).read_text())
         except (OSError, ValueError) as exc:
             raise SandboxGone(f"no sandbox {sandbox_id!r}") from exc
 
@@ -120,7 +123,7 @@ class LocalBackend:
             if skeleton:
                 skeleton.discard(self.driver)
             raise
-        home = self._home(sandbox_id)
+        home = self.home(sandbox_id)
         (home / "pids").mkdir(parents=True, exist_ok=skeleton is not None)
         init: dict | None = None
         if self.boundary.keeps_namespaces:
@@ -234,9 +237,9 @@ class LocalBackend:
     def exec_streaming(
         self, sandbox_id: str, *, command: Command, timeout: float, exec_id: str = ""
     ) -> Iterator[ExecEvent]:
-        state = self._state(sandbox_id)
+        state = self.state(sandbox_id)
         confinement = Confinement.from_dict(state["confinement"])
-        home = self._home(sandbox_id)
+        home = self.home(sandbox_id)
         pids_dir = home / "pids"
         env = {
             "PATH": SANDBOX_PATH,
@@ -287,10 +290,10 @@ class LocalBackend:
         tells that exec's result it was stopped."""
         exec_id = valid_exec_id(exec_id)
         try:
-            self._state(sandbox_id)
+            self.state(sandbox_id)
         except SandboxGone:
             return False
-        home = self._home(sandbox_id)
+        home = self.home(sandbox_id)
         leaders = [
             int(entry.name)
             for entry in (home / "pids").iterdir()
@@ -306,7 +309,7 @@ class LocalBackend:
 
     def probe(self, sandbox_id: str) -> bool:
         try:
-            state = self._state(sandbox_id)
+            state = self.state(sandbox_id)
         except SandboxGone:
             return False
         confinement = Confinement.from_dict(state["confinement"])
@@ -318,10 +321,10 @@ class LocalBackend:
     def close(self, sandbox_id: str) -> None:
         """Kills everything the sandbox started, then forgets it; closing twice is harmless."""
         try:
-            state = self._state(sandbox_id)
+            state = self.state(sandbox_id)
         except SandboxGone:
             return
-        home = self._home(sandbox_id)
+        home = self.home(sandbox_id)
         confinement = Confinement.from_dict(state["confinement"])
         # Stop new execs first: without the state file the sandbox no longer exists for them.
         _unlink(home / _STATE_FILE)
@@ -348,7 +351,7 @@ class LocalBackend:
         older = []
         for sandbox_id in self.sandboxes():
             with contextlib.suppress(OSError):
-                if (self._home(sandbox_id) / _STATE_FILE).stat().st_mtime <= limit:
+                if (self.home(sandbox_id) / _STATE_FILE).stat().st_mtime <= limit:
                     older.append(sandbox_id)
         return older
 

@@ -142,6 +142,12 @@ class WarmPool:
         self._filler: threading.Thread | None = None
         self._swept = False
 
+    @property
+    def ready(self) -> tuple[Skeleton, ...]:
+        """The skeletons waiting to be taken, now."""
+        with self._lock:
+            return tuple(self._ready)
+
     def take(self) -> Skeleton | None:
         if self.size <= 0:
             return None
