@@ -18,16 +18,12 @@ from quotas.services import quota_error
 
 
 class WrittenWorkspace(Protocol):
-    """The item whose workspace a write grows, as the workspace hands it to the file store."""
+    """The workspace a write grows, as the file store hands it on: its id is its item's. An item's
+    (`workspace.items.workspaces.ItemWorkspace`) also carries `app_slug` and `payer`; where they
+    are missing or blank, the item's facts are looked up (`item_facts`)."""
 
     @property
-    def item_id(self) -> int | str: ...
-
-    @property
-    def app_slug(self) -> str: ...
-
-    @property
-    def payer(self) -> str: ...
+    def workspace_id(self) -> int | str: ...
 
     @property
     def title(self) -> str:
@@ -81,8 +77,9 @@ class _Standing:
 
 def _standing(write: GrowingWrite) -> _Standing | None:
     """None when no disk limit binds the write (then nothing is read, not even the workspace)."""
-    item_id = str(write.workspace.item_id)
-    app_slug, payer = write.workspace.app_slug, write.workspace.payer
+    workspace = write.workspace
+    item_id = str(workspace.workspace_id)
+    app_slug, payer = getattr(workspace, "app_slug", ""), getattr(workspace, "payer", "")
     if not (app_slug and payer):
         facts = item_facts(item_id)
         if facts is None:

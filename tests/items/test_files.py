@@ -179,7 +179,7 @@ def test_the_write_check_sees_the_item_owner_and_sizes(alice_api, make_item):
     # Then the check saw one write of five bytes to that notebook, owed by bob
     (intent,) = seen
     written = intent.workspace
-    assert (written.item_id, written.app_slug, written.payer, intent.delta) == (
+    assert (written.workspace_id, written.app_slug, written.payer, intent.delta) == (
         item.pk,
         "notebook",
         "bob",

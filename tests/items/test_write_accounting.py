@@ -84,3 +84,16 @@ def test_an_upload_within_quota_is_stored_whole(write_config, make_item):
     change = filestore.write_file(ref, "fits.bin", (b"y" * CHUNK for _ in range(3)))
     # Then all of it is stored
     assert change.new_size == 3 * CHUNK
+
+
+def test_a_write_through_a_plain_workspace_reference_is_checked_by_its_items_limits(write_config, make_item):
+    # Given a workspace limit of 2M and an item's workspace named by its id alone (no app, no payer)
+    write_config('[sandbox]\nworkspace_quota = "2M"\n')
+    item = make_item()
+    ref = filestore.WorkspaceRef(workspace_id=item.pk, limit_bytes=2 * MIB)
+    # When 3M are written there / Then the disk check finds the item's app and payer itself and
+    # refuses with the workspace's 507, and nothing is stored
+    with pytest.raises(DomainError) as refused:
+        filestore.write_file(ref, "big.bin", [b"x" * (3 * MIB)])
+    assert refused.value.error == "workspace_quota_exceeded"
+    assert not (workspace_dir(item.pk) / "big.bin").exists()

@@ -22,10 +22,6 @@ class ItemWorkspace(WorkspaceRef):
     app_slug: str = ""
     payer: str = ""
 
-    @property
-    def item_id(self) -> int | str:
-        return self.workspace_id
-
 
 def app_disk_limit(app_slug: str) -> int | None:
     """The app's workspace disk limit (None: an app this server no longer configures)."""
