@@ -74,7 +74,7 @@ def notifications_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 @identity_required
 def notification_read_page(request: HttpRequest, notification_id: int) -> HttpResponse:
-    services.notification_mark_read(notification_id=notification_id, user_id=actor_of(request).user_id)
+    services.notification_mark_read(notification_id=notification_id, actor=actor_of(request))
     return HttpResponseRedirect(safe_next(request, reverse("notifications")))
 
 

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from django.db import connection, transaction
 
 from collab import clock
-from collab.access import notification_for_recipient
+from collab.access import notification_for
+from collab.actor import Actor
 from collab.models import InboxVersion, Notification
 
 VALID_KINDS = frozenset(Notification.Kind.values)
@@ -57,12 +58,12 @@ def notify(
 
 
 @transaction.atomic
-def notification_mark_read(*, notification_id: int, user_id: str) -> Notification:
+def notification_mark_read(*, notification_id: int, actor: Actor) -> Notification:
     """Marks one of the caller's notifications read; marking it again changes nothing."""
-    notification = notification_for_recipient(notification_id, user_id)
+    notification = notification_for(notification_id, actor=actor)
     if not notification.read:
         notification.read = True
-        notification.stamp_updated(user_id)
+        notification.stamp_updated(actor.user_id)
         notification.save(update_fields=["read", "updated_by", "updated_at"])  # inbox_changed by the signal
     return notification
 

@@ -86,9 +86,7 @@ class NotificationListApi(ServiceApiView):
 class NotificationReadApi(ServiceApiView):
     @extend_schema(request=None, responses={200: NotificationOutputSerializer, 404: ErrorOutputSerializer})
     def post(self, request: Request, notification_id: int) -> Response:
-        notification = services.notification_mark_read(
-            notification_id=notification_id, user_id=actor_of(request).user_id
-        )
+        notification = services.notification_mark_read(notification_id=notification_id, actor=actor_of(request))
         return Response(NotificationOutputSerializer(notification).data)
 
 

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.test import Client
 from rest_framework.test import APIClient
 
+from collab.actor import Actor
 from collab.models import Notification
 from collab.services import (
     notification_mark_read,
@@ -30,7 +31,7 @@ def _send(notification: Notification) -> None:
 
 
 def _read_one(notification: Notification) -> None:
-    notification_mark_read(notification_id=notification.id, user_id="alice")
+    notification_mark_read(notification_id=notification.id, actor=Actor("alice"))
 
 
 def _read_all(notification: Notification) -> None:
