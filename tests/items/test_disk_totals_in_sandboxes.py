@@ -88,7 +88,7 @@ def test_deleted_files_give_their_blocks_back_to_the_host(carol_5m, make_item):
     # Given carol's notebook holding 2M of data, which the sparse image on the host now stores
     item = make_item(created_by="carol")
     exec_ok(carol_5m, item, "head -c 2097152 /dev/urandom > data && sync")
-    image = volumes._image_path(workspace_dir(item.pk))
+    image = volumes.image_path(workspace_dir(item.pk))
     stored = image.stat().st_blocks * 512
     # When the file is deleted
     exec_ok(carol_5m, item, "rm data && sync")
@@ -99,7 +99,7 @@ def test_deleted_files_give_their_blocks_back_to_the_host(carol_5m, make_item):
 def test_an_image_of_the_earlier_layout_keeps_its_files(tmp_path):
     # Given an image made before the ballast existed: its files at its root, not mounted
     directory = tmp_path / "workspaces" / "9"
-    image = volumes._image_path(directory)
+    image = volumes.image_path(directory)
     image.parent.mkdir(parents=True)
     with open(image, "wb") as handle:
         handle.truncate(2 * MIB)

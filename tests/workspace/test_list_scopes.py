@@ -17,6 +17,7 @@ import pytest
 from collab import selectors as collab_selectors
 from collab import tokens
 from collab.actor import Actor
+from collab.errors import NotFound
 from knowledge import selectors as knowledge_selectors
 from quotas import selectors as quota_selectors
 from quotas.models import WorkspaceDiskUsage
@@ -166,10 +167,10 @@ def test_a_stranger_cannot_list_the_revisions_of_alices_workflow(alices: Alices)
     # Given alice's workflow
     # When dave asks for its revisions
     # Then he is refused as for a workflow that does not exist
-    missing = definitions._not_found(alices.workflow)
-    with pytest.raises(type(missing)) as refused:
+    with pytest.raises(NotFound) as refused:
         definitions.revisions_page(alices.workflow, actor=DAVE)
-    assert str(refused.value) == str(missing)
+    assert refused.value.error == "workflow_not_found"
+    assert refused.value.detail == f"There is no workflow {alices.workflow}."
 
 
 def test_every_list_selector_is_in_the_table() -> None:

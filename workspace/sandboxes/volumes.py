@@ -121,7 +121,7 @@ def workspace_prepare(directory: Path, *, limit_bytes: int | None, uid: int | No
         _adopt(directory, uid)
         return directory
     if os.path.ismount(directory):
-        _grow_if_raised(directory, _image_path(directory), limit_bytes)
+        _grow_if_raised(directory, image_path(directory), limit_bytes)
         _adopt(directory, uid)
         return directory
     with _volume_lock(directory):
@@ -154,7 +154,7 @@ def workspace_remove(directory: Path) -> None:
         subprocess.run(["rm", "-rf", "--one-file-system", "--", str(directory)], check=False, capture_output=True)
         with contextlib.suppress(OSError):
             volume.rmdir()
-        image = _image_path(directory)
+        image = image_path(directory)
         image.unlink(missing_ok=True)
         image.with_suffix(".lock").unlink(missing_ok=True)
 
@@ -226,7 +226,8 @@ def unmount_under(directory: Path) -> int:
     return sum(point.endswith(".volume") for point in points)
 
 
-def _image_path(directory: Path) -> Path:
+def image_path(directory: Path) -> Path:
+    """The file on the host that holds the workspace `directory`'s image (mounted or not)."""
     return directory.parent / ".images" / f"{directory.name}.img"
 
 
@@ -253,7 +254,7 @@ def _image_bytes(limit_bytes: int) -> int:
 def _volume_lock(directory: Path, *, wait: bool = True) -> Iterator[bool]:
     """Serialises mounting and sizing one workspace across processes (web workers, the worker,
     a host); yields False when `wait` is off and another process holds it."""
-    image = _image_path(directory)
+    image = image_path(directory)
     image.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _keep_mode(image.parent, 0o700)
     with open(image.with_suffix(".lock"), "w") as handle:
@@ -266,7 +267,7 @@ def _volume_lock(directory: Path, *, wait: bool = True) -> Iterator[bool]:
 
 
 def _mount_image(directory: Path, limit_bytes: int, uid: int | None) -> None:
-    image, volume = _image_path(directory), _volume_path(directory)
+    image, volume = image_path(directory), _volume_path(directory)
     created = False
     if not os.path.ismount(volume):
         wanted = _image_bytes(limit_bytes)
