@@ -16,9 +16,24 @@
 #     O  stdout bytes            E  stderr bytes
 #     X  the command's wait status (decimal), once it ended; the connection closes when its
 #        output pipes do. The server owns time limits and kills from the host.
+#
+# Terminals (protocol 3). A request whose body starts "pty\0TID\0ROWS\0COLS\0" before the argv
+# opens a terminal: its session, the keeper, holds a PTY whose other end is the command's
+# controlling terminal (a session of its own), keeps the last 256 KiB of its output, and outlives
+# its connection until it is closed or the sandbox is. A request "att\0TID\0SINCE" attaches to a
+# keeper (through the abstract socket "\0ws-term-TID", this sandbox's network namespace alone):
+# the keeper replays its output from offset SINCE, then goes on live. Keeper -> server frames:
+#     A  "FROM END": what follows replays bytes FROM..END of the output (FROM > SINCE: the rest is gone)
+#     O  output bytes            Y  "END": the replay is done, what follows is live
+#     X  the command's wait status, once it ended (again to every later attach)
+#   server -> keeper frames: I input bytes, W rows and cols (two 16-bit numbers), K a signal
+#     number for the foreground process group, C close the terminal (its session is hung up).
+# A new attach replaces the one before; a terminal without one keeps reading, dropping its oldest.
 use strict;
 
-my ($listen_fd, $prctl) = @ARGV;
+my ($listen_fd, $prctl, $setsid, $ioctls) = @ARGV;
+my ($TIOCGPTN, $TIOCSPTLCK, $TIOCSCTTY, $TIOCSWINSZ, $TIOCSIG) = split /,/, ($ioctls // '');
+my $RING_BYTES = 256 * 1024;
 open(my $listen, '+<&=', $listen_fd) or die "exec agent: no listening socket on fd $listen_fd: $!\n";
 # Not dumpable (prctl PR_SET_DUMPABLE 0, by the syscall number the server passes for this machine):
 # the sandbox's commands, same uid, cannot ptrace the agent or its sessions, read their memory or
@@ -55,10 +70,12 @@ sub session {
     my ($conn) = @_;
     $SIG{CHLD} = 'DEFAULT';
     setpgrp(0, 0);
-    my ($argv, $env) = request($conn) or return;
+    my ($argv, $env, $terminal) = request($conn) or return;
+    return attach($conn, $terminal) if $terminal && $terminal->{attach};
     send_frame($conn, 'P', $$) or return;
     my $go = read_exact($conn, 1);
     return unless defined $go && $go eq 'G';
+    return keeper($conn, $argv, $env, $terminal) if $terminal;
     pipe(my $out_r, my $out_w) or return failed($conn, "pipe: $!");
     pipe(my $err_r, my $err_w) or return failed($conn, "pipe: $!");
     my $child = fork;
@@ -128,13 +145,25 @@ sub request {
     my $body = read_exact($conn, $length);
     return unless defined $body;
     my @parts = split /\0/, $body, -1;
+    my $terminal;
+    if (@parts && $parts[0] eq 'att') {
+        my (undef, $id, $since) = @parts;
+        return unless defined $since && $id =~ /^[A-Za-z0-9_-]{1,64}$/ && $since =~ /^[0-9]{1,18}$/;
+        return (undef, undef, {attach => 1, id => $id, since => $since});
+    }
+    if (@parts && $parts[0] eq 'pty') {
+        my (undef, $id, $rows, $cols) = splice(@parts, 0, 4);
+        return unless defined $cols && $id =~ /^[A-Za-z0-9_-]{1,64}$/;
+        return unless $rows =~ /^[1-9][0-9]{0,3}$/ && $cols =~ /^[1-9][0-9]{0,3}$/;
+        $terminal = {id => $id, rows => $rows, cols => $cols};
+    }
     my $argc = shift @parts;
     return unless defined $argc && $argc =~ /^[1-9][0-9]*$/ && $argc < @parts;
     my @argv = splice(@parts, 0, $argc);
     my $envc = shift @parts;
     return unless defined $envc && $envc =~ /^[0-9]+$/ && $envc <= @parts;
     my %env = map { split /=/, $_, 2 } grep { /=/ } splice(@parts, 0, $envc);
-    return (\@argv, \%env);
+    return (\@argv, \%env, $terminal);
 }
 
 sub read_exact {
@@ -162,4 +191,203 @@ sub failed {
     my ($conn, $why) = @_;
     send_frame($conn, 'E', "$why\n") and send_frame($conn, 'X', 126 << 8);
     return;
+}
+
+# -- terminals ---------------------------------------------------------------------------------
+
+sub keeper {
+    my ($conn, $argv, $env, $terminal) = @_;
+    return failed($conn, "terminals are not known on this machine") unless $TIOCGPTN && $setsid;
+    socket(my $listener, 1, 1, 0) or return failed($conn, "socket: $!");    # AF_UNIX, SOCK_STREAM
+    # An abstract name: in this sandbox's network namespace alone, gone with the keeper.
+    bind($listener, pack('S', 1) . "\0ws-term-$terminal->{id}") or return failed($conn, "the terminal exists");
+    listen($listener, 4) or return failed($conn, "listen: $!");
+    # O_RDWR|O_NOCTTY (2|0400, the generic numbers): sysopen takes numbers, no Fcntl needed.
+    sysopen(my $master, '/dev/ptmx', 2 | 0400) or return failed($conn, "/dev/ptmx: $!");
+    my $unlock = pack('i', 0);
+    ioctl($master, $TIOCSPTLCK, $unlock) or return failed($conn, "unlockpt: $!");
+    my $number = pack('I', 0);
+    ioctl($master, $TIOCGPTN, $number) or return failed($conn, "ptsname: $!");
+    $number = unpack('I', $number);
+    my $winsize = pack('S4', $terminal->{rows}, $terminal->{cols}, 0, 0);
+    ioctl($master, $TIOCSWINSZ, $winsize) or return failed($conn, "winsize: $!");
+    my $child = fork;
+    return failed($conn, "cannot start the terminal: $!") unless defined $child;
+    if ($child == 0) {
+        close $conn;
+        close $master;
+        close $listener;
+        syscall($setsid) >= 0 or exit 126;    # a session of its own, the terminal its controlling one
+        sysopen(my $slave, "/dev/pts/$number", 2) or exit 126;
+        ioctl($slave, $TIOCSCTTY, 0) or exit 126;
+        open(STDIN, '<&', $slave);
+        open(STDOUT, '>&', $slave);
+        open(STDERR, '>&', $slave);
+        close $slave;
+        chdir '/workspace';
+        %ENV = %$env;
+        $SIG{$_} = 'DEFAULT' for qw(CHLD PIPE INT QUIT TSTP TTIN TTOU HUP);
+        exec { $argv->[0] } @$argv;
+        print STDERR "$argv->[0]: $!\n";
+        exit($! == 2 ? 127 : 126);
+    }
+    $SIG{PIPE} = 'IGNORE';
+    # Not blocking: input the command does not read must not stop its output being read.
+    fcntl($master, 4, 04000 | 2);    # F_SETFL, O_NONBLOCK | O_RDWR
+    my %k = (ring => '', end => 0, status => undef, gone_at => undef, pending => '', in => '');
+    my $viewer = $conn;
+    send_frame($viewer, 'A', "0 0") && send_frame($viewer, 'Y', "0") or undef $viewer;
+    my $master_open = 1;
+    while (1) {
+        my ($r, $w) = ('', '');
+        vec($r, fileno($listener), 1) = 1;
+        vec($r, fileno($viewer), 1) = 1 if $viewer;
+        vec($r, fileno($master), 1) = 1 if $master_open;
+        vec($w, fileno($master), 1) = 1 if $master_open && length $k{pending};
+        if (defined $k{status} && !$master_open && !$k{told}) {
+            $k{told} = 1;
+            send_frame($viewer, 'X', $k{status}) or undef $viewer if $viewer;
+        }
+        # Waiting on nothing but the descriptors once the command ended and its terminal closed.
+        my $n = select(my $rr = $r, my $ww = $w, undef, $k{told} ? undef : 0.05);
+        if (!defined $k{status} && waitpid($child, 1) == $child) {
+            ($k{status}, $k{gone_at}) = ($?, time);
+        }
+        # The command ended: what it wrote last is read (EIO once nothing holds the terminal open),
+        # then its status; a background job that keeps the terminal open gets 2 s.
+        if (defined $k{status} && $master_open && time - $k{gone_at} > 2) {
+            $master_open = 0;
+            close $master;
+        }
+        next if $n <= 0;
+        if ($master_open && vec($rr, fileno($master), 1)) {
+            my $read = sysread($master, my $chunk, 65536);
+            if (defined $read && $read > 0) {
+                $k{ring} .= $chunk;
+                $k{end} += $read;
+                substr($k{ring}, 0, length($k{ring}) - $RING_BYTES, '') if length($k{ring}) > $RING_BYTES;
+                send_frame($viewer, 'O', $chunk) or undef $viewer if $viewer;
+            } elsif (!(!defined $read && $! + 0 == 11)) {    # not EAGAIN: EIO, nothing holds it open
+                $master_open = 0;
+                close $master;
+                if (!defined $k{status}) {
+                    waitpid($child, 0);
+                    ($k{status}, $k{gone_at}) = ($?, time);
+                }
+            }
+        }
+        if ($master_open && length $k{pending} && vec($ww, fileno($master), 1)) {
+            my $written = syswrite($master, $k{pending});
+            substr($k{pending}, 0, $written, '') if $written;
+        }
+        if (vec($rr, fileno($listener), 1) && accept(my $next, $listener)) {
+            # Whoever connects says where to replay from at once, or is not waited for (code in the
+            # sandbox may connect too: it must not hold the keeper).
+            my $said = '';
+            vec($said, fileno($next), 1) = 1;
+            my $since = select(my $ready = $said, undef, undef, 1) > 0 ? read_frame($next) : undef;
+            if (defined $since && $since->[0] eq 'S' && $since->[1] =~ /^[0-9]{1,18}$/) {
+                close $viewer if $viewer;
+                $viewer = $next;
+                %k = (%k, in => '');
+                undef $viewer unless replay($viewer, \%k, $since->[1]);
+            } else {
+                close $next;
+            }
+        }
+        if ($viewer && vec($rr, fileno($viewer), 1)) {
+            my $read = sysread($viewer, $k{in}, 65536, length $k{in});
+            if (!$read) {
+                close $viewer;    # detached: the terminal goes on, its output kept in the ring
+                undef $viewer;
+                $k{in} = '';
+                next;
+            }
+            while (length($k{in}) >= 5) {
+                my ($type, $length) = unpack('aN', $k{in});
+                last if $length > 65536 || length($k{in}) < 5 + $length;
+                my $data = substr($k{in}, 5, $length);
+                substr($k{in}, 0, 5 + $length, '');
+                if ($type eq 'I') {
+                    # Input the command does not take is held up to 1 MiB; the server stops reading
+                    # its client before that.
+                    $k{pending} .= $data if $master_open && length($k{pending}) < 1 << 20;
+                } elsif ($type eq 'W' && $length == 4 && $master_open) {
+                    my $size = pack('S4', unpack('nn', $data), 0, 0);
+                    ioctl($master, $TIOCSWINSZ, $size);    # the kernel tells the foreground group (SIGWINCH)
+                } elsif ($type eq 'K' && $data =~ /^[0-9]{1,2}$/ && $master_open) {
+                    ioctl($master, $TIOCSIG, 0 + $data);
+                } elsif ($type eq 'C') {
+                    # Hung up (the shell hands it on to its jobs), then whatever of its session
+                    # is left is killed: a job that ignores the hang-up does not outlive its terminal.
+                    kill('HUP', -$child) if !defined $k{status};
+                    close $master if $master_open;
+                    select(undef, undef, undef, 0.2);
+                    kill_session($child);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+sub replay {
+    my ($viewer, $k, $since) = @_;
+    my $start = $k->{end} - length($k->{ring});
+    my $from = $since < $start ? $start : ($since > $k->{end} ? $k->{end} : $since);
+    send_frame($viewer, 'A', "$from $k->{end}") or return 0;
+    my $offset = $from - $start;
+    while ($offset < length $k->{ring}) {
+        send_frame($viewer, 'O', substr($k->{ring}, $offset, 65536)) or return 0;
+        $offset += 65536;
+    }
+    send_frame($viewer, 'Y', $k->{end}) or return 0;
+    return !$k->{told} || send_frame($viewer, 'X', $k->{status});
+}
+
+# An attach: this session connects to the terminal's keeper and copies bytes both ways.
+sub attach {
+    my ($conn, $terminal) = @_;
+    socket(my $keeper, 1, 1, 0) or return failed($conn, "socket: $!");
+    connect($keeper, pack('S', 1) . "\0ws-term-$terminal->{id}") or return send_frame($conn, 'N', "no such terminal");
+    send_frame($keeper, 'S', $terminal->{since}) or return;
+    while (1) {
+        my $r = '';
+        vec($r, fileno($conn), 1) = 1;
+        vec($r, fileno($keeper), 1) = 1;
+        select(my $got = $r, undef, undef, undef) > 0 or next;
+        for my $pair ([$conn, $keeper], [$keeper, $conn]) {
+            my ($from, $to) = @$pair;
+            next unless vec($got, fileno($from), 1);
+            my $read = sysread($from, my $chunk, 65536);
+            return unless $read;
+            while (length $chunk) {
+                my $written = syswrite($to, $chunk);
+                return unless $written;
+                substr($chunk, 0, $written, '');
+            }
+        }
+    }
+}
+
+sub read_frame {
+    my ($conn) = @_;
+    my $head = read_exact($conn, 5);
+    return undef unless defined $head;
+    my ($type, $length) = unpack('aN', $head);
+    return undef if $length > 64;
+    my $data = $length ? read_exact($conn, $length) : '';
+    return defined $data ? [$type, $data] : undef;
+}
+
+# Every process of the session `$sid` (the field after the command's name in /proc/PID/stat).
+sub kill_session {
+    my ($sid) = @_;
+    opendir(my $proc, '/proc') or return;
+    for my $pid (grep { /^[0-9]+$/ } readdir $proc) {
+        open(my $stat, '<', "/proc/$pid/stat") or next;
+        my $line = <$stat>;
+        next unless defined $line && $line =~ /\)\s+\S+\s+[0-9]+\s+[0-9]+\s+([0-9]+)/;
+        kill('KILL', $pid) if $1 == $sid;
+    }
 }

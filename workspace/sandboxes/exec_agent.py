@@ -45,8 +45,11 @@ from workspace.sandboxes.runner import (
 PERL = "/usr/bin/perl"
 SOCKET_NAME = "agent.sock"
 # The agent's protocol, recorded in a sandbox's state: 2 waits for the server's go-ahead ("G")
-# before it starts a command. Sandboxes opened before it (their state says `true`) do not.
-AGENT_PROTOCOL = 2
+# before it starts a command (sandboxes opened before it say `true` and do not); 3 also keeps
+# terminals (workspace/sandboxes/terminals.py).
+AGENT_PROTOCOL = 3
+GO_AHEAD_PROTOCOL = 2
+TERMINAL_PROTOCOL = 3
 AGENT_SOURCE = (Path(__file__).with_name("exec_agent.pl")).read_text()
 _HEADER = struct.Struct(">cI")
 # The longest frame the agent may send: its reads are 64 KiB; anything longer is not the agent.
@@ -61,12 +64,25 @@ _LATE_READS = 64
 # Syscall numbers by machine (the kernel's unistd tables; aarch64 and riscv64 share the generic
 # one): perl calls what it has no built-in for by number. The agent makes itself non-dumpable with
 # prctl; a warm sandbox's waiter drops to the sandbox's uid with the other four.
-_GENERIC_SYSCALLS = {"prctl": 167, "setgroups": 159, "setresgid": 149, "setresuid": 147, "capset": 91}
+_GENERIC_SYSCALLS = {
+    "prctl": 167,
+    "setgroups": 159,
+    "setresgid": 149,
+    "setresuid": 147,
+    "capset": 91,
+    "setsid": 157,
+}
 _SYSCALLS = {
-    "x86_64": {"prctl": 157, "setgroups": 116, "setresgid": 119, "setresuid": 117, "capset": 126},
+    "x86_64": {"prctl": 157, "setgroups": 116, "setresgid": 119, "setresuid": 117, "capset": 126, "setsid": 112},
     "aarch64": _GENERIC_SYSCALLS,
     "riscv64": _GENERIC_SYSCALLS,
 }
+
+
+# The terminal ioctls the agent needs, in its order (TIOCGPTN, TIOCSPTLCK, TIOCSCTTY, TIOCSWINSZ,
+# TIOCSIG): the generic numbers, which x86_64, aarch64 and riscv64 all use.
+_TERMINAL_IOCTLS = (0x80045430, 0x40045431, 0x540E, 0x5414, 0x40045436)
+_TERMINAL_MACHINES = ("x86_64", "aarch64", "riscv64")
 
 
 def syscall_numbers(*names: str) -> list[int] | None:
@@ -84,8 +100,19 @@ def agent_argv(listen_fd: int) -> list[str]:
     (AGENT_SOURCE) from its stdin, told its socket's fd and this machine's prctl syscall number
     (0 where unknown: the agent then stays dumpable). Not `-e`: the program would fill every `ps`
     line of the sandbox."""
-    (prctl,) = syscall_numbers("prctl") or [0]
-    return [PERL, "-", str(listen_fd), str(prctl)]
+    prctl, setsid = syscall_numbers("prctl", "setsid") or [0, 0]
+    ioctls = ",".join(map(str, _TERMINAL_IOCTLS)) if platform.machine() in _TERMINAL_MACHINES else ""
+    # Where the terminal numbers are not known, the agent refuses terminals and runs commands as ever.
+    return [PERL, "-", str(listen_fd), str(prctl), str(setsid), ioctls]
+
+
+def waits_for_go_ahead(protocol: object) -> bool:
+    """Whether an agent of the `protocol` a sandbox's state records waits for "G" (`true`: the first)."""
+    return isinstance(protocol, int) and not isinstance(protocol, bool) and protocol >= GO_AHEAD_PROTOCOL
+
+
+def keeps_terminals(protocol: object) -> bool:
+    return isinstance(protocol, int) and not isinstance(protocol, bool) and protocol >= TERMINAL_PROTOCOL
 
 
 def agent_listen(home: Path) -> socket.socket:
@@ -114,7 +141,8 @@ def _short_path(directory: Path) -> Iterator[str]:
         os.close(descriptor)
 
 
-def _connect(home: Path) -> socket.socket:
+def agent_connect(home: Path) -> socket.socket:
+    """A connection to the agent of the sandbox whose state directory is `home`."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.settimeout(_CONNECT_SECONDS)
     try:
@@ -155,7 +183,7 @@ def run_via_agent(
     (the sandbox's marker) is sandbox code's to rewrite (/proc/<pid>/mem, same uid).
     """
     started = time.monotonic()
-    connection = _connect(home)
+    connection = agent_connect(home)
     hung_up: OSError | None = None
     try:
         connection.sendall(_request(argv, env))

@@ -40,8 +40,11 @@ from workspace.sandboxes.exec_agent import (
     AGENT_PROTOCOL,
     AGENT_SOURCE,
     agent_argv,
+    agent_connect,
     agent_listen,
+    keeps_terminals,
     run_via_agent,
+    waits_for_go_ahead,
 )
 from workspace.sandboxes.isolation import Confinement, IsolationDriver
 from workspace.sandboxes.runner import (
@@ -52,6 +55,7 @@ from workspace.sandboxes.runner import (
     process_carries_marker,
     run_streaming,
 )
+from workspace.sandboxes.terminals import TerminalLink, terminal_attach, terminal_start
 from workspace.sandboxes.volumes import workspace_prepare
 from workspace.sandboxes.warm import Skeleton, WarmPool
 
@@ -268,7 +272,7 @@ class LocalBackend:
                 # A stop reaches the command through the session's pidfd too: sandbox code can
                 # rewrite the marker `stop` checks before it kills by pid.
                 stopped=lambda: bool(ended.exec_id) and (home / "stops" / ended.exec_id).exists(),
-                go_ahead=init["agent"] == AGENT_PROTOCOL,
+                go_ahead=waits_for_go_ahead(init["agent"]),
                 **record,
             )
             return ended.explained(events, lambda: self.driver.oom_kills(confinement))
@@ -283,6 +287,37 @@ class LocalBackend:
             cwd, outer_env = Path(state["workspace"]), {**env, "HOME": state["workspace"]}
         events = run_streaming(confinement.wrap(argv), cwd=cwd, env=outer_env, timeout=timeout, **record)
         return ended.explained(events, lambda: self.driver.oom_kills(confinement))
+
+    def terminal_start(self, sandbox_id: str, *, terminal_id: str, rows: int, cols: int) -> TerminalLink:
+        """A new terminal in the sandbox: an interactive shell on a PTY inside its boundary (its
+        namespaces, uid and cgroups, as any exec), kept by its agent (workspace/sandboxes/terminals.py).
+        SandboxUnavailable for a sandbox whose agent keeps no terminals (one opened before they were)."""
+        home = self._agent_home(sandbox_id)
+        env = {
+            "PATH": SANDBOX_PATH,
+            "HOME": WORKSPACE_MOUNT,
+            "LANG": "C.UTF-8",
+            "TERM": "xterm-256color",
+            "TMPDIR": "/tmp",
+            MARKER_VARIABLE: sandbox_id,
+        }
+        argv = ["/bin/bash", "-i"] if os.access("/bin/bash", os.X_OK) else ["/bin/sh", "-i"]
+        link = terminal_start(agent_connect(home), terminal_id=terminal_id, rows=rows, cols=cols, argv=argv, env=env)
+        return link
+
+    def terminal_attach(self, sandbox_id: str, *, terminal_id: str, since: int = 0) -> TerminalLink:
+        """A link to a terminal of the sandbox, replaying its output from `since` (what is kept)."""
+        return terminal_attach(agent_connect(self._agent_home(sandbox_id)), terminal_id=terminal_id, since=since)
+
+    def _agent_home(self, sandbox_id: str) -> Path:
+        init = self.state(sandbox_id).get("init")
+        if not init or not _init_alive(init):
+            raise SandboxGone(f"the namespaces of sandbox {sandbox_id!r} are gone")
+        if not keeps_terminals(init.get("agent")):
+            raise SandboxUnavailable(
+                "This sandbox was opened before terminals were: close it, and the next one opens with them."
+            )
+        return self.home(sandbox_id)
 
     def stop(self, sandbox_id: str, exec_id: str) -> bool:
         """Kills the process group of the command `exec_id` (the one its exec started, which

@@ -1,0 +1,257 @@
+"""Terminals in a sandbox (issue 43, its first part): a shell on a PTY inside the sandbox's boundary,
+kept by the sandbox's agent, which outlives the connection that opened it and replays what it
+kept, once, to the next (workspace/sandboxes/terminals.py). Real kernel: bubblewrap, namespaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.fixtures.items import exec_ok, sandbox_of
+from workspace.sandboxes.base import SandboxGone, SandboxUnavailable
+from workspace.sandboxes.boundary import configured_boundary
+from workspace.sandboxes.registry import backend_named
+from workspace.sandboxes.terminals import (
+    Exited,
+    Live,
+    Output,
+    Replaying,
+    TerminalEvent,
+    TerminalGone,
+    TerminalLink,
+    TerminalRefused,
+)
+
+pytestmark = pytest.mark.django_db
+# How long a test waits for a shell to answer before it says what it saw (a wait, not a measure).
+ANSWER_WAIT_SECONDS = 20
+
+
+@pytest.fixture
+def sandbox(alice_api, make_item) -> tuple[str, object]:
+    """alice's notebook with its sandbox open on the local backend: (its id, the item)."""
+    item = make_item(created_by="alice")
+    exec_ok(alice_api, item, "true")
+    sandbox_id, _state = sandbox_of(item)
+    return sandbox_id, item
+
+
+@pytest.fixture
+def terminal(sandbox) -> Iterator[Callable[..., TerminalLink]]:
+    """Starts terminals in the sandbox; each is closed when the test ends."""
+    sandbox_id, _item = sandbox
+    started: list[str] = []
+
+    def start(terminal_id: str = "t1", rows: int = 24, cols: int = 80) -> TerminalLink:
+        started.append(terminal_id)
+        return backend_named("local").terminal_start(sandbox_id, terminal_id=terminal_id, rows=rows, cols=cols)
+
+    yield start
+    for terminal_id in started:
+        with contextlib.suppress(TerminalGone, SandboxGone, OSError):
+            backend_named("local").terminal_attach(sandbox_id, terminal_id=terminal_id).close_terminal()
+
+
+def _until(link: TerminalLink, wanted: Callable[[bytes], bool]) -> tuple[bytes, list[TerminalEvent]]:
+    """The output and the events up to the first moment `wanted(output)` holds."""
+    seen, events = b"", []
+    deadline = time.monotonic() + ANSWER_WAIT_SECONDS
+    for event in link.events(timeout=ANSWER_WAIT_SECONDS):
+        events.append(event)
+        if isinstance(event, Output):
+            seen += event.data
+        if wanted(seen) or isinstance(event, Exited) or time.monotonic() > deadline:
+            break
+    return seen, events
+
+
+def _said(marker: str) -> Callable[[bytes], bool]:
+    return lambda seen: marker.encode() in seen
+
+
+def test_a_terminal_is_a_shell_inside_the_sandbox_boundary(sandbox, terminal):
+    # Given alice's open sandbox and a terminal in it
+    _sandbox_id, item = sandbox
+    link = terminal()
+    # When she asks who she is, where, on which terminal, and whether the network is there
+    link.send_input(b"echo id=$(id -u) pwd=$(pwd) tty=$(tty)\n")
+    link.send_input(b"echo net=$(grep -o '^ *[a-z0-9]*:' /proc/net/dev | tr -d ' :\\n'); echo =E''ND\n")
+    seen, _events = _until(link, _said("=END\r\n"))
+    # Then it runs as the sandbox's uid, in the workspace, on a terminal of its own, with only
+    # the loopback device
+    text = seen.decode(errors="replace")
+    uid = configured_boundary().uid_for(str(item.pk))
+    assert f"id={uid} pwd=/workspace tty=/dev/pts/0" in text
+    assert "net=lo\r\n" in text
+
+
+def test_ctrl_c_interrupts_the_foreground_command_and_the_shell_goes_on(terminal):
+    # Given a terminal running `sleep 100` in the foreground
+    link = terminal()
+    link.send_input(b"sleep 100; echo after=$?\n")
+    _until(link, _said("sleep 100"))
+    time.sleep(0.3)  # the shell forks sleep after it echoed the line: give it the moment
+    # When Ctrl-C is typed
+    link.send_input(b"\x03")
+    link.send_input(b"echo ba''ck\n")
+    seen, _events = _until(link, _said("back\r\n"))
+    # Then sleep was interrupted (its status 130 is never printed: the whole line was) and the shell answers
+    assert b"back\r\n" in seen
+    assert b"after=0" not in seen
+
+
+def test_a_resize_reaches_the_programs_on_the_terminal(terminal):
+    # Given a terminal of 24 rows and 80 columns
+    link = terminal(rows=24, cols=80)
+    # When it is resized to 40 x 132 and asked its size
+    link.resize(rows=40, cols=132)
+    link.send_input(b"stty size\n")
+    seen, _events = _until(link, _said("40 132"))
+    # Then the terminal says its new size
+    assert b"40 132" in seen
+
+
+def test_a_terminal_outlives_its_connection_and_replays_what_it_kept_once(sandbox, terminal):
+    # Given a terminal that printed "first" and whose connection then closed
+    sandbox_id, _item = sandbox
+    link = terminal()
+    link.send_input(b"echo fi''rst\n")
+    _until(link, _said("first\r\n"))
+    link.detach()
+    # When a new connection attaches from the start and the shell is asked for more
+    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=0)
+    replayed, events = _until(again, lambda seen: False if not seen else b"first\r\n" in seen)
+    while not any(isinstance(event, Live) for event in events):
+        more, more_events = _until(again, lambda seen: True)
+        replayed += more
+        events += more_events
+    again.send_input(b"echo sec''ond\n")
+    live, _more = _until(again, _said("second\r\n"))
+    # Then it replays "first" once, from the start, says where live output begins, then goes on live
+    assert events[0] == Replaying(0, events[0].end)
+    assert replayed.count(b"first\r\n") == 1
+    assert b"second\r\n" in live
+    assert b"first\r\n" not in live
+
+
+def test_an_attach_from_an_offset_replays_only_what_came_after_it(sandbox, terminal):
+    # Given a terminal that printed "one" and whose output ended at some offset, then printed "two"
+    sandbox_id, _item = sandbox
+    link = terminal()
+    link.send_input(b"echo o''ne\n")
+    _until(link, _said("one\r\n"))
+    link.detach()
+    marker = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=0)
+    _seen, events = _until(marker, lambda seen: False)
+    offset = next(event.end for event in events if isinstance(event, Live))
+    marker.send_input(b"echo t''wo\n")
+    _until(marker, _said("two\r\n"))
+    marker.detach()
+    # When a connection attaches from that offset
+    later = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=offset)
+    replayed, events = _until(later, lambda seen: b"two\r\n" in seen)
+    # Then it is sent "two" and not "one"
+    assert events[0] == Replaying(offset, events[0].end)
+    assert b"two\r\n" in replayed
+    assert b"one\r\n" not in replayed
+
+
+def test_an_ended_terminal_says_its_code_to_every_attach_and_is_not_started_again(sandbox, terminal):
+    # Given a terminal whose shell exits with 3
+    sandbox_id, _item = sandbox
+    link = terminal()
+    link.send_input(b"exit 3\n")
+    _seen, events = _until(link, lambda seen: False)
+    # When it is attached to again
+    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=0)
+    _replayed, again_events = _until(again, lambda seen: False)
+    # Then both say it exited with 3, and the second replays and exits: no new shell answers
+    assert events[-1] == Exited(3)
+    assert again_events[-1] == Exited(3)
+    assert any(isinstance(event, Live) for event in again_events)
+
+
+def test_attaching_to_a_terminal_the_sandbox_does_not_keep_is_refused(sandbox):
+    # Given alice's open sandbox, with no terminal "nope"
+    sandbox_id, _item = sandbox
+    # When someone attaches to it / Then they are told there is no such terminal
+    link = backend_named("local").terminal_attach(sandbox_id, terminal_id="nope")
+    with pytest.raises(TerminalGone):
+        list(link.events(timeout=ANSWER_WAIT_SECONDS))
+
+
+@pytest.mark.parametrize(
+    ("rows", "cols"), [(0, 80), (24, 0), (10**6, 80), (24, 10**6)], ids=["no rows", "no columns", "rows", "columns"]
+)
+def test_a_terminal_size_out_of_bounds_is_refused_before_the_sandbox_is_asked(sandbox, rows, cols):
+    # Given alice's open sandbox
+    sandbox_id, _item = sandbox
+    # When a terminal of an impossible size is asked for / Then it is refused
+    with pytest.raises(TerminalRefused):
+        backend_named("local").terminal_start(sandbox_id, terminal_id="odd", rows=rows, cols=cols)
+
+
+def test_closing_a_terminal_ends_its_shell_and_its_keeper(sandbox, terminal):
+    # Given a terminal running a long command
+    sandbox_id, _item = sandbox
+    link = terminal()
+    link.send_input(b"sleep 500\n")
+    _until(link, _said("sleep 500"))
+    # When it is closed
+    link.close_terminal()
+    list(link.events(timeout=ANSWER_WAIT_SECONDS))
+    # Then nothing answers for it any more, and no sleep is left in the sandbox
+    with pytest.raises(TerminalGone):
+        list(backend_named("local").terminal_attach(sandbox_id, terminal_id="t1").events(timeout=5))
+    left = backend_named("local").exec(sandbox_id, command="pgrep -c -x sleep || true", timeout=10)
+    assert left.stdout.strip() == "0"
+
+
+def test_closing_the_sandbox_ends_its_terminals(alice_api, sandbox, terminal):
+    # Given a terminal in alice's sandbox
+    sandbox_id, item = sandbox
+    link = terminal()
+    link.send_input(b"echo rea''dy\n")
+    _until(link, _said("ready\r\n"))
+    # When she closes the sandbox
+    assert alice_api.delete(f"/a/notebook/items/{item.pk}/sandbox").status_code in (200, 204)
+    # Then the terminal's connection ends, and the sandbox keeps no terminals any more
+    list(link.events(timeout=ANSWER_WAIT_SECONDS))
+    assert sandbox_id not in backend_named("local").sandboxes()
+
+
+def test_a_sandbox_opened_before_terminals_is_told_to_reopen(sandbox):
+    # Given alice's sandbox as one opened before its agent kept terminals (protocol 2) records itself
+    sandbox_id, _item = sandbox
+    backend = backend_named("local")
+    state = backend.state(sandbox_id)
+    state["init"]["agent"] = 2
+    (backend.home(sandbox_id) / "state.json").write_text(json.dumps(state))
+    # When a terminal is asked of it / Then it is refused with what to do
+    with pytest.raises(SandboxUnavailable, match="close it"):
+        backend.terminal_start(sandbox_id, terminal_id="t1", rows=24, cols=80)
+
+
+def test_code_in_the_sandbox_that_holds_the_keepers_socket_silent_does_not_hold_the_terminal(sandbox, terminal):
+    # Given a terminal, and code in the sandbox connected to its keeper's socket, saying nothing
+    sandbox_id, _item = sandbox
+    link = terminal()
+    link.send_input(b"echo rea''dy\n")
+    _until(link, _said("ready\r\n"))
+    link.detach()
+    squat = (
+        "python3 -c \"import socket, time; s = socket.socket(socket.AF_UNIX); s.connect('\\0ws-term-t1'); "
+        "print('in', flush=True); time.sleep(8)\" &\nsleep 0.5"
+    )
+    assert "in" in backend_named("local").exec(sandbox_id, command=squat, timeout=20).stdout
+    # When the server attaches to the terminal
+    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=0)
+    replayed, events = _until(again, _said("ready\r\n"))
+    # Then it is served, its output replayed
+    assert isinstance(events[0], Replaying)
+    assert b"ready\r\n" in replayed

@@ -1,0 +1,224 @@
+"""Terminals in a sandbox: a PTY inside the sandbox's boundary, kept by its exec agent.
+
+The agent (exec_agent.pl, protocol 3) forks a keeper per terminal: it holds the PTY whose other
+end is the command's controlling terminal (a shell, in a session of its own, as the sandbox's uid,
+in its namespaces and cgroups, like any exec), and the last `RING_BYTES` of the output. A keeper
+outlives its connection, so a terminal outlives the page or server process that opened it: any
+server process attaches to it again by id and is sent the output from the offset it asks for (what
+is still kept), then live output; an ended terminal says its exit code to every attach and is never
+started again. Its memory is the sandbox's, not the server's.
+
+A `TerminalLink` is one connection to a keeper; `events()` reads what it says, and
+`send_input`, `resize`, `signal` and `close_terminal` talk back. Nothing here holds a thread: the
+link's socket can be waited on (`fileno`) by whoever relays it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from workspace.sandboxes.base import SandboxGone
+
+# What a keeper keeps of a terminal's output for the next attach (exec_agent.pl `$RING_BYTES`).
+RING_BYTES = 256 * 1024
+_HEADER = struct.Struct(">cI")
+_FRAME_LIMIT = 65536
+_ANSWER_SECONDS = 5.0
+_TERMINAL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# The signals a terminal's foreground programs may be sent, by name (the same numbers on every
+# machine the agent knows terminals on).
+SIGNALS = {"HUP": 1, "INT": 2, "QUIT": 3, "TERM": 15, "TSTP": 20}
+MAX_SIZE = 9999  # rows or columns (the agent takes at most four digits)
+
+
+class TerminalGone(Exception):
+    """The sandbox keeps no terminal of that id (closed, or its sandbox was)."""
+
+
+class TerminalRefused(ValueError):
+    """A terminal id, size or signal the agent would not take."""
+
+
+@dataclass(frozen=True)
+class Replaying:
+    """What follows replays output bytes `start` to `end`; `start` past the offset asked for means
+    the output between was dropped (the keeper keeps `RING_BYTES`)."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Output:
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Live:
+    """The replay is done; what follows is live output, from offset `end`."""
+
+    end: int
+
+
+@dataclass(frozen=True)
+class Exited:
+    code: int
+
+
+TerminalEvent = Replaying | Output | Live | Exited
+
+
+def checked_id(terminal_id: str) -> str:
+    if not _TERMINAL_ID.fullmatch(terminal_id):
+        raise TerminalRefused("A terminal id is 1 to 64 letters, digits, dashes or underscores.")
+    return terminal_id
+
+
+def checked_size(rows: int, cols: int) -> tuple[int, int]:
+    if not (1 <= rows <= MAX_SIZE and 1 <= cols <= MAX_SIZE):
+        raise TerminalRefused(f"A terminal has 1 to {MAX_SIZE} rows and columns.")
+    return rows, cols
+
+
+def exit_code(status: int) -> int:
+    """A wait status as a shell reports it (a command killed by signal N: 128 + N)."""
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + 9
+
+
+class TerminalLink:
+    """One connection to a terminal's keeper."""
+
+    def __init__(self, connection: socket.socket) -> None:
+        self.connection = connection
+        self._buffer = bytearray()
+
+    def fileno(self) -> int:
+        return self.connection.fileno()
+
+    def events(self, *, timeout: float | None = None) -> Iterator[TerminalEvent]:
+        """What the keeper says, as it says it; ends when the connection does (the terminal was
+        closed, or another attach took it over). `timeout`: the longest wait for the next bytes."""
+        self.connection.settimeout(timeout)
+        while True:
+            for kind, data in self._frames():
+                yield _event(kind, data)
+            try:
+                chunk = self.connection.recv(_FRAME_LIMIT + _HEADER.size)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return
+            self._buffer.extend(chunk)
+
+    def send_input(self, data: bytes) -> None:
+        for start in range(0, len(data), _FRAME_LIMIT):
+            self._send(b"I", data[start : start + _FRAME_LIMIT])
+
+    def resize(self, *, rows: int, cols: int) -> None:
+        self._send(b"W", struct.pack(">HH", *checked_size(rows, cols)))
+
+    def signal(self, name: str) -> None:
+        if name not in SIGNALS:
+            raise TerminalRefused(f"A terminal takes the signals {', '.join(SIGNALS)}.")
+        self._send(b"K", str(SIGNALS[name]).encode())
+
+    def close_terminal(self) -> None:
+        """Ends the terminal: its session is hung up (and killed if it does not go)."""
+        self._send(b"C", b"")
+
+    def detach(self) -> None:
+        """Closes this connection; the terminal goes on, its output kept for the next attach."""
+        self.connection.close()
+
+    def _send(self, kind: bytes, data: bytes) -> None:
+        try:
+            self.connection.sendall(_HEADER.pack(kind, len(data)) + data)
+        except OSError as exc:
+            raise TerminalGone(f"the terminal's keeper hung up: {exc}") from exc
+
+    def _frames(self) -> Iterator[tuple[bytes, bytes]]:
+        while len(self._buffer) >= _HEADER.size:
+            kind, length = _HEADER.unpack_from(self._buffer)
+            if length > _FRAME_LIMIT:
+                raise TerminalGone("the terminal's keeper sent what no keeper sends")
+            end = _HEADER.size + length
+            if len(self._buffer) < end:
+                return
+            data = bytes(self._buffer[_HEADER.size : end])
+            del self._buffer[:end]
+            yield kind, data
+
+
+def _event(kind: bytes, data: bytes) -> TerminalEvent:
+    if kind == b"O":
+        return Output(data)
+    if kind == b"A":
+        start, end = (int(part) for part in data.split())
+        return Replaying(start, end)
+    if kind == b"Y":
+        return Live(int(data))
+    if kind == b"X":
+        return Exited(exit_code(int(data)))
+    if kind == b"N":
+        raise TerminalGone("no such terminal")
+    if kind == b"E":
+        raise TerminalRefused(data.decode(errors="replace").strip())
+    raise TerminalGone(f"the terminal's keeper sent an unknown frame {kind!r}")
+
+
+def _request(fields: list[str]) -> bytes:
+    body = "\0".join(fields).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+def terminal_start(
+    connection: socket.socket, *, terminal_id: str, rows: int, cols: int, argv: list[str], env: dict[str, str]
+) -> TerminalLink:
+    """Starts `argv` on a new terminal of the agent `connection` reaches, attached to the link returned."""
+    rows, cols = checked_size(rows, cols)
+    fields = ["pty", checked_id(terminal_id), str(rows), str(cols), str(len(argv)), *argv, str(len(env))]
+    fields += [f"{key}={value}" for key, value in env.items()]
+    try:
+        connection.sendall(_request(fields))
+        link = TerminalLink(connection)
+        # The agent names the keeper's pid (P), then waits for the go-ahead, as for an exec.
+        first = next(iter(_first_frames(link)), None)
+        if first is None or first[0] != b"P":
+            raise SandboxGone("the sandbox's agent did not take the terminal")
+        connection.sendall(b"G")
+    except BaseException:
+        connection.close()
+        raise
+    return link
+
+
+def terminal_attach(connection: socket.socket, *, terminal_id: str, since: int = 0) -> TerminalLink:
+    """A new link to the terminal, whose keeper replays its output from offset `since` (what it
+    still keeps) before live output; the link before it, if any, is ended. TerminalGone when the
+    sandbox keeps no such terminal (from the link's first event)."""
+    try:
+        connection.sendall(_request(["att", checked_id(terminal_id), str(max(0, int(since)))]))
+    except BaseException:
+        connection.close()
+        raise
+    return TerminalLink(connection)
+
+
+def _first_frames(link: TerminalLink) -> Iterator[tuple[bytes, bytes]]:
+    link.connection.settimeout(_ANSWER_SECONDS)
+    while True:
+        frames = list(link._frames())
+        if frames:
+            yield from frames
+            return
+        chunk = link.connection.recv(_FRAME_LIMIT + _HEADER.size)
+        if not chunk:
+            return
+        link._buffer.extend(chunk)
