@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Executor
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.http import HttpResponse
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter
@@ -13,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from collab.errors import Forbidden, UpgradeRequired
 from collab.later import Later
 
 
@@ -74,3 +77,39 @@ def answered_later(
         pool=pool,
         release=release,
     )
+
+
+# Set on the scope of a WebSocket's handshake, which the ASGI handler (workspace/serving.py) runs
+# through the middleware chain and the view of its path as a GET, so that it is authenticated and
+# authorised as any request is; a header cannot set it.
+WEBSOCKET_SCOPE_KEY = "workspace.websocket"
+WebSocketAttach = Callable[[Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
+
+
+class WebSocketAccepted(HttpResponse):
+    """A view's yes to a WebSocket's handshake: the handler accepts it and runs `attach(receive, send)`."""
+
+    def __init__(self, attach: WebSocketAttach) -> None:
+        super().__init__(status=101)
+        self.websocket_attach = attach
+
+
+def websocket_or_426(request: Request, attach: WebSocketAttach) -> HttpResponse:
+    """`attach` for a WebSocket's handshake from this site's own pages or from a client that is no
+    browser (it sends no Origin); 403 `cross_origin` for one another site's page opened (cross-site
+    WebSocket hijacking: the browser would send this site's cookies); 426 for a plain GET."""
+    scope = getattr(request._request, "scope", None) or {}
+    if not scope.get(WEBSOCKET_SCOPE_KEY):
+        raise UpgradeRequired(error="websocket_required", detail="This address is a WebSocket: connect with one.")
+    origin = request.headers.get("Origin")
+    if origin is not None and not _same_origin(origin, request):
+        raise Forbidden(error="cross_origin", detail="A WebSocket opened by another site's page is refused.")
+    return WebSocketAccepted(attach)
+
+
+def _same_origin(origin: str, request: Request) -> bool:
+    parsed = urlsplit(origin)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        return False
+    trusted = {urlsplit(value).netloc for value in settings.CSRF_TRUSTED_ORIGINS}
+    return parsed.netloc == request.get_host() or parsed.netloc in trusted

@@ -34,6 +34,7 @@ from collab.errors import (
     Unavailable,
     Unprocessable,
     UnsupportedType,
+    UpgradeRequired,
 )
 
 # Kind -> status; a subclass answers as its nearest listed ancestor.
@@ -47,6 +48,7 @@ STATUS_BY_KIND: dict[type[DomainError], int] = {
     TooLarge: 413,
     UnsupportedType: 415,
     Unprocessable: 422,
+    UpgradeRequired: 426,
     TooManyRequests: 429,
     Misconfigured: 500,
     Unavailable: 503,

@@ -63,6 +63,10 @@ class UnsupportedType(DomainError):
     """The content is of a kind this cannot take."""
 
 
+class UpgradeRequired(DomainError):
+    """The resource speaks another protocol than the request's (a WebSocket asked for over plain HTTP)."""
+
+
 class _WorthRetrying(DomainError):
     """`retry_after` (seconds, optional) says when the same request may work. Not a body field:
     the edge sends it as a header (Retry-After)."""

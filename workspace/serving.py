@@ -40,6 +40,7 @@ from django.http import FileResponse, HttpResponse
 from django.urls import Resolver404, resolve, set_script_prefix
 
 from collab import capacity
+from collab.api import WEBSOCKET_SCOPE_KEY
 from collab.bodies import body_limit
 from collab.later import Later
 from collab.waits import driven, long_work_threads, request_threads
@@ -78,9 +79,38 @@ class WorkspaceASGIHandler(ASGIHandler):
             await self.handle(scope, receive, send)
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
-        else:
-            # WebSockets are not served yet: refused before the handshake completes (HTTP 403).
-            await send({"type": "websocket.close", "code": 1008})
+        elif scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A WebSocket's handshake runs as a GET of its path through the middleware chain and its
+        view, on a request thread, so it is authenticated, authorised and logged as any request;
+        a view that says yes (`collab.api.WebSocketAccepted`) is handed the socket, on the loop.
+        Any other answer is sent as the handshake's HTTP answer (a stranger's 404, a 403...)."""
+        if (await receive())["type"] != "websocket.connect":
+            return
+        context = contextvars.copy_context()
+        threads = request_threads()
+        handshake = {**scope, "type": "http", "method": "GET", WEBSOCKET_SCOPE_KEY: True}
+        served = threads.submit(context.run, self._served, handshake, SpooledTemporaryFile())  # noqa: SIM115
+        response = await asyncio.wrap_future(served)
+        try:
+            attach = getattr(response, "websocket_attach", None)
+            if attach is None:
+                await self._denied(scope, response, send)
+                return
+        finally:
+            await asyncio.shield(asyncio.wrap_future(threads.submit(context.run, response.close)))
+        await attach(receive, send)
+
+    @staticmethod
+    async def _denied(scope: Scope, response: HttpResponse, send: Send) -> None:
+        if "websocket.http.response" not in scope.get("extensions", {}):
+            await send({"type": "websocket.close", "code": 1008})  # the server answers 403
+            return
+        headers = [(str(header).encode("ascii"), str(value).encode("latin1")) for header, value in response.items()]
+        await send({"type": "websocket.http.response.start", "status": response.status_code, "headers": headers})
+        await send({"type": "websocket.http.response.body", "body": response.content})
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

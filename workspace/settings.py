@@ -279,6 +279,9 @@ WORKSPACE_WORKFLOW_MAX_RUN_SECONDS = float(os.environ.get("WORKSPACE_WORKFLOW_MA
 # Commands one person may have running at once through requests (exec, a terminal, a manual
 # workflow run, a chat turn); past it, 429 with Retry-After. 0: no limit.
 WORKSPACE_EXEC_CONCURRENCY_PER_USER = int(os.environ.get("WORKSPACE_EXEC_CONCURRENCY_PER_USER", "3"))
+# Terminals (interactive shells in an item's sandbox) one person may have open at once, over all
+# their items; past it, 429 `too_many_terminals`. They close with their sandbox, or when closed.
+WORKSPACE_TERMINALS_PER_USER = int(os.environ.get("WORKSPACE_TERMINALS_PER_USER", "4"))
 # How an app process serves (workspace/serving.py, README "Production"). Every request's sync work
 # runs on REQUEST_THREADS threads (each keeps one database connection), a step at a time; long work
 # that holds a thread while it runs (a model's turn, a manual workflow run) on LONG_WORK_THREADS

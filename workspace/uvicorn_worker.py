@@ -116,6 +116,9 @@ class DrainingServer(Server):
         await super().shutdown(sockets)
 
 
+WEBSOCKET_MAX_MESSAGE_BYTES = 1024 * 1024
+
+
 def server_options() -> dict[str, Any]:
     """uvicorn's options for an app process (the settings in the module docstring)."""
     return {
@@ -126,6 +129,9 @@ def server_options() -> dict[str, Any]:
         "limit_concurrency": settings.WORKSPACE_MAX_CONNECTIONS_PER_PROCESS,
         "timeout_graceful_shutdown": settings.WORKSPACE_SHUTDOWN_SECONDS,
         "access_log": False,  # the app logs each request itself (workspace/request_log.py)
+        # A WebSocket message larger than this (a terminal's input comes in frames of at most
+        # 64 KiB) closes its connection with 1009 before it is read whole.
+        "ws_max_size": WEBSOCKET_MAX_MESSAGE_BYTES,
     }
 
 

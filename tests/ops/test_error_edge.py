@@ -45,6 +45,7 @@ KINDS = [
     ("TooLarge", 413),
     ("UnsupportedType", 415),
     ("Unprocessable", 422),
+    ("UpgradeRequired", 426),
     ("TooManyRequests", 429),
     ("Misconfigured", 500),
     ("Unavailable", 503),

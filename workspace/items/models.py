@@ -82,3 +82,32 @@ class RunningExec(models.Model):
 
     def __str__(self) -> str:
         return f"exec {self.exec_id} of {self.requested_by} in item {self.item_id}"
+
+
+class Terminal(models.Model):
+    """An interactive shell in an item's sandbox, opened by one person (workspace/items/terminals.py).
+
+    Its PTY and its kept output live in the sandbox (its agent's keeper); this row says whose it is,
+    which sandbox holds it, and when it closed. A terminal is its opener's alone, as a shell is; one
+    whose sandbox closed is closed too.
+    """
+
+    terminal_id = models.CharField(max_length=32, primary_key=True)
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="terminals")
+    opened_by = models.CharField(max_length=150)
+    activity_id = models.BigIntegerField()  # the sandbox's ledger row (quotas.SandboxActivity)
+    backend = models.CharField(max_length=20)
+    backend_sandbox_id = models.CharField(max_length=100)
+    rows = models.PositiveSmallIntegerField()
+    cols = models.PositiveSmallIntegerField()
+    opened_at = models.DateTimeField(default=clock.now)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # One person's open terminals: the per-person cap, and an item's list.
+            models.Index(fields=["opened_by", "item"], name="terminal_opener_idx", condition=models.Q(closed_at=None)),
+        ]
+
+    def __str__(self) -> str:
+        return f"terminal {self.terminal_id} of {self.opened_by} in item {self.item_id}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -207,3 +208,37 @@ class FileBatchInputSerializer(serializers.Serializer):
 class FileBatchOutputSerializer(serializers.Serializer):
     changes = FileChangeOutputSerializer(many=True)
     delta = serializers.IntegerField()
+
+
+class TerminalOpenInputSerializer(serializers.Serializer):
+    """Documents the body of a terminal's opening; the service checks it (400 `invalid_terminal_size`)."""
+
+    rows = serializers.IntegerField(min_value=1, max_value=9999, default=24)
+    cols = serializers.IntegerField(min_value=1, max_value=9999, default=80)
+
+
+class TerminalOutputSerializer(serializers.Serializer):
+    """An open terminal of an item: an interactive shell in its sandbox, its opener's alone."""
+
+    id = serializers.CharField(source="terminal_id")
+    rows = serializers.IntegerField(help_text="Its size when it was opened; the WebSocket's resize changes it.")
+    cols = serializers.IntegerField()
+    opened_at = serializers.DateTimeField()
+    ws_url = serializers.SerializerMethodField(
+        help_text=(
+            "Its WebSocket (same origin; session or token auth). Binary frames are the terminal's bytes both "
+            'ways; text frames JSON control: from the client {"type": "resize", "cols", "rows"} and '
+            '{"type": "signal", "name": "INT|QUIT|TSTP|HUP|TERM"}; from the server {"type": "replay", "start", '
+            '"end"} before the kept output (256 KiB) is replayed, {"type": "live", "offset"} once output is live '
+            '(reconnect with ?since=<offset> to miss nothing), {"type": "exit", "code"}.'
+        )
+    )
+
+    def get_ws_url(self, terminal: object) -> str:
+        request = self.context["request"]
+        path = reverse(
+            "ws-item-terminal-socket",
+            args=[terminal.item.app_slug, terminal.item_id, terminal.terminal_id],  # type: ignore[attr-defined]
+        )
+        scheme = "wss" if request.is_secure() else "ws"
+        return f"{scheme}://{request.get_host()}{path}"

@@ -42,6 +42,13 @@ urlpatterns = [
         html_or_api(page=pages.folder_create_page, api=views.ItemFolderCreateApi),
         name="ws-item-files-mkdir",
     ),
+    path(f"{ITEM_PATH}/terminals", views.ItemTerminalsApi.as_view(), name="ws-item-terminals"),
+    path(f"{ITEM_PATH}/terminals/<str:terminal_id>", views.ItemTerminalApi.as_view(), name="ws-item-terminal"),
+    path(
+        f"{ITEM_PATH}/terminals/<str:terminal_id>/ws",
+        views.ItemTerminalSocketApi.as_view(),
+        name="ws-item-terminal-socket",
+    ),
     path(f"{ITEM_PATH}/upload", pages.upload_page, name="ws-item-upload"),
     path(
         f"{ITEM_PATH}/files/<filepath:file_path>",

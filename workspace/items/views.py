@@ -18,7 +18,7 @@ from rest_framework.response import Response
 
 from collab import capacity
 from collab.actor import actor_of
-from collab.api import ServiceApiView, answered_later, created, location_header
+from collab.api import ServiceApiView, answered_later, created, location_header, websocket_or_426
 from collab.bodies import takes_uploads
 from collab.capacity import Ticket
 from collab.edge import body_of
@@ -26,7 +26,7 @@ from collab.errors import DomainError, Invalid, NotFound
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
 from collab.waits import Readable, ReleasedAfter, primed
-from workspace.items import selectors, services
+from workspace.items import selectors, services, terminals
 from workspace.items.access import ItemRight, app_or_404, item_for_exec
 from workspace.items.lifecycle import ExecEvent, ExecOutcome, ExecStarted
 from workspace.items.models import Item
@@ -50,6 +50,8 @@ from workspace.items.serializers import (
     ItemSandboxOutputSerializer,
     ItemUpdateInputSerializer,
     RunningExecOutputSerializer,
+    TerminalOpenInputSerializer,
+    TerminalOutputSerializer,
     WorkspaceAppOutputSerializer,
 )
 from workspace.items.web import ItemApiView
@@ -394,3 +396,57 @@ class HandoverReturnApi(ServiceApiView):
     def post(self, request: Request, item_id: int) -> Response:
         item = services.item_bill_return(item_id=item_id, actor=actor_of(request))
         return Response(HandoverReturnOutputSerializer({"item_id": item.pk, "owner": item.payer}).data)
+
+
+class ItemTerminalsApi(ItemApiView):
+    @extend_schema(responses={200: TerminalOutputSerializer(many=True), **_ERRORS})
+    def get(self, request: Request, slug: str, item_id: int) -> Response:
+        rows = terminals.terminal_scope(item=self.item, actor=actor_of(request))
+        return Response(TerminalOutputSerializer(rows, many=True, context={"request": request}).data)
+
+    @extend_schema(
+        request=TerminalOpenInputSerializer,
+        responses={
+            201: TerminalOutputSerializer,
+            409: ErrorOutputSerializer,
+            429: ErrorOutputSerializer,
+            503: ErrorOutputSerializer,
+            507: ErrorOutputSerializer,
+            **_ERRORS,
+        },
+        description=(
+            "Opens an interactive shell in the item's sandbox (opened through the quota gate when none is live), "
+            "for the caller alone; at most WORKSPACE_TERMINALS_PER_USER open at once (429 `too_many_terminals`). "
+            "Connect to its `ws_url`; it runs on until it is closed (DELETE) or its sandbox is."
+        ),
+    )
+    def post(self, request: Request, slug: str, item_id: int) -> Response:
+        body = request.data if isinstance(request.data, dict) else {}
+        terminal = terminals.terminal_open(
+            item=self.item, app=self.app, actor=actor_of(request), rows=body.get("rows", 24), cols=body.get("cols", 80)
+        )
+        data = TerminalOutputSerializer(terminal, context={"request": request}).data
+        return created(data, url_name="ws-item-terminal", slug=slug, item_id=item_id, terminal_id=terminal.terminal_id)
+
+
+class ItemTerminalApi(ItemApiView):
+    @extend_schema(request=None, responses={204: None, **_ERRORS})
+    def delete(self, request: Request, slug: str, item_id: int, terminal_id: str) -> Response:
+        terminals.terminal_close(item=self.item, terminal_id=terminal_id, actor=actor_of(request))
+        return Response(status=204)
+
+
+class ItemTerminalSocketApi(ItemApiView):
+    @extend_schema(
+        responses={426: ErrorOutputSerializer, **_ERRORS},
+        description=(
+            "The terminal's WebSocket (see `ws_url`): a GET that is no WebSocket handshake is 426. "
+            "`?since=<offset>` replays the kept output from that offset."
+        ),
+    )
+    def get(self, request: Request, slug: str, item_id: int, terminal_id: str) -> HttpResponse:
+        since = request.query_params.get("since", "0")
+        socket = terminals.terminal_socket(
+            item=self.item, terminal_id=terminal_id, actor=actor_of(request), since=since
+        )
+        return websocket_or_426(request, socket.attach)

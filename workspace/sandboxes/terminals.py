@@ -107,8 +107,7 @@ class TerminalLink:
         closed, or another attach took it over). `timeout`: the longest wait for the next bytes."""
         self.connection.settimeout(timeout)
         while True:
-            for kind, data in self._frames():
-                yield _event(kind, data)
+            yield from self.feed(b"")
             try:
                 chunk = self.connection.recv(_FRAME_LIMIT + _HEADER.size)
             except OSError:
@@ -117,29 +116,31 @@ class TerminalLink:
                 return
             self._buffer.extend(chunk)
 
+    def feed(self, data: bytes) -> list[TerminalEvent]:
+        """The events that `data`, read from the connection by whoever waits on it, completes."""
+        self._buffer.extend(data)
+        return [_event(kind, body) for kind, body in self._frames()]
+
     def send_input(self, data: bytes) -> None:
-        for start in range(0, len(data), _FRAME_LIMIT):
-            self._send(b"I", data[start : start + _FRAME_LIMIT])
+        self._sendall(input_frames(data))
 
     def resize(self, *, rows: int, cols: int) -> None:
-        self._send(b"W", struct.pack(">HH", *checked_size(rows, cols)))
+        self._sendall(resize_frame(rows=rows, cols=cols))
 
     def signal(self, name: str) -> None:
-        if name not in SIGNALS:
-            raise TerminalRefused(f"A terminal takes the signals {', '.join(SIGNALS)}.")
-        self._send(b"K", str(SIGNALS[name]).encode())
+        self._sendall(signal_frame(name))
 
     def close_terminal(self) -> None:
-        """Ends the terminal: its session is hung up (and killed if it does not go)."""
-        self._send(b"C", b"")
+        """Ends the terminal: its session is hung up, and what is left of it killed."""
+        self._sendall(CLOSE_FRAME)
 
     def detach(self) -> None:
         """Closes this connection; the terminal goes on, its output kept for the next attach."""
         self.connection.close()
 
-    def _send(self, kind: bytes, data: bytes) -> None:
+    def _sendall(self, frames: bytes) -> None:
         try:
-            self.connection.sendall(_HEADER.pack(kind, len(data)) + data)
+            self.connection.sendall(frames)
         except OSError as exc:
             raise TerminalGone(f"the terminal's keeper hung up: {exc}") from exc
 
@@ -154,6 +155,28 @@ class TerminalLink:
             data = bytes(self._buffer[_HEADER.size : end])
             del self._buffer[:end]
             yield kind, data
+
+
+def _frame(kind: bytes, data: bytes) -> bytes:
+    return _HEADER.pack(kind, len(data)) + data
+
+
+def input_frames(data: bytes) -> bytes:
+    """What the keeper is sent for input typed on the terminal."""
+    return b"".join(_frame(b"I", data[start : start + _FRAME_LIMIT]) for start in range(0, len(data), _FRAME_LIMIT))
+
+
+def resize_frame(*, rows: int, cols: int) -> bytes:
+    return _frame(b"W", struct.pack(">HH", *checked_size(rows, cols)))
+
+
+def signal_frame(name: str) -> bytes:
+    if name not in SIGNALS:
+        raise TerminalRefused(f"A terminal takes the signals {', '.join(SIGNALS)}.")
+    return _frame(b"K", str(SIGNALS[name]).encode())
+
+
+CLOSE_FRAME = _frame(b"C", b"")
 
 
 def _event(kind: bytes, data: bytes) -> TerminalEvent:

@@ -1,0 +1,153 @@
+"""Terminals of an item: an interactive shell in its sandbox, for the person who opened it.
+
+Opening one goes through the quota gate as an exec does (the item's sandbox, opened through
+admission when none is live) and counts against WORKSPACE_TERMINALS_PER_USER; its shell runs in the
+sandbox's boundary, kept by the sandbox's agent (workspace/sandboxes/terminals.py), so it outlives
+its page and the server process that opened it, and closes with the sandbox. A terminal is its
+opener's alone: anyone else, staff included, is told there is no such terminal (404).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import QuerySet
+from django.http import Http404
+
+from collab import clock
+from collab.actor import Actor
+from collab.errors import Conflict, Invalid, TooManyRequests
+from quotas import ledger
+from quotas.models import SandboxActivity
+from workspace.items import lifecycle
+from workspace.items.config import AppDescriptor, get_config
+from workspace.items.models import Item, Terminal
+from workspace.sandboxes.base import SandboxGone, SandboxUnavailable
+from workspace.sandboxes.terminal_relay import relay
+from workspace.sandboxes.terminals import MAX_SIZE, TerminalGone, TerminalLink, TerminalRefused, checked_size
+
+# How long a person refused for having too many terminals open is told to wait: closing one is enough.
+TERMINAL_RETRY_AFTER_SECONDS = 5
+
+
+def terminal_scope(*, item: Item, actor: Actor) -> QuerySet[Terminal]:
+    """The item's open terminals that are `actor`'s, in SQL: opened by them, in a sandbox still live."""
+    live = SandboxActivity.current.filter(item_id=str(item.pk)).values("pk")
+    rows = Terminal.objects.filter(item=item, opened_by=actor.user_id, closed_at=None, activity_id__in=live)
+    return rows.select_related("item").order_by("opened_at")
+
+
+def terminal_for(*, item: Item, terminal_id: str, actor: Actor) -> Terminal:
+    """The open terminal of the item, if it is `actor`'s; else 404, as for one that never was."""
+    terminal = terminal_scope(item=item, actor=actor).filter(terminal_id=terminal_id).first()
+    if terminal is None:
+        raise Http404("No such terminal.")
+    return terminal
+
+
+def terminal_open(*, item: Item, app: AppDescriptor, actor: Actor, rows: Any, cols: Any) -> Terminal:
+    """A new terminal in the item's sandbox for `actor`: 400 for a size out of bounds, 429 past their
+    open terminals, the sandbox's own refusals (507 at a quota, 503) as an exec meets them."""
+    try:
+        rows, cols = checked_size(_count(rows), _count(cols))
+    except (TypeError, TerminalRefused):
+        raise Invalid(
+            error="invalid_terminal_size",
+            detail=f"A terminal has 1 to {MAX_SIZE} rows and columns, given as whole numbers.",
+        ) from None
+    limit = settings.WORKSPACE_TERMINALS_PER_USER
+    opened = Terminal.objects.filter(opened_by=actor.user_id, closed_at=None).filter(
+        activity_id__in=SandboxActivity.current.values("pk")
+    )
+    if limit > 0 and opened.count() >= limit:
+        raise TooManyRequests(
+            error="too_many_terminals",
+            detail=f"You have {limit} terminals open, the most you may. Close one and try again.",
+            retry_after=TERMINAL_RETRY_AFTER_SECONDS,
+            limit=limit,
+        )
+    activity, _opened = lifecycle.sandbox_for_item(item=item, app=app)
+    # Work in a terminal is use of the sandbox: it is not reclaimed as idle under it.
+    ledger.heartbeat(activity_id=activity.pk, lease=get_config().sandbox.lease, used=True)
+    backend = lifecycle.backend_named(activity.backend)
+    terminal_id = uuid.uuid4().hex
+    try:
+        link = _start(backend, activity, terminal_id=terminal_id, rows=rows, cols=cols)
+    except (SandboxUnavailable, SandboxGone) as exc:
+        raise Conflict(error="terminal_unavailable", detail=_unavailable_detail(exc)) from exc
+    link.detach()
+    return Terminal.objects.create(
+        terminal_id=terminal_id,
+        item=item,
+        opened_by=actor.user_id,
+        activity_id=activity.pk,
+        backend=activity.backend,
+        backend_sandbox_id=activity.backend_sandbox_id,
+        rows=rows,
+        cols=cols,
+    )
+
+
+def terminal_close(*, item: Item, terminal_id: str, actor: Actor) -> None:
+    """Closes `actor`'s terminal: its shell is hung up and whatever of it is left killed."""
+    terminal = terminal_for(item=item, terminal_id=terminal_id, actor=actor)
+    backend = lifecycle.backend_named(terminal.backend)
+    # Gone already (its sandbox closed meanwhile): the row is all that is left of it.
+    with contextlib.suppress(TerminalGone, SandboxGone, SandboxUnavailable, OSError):
+        backend.terminal_attach(terminal.backend_sandbox_id, terminal_id=terminal.terminal_id).close_terminal()
+    Terminal.objects.filter(pk=terminal.pk).update(closed_at=clock.now())
+
+
+@dataclass(frozen=True)
+class TerminalSocket:
+    """A terminal's WebSocket, authorised: `attach(receive, send)` relays it on the event loop."""
+
+    terminal: Terminal
+    since: int
+
+    async def attach(self, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
+        backend = lifecycle.backend_named(self.terminal.backend)
+        try:
+            link = backend.terminal_attach(
+                self.terminal.backend_sandbox_id, terminal_id=self.terminal.terminal_id, since=self.since
+            )
+        except (SandboxGone, SandboxUnavailable, OSError):
+            await send({"type": "websocket.close", "code": 1011})
+            return
+        await relay(link, receive, send, client_timeout=settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS)
+
+
+def terminal_socket(*, item: Item, terminal_id: str, actor: Actor, since: str) -> TerminalSocket:
+    """The WebSocket of `actor`'s terminal, replaying its kept output from offset `since`."""
+    terminal = terminal_for(item=item, terminal_id=terminal_id, actor=actor)
+    try:
+        offset = int(since or 0)
+    except ValueError:
+        offset = -1
+    if not 0 <= offset < 2**62:
+        raise Invalid(error="invalid_offset", detail="`since` is the output offset to replay from: a whole number.")
+    return TerminalSocket(terminal, offset)
+
+
+def _start(backend: Any, activity: SandboxActivity, *, terminal_id: str, rows: int, cols: int) -> TerminalLink:
+    start = getattr(backend, "terminal_start", None)
+    if start is None:
+        raise SandboxUnavailable("this sandbox backend has no terminals yet")
+    return start(activity.backend_sandbox_id, terminal_id=terminal_id, rows=rows, cols=cols)
+
+
+def _unavailable_detail(exc: Exception) -> str:
+    if "opened before terminals" in str(exc):
+        return str(exc)
+    return "A terminal cannot be opened in this sandbox right now. Try again, or close the sandbox and open a new one."
+
+
+def _count(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("not a whole number")
+    return value

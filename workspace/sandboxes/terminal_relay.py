@@ -1,0 +1,149 @@
+"""A terminal relayed to a WebSocket (ASGI), on the event loop: no thread per terminal.
+
+docs/ARCHITECTURE.md §11 and DESIGN.md §11 give the protocol. Binary frames are the PTY's bytes,
+both ways. Text frames are JSON control:
+- from the client: `{"type": "resize", "cols", "rows"}`, `{"type": "signal", "name": "INT"}`;
+- from the server: `{"type": "replay", "start", "end"}` before the kept output is replayed (a `start`
+  past the offset the client asked for means what came between was dropped), `{"type": "live",
+  "offset"}` once live output begins (the offset a reconnect asks for to miss nothing), and
+  `{"type": "exit", "code"}` once the command ended.
+
+Backpressure: the next output is read from the keeper only once the client took the last, so a
+slow client slows its own terminal's output (the keeper then keeps reading into its ring, dropping
+its oldest); a client that takes nothing for WORKSPACE_CLIENT_TIMEOUT_SECONDS is disconnected.
+
+What the client may not do ends the connection with a close code, never a 500: a binary frame of
+more than `MAX_INPUT_BYTES` (1009), a text frame that is no control message, or a size or signal
+out of bounds (1008).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from workspace.sandboxes.terminals import (
+    Exited,
+    Live,
+    Output,
+    Replaying,
+    TerminalEvent,
+    TerminalGone,
+    TerminalLink,
+    TerminalRefused,
+    input_frames,
+    resize_frame,
+    signal_frame,
+)
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+# The most bytes one input frame may carry (a paste is many frames of it at most).
+MAX_INPUT_BYTES = 64 * 1024
+CLOSE_TOO_BIG = 1009
+CLOSE_POLICY = 1008
+CLOSE_GONE = 1011
+
+
+async def relay(link: TerminalLink, receive: Receive, send: Send, *, client_timeout: float) -> None:
+    """Accepts the WebSocket and relays the terminal `link` reaches until either side ends; the
+    link is detached then (the terminal goes on)."""
+    await send({"type": "websocket.accept"})
+    loop = asyncio.get_running_loop()
+    connection = link.connection
+    connection.setblocking(False)
+
+    async def sent(message: Message) -> None:
+        async with asyncio.timeout(client_timeout):
+            await send(message)
+
+    async def from_keeper() -> int | None:
+        while True:
+            data = await loop.sock_recv(connection, 65536 + 5)
+            if not data:
+                return None
+            try:
+                events = link.feed(data)
+            except TerminalGone:
+                return CLOSE_GONE
+            for event in events:
+                await sent(_message(event))
+
+    async def from_client() -> int | None:
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                return None
+            try:
+                frames = _keeper_frames(message)
+            except _Refused as refused:
+                return refused.code
+            await loop.sock_sendall(connection, frames)
+
+    tasks = [asyncio.create_task(from_keeper()), asyncio.create_task(from_client())]
+    try:
+        done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        ended = next(iter(done))
+        code = None if ended.exception() else ended.result()
+        if ended is tasks[1] and code is None:
+            return  # the client left
+        with contextlib.suppress(Exception):
+            await send({"type": "websocket.close", "code": code or 1000})
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        link.detach()
+
+
+class _Refused(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _keeper_frames(message: Message) -> bytes:
+    data = message.get("bytes")
+    if data is not None:
+        if len(data) > MAX_INPUT_BYTES:
+            raise _Refused(CLOSE_TOO_BIG)
+        return input_frames(data)
+    text = message.get("text")
+    if text is None or len(text) > 1024:
+        raise _Refused(CLOSE_POLICY)
+    try:
+        control = json.loads(text)
+        kind = control["type"]
+        if kind == "resize":
+            return resize_frame(rows=_count(control["rows"]), cols=_count(control["cols"]))
+        if kind == "signal":
+            return signal_frame(str(control["name"]))
+    except (ValueError, KeyError, TypeError, TerminalRefused):
+        raise _Refused(CLOSE_POLICY) from None
+    raise _Refused(CLOSE_POLICY)
+
+
+def _count(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError("not a count")
+    return value
+
+
+def _message(event: TerminalEvent) -> Message:
+    if isinstance(event, Output):
+        return {"type": "websocket.send", "bytes": event.data}
+    if isinstance(event, Replaying):
+        control: dict[str, Any] = {"type": "replay", "start": event.start, "end": event.end}
+    elif isinstance(event, Live):
+        control = {"type": "live", "offset": event.end}
+    elif isinstance(event, Exited):
+        control = {"type": "exit", "code": event.code}
+    else:
+        raise TypeError(event)
+    return {"type": "websocket.send", "text": json.dumps(control)}
