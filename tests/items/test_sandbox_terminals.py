@@ -21,6 +21,7 @@ from workspace.sandboxes.terminals import (
     Live,
     Output,
     Replaying,
+    TakenOver,
     TerminalEvent,
     TerminalGone,
     TerminalLink,
@@ -255,3 +256,16 @@ def test_code_in_the_sandbox_that_holds_the_keepers_socket_silent_does_not_hold_
     # Then it is served, its output replayed
     assert isinstance(events[0], Replaying)
     assert b"ready\r\n" in replayed
+
+
+def test_a_second_attach_takes_the_terminal_over_and_the_first_is_told(sandbox, terminal):
+    # Given a terminal, attached
+    sandbox_id, _item = sandbox
+    first = terminal()
+    _until(first, bool)
+    # When another connection attaches to it
+    second = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=0)
+    _replayed, second_events = _until(second, lambda seen: False)
+    # Then the first is told it was taken over (its connection then ends), and the second is live
+    assert TakenOver() in list(first.events(timeout=ANSWER_WAIT_SECONDS))
+    assert any(isinstance(event, Live) for event in second_events)

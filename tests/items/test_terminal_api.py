@@ -271,3 +271,17 @@ def test_closing_the_sandbox_closes_its_terminals(api_client_for, alice_item, op
     assert alice.delete(_url(alice_item, "/sandbox")).status_code in (200, 204)
     # Then the notebook has no terminal open
     assert alice.get(_url(alice_item, "/terminals")).json() == []
+
+
+def test_a_second_connection_takes_the_terminal_over_and_the_first_is_closed_with_4001(socket_to, opened):
+    # Given alice's terminal, connected in one window
+    first = socket_to(opened)
+    _read_until(first, lambda output, controls: any(c["type"] == "live" for c in controls))
+    # When another window connects to it
+    second = socket_to(opened)
+    _read_until(second, lambda output, controls: any(c["type"] == "live" for c in controls))
+    # Then the first is closed as taken over (so it does not reconnect by itself), and the second types on
+    assert _close_code(first) == 4001
+    second.send(b"echo seco''nd\n")
+    output, _controls = _read_until(second, lambda output, controls: b"second\r\n" in output)
+    assert b"second\r\n" in output

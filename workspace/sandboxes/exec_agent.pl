@@ -26,6 +26,7 @@
 #     A  "FROM END": what follows replays bytes FROM..END of the output (FROM > SINCE: the rest is gone)
 #     O  output bytes            Y  "END": the replay is done, what follows is live
 #     X  the command's wait status, once it ended (again to every later attach)
+#     T  another attach took the terminal over: this connection ends
 #   server -> keeper frames: I input bytes, W rows and cols (two 16-bit numbers), K a signal
 #     number for the foreground process group, C close the terminal (its session is hung up).
 # A new attach replaces the one before; a terminal without one keeps reading, dropping its oldest.
@@ -287,7 +288,10 @@ sub keeper {
             vec($said, fileno($next), 1) = 1;
             my $since = select(my $ready = $said, undef, undef, 1) > 0 ? read_frame($next) : undef;
             if (defined $since && $since->[0] eq 'S' && $since->[1] =~ /^[0-9]{1,18}$/) {
-                close $viewer if $viewer;
+                if ($viewer) {
+                    send_frame($viewer, 'T', '');    # taken over: the page before says so, not "gone"
+                    close $viewer;
+                }
                 $viewer = $next;
                 %k = (%k, in => '');
                 undef $viewer unless replay($viewer, \%k, $since->[1]);

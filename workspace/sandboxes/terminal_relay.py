@@ -6,7 +6,8 @@ both ways. Text frames are JSON control:
 - from the server: `{"type": "replay", "start", "end"}` before the kept output is replayed (a `start`
   past the offset the client asked for means what came between was dropped), `{"type": "live",
   "offset"}` once live output begins (the offset a reconnect asks for to miss nothing), and
-  `{"type": "exit", "code"}` once the command ended.
+  `{"type": "exit", "code"}` once the command ended. A connection another one took the terminal
+over from (another window) is closed with 4001, and should not reconnect by itself.
 
 Backpressure: the next output is read from the keeper only once the client took the last, so a
 slow client slows its own terminal's output (the keeper then keeps reading into its ring, dropping
@@ -30,6 +31,7 @@ from workspace.sandboxes.terminals import (
     Live,
     Output,
     Replaying,
+    TakenOver,
     TerminalEvent,
     TerminalGone,
     TerminalLink,
@@ -48,6 +50,8 @@ MAX_INPUT_BYTES = 64 * 1024
 CLOSE_TOO_BIG = 1009
 CLOSE_POLICY = 1008
 CLOSE_GONE = 1011
+# Another connection (another window) took the terminal over: the client does not reconnect by itself.
+CLOSE_TAKEN_OVER = 4001
 
 
 async def relay(link: TerminalLink, receive: Receive, send: Send, *, client_timeout: float) -> None:
@@ -72,6 +76,8 @@ async def relay(link: TerminalLink, receive: Receive, send: Send, *, client_time
             except TerminalGone:
                 return CLOSE_GONE
             for event in events:
+                if isinstance(event, TakenOver):
+                    return CLOSE_TAKEN_OVER
                 await sent(_message(event))
 
     async def from_client() -> int | None:

@@ -70,7 +70,12 @@ class Exited:
     code: int
 
 
-TerminalEvent = Replaying | Output | Live | Exited
+@dataclass(frozen=True)
+class TakenOver:
+    """Another attach took the terminal over (another window): this link ends."""
+
+
+TerminalEvent = Replaying | Output | Live | Exited | TakenOver
 
 
 def checked_id(terminal_id: str) -> str:
@@ -189,6 +194,8 @@ def _event(kind: bytes, data: bytes) -> TerminalEvent:
         return Live(int(data))
     if kind == b"X":
         return Exited(exit_code(int(data)))
+    if kind == b"T":
+        return TakenOver()
     if kind == b"N":
         raise TerminalGone("no such terminal")
     if kind == b"E":
