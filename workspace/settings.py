@@ -282,6 +282,8 @@ WORKSPACE_EXEC_CONCURRENCY_PER_USER = int(os.environ.get("WORKSPACE_EXEC_CONCURR
 # Terminals (interactive shells in an item's sandbox) one person may have open at once, over all
 # their items; past it, 429 `too_many_terminals`. They close with their sandbox, or when closed.
 WORKSPACE_TERMINALS_PER_USER = int(os.environ.get("WORKSPACE_TERMINALS_PER_USER", "4"))
+# A terminal nobody has had open (no page, no client attached) for this long closes itself; 0: never.
+WORKSPACE_TERMINAL_IDLE_SECONDS = int(os.environ.get("WORKSPACE_TERMINAL_IDLE_SECONDS", "3600"))
 # How an app process serves (workspace/serving.py, README "Production"). Every request's sync work
 # runs on REQUEST_THREADS threads (each keeps one database connection), a step at a time; long work
 # that holds a thread while it runs (a model's turn, a manual workflow run) on LONG_WORK_THREADS

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests.fixtures.exec_agent import wait_for
 from tests.fixtures.items import exec_ok, sandbox_of
 from workspace.sandboxes.base import SandboxGone, SandboxUnavailable
 from workspace.sandboxes.boundary import configured_boundary
@@ -48,9 +49,12 @@ def terminal(sandbox) -> Iterator[Callable[..., TerminalLink]]:
     sandbox_id, _item = sandbox
     started: list[str] = []
 
-    def start(terminal_id: str = "t1", rows: int = 24, cols: int = 80) -> TerminalLink:
+    def start(terminal_id: str = "t1", rows: int = 24, cols: int = 80, idle_seconds: int = 0) -> TerminalLink:
         started.append(terminal_id)
-        return backend_named("local").terminal_start(sandbox_id, terminal_id=terminal_id, rows=rows, cols=cols)
+        backend = backend_named("local")
+        return backend.terminal_start(
+            sandbox_id, terminal_id=terminal_id, rows=rows, cols=cols, idle_seconds=idle_seconds
+        )
 
     yield start
     for terminal_id in started:
@@ -269,3 +273,28 @@ def test_a_second_attach_takes_the_terminal_over_and_the_first_is_told(sandbox, 
     # Then the first is told it was taken over (its connection then ends), and the second is live
     assert TakenOver() in list(first.events(timeout=ANSWER_WAIT_SECONDS))
     assert any(isinstance(event, Live) for event in second_events)
+
+
+def test_a_terminal_nobody_attached_to_for_its_idle_limit_closes_itself_and_its_shell(sandbox, terminal):
+    # Given a terminal with an idle limit of one second, running a long command, that nobody attaches to
+    sandbox_id, _item = sandbox
+    link = terminal(idle_seconds=1)
+    link.send_input(b"sleep 600\n")
+    _until(link, _said("sleep 600"))
+    link.detach()
+    backend = backend_named("local")
+
+    def sleep_gone() -> bool:
+        # Asked from inside the sandbox: attaching to the terminal would make it not idle.
+        return backend.exec(sandbox_id, command="pgrep -c -x sleep || true", timeout=10).stdout.strip() == "0"
+
+    def terminal_gone() -> bool:
+        try:
+            list(backend.terminal_attach(sandbox_id, terminal_id="t1").events(timeout=1))
+        except TerminalGone:
+            return True
+        return False  # its keeper was still hanging up
+
+    # When its limit passes / Then its command is gone, and then the terminal
+    wait_for(sleep_gone, seconds=20)
+    assert wait_for(terminal_gone, seconds=10)

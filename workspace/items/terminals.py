@@ -9,6 +9,7 @@ opener's alone: anyone else, staff included, is told there is no such terminal (
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import Awaitable, Callable
@@ -22,13 +23,14 @@ from django.http import Http404
 from collab import clock
 from collab.actor import Actor
 from collab.errors import Conflict, Invalid, TooManyRequests
+from collab.waits import request_threads
 from quotas import ledger
 from quotas.models import SandboxActivity
 from workspace.items import lifecycle
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item, Terminal
 from workspace.sandboxes.base import SandboxGone, SandboxUnavailable
-from workspace.sandboxes.terminal_relay import relay
+from workspace.sandboxes.terminal_relay import CLOSE_GONE, relay
 from workspace.sandboxes.terminals import MAX_SIZE, TerminalGone, TerminalLink, TerminalRefused, checked_size
 
 # How long a person refused for having too many terminals open is told to wait: closing one is enough.
@@ -119,7 +121,13 @@ class TerminalSocket:
         except (SandboxGone, SandboxUnavailable, OSError):
             await send({"type": "websocket.close", "code": 1011})
             return
-        await relay(link, receive, send, client_timeout=settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS)
+        ended = await relay(link, receive, send, client_timeout=settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS)
+        if ended == CLOSE_GONE:
+            # Its keeper is gone (closed for idleness, or with its sandbox): so is the terminal.
+            await asyncio.get_running_loop().run_in_executor(request_threads(), self._forget)
+
+    def _forget(self) -> None:
+        Terminal.objects.filter(pk=self.terminal.pk, closed_at=None).update(closed_at=clock.now())
 
 
 def terminal_socket(*, item: Item, terminal_id: str, actor: Actor, since: str) -> TerminalSocket:
@@ -138,7 +146,13 @@ def _start(backend: Any, activity: SandboxActivity, *, terminal_id: str, rows: i
     start = getattr(backend, "terminal_start", None)
     if start is None:
         raise SandboxUnavailable("this sandbox backend has no terminals yet")
-    return start(activity.backend_sandbox_id, terminal_id=terminal_id, rows=rows, cols=cols)
+    return start(
+        activity.backend_sandbox_id,
+        terminal_id=terminal_id,
+        rows=rows,
+        cols=cols,
+        idle_seconds=settings.WORKSPACE_TERMINAL_IDLE_SECONDS,
+    )
 
 
 def _unavailable_detail(exc: Exception) -> str:

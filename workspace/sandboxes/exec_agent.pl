@@ -17,7 +17,7 @@
 #     X  the command's wait status (decimal), once it ended; the connection closes when its
 #        output pipes do. The server owns time limits and kills from the host.
 #
-# Terminals (protocol 3). A request whose body starts "pty\0TID\0ROWS\0COLS\0" before the argv
+# Terminals (protocol 3). A request whose body starts "pty\0TID\0ROWS\0COLS\0IDLE\0" before the argv
 # opens a terminal: its session, the keeper, holds a PTY whose other end is the command's
 # controlling terminal (a session of its own), keeps the last 256 KiB of its output, and outlives
 # its connection until it is closed or the sandbox is. A request "att\0TID\0SINCE" attaches to a
@@ -29,7 +29,8 @@
 #     T  another attach took the terminal over: this connection ends
 #   server -> keeper frames: I input bytes, W rows and cols (two 16-bit numbers), K a signal
 #     number for the foreground process group, C close the terminal (its session is hung up).
-# A new attach replaces the one before; a terminal without one keeps reading, dropping its oldest.
+# A new attach replaces the one before; a terminal without one keeps reading, dropping its oldest,
+# and closes itself once it has had none for IDLE seconds (0: never).
 use strict;
 
 my ($listen_fd, $prctl, $setsid, $ioctls) = @ARGV;
@@ -153,10 +154,10 @@ sub request {
         return (undef, undef, {attach => 1, id => $id, since => $since});
     }
     if (@parts && $parts[0] eq 'pty') {
-        my (undef, $id, $rows, $cols) = splice(@parts, 0, 4);
-        return unless defined $cols && $id =~ /^[A-Za-z0-9_-]{1,64}$/;
-        return unless $rows =~ /^[1-9][0-9]{0,3}$/ && $cols =~ /^[1-9][0-9]{0,3}$/;
-        $terminal = {id => $id, rows => $rows, cols => $cols};
+        my (undef, $id, $rows, $cols, $idle) = splice(@parts, 0, 5);
+        return unless defined $idle && $id =~ /^[A-Za-z0-9_-]{1,64}$/;
+        return unless $rows =~ /^[1-9][0-9]{0,3}$/ && $cols =~ /^[1-9][0-9]{0,3}$/ && $idle =~ /^[0-9]{1,9}$/;
+        $terminal = {id => $id, rows => $rows, cols => $cols, idle => $idle};
     }
     my $argc = shift @parts;
     return unless defined $argc && $argc =~ /^[1-9][0-9]*$/ && $argc < @parts;
@@ -239,7 +240,13 @@ sub keeper {
     my $viewer = $conn;
     send_frame($viewer, 'A', "0 0") && send_frame($viewer, 'Y', "0") or undef $viewer;
     my $master_open = 1;
+    my $alone_since = time;
     while (1) {
+        if ($viewer) {
+            $alone_since = time;
+        } elsif ($terminal->{idle} && time - $alone_since > $terminal->{idle}) {
+            return close_terminal($master_open ? $master : undef, $child, $k{status});    # idle
+        }
         my ($r, $w) = ('', '');
         vec($r, fileno($listener), 1) = 1;
         vec($r, fileno($viewer), 1) = 1 if $viewer;
@@ -249,8 +256,10 @@ sub keeper {
             $k{told} = 1;
             send_frame($viewer, 'X', $k{status}) or undef $viewer if $viewer;
         }
-        # Waiting on nothing but the descriptors once the command ended and its terminal closed.
-        my $n = select(my $rr = $r, my $ww = $w, undef, $k{told} ? undef : 0.05);
+        # Once the command ended and its terminal closed, waiting on the descriptors, and on the
+        # idle limit while nobody is attached.
+        my $wait = !$k{told} ? 0.05 : ($viewer || !$terminal->{idle} ? undef : 1);
+        my $n = select(my $rr = $r, my $ww = $w, undef, $wait);
         if (!defined $k{status} && waitpid($child, 1) == $child) {
             ($k{status}, $k{gone_at}) = ($?, time);
         }
@@ -322,13 +331,7 @@ sub keeper {
                 } elsif ($type eq 'K' && $data =~ /^[0-9]{1,2}$/ && $master_open) {
                     ioctl($master, $TIOCSIG, 0 + $data);
                 } elsif ($type eq 'C') {
-                    # Hung up (the shell hands it on to its jobs), then whatever of its session
-                    # is left is killed: a job that ignores the hang-up does not outlive its terminal.
-                    kill('HUP', -$child) if !defined $k{status};
-                    close $master if $master_open;
-                    select(undef, undef, undef, 0.2);
-                    kill_session($child);
-                    return;
+                    return close_terminal($master_open ? $master : undef, $child, $k{status});
                 }
             }
         }
@@ -382,6 +385,17 @@ sub read_frame {
     return undef if $length > 64;
     my $data = $length ? read_exact($conn, $length) : '';
     return defined $data ? [$type, $data] : undef;
+}
+
+# Hung up (the shell hands it on to its jobs), then whatever of its session is left is killed: a
+# job that ignores the hang-up does not outlive its terminal.
+sub close_terminal {
+    my ($master, $child, $status) = @_;
+    kill('HUP', -$child) if !defined $status;
+    close $master if $master;
+    select(undef, undef, undef, 0.2);
+    kill_session($child);
+    return;
 }
 
 # Every process of the session `$sid` (the field after the command's name in /proc/PID/stat).

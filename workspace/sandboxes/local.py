@@ -288,7 +288,9 @@ class LocalBackend:
         events = run_streaming(confinement.wrap(argv), cwd=cwd, env=outer_env, timeout=timeout, **record)
         return ended.explained(events, lambda: self.driver.oom_kills(confinement))
 
-    def terminal_start(self, sandbox_id: str, *, terminal_id: str, rows: int, cols: int) -> TerminalLink:
+    def terminal_start(
+        self, sandbox_id: str, *, terminal_id: str, rows: int, cols: int, idle_seconds: int = 0
+    ) -> TerminalLink:
         """A new terminal in the sandbox: an interactive shell on a PTY inside its boundary (its
         namespaces, uid and cgroups, as any exec), kept by its agent (workspace/sandboxes/terminals.py).
         SandboxUnavailable for a sandbox whose agent keeps no terminals (one opened before they were)."""
@@ -302,8 +304,10 @@ class LocalBackend:
             MARKER_VARIABLE: sandbox_id,
         }
         argv = ["/bin/bash", "-i"] if os.access("/bin/bash", os.X_OK) else ["/bin/sh", "-i"]
-        link = terminal_start(agent_connect(home), terminal_id=terminal_id, rows=rows, cols=cols, argv=argv, env=env)
-        return link
+        connection = agent_connect(home)
+        return terminal_start(
+            connection, terminal_id=terminal_id, rows=rows, cols=cols, idle_seconds=idle_seconds, argv=argv, env=env
+        )
 
     def terminal_attach(self, sandbox_id: str, *, terminal_id: str, since: int = 0) -> TerminalLink:
         """A link to a terminal of the sandbox, replaying its output from `since` (what is kept)."""

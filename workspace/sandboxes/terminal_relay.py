@@ -54,9 +54,10 @@ CLOSE_GONE = 1011
 CLOSE_TAKEN_OVER = 4001
 
 
-async def relay(link: TerminalLink, receive: Receive, send: Send, *, client_timeout: float) -> None:
+async def relay(link: TerminalLink, receive: Receive, send: Send, *, client_timeout: float) -> int | None:
     """Accepts the WebSocket and relays the terminal `link` reaches until either side ends; the
-    link is detached then (the terminal goes on)."""
+    link is detached then (the terminal goes on). Returns the code it closed the WebSocket with
+    (None: the client left first; CLOSE_GONE: the sandbox keeps no such terminal)."""
     await send({"type": "websocket.accept"})
     loop = asyncio.get_running_loop()
     connection = link.connection
@@ -97,9 +98,10 @@ async def relay(link: TerminalLink, receive: Receive, send: Send, *, client_time
         ended = next(iter(done))
         code = None if ended.exception() else ended.result()
         if ended is tasks[1] and code is None:
-            return  # the client left
+            return None  # the client left
         with contextlib.suppress(Exception):
             await send({"type": "websocket.close", "code": code or 1000})
+        return code or 1000
     finally:
         for task in tasks:
             task.cancel()

@@ -112,7 +112,9 @@ class TerminalLink:
         closed, or another attach took it over). `timeout`: the longest wait for the next bytes."""
         self.connection.settimeout(timeout)
         while True:
-            yield from self.feed(b"")
+            # One frame at a time: a reader that stops early leaves the rest for its next read.
+            for kind, body in self._frames():
+                yield _event(kind, body)
             try:
                 chunk = self.connection.recv(_FRAME_LIMIT + _HEADER.size)
             except OSError:
@@ -209,11 +211,20 @@ def _request(fields: list[str]) -> bytes:
 
 
 def terminal_start(
-    connection: socket.socket, *, terminal_id: str, rows: int, cols: int, argv: list[str], env: dict[str, str]
+    connection: socket.socket,
+    *,
+    terminal_id: str,
+    rows: int,
+    cols: int,
+    idle_seconds: int,
+    argv: list[str],
+    env: dict[str, str],
 ) -> TerminalLink:
-    """Starts `argv` on a new terminal of the agent `connection` reaches, attached to the link returned."""
+    """Starts `argv` on a new terminal of the agent `connection` reaches, attached to the link
+    returned; the terminal closes itself once nobody was attached for `idle_seconds` (0: never)."""
     rows, cols = checked_size(rows, cols)
-    fields = ["pty", checked_id(terminal_id), str(rows), str(cols), str(len(argv)), *argv, str(len(env))]
+    idle = str(max(0, min(int(idle_seconds), 10**9 - 1)))
+    fields = ["pty", checked_id(terminal_id), str(rows), str(cols), idle, str(len(argv)), *argv, str(len(env))]
     fields += [f"{key}={value}" for key, value in env.items()]
     try:
         connection.sendall(_request(fields))
