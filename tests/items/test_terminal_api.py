@@ -285,3 +285,26 @@ def test_a_second_connection_takes_the_terminal_over_and_the_first_is_closed_wit
     second.send(b"echo seco''nd\n")
     output, _controls = _read_until(second, lambda output, controls: b"second\r\n" in output)
     assert b"second\r\n" in output
+
+
+def test_a_script_signs_in_to_the_websocket_with_its_token_in_a_header(api_client_for, live_server, opened):
+    # Given alice's terminal and an API token of hers
+    token = api_client_for("alice").post("/me/tokens", {"name": "shell script"}, format="json").json()["token"]
+    path = opened["ws_url"].split("://", 1)[1].split("/", 1)[1]
+    url = f"ws://{live_server.host}:{live_server.port}/{path}"
+    # When a script connects with the token alone
+    with connect(url, additional_headers={"Authorization": f"Token {token}"}, open_timeout=10) as connection:
+        connection.send(b"echo by-''token\n")
+        output, _controls = _read_until(connection, lambda output, controls: b"by-token\r\n" in output)
+    # Then it works in her terminal
+    assert b"by-token\r\n" in output
+
+
+def test_the_payer_of_someone_elses_item_may_not_open_a_terminal_there(api_client_for, alice_item):
+    # Given alice's notebook, whose bill carol accepted (she tends it; she does not work in it)
+    alice, carol = api_client_for("alice"), api_client_for("carol")
+    assert alice.patch(_url(alice_item), {"owner": "carol"}, format="json").status_code == 200
+    assert carol.post(f"/me/resources/handovers/{alice_item['id']}/accept").status_code == 200
+    # When carol opens a terminal there / Then she is told what she may do, as for an exec
+    response = carol.post(_url(alice_item, "/terminals"), {}, format="json")
+    assert (response.status_code, response.json()["error"]) == (403, "payer_only")
