@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
+import socket
+import struct
 import time
 from collections.abc import Callable, Iterator
 
@@ -16,6 +19,7 @@ from tests.fixtures.exec_agent import wait_for
 from tests.fixtures.items import exec_ok, sandbox_of
 from workspace.sandboxes.base import SandboxGone, SandboxUnavailable
 from workspace.sandboxes.boundary import configured_boundary
+from workspace.sandboxes.filestore import workspace_dir
 from workspace.sandboxes.registry import backend_named
 from workspace.sandboxes.terminals import (
     Exited,
@@ -32,6 +36,8 @@ from workspace.sandboxes.terminals import (
 pytestmark = pytest.mark.django_db
 # How long a test waits for a shell to answer before it says what it saw (a wait, not a measure).
 ANSWER_WAIT_SECONDS = 20
+# What the server would keep in the terminal's row; code in the sandbox does not know it.
+SECRET = "s" * 32
 
 
 @pytest.fixture
@@ -53,13 +59,13 @@ def terminal(sandbox) -> Iterator[Callable[..., TerminalLink]]:
         started.append(terminal_id)
         backend = backend_named("local")
         return backend.terminal_start(
-            sandbox_id, terminal_id=terminal_id, rows=rows, cols=cols, idle_seconds=idle_seconds
+            sandbox_id, terminal_id=terminal_id, secret=SECRET, rows=rows, cols=cols, idle_seconds=idle_seconds
         )
 
     yield start
     for terminal_id in started:
         with contextlib.suppress(TerminalGone, SandboxGone, OSError):
-            backend_named("local").terminal_attach(sandbox_id, terminal_id=terminal_id).close_terminal()
+            backend_named("local").terminal_attach(sandbox_id, terminal_id=terminal_id, secret=SECRET).close_terminal()
 
 
 def _until(link: TerminalLink, wanted: Callable[[bytes], bool]) -> tuple[bytes, list[TerminalEvent]]:
@@ -129,7 +135,7 @@ def test_a_terminal_outlives_its_connection_and_replays_what_it_kept_once(sandbo
     _until(link, _said("first\r\n"))
     link.detach()
     # When a new connection attaches from the start and the shell is asked for more
-    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=0)
+    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
     replayed, events = _until(again, lambda seen: False if not seen else b"first\r\n" in seen)
     while not any(isinstance(event, Live) for event in events):
         more, more_events = _until(again, lambda seen: True)
@@ -151,14 +157,14 @@ def test_an_attach_from_an_offset_replays_only_what_came_after_it(sandbox, termi
     link.send_input(b"echo o''ne\n")
     _until(link, _said("one\r\n"))
     link.detach()
-    marker = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=0)
+    marker = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
     _seen, events = _until(marker, lambda seen: False)
     offset = next(event.end for event in events if isinstance(event, Live))
     marker.send_input(b"echo t''wo\n")
     _until(marker, _said("two\r\n"))
     marker.detach()
     # When a connection attaches from that offset
-    later = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=offset)
+    later = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=offset)
     replayed, events = _until(later, lambda seen: b"two\r\n" in seen)
     # Then it is sent "two" and not "one"
     assert events[0] == Replaying(offset, events[0].end)
@@ -173,7 +179,7 @@ def test_an_ended_terminal_says_its_code_to_every_attach_and_is_not_started_agai
     link.send_input(b"exit 3\n")
     _seen, events = _until(link, lambda seen: False)
     # When it is attached to again
-    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=0)
+    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
     _replayed, again_events = _until(again, lambda seen: False)
     # Then both say it exited with 3, and the second replays and exits: no new shell answers
     assert events[-1] == Exited(3)
@@ -185,7 +191,7 @@ def test_attaching_to_a_terminal_the_sandbox_does_not_keep_is_refused(sandbox):
     # Given alice's open sandbox, with no terminal "nope"
     sandbox_id, _item = sandbox
     # When someone attaches to it / Then they are told there is no such terminal
-    link = backend_named("local").terminal_attach(sandbox_id, terminal_id="nope")
+    link = backend_named("local").terminal_attach(sandbox_id, terminal_id="nope", secret=SECRET)
     with pytest.raises(TerminalGone):
         list(link.events(timeout=ANSWER_WAIT_SECONDS))
 
@@ -198,7 +204,7 @@ def test_a_terminal_size_out_of_bounds_is_refused_before_the_sandbox_is_asked(sa
     sandbox_id, _item = sandbox
     # When a terminal of an impossible size is asked for / Then it is refused
     with pytest.raises(TerminalRefused):
-        backend_named("local").terminal_start(sandbox_id, terminal_id="odd", rows=rows, cols=cols)
+        backend_named("local").terminal_start(sandbox_id, terminal_id="odd", secret=SECRET, rows=rows, cols=cols)
 
 
 def test_closing_a_terminal_ends_its_shell_and_its_keeper(sandbox, terminal):
@@ -212,7 +218,7 @@ def test_closing_a_terminal_ends_its_shell_and_its_keeper(sandbox, terminal):
     list(link.events(timeout=ANSWER_WAIT_SECONDS))
     # Then nothing answers for it any more, and no sleep is left in the sandbox
     with pytest.raises(TerminalGone):
-        list(backend_named("local").terminal_attach(sandbox_id, terminal_id="t1").events(timeout=5))
+        list(backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET).events(timeout=5))
     left = backend_named("local").exec(sandbox_id, command="pgrep -c -x sleep || true", timeout=10)
     assert left.stdout.strip() == "0"
 
@@ -239,7 +245,7 @@ def test_a_sandbox_opened_before_terminals_is_told_to_reopen(sandbox):
     (backend.home(sandbox_id) / "state.json").write_text(json.dumps(state))
     # When a terminal is asked of it / Then it is refused with what to do
     with pytest.raises(SandboxUnavailable, match="close it"):
-        backend.terminal_start(sandbox_id, terminal_id="t1", rows=24, cols=80)
+        backend.terminal_start(sandbox_id, terminal_id="t1", secret=SECRET, rows=24, cols=80)
 
 
 def test_code_in_the_sandbox_that_holds_the_keepers_socket_silent_does_not_hold_the_terminal(sandbox, terminal):
@@ -255,7 +261,7 @@ def test_code_in_the_sandbox_that_holds_the_keepers_socket_silent_does_not_hold_
     )
     assert "in" in backend_named("local").exec(sandbox_id, command=squat, timeout=20).stdout
     # When the server attaches to the terminal
-    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=0)
+    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
     replayed, events = _until(again, _said("ready\r\n"))
     # Then it is served, its output replayed
     assert isinstance(events[0], Replaying)
@@ -268,7 +274,7 @@ def test_a_second_attach_takes_the_terminal_over_and_the_first_is_told(sandbox, 
     first = terminal()
     _until(first, bool)
     # When another connection attaches to it
-    second = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", since=0)
+    second = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
     _replayed, second_events = _until(second, lambda seen: False)
     # Then the first is told it was taken over (its connection then ends), and the second is live
     assert TakenOver() in list(first.events(timeout=ANSWER_WAIT_SECONDS))
@@ -290,7 +296,7 @@ def test_a_terminal_nobody_attached_to_for_its_idle_limit_closes_itself_and_its_
 
     def terminal_gone() -> bool:
         try:
-            list(backend.terminal_attach(sandbox_id, terminal_id="t1").events(timeout=1))
+            list(backend.terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET).events(timeout=1))
         except TerminalGone:
             return True
         return False  # its keeper was still hanging up
@@ -298,3 +304,89 @@ def test_a_terminal_nobody_attached_to_for_its_idle_limit_closes_itself_and_its_
     # When its limit passes / Then its command is gone, and then the terminal
     wait_for(sleep_gone, seconds=20)
     assert wait_for(terminal_gone, seconds=10)
+
+
+def _from_inside(sandbox_id: str, script: str) -> str:
+    """Runs a Python `script` in the sandbox in the background, as its code would; says when it started."""
+    command = f"python3 -c {shlex.quote(script)} >/dev/null 2>&1 &\nsleep 0.5; echo started"
+    return backend_named("local").exec(sandbox_id, command=command, timeout=20).stdout
+
+
+def test_code_in_the_sandbox_that_sends_one_byte_and_holds_does_not_hold_the_terminal(sandbox, terminal):
+    # Given a terminal, and code in the sandbox connected to its keeper that sent one byte and holds
+    sandbox_id, _item = sandbox
+    link = terminal()
+    link.send_input(b"echo rea''dy\n")
+    _until(link, _said("ready\r\n"))
+    link.detach()
+    squat = (
+        "import socket, time; s = socket.socket(socket.AF_UNIX); s.connect('\\0ws-term-t1'); "
+        "s.send(b'S'); time.sleep(30)"
+    )
+    assert "started" in _from_inside(sandbox_id, squat)
+    # When the server attaches
+    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
+    replayed, events = _until(again, _said("ready\r\n"))
+    # Then it is served
+    assert isinstance(events[0], Replaying)
+    assert b"ready\r\n" in replayed
+
+
+def test_code_in_the_sandbox_without_the_secret_is_not_served_the_terminal(sandbox, terminal):
+    # Given alice's terminal that printed a secret of hers, detached
+    sandbox_id, item = sandbox
+    link = terminal()
+    link.send_input(b"export TOKEN=s3cr''3t; echo $TOKEN\n")
+    _until(link, _said("s3cr3t\r\n"))
+    link.detach()
+    # When code in the sandbox (another person's exec in the same item) attaches with a wrong secret
+    thief = (
+        "import socket, struct; s = socket.socket(socket.AF_UNIX); s.connect('\\0ws-term-t1'); "
+        "d = b'0 ' + b'x' * 32; s.send(b'S' + struct.pack('>I', len(d)) + d); s.settimeout(3); got = b''\n"
+        "try:\n    got = s.recv(65536)\nexcept OSError:\n    pass\n"
+        "open('/workspace/stolen', 'wb').write(got)"
+    )
+    assert "started" in _from_inside(sandbox_id, thief)
+    stolen = workspace_dir(item.pk) / "stolen"
+    wait_for(stolen.exists, seconds=10)
+    # Then it is let go with nothing, and the terminal is still its owner's
+    assert stolen.read_bytes() == b""
+    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
+    replayed, _events = _until(again, _said("s3cr3t\r\n"))
+    assert b"s3cr3t\r\n" in replayed
+
+
+def test_a_viewer_that_reads_nothing_is_let_go_and_the_terminal_goes_on(sandbox, terminal):
+    # Given a terminal whose viewer reads nothing while its command writes megabytes
+    sandbox_id, _item = sandbox
+    stalled = terminal()
+    stalled.connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.send_input(b"head -c 20000000 /dev/zero | tr '\\\\0' x; echo; echo do''ne\n")
+    # When the command is done and another connection attaches
+    # Then the keeper went on reading (the command finished) and serves the new connection
+    assert wait_for(lambda: _tail_done(sandbox_id), seconds=60)
+    again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
+    replayed, events = _until(again, _said("done\r\n"))
+    assert b"done\r\n" in replayed
+    assert events[0].start > 0  # what the ring no longer holds was dropped, and the replay says so
+
+
+def _tail_done(sandbox_id: str) -> bool:
+    # Asked from inside: whether the writer has finished (its processes gone).
+    result = backend_named("local").exec(sandbox_id, command="pgrep -c -x head || true", timeout=10)
+    return result.stdout.strip() == "0"
+
+
+def test_a_frame_longer_than_the_server_sends_lets_the_viewer_go(sandbox, terminal):
+    # Given a terminal, attached
+    link = terminal()
+    _until(link, bool)
+    # When its connection says a frame of 100 MB is coming
+    link.connection.sendall(b"I" + struct.pack(">I", 100 * 1024 * 1024) + b"x" * 65536)
+    # Then the keeper lets that connection go rather than gather it (what it had sent before aside)
+    link.connection.settimeout(ANSWER_WAIT_SECONDS)
+    with contextlib.suppress(ConnectionResetError):  # let go with what it had not read: a reset
+        while link.connection.recv(65536):
+            pass
+    # (a keeper that gathered it would still hold the connection: recv would time out, and fail this test)
+    assert link.connection.recv(1) == b""

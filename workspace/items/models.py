@@ -98,6 +98,8 @@ class Terminal(models.Model):
     activity_id = models.BigIntegerField()  # the sandbox's ledger row (quotas.SandboxActivity)
     backend = models.CharField(max_length=20)
     backend_sandbox_id = models.CharField(max_length=100)
+    # What an attach says to the sandbox's keeper of it, so that code in the sandbox cannot attach.
+    secret = models.CharField(max_length=128)
     rows = models.PositiveSmallIntegerField()
     cols = models.PositiveSmallIntegerField()
     opened_at = models.DateTimeField(default=clock.now)

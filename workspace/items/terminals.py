@@ -14,10 +14,12 @@ import contextlib
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db import transaction
+from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from collab import clock
@@ -25,13 +27,20 @@ from collab.actor import Actor
 from collab.errors import Conflict, Invalid, TooManyRequests
 from collab.waits import request_threads
 from quotas import ledger
-from quotas.models import SandboxActivity
+from quotas.models import AdmissionLock, SandboxActivity
 from workspace.items import lifecycle
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item, Terminal
 from workspace.sandboxes.base import SandboxGone, SandboxUnavailable
 from workspace.sandboxes.terminal_relay import CLOSE_GONE, relay
-from workspace.sandboxes.terminals import MAX_SIZE, TerminalGone, TerminalLink, TerminalRefused, checked_size
+from workspace.sandboxes.terminals import (
+    MAX_SIZE,
+    TerminalGone,
+    TerminalLink,
+    TerminalRefused,
+    checked_size,
+    new_secret,
+)
 
 # How long a person refused for having too many terminals open is told to wait: closing one is enough.
 TERMINAL_RETRY_AFTER_SECONDS = 5
@@ -62,37 +71,61 @@ def terminal_open(*, item: Item, app: AppDescriptor, actor: Actor, rows: Any, co
             error="invalid_terminal_size",
             detail=f"A terminal has 1 to {MAX_SIZE} rows and columns, given as whole numbers.",
         ) from None
-    limit = settings.WORKSPACE_TERMINALS_PER_USER
-    opened = Terminal.objects.filter(opened_by=actor.user_id, closed_at=None).filter(
-        activity_id__in=SandboxActivity.current.values("pk")
-    )
-    if limit > 0 and opened.count() >= limit:
-        raise TooManyRequests(
-            error="too_many_terminals",
-            detail=f"You have {limit} terminals open, the most you may. Close one and try again.",
-            retry_after=TERMINAL_RETRY_AFTER_SECONDS,
-            limit=limit,
-        )
-    activity, _opened = lifecycle.sandbox_for_item(item=item, app=app)
-    # Work in a terminal is use of the sandbox: it is not reclaimed as idle under it.
-    ledger.heartbeat(activity_id=activity.pk, lease=get_config().sandbox.lease, used=True)
-    backend = lifecycle.backend_named(activity.backend)
-    terminal_id = uuid.uuid4().hex
+    terminal = _reserved(item=item, actor=actor, rows=rows, cols=cols)
     try:
-        link = _start(backend, activity, terminal_id=terminal_id, rows=rows, cols=cols)
-    except (SandboxUnavailable, SandboxGone) as exc:
-        raise Conflict(error="terminal_unavailable", detail=_unavailable_detail(exc)) from exc
+        activity, _opened = lifecycle.sandbox_for_item(item=item, app=app)
+        # Work in a terminal is use of the sandbox: it is not reclaimed as idle under it.
+        ledger.heartbeat(activity_id=activity.pk, lease=get_config().sandbox.lease, used=True)
+        backend = lifecycle.backend_named(activity.backend)
+        try:
+            link = _start(backend, activity, terminal)
+        except (SandboxUnavailable, SandboxGone) as exc:
+            raise Conflict(error="terminal_unavailable", detail=_unavailable_detail(exc)) from exc
+    except BaseException:
+        Terminal.objects.filter(pk=terminal.pk).delete()
+        raise
     link.detach()
-    return Terminal.objects.create(
-        terminal_id=terminal_id,
-        item=item,
-        opened_by=actor.user_id,
-        activity_id=activity.pk,
-        backend=activity.backend,
-        backend_sandbox_id=activity.backend_sandbox_id,
-        rows=rows,
-        cols=cols,
+    terminal.activity_id, terminal.backend, terminal.backend_sandbox_id = (
+        activity.pk,
+        activity.backend,
+        activity.backend_sandbox_id,
     )
+    terminal.save(update_fields=["activity_id", "backend", "backend_sandbox_id"])
+    return terminal
+
+
+# A terminal's row is written before its sandbox opens (`_reserved`), so that the person's open
+# terminals are counted with it; one whose opening died with its process stops counting after this.
+_OPENING_SECONDS = 120
+
+
+def _reserved(*, item: Item, actor: Actor, rows: int, cols: int) -> Terminal:
+    """A row for the terminal about to open, written while the person's terminals are counted under
+    their lock, so that requests racing for their last terminal cannot all get it (429 past it)."""
+    limit = settings.WORKSPACE_TERMINALS_PER_USER
+    with transaction.atomic():
+        AdmissionLock.objects.get_or_create(owner=actor.user_id)
+        AdmissionLock.objects.select_for_update().filter(owner=actor.user_id).first()
+        opening = Q(activity_id=0, opened_at__gt=clock.now() - timedelta(seconds=_OPENING_SECONDS))
+        opened = Terminal.objects.filter(opened_by=actor.user_id, closed_at=None).filter(
+            Q(activity_id__in=SandboxActivity.current.values("pk")) | opening
+        )
+        if limit > 0 and opened.count() >= limit:
+            raise TooManyRequests(
+                error="too_many_terminals",
+                detail=f"You have {limit} terminals open, the most you may. Close one and try again.",
+                retry_after=TERMINAL_RETRY_AFTER_SECONDS,
+                limit=limit,
+            )
+        return Terminal.objects.create(
+            terminal_id=uuid.uuid4().hex,
+            item=item,
+            opened_by=actor.user_id,
+            activity_id=0,
+            secret=new_secret(),
+            rows=rows,
+            cols=cols,
+        )
 
 
 def terminal_close(*, item: Item, terminal_id: str, actor: Actor) -> None:
@@ -101,7 +134,10 @@ def terminal_close(*, item: Item, terminal_id: str, actor: Actor) -> None:
     backend = lifecycle.backend_named(terminal.backend)
     # Gone already (its sandbox closed meanwhile): the row is all that is left of it.
     with contextlib.suppress(TerminalGone, SandboxGone, SandboxUnavailable, OSError):
-        backend.terminal_attach(terminal.backend_sandbox_id, terminal_id=terminal.terminal_id).close_terminal()
+        link = backend.terminal_attach(
+            terminal.backend_sandbox_id, terminal_id=terminal.terminal_id, secret=terminal.secret
+        )
+        link.close_terminal()
     Terminal.objects.filter(pk=terminal.pk).update(closed_at=clock.now())
 
 
@@ -116,7 +152,10 @@ class TerminalSocket:
         backend = lifecycle.backend_named(self.terminal.backend)
         try:
             link = backend.terminal_attach(
-                self.terminal.backend_sandbox_id, terminal_id=self.terminal.terminal_id, since=self.since
+                self.terminal.backend_sandbox_id,
+                terminal_id=self.terminal.terminal_id,
+                secret=self.terminal.secret,
+                since=self.since,
             )
         except (SandboxGone, SandboxUnavailable, OSError):
             await send({"type": "websocket.close", "code": 1011})
@@ -142,15 +181,16 @@ def terminal_socket(*, item: Item, terminal_id: str, actor: Actor, since: str) -
     return TerminalSocket(terminal, offset)
 
 
-def _start(backend: Any, activity: SandboxActivity, *, terminal_id: str, rows: int, cols: int) -> TerminalLink:
+def _start(backend: Any, activity: SandboxActivity, terminal: Terminal) -> TerminalLink:
     start = getattr(backend, "terminal_start", None)
     if start is None:
         raise SandboxUnavailable("this sandbox backend has no terminals yet")
     return start(
         activity.backend_sandbox_id,
-        terminal_id=terminal_id,
-        rows=rows,
-        cols=cols,
+        terminal_id=terminal.terminal_id,
+        secret=terminal.secret,
+        rows=terminal.rows,
+        cols=terminal.cols,
         idle_seconds=settings.WORKSPACE_TERMINAL_IDLE_SECONDS,
     )
 

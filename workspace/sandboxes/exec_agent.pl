@@ -17,10 +17,10 @@
 #     X  the command's wait status (decimal), once it ended; the connection closes when its
 #        output pipes do. The server owns time limits and kills from the host.
 #
-# Terminals (protocol 3). A request whose body starts "pty\0TID\0ROWS\0COLS\0IDLE\0" before the argv
+# Terminals (protocol 3). A request whose body starts "pty\0TID\0ROWS\0COLS\0IDLE\0SECRET\0" before the argv
 # opens a terminal: its session, the keeper, holds a PTY whose other end is the command's
 # controlling terminal (a session of its own), keeps the last 256 KiB of its output, and outlives
-# its connection until it is closed or the sandbox is. A request "att\0TID\0SINCE" attaches to a
+# its connection until it is closed or the sandbox is. A request "att\0TID\0SINCE\0SECRET" attaches to a
 # keeper (through the abstract socket "\0ws-term-TID", this sandbox's network namespace alone):
 # the keeper replays its output from offset SINCE, then goes on live. Keeper -> server frames:
 #     A  "FROM END": what follows replays bytes FROM..END of the output (FROM > SINCE: the rest is gone)
@@ -36,6 +36,10 @@ use strict;
 my ($listen_fd, $prctl, $setsid, $ioctls) = @ARGV;
 my ($TIOCGPTN, $TIOCSPTLCK, $TIOCSCTTY, $TIOCSWINSZ, $TIOCSIG) = split /,/, ($ioctls // '');
 my $RING_BYTES = 256 * 1024;
+# What a viewer that does not take its output may have waiting before it is let go (it reattaches
+# and is replayed what the ring still holds): the keeper itself never waits on a viewer. (Declared
+# up here: the agent's loop below never ends, so nothing declared after it is ever set.)
+my $VIEWER_BACKLOG = 1024 * 1024;
 open(my $listen, '+<&=', $listen_fd) or die "exec agent: no listening socket on fd $listen_fd: $!\n";
 # Not dumpable (prctl PR_SET_DUMPABLE 0, by the syscall number the server passes for this machine):
 # the sandbox's commands, same uid, cannot ptrace the agent or its sessions, read their memory or
@@ -149,15 +153,16 @@ sub request {
     my @parts = split /\0/, $body, -1;
     my $terminal;
     if (@parts && $parts[0] eq 'att') {
-        my (undef, $id, $since) = @parts;
-        return unless defined $since && $id =~ /^[A-Za-z0-9_-]{1,64}$/ && $since =~ /^[0-9]{1,18}$/;
-        return (undef, undef, {attach => 1, id => $id, since => $since});
+        my (undef, $id, $since, $secret) = @parts;
+        return unless defined $secret && $id =~ /^[A-Za-z0-9_-]{1,64}$/ && $since =~ /^[0-9]{1,18}$/;
+        return unless $secret =~ /^[A-Za-z0-9_-]{16,128}$/;
+        return (undef, undef, {attach => 1, id => $id, since => $since, secret => $secret});
     }
     if (@parts && $parts[0] eq 'pty') {
-        my (undef, $id, $rows, $cols, $idle) = splice(@parts, 0, 5);
-        return unless defined $idle && $id =~ /^[A-Za-z0-9_-]{1,64}$/;
+        my (undef, $id, $rows, $cols, $idle, $secret) = splice(@parts, 0, 6);
+        return unless defined $secret && $id =~ /^[A-Za-z0-9_-]{1,64}$/ && $secret =~ /^[A-Za-z0-9_-]{16,128}$/;
         return unless $rows =~ /^[1-9][0-9]{0,3}$/ && $cols =~ /^[1-9][0-9]{0,3}$/ && $idle =~ /^[0-9]{1,9}$/;
-        $terminal = {id => $id, rows => $rows, cols => $cols, idle => $idle};
+        $terminal = {id => $id, rows => $rows, cols => $cols, idle => $idle, secret => $secret};
     }
     my $argc = shift @parts;
     return unless defined $argc && $argc =~ /^[1-9][0-9]*$/ && $argc < @parts;
@@ -201,7 +206,8 @@ sub keeper {
     my ($conn, $argv, $env, $terminal) = @_;
     return failed($conn, "terminals are not known on this machine") unless $TIOCGPTN && $setsid;
     socket(my $listener, 1, 1, 0) or return failed($conn, "socket: $!");    # AF_UNIX, SOCK_STREAM
-    # An abstract name: in this sandbox's network namespace alone, gone with the keeper.
+    # An abstract name: in this sandbox's network namespace alone, gone with the keeper. Code in the
+    # sandbox can connect too; only the server knows the terminal's secret, which an attach says.
     bind($listener, pack('S', 1) . "\0ws-term-$terminal->{id}") or return failed($conn, "the terminal exists");
     listen($listener, 4) or return failed($conn, "listen: $!");
     # O_RDWR|O_NOCTTY (2|0400, the generic numbers): sysopen takes numbers, no Fcntl needed.
@@ -234,28 +240,34 @@ sub keeper {
         exit($! == 2 ? 127 : 126);
     }
     $SIG{PIPE} = 'IGNORE';
-    # Not blocking: input the command does not read must not stop its output being read.
+    # Nothing the keeper reads or writes may block it: not the command's input, not a viewer.
     fcntl($master, 4, 04000 | 2);    # F_SETFL, O_NONBLOCK | O_RDWR
-    my %k = (ring => '', end => 0, status => undef, gone_at => undef, pending => '', in => '');
+    my %k = (ring => '', end => 0, status => undef, gone_at => undef, pending => '', in => '', out => '');
     my $viewer = $conn;
-    send_frame($viewer, 'A', "0 0") && send_frame($viewer, 'Y', "0") or undef $viewer;
+    fcntl($viewer, 4, 04000 | 2);
+    queue(\%k, 'A', "0 0");
+    queue(\%k, 'Y', "0");
     my $master_open = 1;
     my $alone_since = time;
     while (1) {
+        if ($viewer && length($k{out}) > $VIEWER_BACKLOG) {
+            ($viewer, $k{out}, $k{in}) = (undef, '', '');    # too slow: let go; it attaches again
+        }
         if ($viewer) {
             $alone_since = time;
         } elsif ($terminal->{idle} && time - $alone_since > $terminal->{idle}) {
             return close_terminal($master_open ? $master : undef, $child, $k{status});    # idle
         }
+        if (defined $k{status} && !$master_open && !$k{told}) {
+            $k{told} = 1;
+            queue(\%k, 'X', $k{status}) if $viewer;
+        }
         my ($r, $w) = ('', '');
         vec($r, fileno($listener), 1) = 1;
         vec($r, fileno($viewer), 1) = 1 if $viewer;
+        vec($w, fileno($viewer), 1) = 1 if $viewer && length $k{out};
         vec($r, fileno($master), 1) = 1 if $master_open;
         vec($w, fileno($master), 1) = 1 if $master_open && length $k{pending};
-        if (defined $k{status} && !$master_open && !$k{told}) {
-            $k{told} = 1;
-            send_frame($viewer, 'X', $k{status}) or undef $viewer if $viewer;
-        }
         # Once the command ended and its terminal closed, waiting on the descriptors, and on the
         # idle limit while nobody is attached.
         my $wait = !$k{told} ? 0.05 : ($viewer || !$terminal->{idle} ? undef : 1);
@@ -270,13 +282,21 @@ sub keeper {
             close $master;
         }
         next if $n <= 0;
+        if ($viewer && length $k{out} && vec($ww, fileno($viewer), 1)) {
+            my $written = syswrite($viewer, $k{out});
+            if (defined $written) {
+                substr($k{out}, 0, $written, '');
+            } elsif ($! + 0 != 11) {    # not EAGAIN: it went away
+                ($viewer, $k{out}, $k{in}) = (undef, '', '');
+            }
+        }
         if ($master_open && vec($rr, fileno($master), 1)) {
             my $read = sysread($master, my $chunk, 65536);
             if (defined $read && $read > 0) {
                 $k{ring} .= $chunk;
                 $k{end} += $read;
                 substr($k{ring}, 0, length($k{ring}) - $RING_BYTES, '') if length($k{ring}) > $RING_BYTES;
-                send_frame($viewer, 'O', $chunk) or undef $viewer if $viewer;
+                queue(\%k, 'O', $chunk) if $viewer;
             } elsif (!(!defined $read && $! + 0 == 11)) {    # not EAGAIN: EIO, nothing holds it open
                 $master_open = 0;
                 close $master;
@@ -291,34 +311,38 @@ sub keeper {
             substr($k{pending}, 0, $written, '') if $written;
         }
         if (vec($rr, fileno($listener), 1) && accept(my $next, $listener)) {
-            # Whoever connects says where to replay from at once, or is not waited for (code in the
-            # sandbox may connect too: it must not hold the keeper).
-            my $said = '';
-            vec($said, fileno($next), 1) = 1;
-            my $since = select(my $ready = $said, undef, undef, 1) > 0 ? read_frame($next) : undef;
-            if (defined $since && $since->[0] eq 'S' && $since->[1] =~ /^[0-9]{1,18}$/) {
+            # Whoever connects says where to replay from, and the terminal's secret, within a
+            # second, or is let go: code in the sandbox may connect too, and must not hold the keeper.
+            fcntl($next, 4, 04000 | 2);
+            my $said = read_frame_within($next, 10);
+            my ($since, $secret) = defined $said && $said->[0] eq 'S' ? split(/ /, $said->[1], 2) : ();
+            if (defined $secret && $since =~ /^[0-9]{1,18}$/ && $secret eq $terminal->{secret}) {
                 if ($viewer) {
-                    send_frame($viewer, 'T', '');    # taken over: the page before says so, not "gone"
+                    syswrite($viewer, 'T' . pack('N', 0));    # taken over: the page before says so
                     close $viewer;
                 }
-                $viewer = $next;
-                %k = (%k, in => '');
-                undef $viewer unless replay($viewer, \%k, $since->[1]);
+                ($viewer, $k{out}, $k{in}) = ($next, '', $said->[2]);
+                replay(\%k, $since);
             } else {
                 close $next;
             }
         }
-        if ($viewer && vec($rr, fileno($viewer), 1)) {
-            my $read = sysread($viewer, $k{in}, 65536, length $k{in});
-            if (!$read) {
+        # What the viewer sent: read now, or left over from its attach (read with its first frame).
+        if ($viewer && (vec($rr, fileno($viewer), 1) || length $k{in})) {
+            my $read = vec($rr, fileno($viewer), 1) ? sysread($viewer, $k{in}, 65536, length $k{in}) : -1;
+            if (!$read && !(!defined $read && $! + 0 == 11)) {
                 close $viewer;    # detached: the terminal goes on, its output kept in the ring
-                undef $viewer;
-                $k{in} = '';
+                ($viewer, $k{out}, $k{in}) = (undef, '', '');
                 next;
             }
             while (length($k{in}) >= 5) {
                 my ($type, $length) = unpack('aN', $k{in});
-                last if $length > 65536 || length($k{in}) < 5 + $length;
+                if ($length > 65536) {
+                    close $viewer;    # no frame of the server's is that long: not the server
+                    ($viewer, $k{out}, $k{in}) = (undef, '', '');
+                    last;
+                }
+                last if length($k{in}) < 5 + $length;
                 my $data = substr($k{in}, 5, $length);
                 substr($k{in}, 0, 5 + $length, '');
                 if ($type eq 'I') {
@@ -328,7 +352,7 @@ sub keeper {
                 } elsif ($type eq 'W' && $length == 4 && $master_open) {
                     my $size = pack('S4', unpack('nn', $data), 0, 0);
                     ioctl($master, $TIOCSWINSZ, $size);    # the kernel tells the foreground group (SIGWINCH)
-                } elsif ($type eq 'K' && $data =~ /^[0-9]{1,2}$/ && $master_open) {
+                } elsif ($type eq 'K' && $data =~ /^(?:1|2|3|15|20)$/ && $master_open) {
                     ioctl($master, $TIOCSIG, 0 + $data);
                 } elsif ($type eq 'C') {
                     return close_terminal($master_open ? $master : undef, $child, $k{status});
@@ -338,18 +362,24 @@ sub keeper {
     }
 }
 
+# A frame for the viewer, sent as it takes it (never waited for).
+sub queue {
+    my ($k, $type, $data) = @_;
+    $k->{out} .= $type . pack('N', length($data)) . $data;
+}
+
+# The output from offset `$since` that the ring still holds (A says from where), then Y, and X
+# when the command ended.
 sub replay {
-    my ($viewer, $k, $since) = @_;
+    my ($k, $since) = @_;
     my $start = $k->{end} - length($k->{ring});
     my $from = $since < $start ? $start : ($since > $k->{end} ? $k->{end} : $since);
-    send_frame($viewer, 'A', "$from $k->{end}") or return 0;
-    my $offset = $from - $start;
-    while ($offset < length $k->{ring}) {
-        send_frame($viewer, 'O', substr($k->{ring}, $offset, 65536)) or return 0;
-        $offset += 65536;
+    queue($k, 'A', "$from $k->{end}");
+    for (my $offset = $from - $start; $offset < length $k->{ring}; $offset += 65536) {
+        queue($k, 'O', substr($k->{ring}, $offset, 65536));
     }
-    send_frame($viewer, 'Y', $k->{end}) or return 0;
-    return !$k->{told} || send_frame($viewer, 'X', $k->{status});
+    queue($k, 'Y', $k->{end});
+    queue($k, 'X', $k->{status}) if $k->{told};
 }
 
 # An attach: this session connects to the terminal's keeper and copies bytes both ways.
@@ -357,7 +387,7 @@ sub attach {
     my ($conn, $terminal) = @_;
     socket(my $keeper, 1, 1, 0) or return failed($conn, "socket: $!");
     connect($keeper, pack('S', 1) . "\0ws-term-$terminal->{id}") or return send_frame($conn, 'N', "no such terminal");
-    send_frame($keeper, 'S', $terminal->{since}) or return;
+    send_frame($keeper, 'S', "$terminal->{since} $terminal->{secret}") or return;
     while (1) {
         my $r = '';
         vec($r, fileno($conn), 1) = 1;
@@ -377,14 +407,25 @@ sub attach {
     }
 }
 
-sub read_frame {
-    my ($conn) = @_;
-    my $head = read_exact($conn, 5);
-    return undef unless defined $head;
-    my ($type, $length) = unpack('aN', $head);
-    return undef if $length > 64;
-    my $data = $length ? read_exact($conn, $length) : '';
-    return defined $data ? [$type, $data] : undef;
+# One frame of at most 256 bytes from a non-blocking `$conn`, within `$tenths` tenths of a second,
+# and the bytes read past it.
+sub read_frame_within {
+    my ($conn, $tenths) = @_;
+    my $buffer = '';
+    for (1 .. $tenths) {
+        if (length($buffer) >= 5) {
+            my ($type, $length) = unpack('aN', $buffer);
+            return undef if $length > 256;
+            # What came after the frame (the viewer's first input, sent at once) is kept for it.
+            return [$type, substr($buffer, 5, $length), substr($buffer, 5 + $length)] if length($buffer) >= 5 + $length;
+        }
+        my $wanted = '';
+        vec($wanted, fileno($conn), 1) = 1;
+        next unless select(my $ready = $wanted, undef, undef, 0.1) > 0;
+        my $read = sysread($conn, $buffer, 512, length $buffer);
+        return undef if defined $read && $read == 0;
+    }
+    return undef;
 }
 
 # Hung up (the shell hands it on to its jobs), then whatever of its session is left is killed: a

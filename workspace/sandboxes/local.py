@@ -289,7 +289,7 @@ class LocalBackend:
         return ended.explained(events, lambda: self.driver.oom_kills(confinement))
 
     def terminal_start(
-        self, sandbox_id: str, *, terminal_id: str, rows: int, cols: int, idle_seconds: int = 0
+        self, sandbox_id: str, *, terminal_id: str, secret: str, rows: int, cols: int, idle_seconds: int = 0
     ) -> TerminalLink:
         """A new terminal in the sandbox: an interactive shell on a PTY inside its boundary (its
         namespaces, uid and cgroups, as any exec), kept by its agent (workspace/sandboxes/terminals.py).
@@ -306,12 +306,20 @@ class LocalBackend:
         argv = ["/bin/bash", "-i"] if os.access("/bin/bash", os.X_OK) else ["/bin/sh", "-i"]
         connection = agent_connect(home)
         return terminal_start(
-            connection, terminal_id=terminal_id, rows=rows, cols=cols, idle_seconds=idle_seconds, argv=argv, env=env
+            connection,
+            terminal_id=terminal_id,
+            secret=secret,
+            rows=rows,
+            cols=cols,
+            idle_seconds=idle_seconds,
+            argv=argv,
+            env=env,
         )
 
-    def terminal_attach(self, sandbox_id: str, *, terminal_id: str, since: int = 0) -> TerminalLink:
+    def terminal_attach(self, sandbox_id: str, *, terminal_id: str, secret: str, since: int = 0) -> TerminalLink:
         """A link to a terminal of the sandbox, replaying its output from `since` (what is kept)."""
-        return terminal_attach(agent_connect(self._agent_home(sandbox_id)), terminal_id=terminal_id, since=since)
+        connection = agent_connect(self._agent_home(sandbox_id))
+        return terminal_attach(connection, terminal_id=terminal_id, secret=secret, since=since)
 
     def _agent_home(self, sandbox_id: str) -> Path:
         init = self.state(sandbox_id).get("init")

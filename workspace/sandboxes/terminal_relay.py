@@ -99,8 +99,10 @@ async def relay(link: TerminalLink, receive: Receive, send: Send, *, client_time
         code = None if ended.exception() else ended.result()
         if ended is tasks[1] and code is None:
             return None  # the client left
+        # A client that takes nothing does not take the close either: it is not waited for.
         with contextlib.suppress(Exception):
-            await send({"type": "websocket.close", "code": code or 1000})
+            async with asyncio.timeout(client_timeout):
+                await send({"type": "websocket.close", "code": code or 1000})
         return code or 1000
     finally:
         for task in tasks:

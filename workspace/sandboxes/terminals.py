@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import socket
 import struct
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ _HEADER = struct.Struct(">cI")
 _FRAME_LIMIT = 65536
 _ANSWER_SECONDS = 5.0
 _TERMINAL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_SECRET = re.compile(r"[A-Za-z0-9_-]{16,128}")
 # The signals a terminal's foreground programs may be sent, by name (the same numbers on every
 # machine the agent knows terminals on).
 SIGNALS = {"HUP": 1, "INT": 2, "QUIT": 3, "TERM": 15, "TSTP": 20}
@@ -82,6 +84,17 @@ def checked_id(terminal_id: str) -> str:
     if not _TERMINAL_ID.fullmatch(terminal_id):
         raise TerminalRefused("A terminal id is 1 to 64 letters, digits, dashes or underscores.")
     return terminal_id
+
+
+def new_secret() -> str:
+    """A terminal's secret: what an attach says, so that code in the sandbox cannot attach."""
+    return secrets.token_urlsafe(24)
+
+
+def checked_secret(secret: str) -> str:
+    if not _SECRET.fullmatch(secret):
+        raise TerminalRefused("A terminal's secret is 16 to 128 URL-safe characters.")
+    return secret
 
 
 def checked_size(rows: int, cols: int) -> tuple[int, int]:
@@ -217,14 +230,17 @@ def terminal_start(
     rows: int,
     cols: int,
     idle_seconds: int,
+    secret: str,
     argv: list[str],
     env: dict[str, str],
 ) -> TerminalLink:
     """Starts `argv` on a new terminal of the agent `connection` reaches, attached to the link
-    returned; the terminal closes itself once nobody was attached for `idle_seconds` (0: never)."""
+    returned; the terminal closes itself once nobody was attached for `idle_seconds` (0: never).
+    Every later attach must say `secret`, which code in the sandbox does not know."""
     rows, cols = checked_size(rows, cols)
     idle = str(max(0, min(int(idle_seconds), 10**9 - 1)))
-    fields = ["pty", checked_id(terminal_id), str(rows), str(cols), idle, str(len(argv)), *argv, str(len(env))]
+    fields = ["pty", checked_id(terminal_id), str(rows), str(cols), idle, checked_secret(secret)]
+    fields += [str(len(argv)), *argv, str(len(env))]
     fields += [f"{key}={value}" for key, value in env.items()]
     try:
         connection.sendall(_request(fields))
@@ -240,12 +256,13 @@ def terminal_start(
     return link
 
 
-def terminal_attach(connection: socket.socket, *, terminal_id: str, since: int = 0) -> TerminalLink:
+def terminal_attach(connection: socket.socket, *, terminal_id: str, secret: str, since: int = 0) -> TerminalLink:
     """A new link to the terminal, whose keeper replays its output from offset `since` (what it
     still keeps) before live output; the link before it, if any, is ended. TerminalGone when the
     sandbox keeps no such terminal (from the link's first event)."""
     try:
-        connection.sendall(_request(["att", checked_id(terminal_id), str(max(0, int(since)))]))
+        fields = ["att", checked_id(terminal_id), str(max(0, int(since))), checked_secret(secret)]
+        connection.sendall(_request(fields))
     except BaseException:
         connection.close()
         raise
