@@ -5,12 +5,14 @@ client may not send ends the connection with a close code."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
@@ -308,3 +310,21 @@ def test_the_payer_of_someone_elses_item_may_not_open_a_terminal_there(api_clien
     # When carol opens a terminal there / Then she is told what she may do, as for an exec
     response = carol.post(_url(alice_item, "/terminals"), {}, format="json")
     assert (response.status_code, response.json()["error"]) == (403, "payer_only")
+
+
+def test_racing_openings_cannot_pass_the_persons_open_terminals(settings, api_client_for, alice_item, live_server):
+    # Given alice may have one terminal open, and her notebook's sandbox is open
+    settings.WORKSPACE_TERMINALS_PER_USER = 1
+    api_client_for("alice").post(_url(alice_item, "/exec"), {"command": "true"}, format="json")
+    url = f"{live_server.url}{_url(alice_item, '/terminals')}"
+
+    def open_one(_number: int) -> int:
+        response = httpx.post(url, json={"rows": 24, "cols": 80}, headers={"X-User-Id": "alice"}, timeout=30)
+        return response.status_code
+
+    # When eight requests open one at the same moment
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(open_one, range(8)))
+    # Then one is opened and the others are told she has as many as she may
+    assert sorted(codes) == [201] + [429] * 7
+    assert len(api_client_for("alice").get(_url(alice_item, "/terminals")).json()) == 1
