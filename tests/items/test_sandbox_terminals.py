@@ -287,8 +287,13 @@ def test_a_terminal_nobody_attached_to_for_its_idle_limit_closes_itself_and_its_
     link = terminal(idle_seconds=1)
     link.send_input(b"sleep 600\n")
     _until(link, _said("sleep 600"))
-    link.detach()
     backend = backend_named("local")
+
+    def sleeping() -> bool:
+        return backend.exec(sandbox_id, command="pgrep -c -x sleep || true", timeout=10).stdout.strip() == "1"
+
+    wait_for(sleeping, seconds=20)
+    link.detach()
 
     def sleep_gone() -> bool:
         # Asked from inside the sandbox: attaching to the terminal would make it not idle.
