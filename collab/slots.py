@@ -150,6 +150,15 @@ def _slot_take_over(*, pk: int, held_until: datetime, expires_at: datetime) -> b
     return taken() is not None
 
 
+def slot_extend(slot: CommandSlot, *, seconds: float) -> CommandSlot | None:
+    """`slot`, held now for up to `seconds` more; None when it is no longer its holder's (it
+    outlived its expiry and another command took it over, or it was given back)."""
+    expires_at = _slot_expiry(clock.now(), seconds)
+    if not _slot_take_over(pk=slot.pk, held_until=slot.expires_at, expires_at=expires_at):
+        return None
+    return CommandSlot(pk=slot.pk, user_id=slot.user_id, slot=slot.slot, expires_at=expires_at)
+
+
 def slot_release(slot: CommandSlot | None) -> None:
     # Only while it is still this holder's: a slot that outlived its expiry may be someone else's now.
     if slot is not None:

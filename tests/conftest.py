@@ -29,6 +29,7 @@ pytest_plugins = [
     "tests.fixtures.agent",
     "tests.fixtures.exec_agent",
     "tests.fixtures.workers",
+    "tests.fixtures.terminals",
 ]
 
 

@@ -146,6 +146,9 @@
       } else if (message.type === "exit") {
         shell.exited = true;
         setState(shell, "exited with " + message.code, "exited");
+      } else if (message.type === "stopped") {
+        // A command may not run now (all the person's command slots are taken): it was stopped.
+        said.replaceChildren(Workspace.refusal(429, message));
       }
     });
     socket.addEventListener("close", function (event) {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from collab.slots import slot_release, slot_take
 from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -109,3 +110,17 @@ def test_an_exited_shell_shows_its_code_and_a_reload_does_not_start_it_again(pag
     # Then both say it exited with 5
     assert first == "exited with 5"
     assert page.locator("[data-testid=shell-state]").inner_text() == "exited with 5"
+
+
+def test_a_command_started_while_every_slot_is_taken_is_stopped_and_the_page_says_why(settings, page_as, make_notebook):
+    # Given bob may run one command at once, and one of his runs elsewhere
+    settings.WORKSPACE_EXEC_CONCURRENCY_PER_USER = 1
+    elsewhere = slot_take(user_id="bob", seconds=60)
+    page, _item = _open_shell(page_as, make_notebook)
+    # When he starts a long command in his shell
+    _type(page, "sleep 100\n")
+    # Then the shell stopped it, as Ctrl-Z would, and the page says why and how to go on
+    refusal = page.wait_for_selector("[data-testid=shell] [data-testid=refusal]")
+    _shows(page, "Stopped")
+    assert "fg" in refusal.inner_text()
+    slot_release(elsewhere)

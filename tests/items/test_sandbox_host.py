@@ -28,12 +28,6 @@ from workspace.sandboxes.host import HostSettings, build_server
 from workspace.sandboxes.http import HttpBackend
 
 
-@pytest.fixture
-def http_config(write_config, host):
-    write_config(f'[sandbox]\nbackend = "http"\nhost_url = "{host}"\n')
-    return host
-
-
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

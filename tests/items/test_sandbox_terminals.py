@@ -17,17 +17,17 @@ import pytest
 
 from tests.fixtures.exec_agent import wait_for
 from tests.fixtures.items import exec_ok, sandbox_of
+from tests.fixtures.terminals import link_output_until
 from workspace.sandboxes.base import SandboxGone, SandboxUnavailable
 from workspace.sandboxes.boundary import configured_boundary
 from workspace.sandboxes.filestore import workspace_dir
 from workspace.sandboxes.registry import backend_named
 from workspace.sandboxes.terminals import (
+    Busy,
     Exited,
     Live,
-    Output,
     Replaying,
     TakenOver,
-    TerminalEvent,
     TerminalGone,
     TerminalLink,
     TerminalRefused,
@@ -68,19 +68,6 @@ def terminal(sandbox) -> Iterator[Callable[..., TerminalLink]]:
             backend_named("local").terminal_attach(sandbox_id, terminal_id=terminal_id, secret=SECRET).close_terminal()
 
 
-def _until(link: TerminalLink, wanted: Callable[[bytes], bool]) -> tuple[bytes, list[TerminalEvent]]:
-    """The output and the events up to the first moment `wanted(output)` holds."""
-    seen, events = b"", []
-    deadline = time.monotonic() + ANSWER_WAIT_SECONDS
-    for event in link.events(timeout=ANSWER_WAIT_SECONDS):
-        events.append(event)
-        if isinstance(event, Output):
-            seen += event.data
-        if wanted(seen) or isinstance(event, Exited) or time.monotonic() > deadline:
-            break
-    return seen, events
-
-
 def _said(marker: str) -> Callable[[bytes], bool]:
     return lambda seen: marker.encode() in seen
 
@@ -92,7 +79,7 @@ def test_a_terminal_is_a_shell_inside_the_sandbox_boundary(sandbox, terminal):
     # When she asks who she is, where, on which terminal, and whether the network is there
     link.send_input(b"echo id=$(id -u) pwd=$(pwd) tty=$(tty)\n")
     link.send_input(b"echo net=$(grep -o '^ *[a-z0-9]*:' /proc/net/dev | tr -d ' :\\n'); echo =E''ND\n")
-    seen, _events = _until(link, _said("=END\r\n"))
+    seen, _events = link_output_until(link, _said("=END\r\n"))
     # Then it runs as the sandbox's uid, in the workspace, on a terminal of its own, with only
     # the loopback device
     text = seen.decode(errors="replace")
@@ -105,15 +92,53 @@ def test_ctrl_c_interrupts_the_foreground_command_and_the_shell_goes_on(terminal
     # Given a terminal running `sleep 100` in the foreground
     link = terminal()
     link.send_input(b"sleep 100; echo after=$?\n")
-    _until(link, _said("sleep 100"))
+    link_output_until(link, _said("sleep 100"))
     time.sleep(0.3)  # the shell forks sleep after it echoed the line: give it the moment
     # When Ctrl-C is typed
     link.send_input(b"\x03")
     link.send_input(b"echo ba''ck\n")
-    seen, _events = _until(link, _said("back\r\n"))
+    seen, _events = link_output_until(link, _said("back\r\n"))
     # Then sleep was interrupted (its status 130 is never printed: the whole line was) and the shell answers
     assert b"back\r\n" in seen
     assert b"after=0" not in seen
+
+
+def _busy_until(link: TerminalLink, running: bool) -> list[bool]:
+    """What the keeper said of its foreground, up to its saying `running`."""
+    said: list[bool] = []
+    for event in link.events(timeout=ANSWER_WAIT_SECONDS):
+        if isinstance(event, Busy):
+            said.append(event.running)
+            if event.running == running:
+                break
+    return said
+
+
+def test_the_keeper_says_when_a_command_holds_the_terminal_and_when_the_shell_has_it_back(terminal):
+    # Given a terminal at its prompt, which the keeper says runs nothing
+    link = terminal()
+    assert _busy_until(link, False)[-1] is False
+    # When a command runs in its foreground, then is interrupted
+    link.send_input(b"sleep 100\n")
+    started = _busy_until(link, True)
+    link.send_input(b"\x03")
+    ended = _busy_until(link, False)
+    # Then the keeper said so both times
+    assert started[-1] is True
+    assert ended[-1] is False
+
+
+@pytest.mark.parametrize(("name", "status"), [("TERM", 143), ("HUP", 129), ("QUIT", 131)])
+def test_a_signal_by_name_reaches_the_foreground_command(terminal, name, status):
+    # Given a terminal running `sleep 100` in the foreground
+    link = terminal()
+    link.send_input(b"sleep 100; echo aft''er=$?\n")
+    _busy_until(link, True)
+    # When the signal is sent to the terminal
+    link.signal(name)
+    seen, _events = link_output_until(link, _said("after="))
+    # Then sleep ended by it, as the shell reports
+    assert f"after={status}".encode() in seen
 
 
 def test_a_resize_reaches_the_programs_on_the_terminal(terminal):
@@ -122,7 +147,7 @@ def test_a_resize_reaches_the_programs_on_the_terminal(terminal):
     # When it is resized to 40 x 132 and asked its size
     link.resize(rows=40, cols=132)
     link.send_input(b"stty size\n")
-    seen, _events = _until(link, _said("40 132"))
+    seen, _events = link_output_until(link, _said("40 132"))
     # Then the terminal says its new size
     assert b"40 132" in seen
 
@@ -132,17 +157,17 @@ def test_a_terminal_outlives_its_connection_and_replays_what_it_kept_once(sandbo
     sandbox_id, _item = sandbox
     link = terminal()
     link.send_input(b"echo fi''rst\n")
-    _until(link, _said("first\r\n"))
+    link_output_until(link, _said("first\r\n"))
     link.detach()
     # When a new connection attaches from the start and the shell is asked for more
     again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
-    replayed, events = _until(again, lambda seen: False if not seen else b"first\r\n" in seen)
+    replayed, events = link_output_until(again, lambda seen: False if not seen else b"first\r\n" in seen)
     while not any(isinstance(event, Live) for event in events):
-        more, more_events = _until(again, lambda seen: True)
+        more, more_events = link_output_until(again, lambda seen: True)
         replayed += more
         events += more_events
     again.send_input(b"echo sec''ond\n")
-    live, _more = _until(again, _said("second\r\n"))
+    live, _more = link_output_until(again, _said("second\r\n"))
     # Then it replays "first" once, from the start, says where live output begins, then goes on live
     assert events[0] == Replaying(0, events[0].end)
     assert replayed.count(b"first\r\n") == 1
@@ -155,17 +180,17 @@ def test_an_attach_from_an_offset_replays_only_what_came_after_it(sandbox, termi
     sandbox_id, _item = sandbox
     link = terminal()
     link.send_input(b"echo o''ne\n")
-    _until(link, _said("one\r\n"))
+    link_output_until(link, _said("one\r\n"))
     link.detach()
     marker = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
-    _seen, events = _until(marker, lambda seen: False)
+    _seen, events = link_output_until(marker, lambda seen: False)
     offset = next(event.end for event in events if isinstance(event, Live))
     marker.send_input(b"echo t''wo\n")
-    _until(marker, _said("two\r\n"))
+    link_output_until(marker, _said("two\r\n"))
     marker.detach()
     # When a connection attaches from that offset
     later = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=offset)
-    replayed, events = _until(later, lambda seen: b"two\r\n" in seen)
+    replayed, events = link_output_until(later, lambda seen: b"two\r\n" in seen)
     # Then it is sent "two" and not "one"
     assert events[0] == Replaying(offset, events[0].end)
     assert b"two\r\n" in replayed
@@ -177,10 +202,10 @@ def test_an_ended_terminal_says_its_code_to_every_attach_and_is_not_started_agai
     sandbox_id, _item = sandbox
     link = terminal()
     link.send_input(b"exit 3\n")
-    _seen, events = _until(link, lambda seen: False)
+    _seen, events = link_output_until(link, lambda seen: False)
     # When it is attached to again
     again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
-    _replayed, again_events = _until(again, lambda seen: False)
+    _replayed, again_events = link_output_until(again, lambda seen: False)
     # Then both say it exited with 3, and the second replays and exits: no new shell answers
     assert events[-1] == Exited(3)
     assert again_events[-1] == Exited(3)
@@ -212,7 +237,7 @@ def test_closing_a_terminal_ends_its_shell_and_its_keeper(sandbox, terminal):
     sandbox_id, _item = sandbox
     link = terminal()
     link.send_input(b"sleep 500\n")
-    _until(link, _said("sleep 500"))
+    link_output_until(link, _said("sleep 500"))
     # When it is closed
     link.close_terminal()
     list(link.events(timeout=ANSWER_WAIT_SECONDS))
@@ -228,7 +253,7 @@ def test_closing_the_sandbox_ends_its_terminals(alice_api, sandbox, terminal):
     sandbox_id, item = sandbox
     link = terminal()
     link.send_input(b"echo rea''dy\n")
-    _until(link, _said("ready\r\n"))
+    link_output_until(link, _said("ready\r\n"))
     # When she closes the sandbox
     assert alice_api.delete(f"/a/notebook/items/{item.pk}/sandbox").status_code in (200, 204)
     # Then the terminal's connection ends, and the sandbox keeps no terminals any more
@@ -253,7 +278,7 @@ def test_code_in_the_sandbox_that_holds_the_keepers_socket_silent_does_not_hold_
     sandbox_id, _item = sandbox
     link = terminal()
     link.send_input(b"echo rea''dy\n")
-    _until(link, _said("ready\r\n"))
+    link_output_until(link, _said("ready\r\n"))
     link.detach()
     squat = (
         "python3 -c \"import socket, time; s = socket.socket(socket.AF_UNIX); s.connect('\\0ws-term-t1'); "
@@ -262,7 +287,7 @@ def test_code_in_the_sandbox_that_holds_the_keepers_socket_silent_does_not_hold_
     assert "in" in backend_named("local").exec(sandbox_id, command=squat, timeout=20).stdout
     # When the server attaches to the terminal
     again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
-    replayed, events = _until(again, _said("ready\r\n"))
+    replayed, events = link_output_until(again, _said("ready\r\n"))
     # Then it is served, its output replayed
     assert isinstance(events[0], Replaying)
     assert b"ready\r\n" in replayed
@@ -272,10 +297,10 @@ def test_a_second_attach_takes_the_terminal_over_and_the_first_is_told(sandbox, 
     # Given a terminal, attached
     sandbox_id, _item = sandbox
     first = terminal()
-    _until(first, bool)
+    link_output_until(first, bool)
     # When another connection attaches to it
     second = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
-    _replayed, second_events = _until(second, lambda seen: False)
+    _replayed, second_events = link_output_until(second, lambda seen: False)
     # Then the first is told it was taken over (its connection then ends), and the second is live
     assert TakenOver() in list(first.events(timeout=ANSWER_WAIT_SECONDS))
     assert any(isinstance(event, Live) for event in second_events)
@@ -286,7 +311,7 @@ def test_a_terminal_nobody_attached_to_for_its_idle_limit_closes_itself_and_its_
     sandbox_id, _item = sandbox
     link = terminal(idle_seconds=1)
     link.send_input(b"sleep 600\n")
-    _until(link, _said("sleep 600"))
+    link_output_until(link, _said("sleep 600"))
     backend = backend_named("local")
 
     def sleeping() -> bool:
@@ -322,7 +347,7 @@ def test_code_in_the_sandbox_that_sends_one_byte_and_holds_does_not_hold_the_ter
     sandbox_id, _item = sandbox
     link = terminal()
     link.send_input(b"echo rea''dy\n")
-    _until(link, _said("ready\r\n"))
+    link_output_until(link, _said("ready\r\n"))
     link.detach()
     squat = (
         "import socket, time; s = socket.socket(socket.AF_UNIX); s.connect('\\0ws-term-t1'); "
@@ -331,7 +356,7 @@ def test_code_in_the_sandbox_that_sends_one_byte_and_holds_does_not_hold_the_ter
     assert "started" in _from_inside(sandbox_id, squat)
     # When the server attaches
     again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
-    replayed, events = _until(again, _said("ready\r\n"))
+    replayed, events = link_output_until(again, _said("ready\r\n"))
     # Then it is served
     assert isinstance(events[0], Replaying)
     assert b"ready\r\n" in replayed
@@ -342,7 +367,7 @@ def test_code_in_the_sandbox_without_the_secret_is_not_served_the_terminal(sandb
     sandbox_id, item = sandbox
     link = terminal()
     link.send_input(b"export TOKEN=s3cr''3t; echo $TOKEN\n")
-    _until(link, _said("s3cr3t\r\n"))
+    link_output_until(link, _said("s3cr3t\r\n"))
     link.detach()
     # When code in the sandbox (another person's exec in the same item) attaches with a wrong secret
     thief = (
@@ -357,7 +382,7 @@ def test_code_in_the_sandbox_without_the_secret_is_not_served_the_terminal(sandb
     # Then it is let go with nothing, and the terminal is still its owner's
     assert stolen.read_bytes() == b""
     again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
-    replayed, _events = _until(again, _said("s3cr3t\r\n"))
+    replayed, _events = link_output_until(again, _said("s3cr3t\r\n"))
     assert b"s3cr3t\r\n" in replayed
 
 
@@ -371,7 +396,7 @@ def test_a_viewer_that_reads_nothing_is_let_go_and_the_terminal_goes_on(sandbox,
     # Then the keeper went on reading (the command finished) and serves the new connection
     assert wait_for((workspace_dir(item.pk) / "finished").exists, seconds=60)
     again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
-    replayed, events = _until(again, _said("done\r\n"))
+    replayed, events = link_output_until(again, _said("done\r\n"))
     assert b"done\r\n" in replayed
     assert events[0].start > 0  # what the ring no longer holds was dropped, and the replay says so
 
@@ -379,7 +404,7 @@ def test_a_viewer_that_reads_nothing_is_let_go_and_the_terminal_goes_on(sandbox,
 def test_a_frame_longer_than_the_server_sends_lets_the_viewer_go(sandbox, terminal):
     # Given a terminal, attached
     link = terminal()
-    _until(link, bool)
+    link_output_until(link, bool)
     # When its connection says a frame of 100 MB is coming
     link.connection.sendall(b"I" + struct.pack(">I", 100 * 1024 * 1024) + b"x" * 65536)
     # Then the keeper lets that connection go rather than gather it (what it had sent before aside)

@@ -6,85 +6,23 @@ client may not send ends the connection with a close code."""
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import json
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
 
 import httpx
 import pytest
-from websockets.exceptions import ConnectionClosed, InvalidStatus
-from websockets.sync.client import ClientConnection, connect
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from tests.fixtures.terminals import close_code, read_until, terminal_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ANSWER_WAIT_SECONDS = 20
-
-
-@pytest.fixture
-def alice_item(api_client_for) -> dict[str, Any]:
-    return api_client_for("alice").post("/a/notebook/items", {"title": "Shell"}, format="json").json()
-
-
-def _url(item: dict[str, Any], suffix: str = "") -> str:
-    return f"/a/notebook/items/{item['id']}{suffix}"
-
-
-@pytest.fixture
-def opened(api_client_for, alice_item) -> dict[str, Any]:
-    """alice's terminal in her notebook's sandbox, as the API answers its opening."""
-    response = api_client_for("alice").post(_url(alice_item, "/terminals"), {"rows": 24, "cols": 80}, format="json")
-    assert response.status_code == 201, response.content
-    return response.json()
-
-
-@pytest.fixture
-def socket_to(live_server) -> Iterator[Callable[..., ClientConnection]]:
-    """Connects a WebSocket to a terminal of the live server as `user`; each is closed at the end."""
-    with contextlib.ExitStack() as opened:
-
-        def open_socket(terminal: dict[str, Any], user: str = "alice", **headers: str) -> ClientConnection:
-            path = terminal["ws_url"].split("://", 1)[1].split("/", 1)[1]
-            url = f"ws://{live_server.host}:{live_server.port}/{path}"
-            return opened.enter_context(
-                connect(url, additional_headers={"X-User-Id": user, **headers}, open_timeout=10)
-            )
-
-        yield open_socket
-
-
-def _read_until(connection: ClientConnection, wanted: Callable[[bytes, list[dict]], bool]) -> tuple[bytes, list[dict]]:
-    output, controls = b"", []
-    deadline = time.monotonic() + ANSWER_WAIT_SECONDS
-    while not wanted(output, controls) and time.monotonic() < deadline:
-        try:
-            message = connection.recv(timeout=max(0.1, deadline - time.monotonic()))
-        except (TimeoutError, ConnectionClosed):
-            break
-        if isinstance(message, bytes):
-            output += message
-        else:
-            controls.append(json.loads(message))
-    return output, controls
-
-
-def _close_code(connection: ClientConnection, *, sending: bytes | None = None) -> int | None:
-    """The code the server closed the connection with (None: it did not close it)."""
-    try:
-        if sending is not None:
-            connection.send(sending)
-        deadline = time.monotonic() + ANSWER_WAIT_SECONDS
-        while time.monotonic() < deadline:
-            connection.recv(timeout=ANSWER_WAIT_SECONDS)
-    except ConnectionClosed as closed:
-        return closed.rcvd.code if closed.rcvd else None
-    return None
 
 
 def test_opening_a_terminal_answers_its_id_and_websocket_and_lists_it(api_client_for, alice_item, opened):
     # Given alice opened a terminal in her notebook
     # When she lists the notebook's terminals
-    listed = api_client_for("alice").get(_url(alice_item, "/terminals")).json()
+    listed = api_client_for("alice").get(terminal_url(alice_item, "/terminals")).json()
     # Then it is there, with its WebSocket on this server
     assert [row["id"] for row in listed] == [opened["id"]]
     assert opened["ws_url"].endswith(f"/terminals/{opened['id']}/ws")
@@ -94,10 +32,10 @@ def test_opening_a_terminal_answers_its_id_and_websocket_and_lists_it(api_client
 def test_a_shell_answers_over_the_websocket(socket_to, opened):
     # Given alice's terminal, connected
     connection = socket_to(opened)
-    _read_until(connection, lambda output, controls: any(c["type"] == "live" for c in controls))
+    read_until(connection, lambda output, controls: any(c["type"] == "live" for c in controls))
     # When she types a command
     connection.send(b"echo $((6*7))''\n")
-    output, _controls = _read_until(connection, lambda output, controls: b"42\r\n" in output)
+    output, _controls = read_until(connection, lambda output, controls: b"42\r\n" in output)
     # Then the shell answers on the terminal
     assert b"42\r\n" in output
 
@@ -106,13 +44,13 @@ def test_a_reconnect_replays_the_kept_output_once_then_goes_on_live(socket_to, o
     # Given alice's terminal printed "first", and her connection then dropped
     connection = socket_to(opened)
     connection.send(b"echo fi''rst\n")
-    _read_until(connection, lambda output, controls: b"first\r\n" in output)
+    read_until(connection, lambda output, controls: b"first\r\n" in output)
     connection.close()
     # When she connects again and types another command
     again = socket_to(opened)
-    replayed, controls = _read_until(again, lambda output, controls: any(c["type"] == "live" for c in controls))
+    replayed, controls = read_until(again, lambda output, controls: any(c["type"] == "live" for c in controls))
     again.send(b"echo sec''ond\n")
-    live, _more = _read_until(again, lambda output, controls: b"second\r\n" in output)
+    live, _more = read_until(again, lambda output, controls: b"second\r\n" in output)
     # Then "first" is replayed once, before the marker of live output, and then the shell goes on
     assert controls[0]["type"] == "replay"
     assert controls[0]["start"] == 0
@@ -125,13 +63,13 @@ def test_resize_and_signal_control_messages_reach_the_shell(socket_to, opened):
     # Given alice's terminal running `sleep 100`
     connection = socket_to(opened)
     connection.send(b"sleep 100\n")
-    _read_until(connection, lambda output, controls: b"sleep 100" in output)
+    read_until(connection, lambda output, controls: b"sleep 100" in output)
     time.sleep(0.3)  # the shell forks sleep after echoing the line
     # When she interrupts it, resizes the terminal, and asks its size
     connection.send(json.dumps({"type": "signal", "name": "INT"}))
     connection.send(json.dumps({"type": "resize", "rows": 30, "cols": 100}))
     connection.send(b"stty size\n")
-    output, _controls = _read_until(connection, lambda output, controls: b"30 100" in output)
+    output, _controls = read_until(connection, lambda output, controls: b"30 100" in output)
     # Then sleep was interrupted and the terminal has its new size
     assert b"30 100" in output
 
@@ -140,10 +78,10 @@ def test_an_exited_terminal_says_its_code_and_a_reconnect_does_not_start_it_agai
     # Given alice's terminal whose shell exits with 4
     connection = socket_to(opened)
     connection.send(b"exit 4\n")
-    _output, controls = _read_until(connection, lambda output, controls: any(c["type"] == "exit" for c in controls))
+    _output, controls = read_until(connection, lambda output, controls: any(c["type"] == "exit" for c in controls))
     # When she connects again
     again = socket_to(opened)
-    _replayed, again_controls = _read_until(again, lambda output, controls: any(c["type"] == "exit" for c in controls))
+    _replayed, again_controls = read_until(again, lambda output, controls: any(c["type"] == "exit" for c in controls))
     # Then both say it exited with 4
     assert {"type": "exit", "code": 4} in controls
     assert {"type": "exit", "code": 4} in again_controls
@@ -198,10 +136,10 @@ def test_a_control_message_out_of_bounds_closes_the_websocket_with_1008(socket_t
     # When she sends a control message that is out of bounds
     connection.send(message)
     # Then the connection closes with a policy code, and the terminal lives on
-    assert _close_code(connection) == 1008
+    assert close_code(connection) == 1008
     again = socket_to(opened)
     again.send(b"echo st''ill\n")
-    output, _controls = _read_until(again, lambda output, controls: b"still\r\n" in output)
+    output, _controls = read_until(again, lambda output, controls: b"still\r\n" in output)
     assert b"still\r\n" in output
 
 
@@ -209,7 +147,7 @@ def test_a_frame_of_ten_megabytes_closes_the_websocket_with_1009(socket_to, open
     # Given alice's terminal, connected
     connection = socket_to(opened)
     # When ten megabytes come in one frame
-    code = _close_code(connection, sending=b"x" * (10 * 1024 * 1024))
+    code = close_code(connection, sending=b"x" * (10 * 1024 * 1024))
     # Then the connection is closed as too big
     assert code == 1009
 
@@ -218,10 +156,10 @@ def test_closing_a_terminal_takes_it_off_the_list_and_its_websocket_away(api_cli
     # Given alice's terminal
     alice = api_client_for("alice")
     # When she closes it
-    deleted = alice.delete(_url(alice_item, f"/terminals/{opened['id']}"))
+    deleted = alice.delete(terminal_url(alice_item, f"/terminals/{opened['id']}"))
     # Then it is gone from the list, and connecting to it is a 404
     assert deleted.status_code == 204
-    assert alice.get(_url(alice_item, "/terminals")).json() == []
+    assert alice.get(terminal_url(alice_item, "/terminals")).json() == []
     with pytest.raises(InvalidStatus) as gone:
         socket_to(opened)
     assert gone.value.response.status_code == 404
@@ -232,13 +170,13 @@ def test_a_stranger_can_neither_open_list_nor_close_terminals_of_alices_item(api
     dave = api_client_for("dave")
     # When dave tries to open one there, list them, and close hers
     answers = [
-        dave.post(_url(alice_item, "/terminals"), {}, format="json"),
-        dave.get(_url(alice_item, "/terminals")),
-        dave.delete(_url(alice_item, f"/terminals/{opened['id']}")),
+        dave.post(terminal_url(alice_item, "/terminals"), {}, format="json"),
+        dave.get(terminal_url(alice_item, "/terminals")),
+        dave.delete(terminal_url(alice_item, f"/terminals/{opened['id']}")),
     ]
     # Then each is a 404, and hers is still open
     assert [answer.status_code for answer in answers] == [404, 404, 404]
-    assert len(api_client_for("alice").get(_url(alice_item, "/terminals")).json()) == 1
+    assert len(api_client_for("alice").get(terminal_url(alice_item, "/terminals")).json()) == 1
 
 
 @pytest.mark.parametrize(
@@ -249,18 +187,18 @@ def test_a_stranger_can_neither_open_list_nor_close_terminals_of_alices_item(api
 def test_a_terminal_of_an_impossible_size_is_400_and_opens_nothing(api_client_for, alice_item, body):
     # Given alice's notebook / When she asks for a terminal of an impossible size
     alice = api_client_for("alice")
-    response = alice.post(_url(alice_item, "/terminals"), body, format="json")
+    response = alice.post(terminal_url(alice_item, "/terminals"), body, format="json")
     # Then it is refused and nothing is open
     assert response.status_code == 400
     assert response.json()["error"] == "invalid_terminal_size"
-    assert alice.get(_url(alice_item, "/terminals")).json() == []
+    assert alice.get(terminal_url(alice_item, "/terminals")).json() == []
 
 
 def test_past_the_persons_open_terminals_a_new_one_is_429(settings, api_client_for, alice_item, opened):
     # Given alice may have one terminal open, and has one
     settings.WORKSPACE_TERMINALS_PER_USER = 1
     # When she opens another
-    response = api_client_for("alice").post(_url(alice_item, "/terminals"), {}, format="json")
+    response = api_client_for("alice").post(terminal_url(alice_item, "/terminals"), {}, format="json")
     # Then she is told to close one first
     assert response.status_code == 429
     assert response.json()["error"] == "too_many_terminals"
@@ -270,22 +208,22 @@ def test_past_the_persons_open_terminals_a_new_one_is_429(settings, api_client_f
 def test_closing_the_sandbox_closes_its_terminals(api_client_for, alice_item, opened):
     # Given alice's terminal / When she closes the notebook's sandbox
     alice = api_client_for("alice")
-    assert alice.delete(_url(alice_item, "/sandbox")).status_code in (200, 204)
+    assert alice.delete(terminal_url(alice_item, "/sandbox")).status_code in (200, 204)
     # Then the notebook has no terminal open
-    assert alice.get(_url(alice_item, "/terminals")).json() == []
+    assert alice.get(terminal_url(alice_item, "/terminals")).json() == []
 
 
 def test_a_second_connection_takes_the_terminal_over_and_the_first_is_closed_with_4001(socket_to, opened):
     # Given alice's terminal, connected in one window
     first = socket_to(opened)
-    _read_until(first, lambda output, controls: any(c["type"] == "live" for c in controls))
+    read_until(first, lambda output, controls: any(c["type"] == "live" for c in controls))
     # When another window connects to it
     second = socket_to(opened)
-    _read_until(second, lambda output, controls: any(c["type"] == "live" for c in controls))
+    read_until(second, lambda output, controls: any(c["type"] == "live" for c in controls))
     # Then the first is closed as taken over (so it does not reconnect by itself), and the second types on
-    assert _close_code(first) == 4001
+    assert close_code(first) == 4001
     second.send(b"echo seco''nd\n")
-    output, _controls = _read_until(second, lambda output, controls: b"second\r\n" in output)
+    output, _controls = read_until(second, lambda output, controls: b"second\r\n" in output)
     assert b"second\r\n" in output
 
 
@@ -297,7 +235,7 @@ def test_a_script_signs_in_to_the_websocket_with_its_token_in_a_header(api_clien
     # When a script connects with the token alone
     with connect(url, additional_headers={"Authorization": f"Token {token}"}, open_timeout=10) as connection:
         connection.send(b"echo by-''token\n")
-        output, _controls = _read_until(connection, lambda output, controls: b"by-token\r\n" in output)
+        output, _controls = read_until(connection, lambda output, controls: b"by-token\r\n" in output)
     # Then it works in her terminal
     assert b"by-token\r\n" in output
 
@@ -305,18 +243,18 @@ def test_a_script_signs_in_to_the_websocket_with_its_token_in_a_header(api_clien
 def test_the_payer_of_someone_elses_item_may_not_open_a_terminal_there(api_client_for, alice_item):
     # Given alice's notebook, whose bill carol accepted (she tends it; she does not work in it)
     alice, carol = api_client_for("alice"), api_client_for("carol")
-    assert alice.patch(_url(alice_item), {"owner": "carol"}, format="json").status_code == 200
+    assert alice.patch(terminal_url(alice_item), {"owner": "carol"}, format="json").status_code == 200
     assert carol.post(f"/me/resources/handovers/{alice_item['id']}/accept").status_code == 200
     # When carol opens a terminal there / Then she is told what she may do, as for an exec
-    response = carol.post(_url(alice_item, "/terminals"), {}, format="json")
+    response = carol.post(terminal_url(alice_item, "/terminals"), {}, format="json")
     assert (response.status_code, response.json()["error"]) == (403, "payer_only")
 
 
 def test_racing_openings_cannot_pass_the_persons_open_terminals(settings, api_client_for, alice_item, live_server):
     # Given alice may have one terminal open, and her notebook's sandbox is open
     settings.WORKSPACE_TERMINALS_PER_USER = 1
-    api_client_for("alice").post(_url(alice_item, "/exec"), {"command": "true"}, format="json")
-    url = f"{live_server.url}{_url(alice_item, '/terminals')}"
+    api_client_for("alice").post(terminal_url(alice_item, "/exec"), {"command": "true"}, format="json")
+    url = f"{live_server.url}{terminal_url(alice_item, '/terminals')}"
 
     def open_one(_number: int) -> int:
         response = httpx.post(url, json={"rows": 24, "cols": 80}, headers={"X-User-Id": "alice"}, timeout=30)
@@ -327,4 +265,4 @@ def test_racing_openings_cannot_pass_the_persons_open_terminals(settings, api_cl
         codes = list(pool.map(open_one, range(8)))
     # Then one is opened and the others are told she has as many as she may
     assert sorted(codes) == [201] + [429] * 7
-    assert len(api_client_for("alice").get(_url(alice_item, "/terminals")).json()) == 1
+    assert len(api_client_for("alice").get(terminal_url(alice_item, "/terminals")).json()) == 1

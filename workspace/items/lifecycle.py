@@ -29,6 +29,7 @@ from workspace.items import running
 from workspace.items.admission import before_sandbox_open
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
+from workspace.items.terminal_slots import terminals_close_with_sandbox
 from workspace.items.workspaces import item_workspace_root
 from workspace.sandboxes import registry, volumes
 from workspace.sandboxes.base import (
@@ -140,7 +141,9 @@ def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool, closed_b
                 ledger.activity_closing(activity_id=activity.pk, reason="", closed_by="")
                 raise _unavailable(exc) from exc
             logger.warning("could not reach the backend to close %s: %s", activity, exc)
-    return ledger.activity_close(activity_id=activity.pk, reason=reason, closed_by=closed_by)
+    closed = ledger.activity_close(activity_id=activity.pk, reason=reason, closed_by=closed_by)
+    terminals_close_with_sandbox(activity.pk)
+    return closed
 
 
 # Opening a sandbox may wait for the one another request is opening for the same item: these are

@@ -104,6 +104,10 @@ class Terminal(models.Model):
     cols = models.PositiveSmallIntegerField()
     opened_at = models.DateTimeField(default=clock.now)
     closed_at = models.DateTimeField(null=True, blank=True)
+    # The opener's command slot (collab.CommandSlot) while a command runs in the terminal's
+    # foreground: its id and the expiry it was taken or last renewed with (workspace/items/terminal_slots.py).
+    slot_id = models.BigIntegerField(null=True, blank=True)
+    slot_expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         indexes = [

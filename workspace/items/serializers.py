@@ -230,7 +230,8 @@ class TerminalOutputSerializer(serializers.Serializer):
             'ways; text frames JSON control: from the client {"type": "resize", "cols", "rows"} and '
             '{"type": "signal", "name": "INT|QUIT|TSTP|HUP|TERM"}; from the server {"type": "replay", "start", '
             '"end"} before the kept output (256 KiB) is replayed, {"type": "live", "offset"} once output is live '
-            '(reconnect with ?since=<offset> to miss nothing), {"type": "exit", "code"}.'
+            '(reconnect with ?since=<offset> to miss nothing), {"type": "exit", "code"}, and {"type": "stopped", '
+            '"error", "detail"} when a command started in it was stopped because all your command slots are taken.'
         )
     )
 

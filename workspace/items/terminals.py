@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -31,8 +32,9 @@ from quotas.models import AdmissionLock, SandboxActivity
 from workspace.items import lifecycle
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item, Terminal
+from workspace.items.terminal_slots import terminal_busy, terminal_slots_release
 from workspace.sandboxes.base import SandboxGone, SandboxUnavailable
-from workspace.sandboxes.terminal_relay import CLOSE_GONE, relay
+from workspace.sandboxes.terminal_relay import CLOSE_GONE, CommandRefused, relay
 from workspace.sandboxes.terminals import (
     MAX_SIZE,
     TerminalGone,
@@ -138,7 +140,7 @@ def terminal_close(*, item: Item, terminal_id: str, actor: Actor) -> None:
             terminal.backend_sandbox_id, terminal_id=terminal.terminal_id, secret=terminal.secret
         )
         link.close_terminal()
-    Terminal.objects.filter(pk=terminal.pk).update(closed_at=clock.now())
+    terminal_slots_release([terminal.pk], closed_at=clock.now())
 
 
 @dataclass(frozen=True)
@@ -160,13 +162,19 @@ class TerminalSocket:
         except (SandboxGone, SandboxUnavailable, OSError):
             await send({"type": "websocket.close", "code": 1011})
             return
-        ended = await relay(link, receive, send, client_timeout=settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS)
+        loop = asyncio.get_running_loop()
+
+        async def busy(running: bool) -> CommandRefused | None:
+            changed = functools.partial(terminal_busy, terminal_id=self.terminal.pk, running=running)
+            return await loop.run_in_executor(request_threads(), changed)
+
+        ended = await relay(link, receive, send, client_timeout=settings.WORKSPACE_CLIENT_TIMEOUT_SECONDS, busy=busy)
         if ended == CLOSE_GONE:
             # Its keeper is gone (closed for idleness, or with its sandbox): so is the terminal.
-            await asyncio.get_running_loop().run_in_executor(request_threads(), self._forget)
+            await loop.run_in_executor(request_threads(), self._forget)
 
     def _forget(self) -> None:
-        Terminal.objects.filter(pk=self.terminal.pk, closed_at=None).update(closed_at=clock.now())
+        terminal_slots_release([self.terminal.pk], closed_at=clock.now())
 
 
 def terminal_socket(*, item: Item, terminal_id: str, actor: Actor, since: str) -> TerminalSocket:

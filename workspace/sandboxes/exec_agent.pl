@@ -27,19 +27,24 @@
 #     O  output bytes            Y  "END": the replay is done, what follows is live
 #     X  the command's wait status, once it ended (again to every later attach)
 #     T  another attach took the terminal over: this connection ends
+#     B  "1" once a command other than the shell holds the terminal's foreground, "0" once the
+#        shell has it back (said to each attach, and again every BUSY_REPEAT seconds while busy)
 #   server -> keeper frames: I input bytes, W rows and cols (two 16-bit numbers), K a signal
-#     number for the foreground process group, C close the terminal (its session is hung up).
+#     number for the foreground process group (HUP INT QUIT TERM TSTP, and STOP for a command
+#     that may not run), C close the terminal (its session is hung up).
 # A new attach replaces the one before; a terminal without one keeps reading, dropping its oldest,
 # and closes itself once it has had none for IDLE seconds (0: never).
 use strict;
 
 my ($listen_fd, $prctl, $setsid, $ioctls) = @ARGV;
-my ($TIOCGPTN, $TIOCSPTLCK, $TIOCSCTTY, $TIOCSWINSZ, $TIOCSIG) = split /,/, ($ioctls // '');
+my ($TIOCGPTN, $TIOCSPTLCK, $TIOCSCTTY, $TIOCSWINSZ, $TIOCSIG, $TIOCGPGRP) = split /,/, ($ioctls // '');
 my $RING_BYTES = 256 * 1024;
 # What a viewer that does not take its output may have waiting before it is let go (it reattaches
 # and is replayed what the ring still holds): the keeper itself never waits on a viewer. (Declared
 # up here: the agent's loop below never ends, so nothing declared after it is ever set.)
 my $VIEWER_BACKLOG = 1024 * 1024;
+# How often a viewer is told again that a command runs (B): the server renews its slot then.
+my $BUSY_REPEAT = 300;
 open(my $listen, '+<&=', $listen_fd) or die "exec agent: no listening socket on fd $listen_fd: $!\n";
 # Not dumpable (prctl PR_SET_DUMPABLE 0, by the syscall number the server passes for this machine):
 # the sandbox's commands, same uid, cannot ptrace the agent or its sessions, read their memory or
@@ -240,6 +245,8 @@ sub keeper {
         exit($! == 2 ? 127 : 126);
     }
     $SIG{PIPE} = 'IGNORE';
+    # The command's end interrupts the keeper's wait (select), so that it need not poll for it.
+    $SIG{CHLD} = sub { };
     # Nothing the keeper reads or writes may block it: not the command's input, not a viewer.
     fcntl($master, 4, 04000 | 2);    # F_SETFL, O_NONBLOCK | O_RDWR
     my %k = (ring => '', end => 0, status => undef, gone_at => undef, pending => '', in => '', out => '');
@@ -262,15 +269,17 @@ sub keeper {
             $k{told} = 1;
             queue(\%k, 'X', $k{status}) if $viewer;
         }
+        tell_busy(\%k, $master, $child) if $viewer && $master_open;
         my ($r, $w) = ('', '');
         vec($r, fileno($listener), 1) = 1;
         vec($r, fileno($viewer), 1) = 1 if $viewer;
         vec($w, fileno($viewer), 1) = 1 if $viewer && length $k{out};
         vec($r, fileno($master), 1) = 1 if $master_open;
         vec($w, fileno($master), 1) = 1 if $master_open && length $k{pending};
-        # Once the command ended and its terminal closed, waiting on the descriptors, and on the
-        # idle limit while nobody is attached.
-        my $wait = !$k{told} ? 0.05 : ($viewer || !$terminal->{idle} ? undef : 1);
+        # Woken by the descriptors and by the command's end (SIGCHLD); at least every second
+        # while the command runs (its foreground, a SIGCHLD that came just before the wait) or
+        # nobody is attached (the idle limit).
+        my $wait = !$k{told} || ($terminal->{idle} && !$viewer) ? 1 : undef;
         my $n = select(my $rr = $r, my $ww = $w, undef, $wait);
         if (!defined $k{status} && waitpid($child, 1) == $child) {
             ($k{status}, $k{gone_at}) = ($?, time);
@@ -323,6 +332,7 @@ sub keeper {
                 }
                 ($viewer, $k{out}, $k{in}) = ($next, '', $said->[2]);
                 replay(\%k, $since);
+                $k{busy_said} = undef;    # said again to this viewer
             } else {
                 close $next;
             }
@@ -352,14 +362,40 @@ sub keeper {
                 } elsif ($type eq 'W' && $length == 4 && $master_open) {
                     my $size = pack('S4', unpack('nn', $data), 0, 0);
                     ioctl($master, $TIOCSWINSZ, $size);    # the kernel tells the foreground group (SIGWINCH)
-                } elsif ($type eq 'K' && $data =~ /^(?:1|2|3|15|20)$/ && $master_open) {
-                    ioctl($master, $TIOCSIG, 0 + $data);
+                } elsif ($type eq 'K' && $data =~ /^(?:1|2|3|15|19|20)$/ && $master_open) {
+                    # A PTY's TIOCSIG sends INT, QUIT and TSTP alone (as their keys would); the
+                    # others go to the foreground process group by kill.
+                    if ($data =~ /^(?:2|3|20)$/) {
+                        ioctl($master, $TIOCSIG, 0 + $data);
+                    } elsif ((my $group = foreground($master)) > 1) {
+                        kill(0 + $data, -$group);
+                    }
                 } elsif ($type eq 'C') {
                     return close_terminal($master_open ? $master : undef, $child, $k{status});
                 }
             }
         }
     }
+}
+
+# B to the viewer when what holds the terminal's foreground changed (or is still a command after
+# BUSY_REPEAT seconds): a process group other than the shell's is a command it runs.
+sub tell_busy {
+    my ($k, $master, $shell) = @_;
+    return unless $TIOCGPGRP;
+    my $group = foreground($master);
+    my $busy = $group > 0 && $group != $shell ? 1 : 0;
+    return if defined $k->{busy_said} && $k->{busy_said} == $busy && !($busy && time - $k->{busy_at} >= $BUSY_REPEAT);
+    ($k->{busy_said}, $k->{busy_at}) = ($busy, time);
+    queue($k, 'B', $busy);
+}
+
+# The terminal's foreground process group (0 when it cannot be told).
+sub foreground {
+    my ($master) = @_;
+    return 0 unless $TIOCGPGRP;
+    my $group = pack('i', 0);
+    return ioctl($master, $TIOCGPGRP, $group) ? unpack('i', $group) : 0;
 }
 
 # A frame for the viewer, sent as it takes it (never waited for).

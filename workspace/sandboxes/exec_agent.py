@@ -80,8 +80,8 @@ _SYSCALLS = {
 
 
 # The terminal ioctls the agent needs, in its order (TIOCGPTN, TIOCSPTLCK, TIOCSCTTY, TIOCSWINSZ,
-# TIOCSIG): the generic numbers, which x86_64, aarch64 and riscv64 all use.
-_TERMINAL_IOCTLS = (0x80045430, 0x40045431, 0x540E, 0x5414, 0x40045436)
+# TIOCSIG, TIOCGPGRP): the generic numbers, which x86_64, aarch64 and riscv64 all use.
+_TERMINAL_IOCTLS = (0x80045430, 0x40045431, 0x540E, 0x5414, 0x40045436, 0x540F)
 _TERMINAL_MACHINES = ("x86_64", "aarch64", "riscv64")
 
 

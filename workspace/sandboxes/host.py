@@ -1,16 +1,25 @@
 """The sandbox host: the HTTP protocol of docs/ARCHITECTURE.md §5 served over a local backend.
 
 Stdlib `ThreadingHTTPServer` on purpose: the host is a small, separately deployed process with
-six routes, and a blocking exec per thread is exactly its job.
+a few routes, and a blocking exec per thread is exactly its job.
+
+Terminals: `POST /sandboxes/<id>/terminals` (a new one) and `POST /sandboxes/<id>/terminals/<tid>/attach`
+upgrade their connection (`Connection: Upgrade`, `Upgrade: workspace-terminal`; 101) and then carry
+the terminal's keeper's own frames both ways (workspace/sandboxes/terminals.py), so the app relays
+a terminal on a host exactly as one on its own machine. A terminal lives in its sandbox, not in the
+host: an attached one costs the host a thread while it is attached, and none once its page went away.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import json
 import logging
 import re
+import selectors
+import socket
 import urllib.parse
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -36,12 +45,14 @@ from workspace.sandboxes.boundary import boundary_warnings, configured_boundary
 from workspace.sandboxes.isolation import cap_warnings, configured_cap, configured_driver, warn_about_enforcement
 from workspace.sandboxes.local import LocalBackend, valid_exec_id
 from workspace.sandboxes.reach import unreachable_reason
+from workspace.sandboxes.terminals import HOST_UPGRADE, TerminalLink, TerminalRefused
 from workspace.sandboxes.volumes import enforcement_warnings
 
 logger = logging.getLogger(__name__)
 _ITEM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _SANDBOX_PATH = re.compile(r"^/sandboxes/([A-Za-z0-9_-]{1,100})(/exec)?$")
 _EXEC_PATH = re.compile(r"^/sandboxes/([A-Za-z0-9_-]{1,100})/exec/([A-Za-z0-9_-]{1,64})$")
+_TERMINAL_PATH = re.compile(r"^/sandboxes/([A-Za-z0-9_-]{1,100})/terminals(?:/([A-Za-z0-9_-]{1,64})/attach)?$")
 _CONTENT_LENGTH = re.compile(r"^[0-9]{1,19}$")
 MAX_BODY_BYTES = 1024 * 1024
 # A client that stops sending (a stalled body, an idle kept-alive connection) frees its thread after this.
@@ -120,6 +131,12 @@ def _memory(value: Any) -> int | None:
     return memory
 
 
+def _whole(value: Any, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**62:
+        raise BadRequest(f"{key} must be a whole number")
+    return value
+
+
 def _disk(value: Any) -> int | None:
     if value is None:
         return None
@@ -188,6 +205,36 @@ class SandboxHost:
         except SandboxGone:
             return 404, {"error": "not_found", "detail": f"No sandbox {sandbox_id}."}
         return 200, result.as_dict()
+
+    def terminal(self, sandbox_id: str, terminal_id: str | None, body: dict) -> TerminalLink | tuple[int, dict]:
+        """A link to a new terminal of the sandbox (`terminal_id` None: its id is in the body) or to
+        the terminal `terminal_id`, to relay once the connection is upgraded; else the refusal."""
+        secret = body.get("secret")
+        if not isinstance(secret, str):
+            raise BadRequest("secret must be the terminal's secret, a string")
+        try:
+            if terminal_id is None:
+                link = self.backend.terminal_start(
+                    sandbox_id,
+                    terminal_id=str(body.get("terminal_id", "")),
+                    secret=secret,
+                    rows=_whole(body.get("rows"), "rows"),
+                    cols=_whole(body.get("cols"), "cols"),
+                    idle_seconds=_whole(body.get("idle_seconds", 0), "idle_seconds"),
+                )
+            else:
+                since = _whole(body.get("since", 0), "since")
+                link = self.backend.terminal_attach(sandbox_id, terminal_id=terminal_id, secret=secret, since=since)
+        except TerminalRefused as exc:
+            raise BadRequest(str(exc)) from exc
+        except SandboxGone:
+            return 404, {"error": "not_found", "detail": f"No sandbox {sandbox_id}."}
+        except SandboxUnavailable as exc:
+            return 409, {"error": "terminal_unavailable", "detail": str(exc)}
+        except OSError as exc:
+            logger.warning("sandbox host could not reach the terminal of sandbox %s: %s", sandbox_id, exc)
+            return 503, {"error": "sandbox_unavailable", "detail": "This host cannot reach that sandbox right now."}
+        return link
 
     def stop(self, sandbox_id: str, exec_id: str) -> tuple[int, dict | None]:
         """`DELETE /sandboxes/<id>/exec/<exec_id>`: stops that command, not the sandbox."""
@@ -278,6 +325,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.body_read = False
         try:
+            terminal = _TERMINAL_PATH.match(self.path.split("?", 1)[0])
+            if terminal and method == "POST":
+                self._relay_terminal(terminal.group(1), terminal.group(2))
+                return
             answer = self._dispatch(method)
             # A body nobody read (a GET or DELETE that carried one) would be taken for the next request.
             if not self.body_read and self.headers.get("Content-Length", "0").strip() != "0":
@@ -293,6 +344,25 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception:
             logger.exception("sandbox host failed on %s %s", method, self.path)
             self._reply(500, {"error": "server_error", "detail": "The sandbox host failed."})
+
+    def _relay_terminal(self, sandbox_id: str, terminal_id: str | None) -> None:
+        """Upgrades the connection (101) and relays the terminal's keeper over it until either side ends."""
+        upgrading = "upgrade" in self.headers.get("Connection", "").lower()
+        if not upgrading or self.headers.get("Upgrade", "").lower() != HOST_UPGRADE:
+            raise BadRequest(f"a terminal is relayed over an upgraded connection: send Upgrade: {HOST_UPGRADE}")
+        answer = self.host.terminal(sandbox_id, terminal_id, self._body())
+        if isinstance(answer, tuple):
+            self._reply(*answer)
+            return
+        self.close_connection = True
+        try:
+            self.send_response(101)
+            self.send_header("Connection", "Upgrade")
+            self.send_header("Upgrade", HOST_UPGRADE)
+            self.end_headers()
+            _splice(self.connection, answer)
+        finally:
+            answer.detach()
 
     def _dispatch(self, method: str) -> tuple[int, dict | None]:
         path = self.path.split("?", 1)[0]
@@ -322,6 +392,25 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_DELETE(self) -> None:
         self._route("DELETE")
+
+
+def _splice(client: socket.socket, link: TerminalLink) -> None:
+    """Copies bytes both ways between the app's connection and the keeper's until either closes.
+    Blocking on purpose, in this connection's thread: an app that reads slowly slows its own
+    terminal, whose keeper keeps its ring and lets a viewer that lags too far go."""
+    keeper = link.connection
+    client.settimeout(None)
+    keeper.settimeout(None)
+    with contextlib.suppress(OSError), selectors.DefaultSelector() as selector:
+        client.sendall(link.take_buffered())
+        selector.register(client, selectors.EVENT_READ, keeper)
+        selector.register(keeper, selectors.EVENT_READ, client)
+        while True:
+            for key, _events in selector.select():
+                chunk = key.fileobj.recv(65536)
+                if not chunk:
+                    return
+                key.data.sendall(chunk)
 
 
 def build_server(address: str, port: int, host_settings: HostSettings | None = None) -> ThreadingHTTPServer:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import selectors
+import socket
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from workspace.sandboxes.base import (
     SandboxUnavailable,
     final_result,
 )
+from workspace.sandboxes.terminals import HOST_UPGRADE, TerminalLink, TerminalRefused, checked_id
 
 # Headroom over the command's own timeout for the host to kill it and answer.
 _EXEC_GRACE_SECONDS = 15.0
@@ -148,6 +150,63 @@ class HttpBackend:
                 yield name, text.encode()
         yield result
 
+    def terminal_start(
+        self, sandbox_id: str, *, terminal_id: str, secret: str, rows: int, cols: int, idle_seconds: int = 0
+    ) -> TerminalLink:
+        """A new terminal in the sandbox on the host, which relays its keeper (host.py, terminals)."""
+        body = {"terminal_id": terminal_id, "secret": secret, "rows": rows, "cols": cols, "idle_seconds": idle_seconds}
+        return self._upgraded(f"/sandboxes/{sandbox_id}/terminals", body)
+
+    def terminal_attach(self, sandbox_id: str, *, terminal_id: str, secret: str, since: int = 0) -> TerminalLink:
+        """A link to a terminal of the sandbox on the host, replaying its output from `since`."""
+        checked_id(terminal_id)
+        body = {"secret": secret, "since": since}
+        return self._upgraded(f"/sandboxes/{sandbox_id}/terminals/{terminal_id}/attach", body)
+
+    def _upgraded(self, path: str, body: dict[str, Any]) -> TerminalLink:
+        """The host's connection, upgraded to carry a terminal's keeper (101), as a TerminalLink.
+
+        A plain socket, not http.client: after the 101 the connection is the keeper's stream,
+        waited on by the relay on the event loop, and the first frames may come with the answer."""
+        address = urllib.parse.urlsplit(self.base_url)
+        if address.scheme != "http":
+            raise SandboxUnavailable(
+                f"Terminals are relayed from a sandbox host at an http:// address; {self.base_url} is not one."
+            )
+        raw = json.dumps(body).encode()
+        head = [
+            f"POST {address.path}{path} HTTP/1.1",
+            f"Host: {address.netloc}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(raw)}",
+            "Connection: Upgrade",
+            f"Upgrade: {HOST_UPGRADE}",
+        ]
+        if self.token:
+            head.append(f"Authorization: Bearer {self.token}")
+        try:
+            connection = socket.create_connection((address.hostname or "", address.port or 80), timeout=self.timeout)
+        except OSError as exc:
+            raise SandboxUnavailable(f"the sandbox host at {self.base_url} cannot be reached: {exc}") from exc
+        try:
+            connection.sendall("\r\n".join(head).encode() + b"\r\n\r\n" + raw)
+            status, length, rest = _answer_head(connection)
+            if status == 101:
+                connection.settimeout(None)
+                return TerminalLink(connection, buffered=rest)
+            detail = _answer_body(connection, rest, length).decode("utf-8", errors="replace")
+        except (OSError, ValueError) as exc:
+            connection.close()
+            raise SandboxUnavailable(f"the sandbox host at {self.base_url} did not relay the terminal: {exc}") from exc
+        connection.close()
+        if status == 404:
+            raise SandboxGone(f"the sandbox host does not know {path}")
+        if status == 400:
+            raise TerminalRefused(_error_detail(detail))
+        if status == 409:
+            raise SandboxUnavailable(_error_detail(detail))
+        raise SandboxUnavailable(f"the sandbox host answered {status}: {detail[:500]}")
+
     def stop(self, sandbox_id: str, exec_id: str) -> bool:
         try:
             self._call("DELETE", f"/sandboxes/{sandbox_id}/exec/{exec_id}")
@@ -171,6 +230,48 @@ class HttpBackend:
             self._call("DELETE", f"/sandboxes/{sandbox_id}")
         except SandboxGone:
             return
+
+
+# The most an answer's head (or the body of a refused upgrade) may be: the host's are far smaller.
+_HEAD_LIMIT = 64 * 1024
+
+
+def _answer_head(connection: socket.socket) -> tuple[int, int, bytes]:
+    """The status and Content-Length of the host's answer, and the bytes read past its head."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        chunk = connection.recv(4096)
+        if not chunk or len(received) > _HEAD_LIMIT:
+            raise ValueError("the sandbox host's answer ended before its head did")
+        received += chunk
+    head, _blank, rest = received.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    length = 0
+    for line in lines[1:]:
+        name, _colon, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            length = int(value.strip())
+    return status, length, rest
+
+
+def _answer_body(connection: socket.socket, received: bytes, length: int) -> bytes:
+    wanted = min(length, _HEAD_LIMIT)
+    while len(received) < wanted:
+        chunk = connection.recv(4096)
+        if not chunk:
+            break
+        received += chunk
+    return received[:wanted]
+
+
+def _error_detail(body: str) -> str:
+    """The `detail` of a host's JSON error body, or the body itself."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return body[:500]
+    return str(parsed.get("detail", body[:500])) if isinstance(parsed, dict) else body[:500]
 
 
 def _error_code(body: str) -> str:

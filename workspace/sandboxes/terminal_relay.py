@@ -6,8 +6,11 @@ both ways. Text frames are JSON control:
 - from the server: `{"type": "replay", "start", "end"}` before the kept output is replayed (a `start`
   past the offset the client asked for means what came between was dropped), `{"type": "live",
   "offset"}` once live output begins (the offset a reconnect asks for to miss nothing), and
-  `{"type": "exit", "code"}` once the command ended. A connection another one took the terminal
-over from (another window) is closed with 4001, and should not reconnect by itself.
+  `{"type": "exit", "code"}` once the command ended, and `{"type": "stopped", "error", "detail"}`
+  when a command started in the terminal was stopped (job control: `fg` resumes it) because it may
+  not run now (`busy` refused it: the person runs as many commands as they may). A connection
+  another one took the terminal over from (another window) is closed with 4001, and should not
+  reconnect by itself.
 
 Backpressure: the next output is read from the keeper only once the client took the last, so a
 slow client slows its own terminal's output (the keeper then keeps reading into its ring, dropping
@@ -24,9 +27,12 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 from workspace.sandboxes.terminals import (
+    STOP_FRAME,
+    Busy,
     Exited,
     Live,
     Output,
@@ -52,12 +58,37 @@ CLOSE_POLICY = 1008
 CLOSE_GONE = 1011
 # Another connection (another window) took the terminal over: the client does not reconnect by itself.
 CLOSE_TAKEN_OVER = 4001
+# How long a command refused a slot has to stop at SIGTSTP before it is sent SIGSTOP.
+STOP_GRACE_SECONDS = 1.0
 
 
-async def relay(link: TerminalLink, receive: Receive, send: Send, *, client_timeout: float) -> int | None:
+@dataclass(frozen=True)
+class CommandRefused:
+    """Why a command started in the terminal may not run now: an error code and a sentence."""
+
+    error: str
+    detail: str
+
+
+# Told whether a command runs in the terminal's foreground (False too once the terminal's command
+# ended); answers why it may not run, or None.
+BusyHook = Callable[[bool], Awaitable[CommandRefused | None]]
+
+
+async def _never_refused(running: bool) -> CommandRefused | None:
+    return None
+
+
+async def relay(
+    link: TerminalLink, receive: Receive, send: Send, *, client_timeout: float, busy: BusyHook = _never_refused
+) -> int | None:
     """Accepts the WebSocket and relays the terminal `link` reaches until either side ends; the
     link is detached then (the terminal goes on). Returns the code it closed the WebSocket with
-    (None: the client left first; CLOSE_GONE: the sandbox keeps no such terminal)."""
+    (None: the client left first; CLOSE_GONE: the sandbox keeps no such terminal).
+
+    `busy` hears when a command starts or stops holding the terminal's foreground; a command it
+    refuses is stopped (SIGTSTP, as Ctrl-Z would; SIGSTOP if it has not stopped a second later) and
+    the client told why."""
     await send({"type": "websocket.accept"})
     loop = asyncio.get_running_loop()
     connection = link.connection
@@ -67,7 +98,18 @@ async def relay(link: TerminalLink, receive: Receive, send: Send, *, client_time
         async with asyncio.timeout(client_timeout):
             await send(message)
 
+    running = False
+    insisting: list[asyncio.Task[None]] = []
+
+    async def stop_if_still_running() -> None:
+        # SIGTSTP may be ignored (a program's choice, or a shell's fork before its exec): what has
+        # not stopped after a moment is stopped for certain.
+        await asyncio.sleep(STOP_GRACE_SECONDS)
+        if running:
+            await loop.sock_sendall(connection, STOP_FRAME)
+
     async def from_keeper() -> int | None:
+        nonlocal running
         while True:
             data = await loop.sock_recv(connection, 65536 + 5)
             if not data:
@@ -79,6 +121,16 @@ async def relay(link: TerminalLink, receive: Receive, send: Send, *, client_time
             for event in events:
                 if isinstance(event, TakenOver):
                     return CLOSE_TAKEN_OVER
+                if isinstance(event, Busy):
+                    running = event.running
+                    refusal = await busy(event.running)
+                    if refusal is not None:
+                        await loop.sock_sendall(connection, signal_frame("TSTP"))
+                        insisting.append(asyncio.create_task(stop_if_still_running()))
+                        await sent(_stopped(refusal))
+                    continue
+                if isinstance(event, Exited):
+                    await busy(False)
                 await sent(_message(event))
 
     async def from_client() -> int | None:
@@ -105,7 +157,7 @@ async def relay(link: TerminalLink, receive: Receive, send: Send, *, client_time
                 await send({"type": "websocket.close", "code": code or 1000})
         return code or 1000
     finally:
-        for task in tasks:
+        for task in tasks + insisting:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
@@ -143,6 +195,11 @@ def _count(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError("not a count")
     return value
+
+
+def _stopped(refusal: CommandRefused) -> Message:
+    control = {"type": "stopped", "error": refusal.error, "detail": refusal.detail}
+    return {"type": "websocket.send", "text": json.dumps(control)}
 
 
 def _message(event: TerminalEvent) -> Message:

@@ -36,6 +36,10 @@ _SECRET = re.compile(r"[A-Za-z0-9_-]{16,128}")
 # machine the agent knows terminals on).
 SIGNALS = {"HUP": 1, "INT": 2, "QUIT": 3, "TERM": 15, "TSTP": 20}
 MAX_SIZE = 9999  # rows or columns (the agent takes at most four digits)
+# The protocol a sandbox host's connection is upgraded to, to relay a terminal's keeper as it speaks.
+HOST_UPGRADE = "workspace-terminal"
+# How often the keeper says again that a command runs in a terminal (exec_agent.pl `$BUSY_REPEAT`).
+BUSY_REPEAT_SECONDS = 300
 
 
 class TerminalGone(Exception):
@@ -77,7 +81,15 @@ class TakenOver:
     """Another attach took the terminal over (another window): this link ends."""
 
 
-TerminalEvent = Replaying | Output | Live | Exited | TakenOver
+@dataclass(frozen=True)
+class Busy:
+    """Whether a command other than the shell holds the terminal's foreground (`top`, a build, a
+    REPL): said on attach, when it changes, and again every few minutes while it holds."""
+
+    running: bool
+
+
+TerminalEvent = Replaying | Output | Live | Exited | TakenOver | Busy
 
 
 def checked_id(terminal_id: str) -> str:
@@ -113,9 +125,11 @@ def exit_code(status: int) -> int:
 class TerminalLink:
     """One connection to a terminal's keeper."""
 
-    def __init__(self, connection: socket.socket) -> None:
+    def __init__(self, connection: socket.socket, *, buffered: bytes = b"") -> None:
         self.connection = connection
-        self._buffer = bytearray()
+        # What was read from the connection past what its opening said (the http backend reads the
+        # host's answer to the upgrade, and may read the first frames with it).
+        self._buffer = bytearray(buffered)
 
     def fileno(self) -> int:
         return self.connection.fileno()
@@ -153,6 +167,12 @@ class TerminalLink:
     def close_terminal(self) -> None:
         """Ends the terminal: its session is hung up, and what is left of it killed."""
         self._sendall(CLOSE_FRAME)
+
+    def take_buffered(self) -> bytes:
+        """The bytes read from the connection that no event was made of yet (for a relay of the raw stream)."""
+        buffered = bytes(self._buffer)
+        self._buffer.clear()
+        return buffered
 
     def detach(self) -> None:
         """Closes this connection; the terminal goes on, its output kept for the next attach."""
@@ -197,6 +217,10 @@ def signal_frame(name: str) -> bytes:
 
 
 CLOSE_FRAME = _frame(b"C", b"")
+# SIGSTOP for the foreground of a terminal whose command may not run and did not stop at SIGTSTP
+# (one that ignores it, or caught between its shell's fork and its exec, when it still ignores
+# it as its interactive shell does). Not a signal a client may send.
+STOP_FRAME = _frame(b"K", b"19")
 
 
 def _event(kind: bytes, data: bytes) -> TerminalEvent:
@@ -211,6 +235,8 @@ def _event(kind: bytes, data: bytes) -> TerminalEvent:
         return Exited(exit_code(int(data)))
     if kind == b"T":
         return TakenOver()
+    if kind == b"B":
+        return Busy(data == b"1")
     if kind == b"N":
         raise TerminalGone("no such terminal")
     if kind == b"E":
@@ -237,12 +263,12 @@ def terminal_start(
     """Starts `argv` on a new terminal of the agent `connection` reaches, attached to the link
     returned; the terminal closes itself once nobody was attached for `idle_seconds` (0: never).
     Every later attach must say `secret`, which code in the sandbox does not know."""
-    rows, cols = checked_size(rows, cols)
-    idle = str(max(0, min(int(idle_seconds), 10**9 - 1)))
-    fields = ["pty", checked_id(terminal_id), str(rows), str(cols), idle, checked_secret(secret)]
-    fields += [str(len(argv)), *argv, str(len(env))]
-    fields += [f"{key}={value}" for key, value in env.items()]
     try:
+        rows, cols = checked_size(rows, cols)
+        idle = str(max(0, min(int(idle_seconds), 10**9 - 1)))
+        fields = ["pty", checked_id(terminal_id), str(rows), str(cols), idle, checked_secret(secret)]
+        fields += [str(len(argv)), *argv, str(len(env))]
+        fields += [f"{key}={value}" for key, value in env.items()]
         connection.sendall(_request(fields))
         link = TerminalLink(connection)
         # The agent names the keeper's pid (P), then waits for the go-ahead, as for an exec.
