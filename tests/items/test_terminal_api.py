@@ -266,3 +266,30 @@ def test_racing_openings_cannot_pass_the_persons_open_terminals(settings, api_cl
     # Then one is opened and the others are told she has as many as she may
     assert sorted(codes) == [201] + [429] * 7
     assert len(api_client_for("alice").get(terminal_url(alice_item, "/terminals")).json()) == 1
+
+
+def test_a_command_in_a_terminal_runs_past_the_exec_time_limit(write_config, socket_to, api_client_for, alice_item):
+    # Given commands run through exec for one second at most
+    write_config("[sandbox]\nexec_timeout = '1s'\n")
+    opened = api_client_for("alice").post(terminal_url(alice_item, "/terminals"), {}, format="json").json()
+    connection = socket_to(opened)
+    # When a command in her terminal runs for longer
+    connection.send(b"sleep 2; echo surv''ived\n")
+    output, _controls = read_until(connection, lambda output, controls: b"survived\r\n" in output)
+    # Then it runs to its end: a terminal's commands have no exec time limit
+    assert b"survived\r\n" in output
+
+
+def test_a_token_put_in_the_websockets_url_is_neither_used_nor_logged(caplog, socket_to, opened):
+    # Given every log record kept
+    caplog.set_level("DEBUG")
+    secret = "tok-in-the-url-0123456789"
+    # When a client puts a token in the WebSocket's address
+    path_and_query = {**opened, "ws_url": f"{opened['ws_url']}?since=0&token={secret}"}
+    connection = socket_to(path_and_query)
+    read_until(connection, lambda output, controls: any(c["type"] == "live" for c in controls))
+    connection.close()
+    # Then nothing of the server's logged it (the test's own client logs what it sends)
+    served = [record.getMessage() for record in caplog.records if not record.name.startswith("websockets.client")]
+    assert served
+    assert not [message for message in served if secret in message]
