@@ -100,7 +100,7 @@ def load_squad() -> tuple[list[str], list[tuple[str, list[str]]], list[Question]
 
 def upload(collection_id: str, filename: str, text: str) -> str:
     from knowledge import services
-    from knowledge.ingest import ingest_document
+    from knowledge.ingest import document_embed, ingest_document
 
     document = services.document_upload(
         collection_id=collection_id,
@@ -110,6 +110,7 @@ def upload(collection_id: str, filename: str, text: str) -> str:
         data=text.encode(),
     )
     ingest_document(document_id=document.id, content_version=document.content_version, user_id=USER)
+    document_embed(document_id=document.id)
     return document.id
 
 

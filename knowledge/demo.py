@@ -7,7 +7,7 @@ from pathlib import Path
 
 from collab.actor import Actor
 from knowledge import services
-from knowledge.ingest import ingest_document
+from knowledge.ingest import document_embed, ingest_document
 from knowledge.models import Collection, Document, KbChat
 
 DOCS_DIR = Path(__file__).resolve().parent / "demo_docs"
@@ -52,6 +52,7 @@ def _document(collection: Collection, path: Path, say: Callable[[str], None]) ->
     # Ingest right here so the answers work before the worker starts; its queued task then finds
     # the document ready and does nothing.
     ingest_document(document_id=document.id, content_version=document.content_version, user_id=OWNER)
+    document_embed(document_id=document.id)
     say(f"ingested {path.name}")
 
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from knowledge.chunking import ChunkText, chunk_blocks
-from knowledge.formats import ExtractionError, extract_blocks
+from knowledge.formats import ExtractionError, TooMuchText, extract_blocks
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +40,19 @@ class ExtractionLimits:
     memory_bytes: int
     cpu_seconds: int
     timeout_seconds: float
+    # Set when `max_chars` is the upload's size times this expansion (smaller than the cap on every
+    # document): the refusal then says so.
+    upload_bytes: int = 0
+    expansion: int = 0
+
+    def too_much_text_reason(self, refused: TooMuchText) -> str:
+        if not self.expansion:
+            return str(refused)
+        return (
+            f"The document's {self.upload_bytes:,}-byte upload expands to more than {self.max_chars:,} characters "
+            f"of text, more than {self.expansion} characters per byte uploaded (the most a file may expand: a "
+            "small file that unpacks to far more text is refused). Upload its text, or split it into smaller files."
+        )
 
 
 def extract_chunks(data: bytes, fmt: str, *, limits: ExtractionLimits) -> list[ChunkText]:
@@ -113,6 +126,8 @@ def _child(fmt: str, limits: ExtractionLimits) -> int:
             blocks = extract_blocks(data, fmt, max_chars=limits.max_chars)
             chunks = chunk_blocks(blocks, max_chunks=limits.max_chunks)
             result: dict[str, object] = {"chunks": [[chunk.title, chunk.page, chunk.text] for chunk in chunks]}
+        except TooMuchText as refused:
+            result = {"failed": limits.too_much_text_reason(refused)}
         except ExtractionError as exc:
             result = {"failed": str(exc)}
         sys.stdout.buffer.write(json.dumps(result).encode())

@@ -71,11 +71,19 @@ def document_format(filename: str, content_type: str) -> str | None:
     return _BY_CONTENT_TYPE.get(content_type.split(";", 1)[0].strip().lower())
 
 
-def too_much_text(max_chars: int) -> ExtractionError:
-    return ExtractionError(
-        f"The document holds more than {max_chars:,} characters of text, the most one document may hold; "
-        "split it into smaller files."
-    )
+class TooMuchText(ExtractionError):
+    """More text than `max_chars`: the extraction's limits say why that many (knowledge/extraction.py)."""
+
+    def __init__(self, max_chars: int) -> None:
+        super().__init__(
+            f"The document holds more than {max_chars:,} characters of text, the most one document may hold; "
+            "split it into smaller files."
+        )
+        self.max_chars = max_chars
+
+
+def too_much_text(max_chars: int) -> TooMuchText:
+    return TooMuchText(max_chars)
 
 
 def extract_blocks(data: bytes, fmt: str, *, max_chars: int) -> list[Block]:

@@ -5,9 +5,10 @@ service enqueues it in its own transaction. Each step is guarded by the document
 `content_version`, so an ingest of bytes a newer upload replaced changes nothing.
 
 Where an embedding provider is configured, the chunks are embedded once they are stored and
-searchable by words: outside any transaction (a provider may take seconds), and a provider that
-fails leaves them pending for the worker's backfill (`embeddings_backfill`), never the document
-failed.
+searchable by words (the document is `ready` then): in turns of their own tasks, outside any
+transaction (a provider may take seconds), so that one person's large upload takes turns with
+everyone else's work; a provider that fails leaves them pending for the worker's backfill
+(`embeddings_backfill`), never the document failed.
 """
 
 from __future__ import annotations
@@ -118,13 +119,20 @@ def document_ingest_failed(*, document_id: str, content_version: int, reason: st
     return True
 
 
-def extraction_limits() -> ExtractionLimits:
+def extraction_limits(*, upload_bytes: int) -> ExtractionLimits:
+    """The limits of reading an upload of `upload_bytes`: the most text any document may hold, or
+    less where its size times KNOWLEDGE_MAX_EXPANSION (never under the floor) is less."""
+    cap = settings.KNOWLEDGE_MAX_DOCUMENT_CHARS
+    expansion = settings.KNOWLEDGE_MAX_EXPANSION
+    relative = max(settings.KNOWLEDGE_EXPANSION_FLOOR_CHARS, expansion * upload_bytes) if expansion > 0 else cap
     return ExtractionLimits(
-        max_chars=settings.KNOWLEDGE_MAX_DOCUMENT_CHARS,
+        max_chars=min(cap, relative),
         max_chunks=settings.KNOWLEDGE_MAX_DOCUMENT_CHUNKS,
         memory_bytes=settings.KNOWLEDGE_EXTRACT_MEMORY_BYTES,
         cpu_seconds=settings.KNOWLEDGE_EXTRACT_CPU_SECONDS,
         timeout_seconds=settings.KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS,
+        upload_bytes=upload_bytes if relative < cap else 0,
+        expansion=expansion if relative < cap else 0,
     )
 
 
@@ -145,17 +153,37 @@ def ingest_document(*, document_id: str, content_version: int, user_id: str) -> 
     if row is None:
         return  # done already, deleted, or replaced by a newer upload that has its own ingest
     fmt = document_format(row["filename"], row["content_type"]) or "text"
+    content = bytes(row["content"])
     try:
-        chunks = extract_chunks(bytes(row["content"]), fmt, limits=extraction_limits())
+        chunks = extract_chunks(content, fmt, limits=extraction_limits(upload_bytes=len(content)))
     except ExtractionError as exc:
         document_ingest_failed(document_id=document_id, content_version=content_version, reason=str(exc))
         return
-    stored = document_chunks_store(
-        document_id=document_id, content_version=content_version, chunks=chunks, user_id=user_id
-    )
+    document_chunks_store(document_id=document_id, content_version=content_version, chunks=chunks, user_id=user_id)
+
+
+def document_embed_turn(*, document_id: str) -> bool:
+    """Embeds the next KNOWLEDGE_EMBED_TURN_CHUNKS of the document's chunks that have no vector yet;
+    whether more are left for another turn. A turn is short on purpose: the worker runs its tasks
+    in order, so a large document embedded in one go would hold everyone else's uploads behind it,
+    while turns queued one after another take turns with them (knowledge/tasks.py)."""
     embedder = get_embedder()
-    if stored and embedder is not None:
-        chunks_embed(embedder=embedder, chunks=unembedded_chunks(embedder.model).filter(document_id=document_id))
+    if embedder is None:
+        return False
+    pending = unembedded_chunks(embedder.model).filter(document_id=document_id)
+    turn = list(pending.order_by("ordinal").values_list("pk", flat=True)[: settings.KNOWLEDGE_EMBED_TURN_CHUNKS])
+    if not turn:
+        return False
+    if not chunks_embed(embedder=embedder, chunks=Chunk.objects.filter(pk__in=turn)):
+        return False  # the provider failed: what is left is the backfill's (`embeddings_backfill`)
+    return pending.exists()
+
+
+def document_embed(*, document_id: str) -> None:
+    """Every turn of the document's embeddings at once, for a caller that is the only work there
+    is (the demo's seeding, a benchmark)."""
+    while document_embed_turn(document_id=document_id):
+        continue
 
 
 def unembedded_chunks(model: str) -> QuerySet[Chunk]:

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 from django_tasks import task
 
-from collab.background import when_given_up
-from knowledge.ingest import document_ingest_failed, ingest_document
+from collab.background import enqueue, when_given_up
+from knowledge.embeddings import get_embedder
+from knowledge.ingest import document_embed_turn, document_ingest_failed, ingest_document
 
 
 @task()
 def ingest_document_task(document_id: str, content_version: int, user_id: str) -> None:
     ingest_document(document_id=document_id, content_version=content_version, user_id=user_id)
+    if get_embedder() is not None:
+        enqueue(embed_document_task, document_id=document_id)
+
+
+@task()
+def embed_document_task(document_id: str) -> None:
+    """One turn of the document's embeddings; the next goes to the back of the queue, behind the
+    work that came meanwhile (another person's upload waits for one turn, not for the whole file)."""
+    if document_embed_turn(document_id=document_id):
+        enqueue(embed_document_task, document_id=document_id)
 
 
 def _ingest_given_up(*, reason: str, document_id: str, content_version: int, user_id: str) -> None:

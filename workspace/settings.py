@@ -375,6 +375,14 @@ WORKSPACE_LLM_MAX_TOOL_ARGUMENT_BYTES = int(os.environ.get("WORKSPACE_LLM_MAX_TO
 # long the worker waits for it.
 KNOWLEDGE_MAX_DOCUMENT_CHARS = int(os.environ.get("KNOWLEDGE_MAX_DOCUMENT_CHARS", "5000000"))
 KNOWLEDGE_MAX_DOCUMENT_CHUNKS = int(os.environ.get("KNOWLEDGE_MAX_DOCUMENT_CHUNKS", "10000"))
+# And relative to its upload: at most this many characters of text per byte uploaded (plain text
+# gives at most one; compressed PDF text a few), with a floor so that small files are never held to
+# less than KNOWLEDGE_EXPANSION_FLOOR_CHARS. A 7 KB PDF that unpacks to a million characters is refused.
+KNOWLEDGE_MAX_EXPANSION = int(os.environ.get("KNOWLEDGE_MAX_EXPANSION", "20"))
+KNOWLEDGE_EXPANSION_FLOOR_CHARS = int(os.environ.get("KNOWLEDGE_EXPANSION_FLOOR_CHARS", "100000"))
+# How many of a document's chunks one background turn embeds before the worker's other tasks get
+# theirs (knowledge/tasks.py `embed_document_task`).
+KNOWLEDGE_EMBED_TURN_CHUNKS = int(os.environ.get("KNOWLEDGE_EMBED_TURN_CHUNKS", "32"))
 KNOWLEDGE_EXTRACT_MEMORY_BYTES = int(os.environ.get("KNOWLEDGE_EXTRACT_MEMORY_BYTES", str(512 * 1024 * 1024)))
 KNOWLEDGE_EXTRACT_CPU_SECONDS = int(os.environ.get("KNOWLEDGE_EXTRACT_CPU_SECONDS", "60"))
 KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS = float(os.environ.get("KNOWLEDGE_EXTRACT_TIMEOUT_SECONDS", "120"))

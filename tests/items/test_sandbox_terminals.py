@@ -26,6 +26,7 @@ from workspace.sandboxes.terminals import (
     Busy,
     Exited,
     Live,
+    Output,
     Replaying,
     TakenOver,
     TerminalGone,
@@ -114,13 +115,32 @@ def _busy_until(link: TerminalLink, running: bool) -> list[bool]:
     return said
 
 
+# A long command that says when it runs as itself: a signal sent between its shell's fork and its
+# exec would meet the shell's own dispositions (an interactive shell ignores SIGTERM and SIGTSTP).
+LONG_COMMAND = b"sh -c 'echo go''ing; exec sleep 100'\n"
+
+
+def _running(link: TerminalLink) -> list[bool]:
+    """Types LONG_COMMAND; what the keeper said of its foreground until the command runs as itself."""
+    said: list[bool] = []
+    link.send_input(LONG_COMMAND)
+    seen = b""
+    for event in link.events(timeout=ANSWER_WAIT_SECONDS):
+        if isinstance(event, Busy):
+            said.append(event.running)
+        if isinstance(event, Output):
+            seen += event.data
+        if said and said[-1] and b"going\r\n" in seen:
+            break
+    return said
+
+
 def test_the_keeper_says_when_a_command_holds_the_terminal_and_when_the_shell_has_it_back(terminal):
     # Given a terminal at its prompt, which the keeper says runs nothing
     link = terminal()
     assert _busy_until(link, False)[-1] is False
     # When a command runs in its foreground, then is interrupted
-    link.send_input(b"sleep 100\n")
-    started = _busy_until(link, True)
+    started = _running(link)
     link.send_input(b"\x03")
     ended = _busy_until(link, False)
     # Then the keeper said so both times
@@ -130,10 +150,10 @@ def test_the_keeper_says_when_a_command_holds_the_terminal_and_when_the_shell_ha
 
 @pytest.mark.parametrize(("name", "status"), [("TERM", 143), ("HUP", 129), ("QUIT", 131)])
 def test_a_signal_by_name_reaches_the_foreground_command(terminal, name, status):
-    # Given a terminal running `sleep 100` in the foreground
+    # Given a terminal running a long command in the foreground
     link = terminal()
-    link.send_input(b"sleep 100; echo aft''er=$?\n")
-    _busy_until(link, True)
+    link.send_input(b"sh -c 'echo go''ing; exec sleep 100'; echo aft''er=$?\n")
+    link_output_until(link, _said("going\r\n"))
     # When the signal is sent to the terminal
     link.signal(name)
     seen, _events = link_output_until(link, _said("after="))
@@ -386,6 +406,32 @@ def test_code_in_the_sandbox_without_the_secret_is_not_served_the_terminal(sandb
     assert b"s3cr3t\r\n" in replayed
 
 
+def test_a_terminal_is_there_to_attach_to_the_moment_its_start_returns(sandbox, terminal):
+    # Given terminals started one after another, each let go at once
+    sandbox_id, _item = sandbox
+    started = [f"now{number}" for number in range(8)]
+    for terminal_id in started:
+        terminal(terminal_id).detach()
+    # When each is attached to right away / Then each replays from its start, none is missing
+    for terminal_id in started:
+        link = backend_named("local").terminal_attach(sandbox_id, terminal_id=terminal_id, secret=SECRET)
+        first = next(link.events(timeout=ANSWER_WAIT_SECONDS))
+        link.detach()
+        assert isinstance(first, Replaying)
+
+
+def test_an_attached_viewer_slows_the_command_to_its_pace_and_misses_nothing(terminal):
+    # Given a terminal, attached
+    link = terminal()
+    # When its command writes four megabytes, read as they come
+    link.send_input(b"head -c 4000000 /dev/zero | tr '\\0' '\\101'; echo; echo do''ne\n")
+    seen, events = link_output_until(link, _said("done\r\n"))
+    # Then every byte came ("A", as tr was told in octal), and the replay at the start was the only
+    # one (nothing was dropped)
+    assert seen.count(b"A") == 4000000
+    assert [event for event in events if isinstance(event, Replaying)] == [events[0]]
+
+
 def test_a_viewer_that_reads_nothing_is_let_go_and_the_terminal_goes_on(sandbox, terminal):
     # Given a terminal whose viewer reads nothing while its command writes megabytes
     sandbox_id, item = sandbox
@@ -394,7 +440,7 @@ def test_a_viewer_that_reads_nothing_is_let_go_and_the_terminal_goes_on(sandbox,
     stalled.send_input(b"head -c 4000000 /dev/zero | tr '\\0' x; echo; echo do''ne; touch /workspace/finished\n")
     # When the command is done and another connection attaches
     # Then the keeper went on reading (the command finished) and serves the new connection
-    assert wait_for((workspace_dir(item.pk) / "finished").exists, seconds=60)
+    assert wait_for((workspace_dir(item.pk) / "finished").exists, seconds=90)
     again = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
     replayed, events = link_output_until(again, _said("done\r\n"))
     assert b"done\r\n" in replayed

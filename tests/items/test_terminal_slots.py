@@ -40,8 +40,9 @@ def test_a_command_running_in_a_terminal_holds_one_slot_until_it_ends(socket_to,
     connection = socket_to(opened)
     _live(connection)
     assert _slots_of_alice() == 0
-    # When she runs a long command in it, then interrupts it
-    connection.send(b"sleep 100\n")
+    # When she runs a long command in it, then interrupts it once it runs as itself
+    connection.send(b"sh -c 'echo go''ing; exec sleep 100'\n")
+    read_until(connection, lambda output, controls: b"going\r\n" in output)
     held_while_running = _until(lambda: _slots_of_alice() == 1)
     connection.send(json.dumps({"type": "signal", "name": "INT"}))
     # Then the command held one of her slots while it ran, and gave it back when it ended

@@ -43,6 +43,13 @@ my $RING_BYTES = 256 * 1024;
 # and is replayed what the ring still holds): the keeper itself never waits on a viewer. (Declared
 # up here: the agent's loop below never ends, so nothing declared after it is ever set.)
 my $VIEWER_BACKLOG = 1024 * 1024;
+# Past this much output waiting for its viewer the keeper stops reading the terminal, so that the
+# command's writes block as on any terminal whose reader is slow: an attached viewer misses
+# nothing, and the program slows to its pace. Nobody attached: it reads on, keeping the last RING_BYTES.
+my $VIEWER_PAUSE = 64 * 1024;
+# A viewer that took nothing of it for this many seconds is let go all the same (the server's relay
+# gives up on its own slow client before this): a stuck viewer does not hold the command.
+my $VIEWER_STALL = 20;
 # How often a viewer is told again that a command runs (B): the server renews its slot then.
 my $BUSY_REPEAT = 300;
 open(my $listen, '+<&=', $listen_fd) or die "exec agent: no listening socket on fd $listen_fd: $!\n";
@@ -257,7 +264,9 @@ sub keeper {
     my $master_open = 1;
     my $alone_since = time;
     while (1) {
-        if ($viewer && length($k{out}) > $VIEWER_BACKLOG) {
+        $k{stalled_since} = undef unless $viewer && length($k{out}) >= $VIEWER_PAUSE;
+        $k{stalled_since} //= time if $viewer && length($k{out}) >= $VIEWER_PAUSE;
+        if ($viewer && (length($k{out}) > $VIEWER_BACKLOG || time - ($k{stalled_since} // time) > $VIEWER_STALL)) {
             ($viewer, $k{out}, $k{in}) = (undef, '', '');    # too slow: let go; it attaches again
         }
         if ($viewer) {
@@ -274,12 +283,12 @@ sub keeper {
         vec($r, fileno($listener), 1) = 1;
         vec($r, fileno($viewer), 1) = 1 if $viewer;
         vec($w, fileno($viewer), 1) = 1 if $viewer && length $k{out};
-        vec($r, fileno($master), 1) = 1 if $master_open;
+        vec($r, fileno($master), 1) = 1 if $master_open && !($viewer && length($k{out}) >= $VIEWER_PAUSE);
         vec($w, fileno($master), 1) = 1 if $master_open && length $k{pending};
         # Woken by the descriptors and by the command's end (SIGCHLD); at least every second
         # while the command runs (its foreground, a SIGCHLD that came just before the wait) or
         # nobody is attached (the idle limit).
-        my $wait = !$k{told} || ($terminal->{idle} && !$viewer) ? 1 : undef;
+        my $wait = !$k{told} || ($terminal->{idle} && !$viewer) || $k{stalled_since} ? 1 : undef;
         my $n = select(my $rr = $r, my $ww = $w, undef, $wait);
         if (!defined $k{status} && waitpid($child, 1) == $child) {
             ($k{status}, $k{gone_at}) = ($?, time);
@@ -295,6 +304,7 @@ sub keeper {
             my $written = syswrite($viewer, $k{out});
             if (defined $written) {
                 substr($k{out}, 0, $written, '');
+                $k{stalled_since} = undef if $written;    # it takes what it is sent: not stuck
             } elsif ($! + 0 != 11) {    # not EAGAIN: it went away
                 ($viewer, $k{out}, $k{in}) = (undef, '', '');
             }

@@ -12,9 +12,11 @@ both ways. Text frames are JSON control:
   another one took the terminal over from (another window) is closed with 4001, and should not
   reconnect by itself.
 
-Backpressure: the next output is read from the keeper only once the client took the last, so a
-slow client slows its own terminal's output (the keeper then keeps reading into its ring, dropping
-its oldest); a client that takes nothing for WORKSPACE_CLIENT_TIMEOUT_SECONDS is disconnected.
+Backpressure: the next output is read from the keeper only once the client took the last, and
+the keeper stops reading the terminal while 64 KiB wait for its viewer, so a slow client slows its
+own terminal's program (its writes block, as on any terminal) and misses nothing; a client that
+takes nothing for WORKSPACE_CLIENT_TIMEOUT_SECONDS is disconnected, and with nobody attached the
+keeper reads on into its ring, dropping its oldest.
 
 What the client may not do ends the connection with a close code, never a 500: a binary frame of
 more than `MAX_INPUT_BYTES` (1009), a text frame that is no control message, or a size or signal

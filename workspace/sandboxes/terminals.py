@@ -23,7 +23,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from workspace.sandboxes.base import SandboxGone
+from workspace.sandboxes.base import SandboxGone, SandboxUnavailable
 
 # What a keeper keeps of a terminal's output for the next attach (exec_agent.pl `$RING_BYTES`).
 RING_BYTES = 256 * 1024
@@ -276,10 +276,33 @@ def terminal_start(
         if first is None or first[0] != b"P":
             raise SandboxGone("the sandbox's agent did not take the terminal")
         connection.sendall(b"G")
+        # Its keeper's first word comes once it listens for attaches: a page that attaches the
+        # moment it hears of the terminal must find it.
+        _keeper_listening(link)
     except BaseException:
         connection.close()
         raise
     return link
+
+
+def _keeper_listening(link: TerminalLink) -> None:
+    """Waits for the new keeper's first frame, left for the link's events; a refusal (E) is raised."""
+    link.connection.settimeout(_ANSWER_SECONDS)
+    while not _holds_a_frame(link._buffer):
+        chunk = link.connection.recv(_FRAME_LIMIT + _HEADER.size)
+        if not chunk:
+            raise SandboxGone("the sandbox's agent did not start the terminal")
+        link._buffer.extend(chunk)
+    link.connection.settimeout(None)
+    if link._buffer[:1] == b"E":
+        try:
+            link.feed(b"")
+        except TerminalRefused as refused:
+            raise SandboxUnavailable(f"the sandbox's agent refused the terminal: {refused}") from refused
+
+
+def _holds_a_frame(buffer: bytearray) -> bool:
+    return len(buffer) >= _HEADER.size and len(buffer) >= _HEADER.size + _HEADER.unpack_from(buffer)[1]
 
 
 def terminal_attach(connection: socket.socket, *, terminal_id: str, secret: str, since: int = 0) -> TerminalLink:
