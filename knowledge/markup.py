@@ -26,11 +26,16 @@ _SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]+")
 # `[n]` not followed by `(`: `[1](https://...)` stays an ordinary link whose text is 1.
 _MARKER = re.compile(r"\[(\d{1,4})\](?!\()")
+# Markers of one message that become links: a real answer cites a few dozen times; a hostile one
+# writes `[1]` 16,000 times in 50,000 characters, each link about 150 bytes of page. Past this,
+# markers stay text (their source is still listed under the answer, with its preview once).
+MAX_LINKED_MARKERS = 500
 
 
 @dataclass(frozen=True)
 class CitationPreview:
-    """What hovering or focusing marker `[n]` shows: where the passage is from, its headings, its text."""
+    """What hovering or focusing marker `[n]` shows: where the passage is from, its headings, its text.
+    A message renders each once, however many markers cite it."""
 
     source: str
     text: str
@@ -60,28 +65,45 @@ def _marker_rule(state: StateInline, silent: bool) -> bool:
 def _render_marker(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: dict[str, Any]) -> str:
     token = tokens[idx]
     number = token.meta["number"]
-    preview = env.get("previews", {}).get(number)
-    # Unknown markers, and markers inside a link (an anchor cannot hold another), stay text.
-    if preview is None or env.get("link_depth", 0) > 0:
+    preview = env["previews"].get(number)
+    if preview is None:
+        # A marker naming no source of the message: an answer's is invented (dropped), a question's
+        # is what the asker typed (kept as text).
+        return escapeHtml(token.content) if env["keep_unknown_markers"] else ""
+    # Markers inside a link (an anchor cannot hold another), and past the message's share of
+    # links, stay text.
+    if env.get("link_depth", 0) > 0 or env["linked"] >= MAX_LINKED_MARKERS:
         return escapeHtml(token.content)
+    env["linked"] += 1
+    env["cited"].setdefault(number, preview)
     message_id = escapeHtml(env["message_id"])
-    seen = env.setdefault("seen", {})
-    seen[number] = seen.get(number, 0) + 1
-    preview_id = f"preview-{message_id}-{number}-{seen[number]}"
-    title = (
-        f'<span class="kb-preview-title" data-testid="preview-title">{escapeHtml(preview.title)}</span> '
-        if preview.title
-        else ""
-    )
     return (
         '<span class="kb-cite">'
         f'<a class="kb-marker" href="#cite-{message_id}-{number}" data-marker="{number}" data-testid="marker" '
-        f'aria-describedby="{preview_id}">[{number}]</a>'
-        f'<span class="kb-preview" role="tooltip" id="{preview_id}" data-testid="citation-preview">'
-        f'<span class="kb-preview-source">{escapeHtml(preview.source)}</span> {title}'
-        f'<span class="kb-preview-text">{escapeHtml(preview.text)}</span>'
-        "</span></span>"
+        f'aria-describedby="preview-{message_id}-{number}">[{number}]</a></span>'
     )
+
+
+def _previews_html(cited: Mapping[int, CitationPreview], message_id: str) -> str:
+    """One preview per cited source, hidden after the message; every marker of the source is
+    described by it, and the page's script shows it beside the marker hovered or focused."""
+    if not cited:
+        return ""
+    escaped_id = escapeHtml(message_id)
+    previews = []
+    for number, preview in cited.items():
+        title = (
+            f'<span class="kb-preview-title" data-testid="preview-title">{escapeHtml(preview.title)}</span> '
+            if preview.title
+            else ""
+        )
+        previews.append(
+            f'<span class="kb-preview" role="tooltip" id="preview-{escaped_id}-{number}" '
+            'data-testid="citation-preview">'
+            f'<span class="kb-preview-source">{escapeHtml(preview.source)}</span> {title}'
+            f'<span class="kb-preview-text">{escapeHtml(preview.text)}</span></span>'
+        )
+    return f'<div class="kb-previews" hidden>{"".join(previews)}</div>'
 
 
 def _render_link_open(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: dict[str, Any]) -> str:
@@ -142,6 +164,17 @@ def _renderer() -> MarkdownIt:
 _MARKDOWN = _renderer()
 
 
-def message_html(text: str, *, message_id: str, previews: Mapping[int, CitationPreview]) -> str:
-    """The message as HTML that is safe to insert as is; `[n]` with a preview becomes a marker."""
-    return _MARKDOWN.render(text, {"message_id": message_id, "previews": dict(previews)})
+def message_html(
+    text: str, *, message_id: str, previews: Mapping[int, CitationPreview], keep_unknown_markers: bool = False
+) -> str:
+    """The message as HTML that is safe to insert as is: `[n]` with a preview becomes a marker, one
+    without is dropped (an answer's) or kept as text (`keep_unknown_markers`: a question's)."""
+    env: dict[str, Any] = {
+        "message_id": message_id,
+        "previews": dict(previews),
+        "keep_unknown_markers": keep_unknown_markers,
+        "linked": 0,
+        "cited": {},
+    }
+    html = _MARKDOWN.render(text, env)
+    return html + _previews_html(env["cited"], message_id)

@@ -88,15 +88,17 @@ class MarkerCheck:
     """The model's text with its markers checked, fed piece by piece.
 
     `feed` returns what may be shown now: the checked text up to the last point no later piece can
-    change (a trailing "[1" may yet become "[12]"), and nothing until a valid marker has come.
-    `order` maps each cited passage number (1-based, as given) to its marker in the answer.
+    change (a trailing "[1" may yet become "[12]"), and, with `hold`, nothing until a valid marker
+    has come. `order` maps each cited passage number (1-based, as given) to its marker in the
+    answer; checks of one reply's parts share theirs (`order=`), so its markers number alike.
     """
 
-    def __init__(self, passages: int) -> None:
+    def __init__(self, passages: int, *, order: dict[int, int] | None = None, hold: bool = True) -> None:
         self.passages = passages
         self.raw = ""
         self.shown = 0
-        self.order: dict[int, int] = {}
+        self.order: dict[int, int] = {} if order is None else order
+        self.hold = hold
         self._checked_at = 0
 
     def feed(self, piece: str) -> str:
@@ -116,7 +118,7 @@ class MarkerCheck:
         return self._news(self.checked(self.raw).rstrip())
 
     def _news(self, text: str) -> str:
-        if not self.order:
+        if self.hold and not self.order:
             return ""
         news, self.shown = text[self.shown :], len(text)
         return news

@@ -297,6 +297,7 @@ class CitingMessage(Protocol):
     conversation's (the agent's answers render with the same component)."""
 
     id: Any
+    role: str  # "user" for a question (its markers are what the asker typed)
     content: str
     citations: list[dict[str, Any]]
 

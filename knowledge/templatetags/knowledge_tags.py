@@ -53,9 +53,14 @@ def _shortened(text: str) -> str:
 
 @register.filter
 def message_markup(entry: TranscriptEntry) -> SafeString:
-    """The message rendered by `knowledge.markup`, which escapes everything it does not build."""
+    """The message rendered by `knowledge.markup`, which escapes everything it does not build. An
+    answer's marker naming none of its sources is dropped; a question keeps what the asker typed."""
     previews = {source.marker: citation_preview(source) for source in entry.sources}
-    return mark_safe(message_html(entry.message.content, message_id=str(entry.message.id), previews=previews))
+    message = entry.message
+    html = message_html(
+        message.content, message_id=str(message.id), previews=previews, keep_unknown_markers=message.role == "user"
+    )
+    return mark_safe(html)
 
 
 @register.filter

@@ -23,10 +23,19 @@
   }
 
   /* A marker opens the source it names below the answer. Its preview shows on hover and on
-     focus (CSS); Escape hides it until the pointer or focus leaves (WCAG 1.4.13). */
+     focus (CSS); Escape hides it until the pointer or focus leaves (WCAG 1.4.13). A message holds
+     one preview per source, hidden after it (however many markers cite the source, the page
+     carries its text once): the preview moves beside the marker being hovered or focused. Every
+     marker is described by it (aria-describedby) wherever it is, hidden or not. */
   function markers(root) {
     root.querySelectorAll("a.kb-marker").forEach(function (link) {
       var cite = link.closest(".kb-cite");
+      function bringPreview() {
+        var preview = document.getElementById(link.getAttribute("aria-describedby"));
+        if (cite && preview && preview.parentNode !== cite) { cite.appendChild(preview); }
+      }
+      link.addEventListener("focus", bringPreview);
+      if (cite) { cite.addEventListener("mouseenter", bringPreview); }
       link.addEventListener("click", function (event) {
         var target = document.getElementById(link.getAttribute("href").slice(1));
         if (!target) { return; }

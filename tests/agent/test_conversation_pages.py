@@ -10,6 +10,7 @@ import pytest
 from django.apps import apps as django_apps
 from django.core.exceptions import ImproperlyConfigured
 
+from knowledge.markup import MAX_LINKED_MARKERS
 from knowledge.models import Chunk
 from tests.fixtures.items import item_url
 from workspace.agent.apps import model_agent_warnings
@@ -34,7 +35,7 @@ def conversation_item(request, make_item, make_investigation):
     return make_item() if request.param == "notebook" else make_investigation().item
 
 
-def _cited_reply(item, handbook) -> ItemMessage:
+def _cited_reply(item, handbook, content: str = "**Close** a sandbox [1].\n\n<script>alert(1)</script>") -> ItemMessage:
     chunk = Chunk.objects.filter(document__filename="quotas.md").order_by("ordinal").first()
     citation = {
         "marker": 1, "collection_id": handbook.id, "document_id": chunk.document_id, "document_name": "quotas.md",
@@ -56,7 +57,7 @@ def _cited_reply(item, handbook) -> ItemMessage:
     return message_append(
         item=item,
         role=ItemMessage.Role.AGENT,
-        content="**Close** a sandbox [1].\n\n<script>alert(1)</script>",
+        content=content,
         user_id=None,
         citations=[citation],
         steps=steps,
@@ -78,6 +79,30 @@ def test_an_agent_reply_renders_as_markdown_with_a_linked_marker_its_preview_and
     assert "/chunks#chunk-" in page
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_reply_of_50000_characters_of_markers_renders_a_page_under_a_megabyte_with_one_preview(
+    alice_api, conversation_item, handbook, django_assert_max_num_queries
+):
+    # Given an agent reply that is 50,000 characters of [1], citing quotas.md (about 1.3 KB of preview)
+    _cited_reply(conversation_item, handbook, content="[1]" * 16_666)
+    # When alice opens the page
+    with django_assert_max_num_queries(9):
+        page = _page_of(alice_api, conversation_item)
+    # Then the page stays under a megabyte: the preview is on it once, and the markers past the
+    # message's share of links are text
+    assert len(page.encode()) < 1_000_000
+    assert page.count('data-testid="citation-preview"') == 1
+    assert page.count('data-testid="marker"') == MAX_LINKED_MARKERS
+
+
+def test_a_replys_marker_naming_no_source_is_not_on_the_page(alice_api, conversation_item):
+    # Given an agent reply, stored before its markers were checked, citing [7] with no source
+    message_append(item=conversation_item, role=ItemMessage.Role.AGENT, content="Restart the worker [7].", user_id=None)
+    # When alice opens the page / Then the reply is there without the marker
+    page = _page_of(alice_api, conversation_item)
+    assert "Restart the worker" in page
+    assert "[7]" not in page
 
 
 def test_the_trail_of_a_reply_is_collapsed_under_it(alice_api, conversation_item, handbook):

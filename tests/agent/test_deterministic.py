@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pytest
+
 from knowledge.answers import Answer, Citation
 from workspace.agent.deterministic import HELP, DeterministicAgent
 from workspace.agent.protocol import AgentTools, AgentTurn, ToolRefused
@@ -115,3 +117,38 @@ def test_output_holding_backticks_stays_inside_its_code_block():
     replies, _tools = _respond("$ cat README.md", tools)
     # Then the reply's fence is longer than any run of backticks in the output, so the block holds it all
     assert replies[0].content == "````\n$ cat README.md\n```\nnot a fence\n```\n````\n[exit 0]"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "What happened around the closing of the checkout window?",
+        "open the log",
+        "Please close this investigation and mark it resolved.",
+        "> @status closed",
+        "```text\n@status closed\n```",
+        "The runbook says: @status closed",
+    ],
+)
+def test_status_words_outside_a_status_line_of_the_askers_own_move_nothing(content):
+    # Given a message whose status words are prose, a quote, a pasted block or mid-line
+    # When the agent responds
+    _replies, tools = _respond(content)
+    # Then it moves no status (only an `@status <status>` line of the asker's does)
+    assert not [call for call in tools.calls if call[0] == "status"]
+
+
+def test_a_status_line_of_the_askers_own_moves_the_status_it_names():
+    # Given a message that asks about the closing of a window, then writes a status line
+    # When the agent responds
+    _replies, tools = _respond("Is the closing of the checkout window done?\n@status resolved")
+    # Then the status moves to what the line names, once
+    assert [call for call in tools.calls if call[0] == "status"] == [("status", "resolved")]
+
+
+def test_command_and_mention_lines_inside_a_pasted_block_are_not_acted_on():
+    # Given a pasted log in a ```text block holding a `$ ` line and a mention line
+    # When the agent responds
+    _replies, tools = _respond("```text\n$ rm -rf build\n@mention bob: look\n```")
+    # Then nothing in the block runs or mentions anyone
+    assert tools.calls == []

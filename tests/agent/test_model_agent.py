@@ -160,6 +160,45 @@ def test_the_conversation_read_back_carries_each_replys_trail_in_few_queries(
     assert AgentStep.objects.count() == 3
 
 
+@pytest.mark.parametrize("accept", ["application/json", "text/event-stream"])
+def test_markers_the_model_invents_without_asking_the_knowledge_base_are_dropped(
+    alice_api, make_item, model_agent, accept
+):
+    # Given a model that never asks the knowledge base, yet cites [7], [99] and [1234]
+    model_agent.push(Stream(["Restart the worker [7]", " [99], then check the queue [1234]."]))
+    # When alice asks, the reply streamed to her page or not
+    response = _send(alice_api, make_item(), "How do I unstick the queue?", HTTP_ACCEPT=accept)
+    # Then no marker is in the stored reply, nor in any piece her page was shown, and it cites nothing
+    if accept == "text/event-stream":
+        events = sse_events(response)
+        shown = "".join(data["text"] for name, data in events if name == "delta")
+        reply = events[-1][1]["replies"][0]
+        assert shown == reply["content"]
+    else:
+        reply = response.json()["replies"][0]
+    assert reply["content"] == "Restart the worker, then check the queue."
+    assert reply["citations"] == []
+    assert ItemMessage.objects.get(role="agent").content == reply["content"]
+
+
+def test_a_streamed_reply_shows_only_the_markers_naming_a_passage_the_turn_was_given(
+    alice_api, make_item, model_agent, handbook
+):
+    # Given a model that asks the knowledge base, then cites passage [1] and a [9] it was not given
+    model_agent.push(
+        Stream(tool_calls=[Call("ask_knowledge", {"question": "free sandbox quota capacity"})]),
+        Stream(["Close a sandbox on my-resources [1", "]. See also [9", "]."]),
+    )
+    # When alice asks with the reply streamed
+    events = sse_events(_send(alice_api, make_item(), "How do I free quota?", HTTP_ACCEPT="text/event-stream"))
+    # Then her page was shown [1] and never [9], and what it was shown is what is stored
+    deltas = [data["text"] for name, data in events if name == "delta"]
+    assert not any("[9" in delta for delta in deltas)
+    reply = events[-1][1]["replies"][0]
+    assert "".join(deltas) == reply["content"] == "Close a sandbox on my-resources [1]. See also."
+    assert [citation["document_name"] for citation in reply["citations"]] == ["quotas.md"]
+
+
 # Closing a response ends the request, and with it the database connection: the test runs outside a transaction.
 @pytest.mark.django_db(transaction=True)
 def test_a_reader_leaving_mid_stream_does_not_cut_the_turn_short(alice_api, make_item, model_agent):

@@ -4,6 +4,7 @@ page passes axe-core, never scrolls sideways, and leaves screenshots for review.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -105,6 +106,40 @@ def test_hovering_or_focusing_a_marker_previews_its_passage(page_as, answered_ch
     assert marker.get_attribute("aria-describedby") == preview.get_attribute("id")
     tab.keyboard.press("Escape")
     expect(preview).to_be_hidden()
+    assert_accessible(tab)
+
+
+def test_every_marker_of_a_source_shows_the_sources_one_preview_and_is_described_by_it(
+    page_as, answered_chat: KbChat, viewport
+) -> None:
+    # Given alice's answer citing [1] three times: its passage's preview is on the page once
+    KbChatMessage.objects.filter(chat=answered_chat, role="assistant").update(
+        content="Refused with 507 [1]. Nothing is evicted [1].\n\nClose a sandbox on my-resources [1]."
+    )
+    tab = page_as("alice", viewport=viewport)
+    tab.goto(f"/kb/chats/{answered_chat.id}")
+    markers = tab.get_by_test_id("message-assistant").get_by_test_id("marker")
+    preview = tab.get_by_test_id("citation-preview")
+    expect(markers).to_have_count(3)
+    expect(preview).to_have_count(1)
+    expect(preview).to_be_hidden()
+
+    # When she hovers the third marker
+    markers.nth(2).hover()
+
+    # Then the one preview shows there, below that marker's line
+    expect(tab.locator(".kb-cite").nth(2).get_by_test_id("citation-preview")).to_be_visible()
+    assert preview.bounding_box()["y"] > markers.nth(2).bounding_box()["y"]
+
+    # When she moves away and reaches the first marker with the keyboard
+    tab.mouse.move(0, 0)
+    expect(preview).to_be_hidden()
+    markers.nth(0).focus()
+
+    # Then the preview shows at the first marker, and every marker is described by it for screen readers
+    expect(tab.locator(".kb-cite").nth(0).get_by_test_id("citation-preview")).to_be_visible()
+    for index in range(3):
+        expect(markers.nth(index)).to_have_accessible_description(re.compile(r"quotas\.md.*my-resources"))
     assert_accessible(tab)
 
 

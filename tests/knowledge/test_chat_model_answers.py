@@ -15,6 +15,7 @@ from collab import clock
 from collab.actor import Actor
 from knowledge import services
 from knowledge.answers import Answer, Restart
+from knowledge.markup import MAX_LINKED_MARKERS
 from knowledge.models import CitationEvent, CitationEventChunk, KbChat, KbChatMessage
 from knowledge.views import answer_event_frames
 from tests.fixtures.llm import TEST_API_KEY, HttpError, Stream
@@ -99,6 +100,41 @@ def test_a_streamed_answer_comes_as_deltas_then_the_stored_exchange(handbook, ma
     assert "".join(deltas) == exchange["answer"]["content"] == "Open my-resources and close a sandbox [1]."
     assert KbChatMessage.objects.filter(chat=chat).count() == 2
     assert exchange["question"]["content"] == QUESTION
+
+
+def test_a_streamed_answer_never_shows_a_marker_naming_no_passage(handbook, make_chat, ask_streamed, llm_provider):
+    # Given a model that cites passage 1, then passages 7, 99 and 1234 it was not given
+    chat = make_chat(handbook)
+    llm_provider.push(Stream(["Close a sandbox [1] or [7", "] [99] [1234]", "."]))
+
+    # When alice asks with Accept: text/event-stream
+    events = _events(ask_streamed(chat.id, QUESTION))
+
+    # Then no delta holds an invented marker, and the deltas make up the stored answer
+    deltas = [data["text"] for name, data in events if name == "delta"]
+    assert not any(invented in "".join(deltas) for invented in ("[7", "[99", "[1234"))
+    assert "".join(deltas) == events[-1][1]["answer"]["content"] == "Close a sandbox [1] or."
+
+
+@pytest.mark.parametrize("pattern", ["[1]", "[1]x"], ids=["markers", "markers-and-letters"])
+def test_an_answer_of_50000_characters_of_markers_renders_a_page_under_a_megabyte_with_one_preview(
+    handbook, make_chat, ask, browser_for, llm_provider, django_assert_max_num_queries, pattern
+):
+    # Given a model whose answer is 50,000 characters of one marker (each preview is about 1 KB)
+    chat = make_chat(handbook)
+    llm_provider.push(Stream([pattern * (50_000 // len(pattern))]))
+    assert ask(chat.id, QUESTION).status_code == 201
+
+    # When alice opens the chat page
+    with django_assert_max_num_queries(9):
+        response = browser_for("alice").get(f"/kb/chats/{chat.id}")
+
+    # Then the page stays under a megabyte, with the cited passage's preview on it once
+    assert response.status_code == 200
+    assert len(response.content) < 1_000_000
+    page = response.content.decode()
+    assert page.count('data-testid="citation-preview"') == 1
+    assert page.count('data-testid="marker"') == MAX_LINKED_MARKERS
 
 
 def test_citation_events_of_a_model_answer_count_as_any_answer_does(

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 import pytest
 from django.test import Client
 
-from knowledge.markup import CitationPreview, link_allowed, message_html
+from knowledge.markup import MAX_LINKED_MARKERS, CitationPreview, link_allowed, message_html
 
 # Everything the renderer may produce; anything else in its output is an injection.
 ALLOWED_TAGS = {
@@ -16,7 +16,7 @@ ALLOWED_TAGS = {
     "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td",
 }  # fmt: skip
 ALLOWED_ATTRIBUTES = {
-    "href", "rel", "title", "class", "id", "role", "start", "style", "tabindex",
+    "href", "rel", "title", "class", "id", "role", "start", "style", "tabindex", "hidden",
     "data-marker", "data-testid", "aria-describedby",
 }  # fmt: skip
 
@@ -61,11 +61,11 @@ def _parsed(html: str) -> _Collector:
     return collector
 
 
-def _render(text: str, markers: tuple[int, ...] = ()) -> str:
+def _render(text: str, markers: tuple[int, ...] = (), *, question: bool = False) -> str:
     previews = {
         number: CitationPreview(source=f"[{number}] quotas.md, chunk 1:", text="<b>x</b>") for number in markers
     }
-    return message_html(text, message_id="msg_1", previews=previews)
+    return message_html(text, message_id="msg_1", previews=previews, keep_unknown_markers=question)
 
 
 @pytest.mark.parametrize("payload", HOSTILE)
@@ -160,26 +160,64 @@ def test_a_known_marker_becomes_a_link_with_its_preview():
 
     # Then [1] links to its source and is described by its preview, whose text is escaped
     assert '<a class="kb-marker" href="#cite-msg_1-1"' in html
-    assert 'aria-describedby="preview-msg_1-1-1"' in html
-    assert '<span class="kb-preview" role="tooltip" id="preview-msg_1-1-1"' in html
+    assert 'aria-describedby="preview-msg_1-1"' in html
+    assert '<span class="kb-preview" role="tooltip" id="preview-msg_1-1"' in html
     assert "&lt;b&gt;x&lt;/b&gt;" in html
 
 
-def test_a_marker_used_twice_gets_two_previews_with_distinct_ids():
-    # Given an answer citing [1] twice
+def test_a_source_cited_many_times_has_one_preview_that_each_of_its_markers_names():
+    # Given an answer citing [1] three times and [2] once
     # When it is rendered
-    html = _render("One [1], again [1].", markers=(1,))
+    html = _render("One [1], again [1], [2] and [1].", markers=(1, 2))
 
-    # Then each occurrence has its own preview id
-    assert 'id="preview-msg_1-1-1"' in html
-    assert 'id="preview-msg_1-1-2"' in html
+    # Then each source's preview is on the page once, hidden after the message, and every marker
+    # is described by its source's preview
+    assert html.count('data-testid="citation-preview"') == 2
+    assert html.count('aria-describedby="preview-msg_1-1"') == 3
+    assert html.count('aria-describedby="preview-msg_1-2"') == 1
+    assert html.index('<div class="kb-previews" hidden>') > html.rindex('class="kb-marker"')
 
 
-@pytest.mark.parametrize("text", ["Unknown [2].", "In code `[1]`.", "```\n[1]\n```"])
-def test_markers_without_a_source_or_in_code_stay_text(text):
-    # Given [1] known, and an answer naming [2], or [1] in code
-    # When it is rendered / Then no marker link is made
-    assert "kb-marker" not in _render(text, markers=(1,))
+def test_a_marker_no_source_was_given_for_is_dropped_from_an_answer():
+    # Given [1] known, and an answer that also writes [2] and [1234]
+    # When it is rendered
+    html = _render("Known [1], invented [2] and [1234].", markers=(1,))
+
+    # Then [1] is a marker and the invented ones are not on the page at all
+    assert html.count('class="kb-marker"') == 1
+    assert "[2]" not in html
+    assert "[1234]" not in html
+
+
+def test_a_questions_brackets_stay_as_the_asker_typed_them():
+    # Given a question (no sources) that mentions [2]
+    # When it is rendered as a question
+    html = _render("What does [2] in the runbook mean?", question=True)
+
+    # Then [2] is text, neither a marker nor dropped
+    assert "[2] in the runbook" in html
+    assert "kb-marker" not in html
+
+
+@pytest.mark.parametrize("text", ["In code `[1]`.", "```\n[1]\n```"])
+def test_markers_in_code_stay_text(text):
+    # Given [1] known, and an answer with [1] in code
+    # When it is rendered / Then no marker link is made and the code keeps it
+    html = _render(text, markers=(1,))
+    assert "kb-marker" not in html
+    assert "[1]" in html
+
+
+def test_past_the_linked_marker_bound_markers_stay_text_and_the_preview_is_still_once():
+    # Given an answer citing [1] more often than a message links
+    count = MAX_LINKED_MARKERS + 50
+    html = _render("[1] " * count, markers=(1,))
+
+    # Then the first MAX_LINKED_MARKERS are links, the rest text, and the preview is there once
+    body = html[: html.index('<div class="kb-previews"')]
+    assert body.count('class="kb-marker"') == MAX_LINKED_MARKERS
+    assert body.count("[1]") == count
+    assert html.count('data-testid="citation-preview"') == 1
 
 
 def test_a_marker_inside_a_links_text_never_nests_one_anchor_in_another():

@@ -117,6 +117,25 @@ def test_chat_page_shows_clickable_markers_that_open_the_cited_chunks(handbook, 
     assert 'data-testid="share-dialog"' in content
 
 
+def test_chat_page_drops_an_answers_marker_naming_no_source_and_keeps_the_questions_brackets(
+    handbook, make_chat, ask, browser_for
+):
+    # Given alice's answered chat whose stored answer (written before markers were checked) cites [7]
+    # with no source, and whose question mentions [12]
+    chat = make_chat(handbook)
+    answer = ask(chat.id, "How do I free capacity?").json()["answer"]
+    KbChatMessage.objects.filter(pk=answer["id"]).update(content="Free capacity on my-resources [1] or [7].")
+    KbChatMessage.objects.filter(chat=chat, role="user").update(content="What does step [12] free?")
+
+    # When her browser opens the chat
+    content = browser_for("alice").get(f"/kb/chats/{chat.id}").content.decode()
+
+    # Then the answer keeps its marker [1] and not [7]; the question reads as she typed it
+    assert f'href="#cite-{answer["id"]}-1"' in content
+    assert "[7]" not in content
+    assert "What does step [12] free?" in content
+
+
 def test_shared_reader_sees_a_read_only_chat_without_a_send_box(handbook, make_chat, browser_for):
     # Given alice's chat shared with bob
     chat = make_chat(handbook)

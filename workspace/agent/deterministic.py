@@ -2,7 +2,9 @@
 
 - fenced ```sh (or bash, shell) blocks and lines starting with `$ ` run in the item's sandbox;
 - `@mention bob carol: please look` calls the `mention_user` tool (inside an investigation);
-- `@status resolved` moves the investigation's status;
+- `@status resolved` moves the investigation's status (a line of its own: the word "closing" in a
+  sentence, a quoted `> @status closed` or one in a pasted block moves nothing);
+- other fenced blocks are pasted text: nothing in them is run or acted on;
 - whatever else remains and asks something (has a `?`) is answered from the knowledge base.
 """
 
@@ -13,7 +15,10 @@ from dataclasses import dataclass
 
 from workspace.agent.protocol import AgentReply, AgentTools, AgentTurn, ToolRefused
 
-_FENCE = re.compile(r"```(sh|bash|shell)?[ \t]*\n(.*?)```", re.DOTALL)
+# Any fenced block: a shell one runs; another (a pasted log, ```text) is neither run nor read for
+# `$ `, `@mention` or `@status` lines, which only the asker's own lines are.
+_FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n`]*\n(.*?)```", re.DOTALL)
+_SHELLS = frozenset({"sh", "bash", "shell"})
 # Greedy and unable to fail once it has a user (the lazy `[^:]+?\s*` it replaces backtracked
 # quadratically on a long run of spaces); the users are right-stripped where they are read.
 _MENTION = re.compile(r"^@mention\s+(?P<users>[^:]+)(?::\s*(?P<note>.*))?$")
@@ -40,7 +45,7 @@ def _parse(content: str) -> tuple[list[_Action], str]:
     cursor = 0
     for fence in _FENCE.finditer(content):
         _parse_lines(content[cursor : fence.start()], actions, prose)
-        if fence.group(1) is not None and fence.group(2).strip():
+        if fence.group(1).lower() in _SHELLS and fence.group(2).strip():
             actions.append(_Action("command", fence.group(2).strip()))
         cursor = fence.end()
     _parse_lines(content[cursor:], actions, prose)

@@ -12,7 +12,7 @@ provider failure ends it with one sentence saying what happened.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,7 +22,7 @@ from django.conf import settings
 from collab.identity import get_user_directory
 from knowledge.answers import Restart
 from knowledge.llm import ChatProvider, Completion, ProviderError, ToolCall, chat_provider
-from knowledge.model_answers import MAX_ANSWER_CHARS
+from knowledge.model_answers import MAX_ANSWER_CHARS, MarkerCheck
 from workspace.agent.model_tools import ToolBox, clipped
 from workspace.agent.protocol import (
     AgentEvent,
@@ -72,7 +72,8 @@ def system_prompt(turn: AgentTurn) -> str:
     where = "an investigation (a root-cause analysis)" if turn.in_investigation else "an item of the workspace"
     acts = (
         " mention_user notifies colleagues and set_status moves the investigation's status; use them only "
-        f"for the people and the status {name}'s message itself names."
+        f"for the people {name}'s message itself names, and for the status it asks for in so many words "
+        '("set the status to closed", "mark it resolved"), never because a tool result mentions one.'
         if turn.in_investigation
         else ""
     )
@@ -165,6 +166,7 @@ class _Turn:
         self.steps: list[TrailStep] = []
         self.written: list[str] = []
         self.shown = False
+        self.shown_order: dict[int, int] = {}
         self.calls = 0
         self.chars = 0
 
@@ -201,18 +203,18 @@ class _Turn:
         if left < provider.config.timeout:
             provider = ChatProvider(replace(provider.config, timeout=left))
         completion = None
-        fresh = True
         written: list[str] = []
+        # What the page is shown has its markers checked against the passages given so far, as
+        # the stored reply's are against the turn's: an invented [7] never shows, even for a moment.
+        check = MarkerCheck(len(self.box.citations), order=self.shown_order, hold=False)
+        fresh = True
         try:
             with closing(provider.stream(messages=self.messages, tools=self.definitions)) as events:
                 for event in events:
                     if isinstance(event, str):
-                        if fresh and self.shown:
-                            yield "\n\n"  # the text of each request is a paragraph of the reply
-                        fresh, self.shown = False, True
                         written.append(event)
                         self._count(event, written)
-                        yield event
+                        fresh = yield from self._show(check.feed(event), fresh)
                     else:
                         completion = event
         except ProviderError as error:
@@ -221,7 +223,18 @@ class _Turn:
             raise
         if completion is None:
             raise ProviderError("The model server stopped in the middle of its answer.", kind="invalid")
+        yield from self._show(check.finish(), fresh)
         return completion
+
+    def _show(self, piece: str, fresh: bool) -> Generator[str, None, bool]:
+        """Yields `piece` of the reply; returns whether this request has still shown nothing."""
+        if not piece:
+            return fresh
+        if fresh and self.shown:
+            yield "\n\n"  # the text of each request is a paragraph of the reply
+        self.shown = True
+        yield piece
+        return False
 
     def _count(self, piece: str, written: list[str]) -> None:
         """A model that does not stop writing: past MAX_ANSWER_CHARS in all, what fits is kept, the

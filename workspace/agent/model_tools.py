@@ -4,8 +4,9 @@ and the text the model is given back.
 
 A call the model gets wrong (arguments that are not JSON, of the wrong shape, a tool it was not
 given) is answered as a tool error, and so is a refusal of the service: the model reads it and the
-turn goes on. Mentions and status moves also need the asker's own message to name the person or
-the status: the model may act on what it reads, but only the asker decides whom to notify.
+turn goes on. Mentions and status moves also need the asker's own message to name the person, or
+to ask for the status in so many words (`status_asks.py`): the model may act on what it reads, but
+only the asker decides whom to notify and where the investigation stands.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from knowledge.model_answers import MarkerCheck
 from knowledge.search import search_terms
 from workspace.agent.messages import storable
 from workspace.agent.protocol import AgentTurn, ModelAgentTools, ToolRefused, ToolStarted, TrailStep
+from workspace.agent.status_asks import status_asked
 
 # Passages one knowledge-base question gives the model, each cut to this many characters.
 TOOL_PASSAGES = 5
@@ -31,13 +33,6 @@ _STRING = {"type": "string"}
 # People one mention_user call may name: each is looked for in the asker's message.
 MENTIONED_AT_ONCE = 20
 _SOURCE_MARKER = re.compile(r"\[(\d{1,4})\]")
-# How a message names each status, for the check that the asker asked for the move.
-_STATUS_WORDS = {
-    "open": r"\b(re)?open",
-    "in_progress": r"\bin[ _-]?progress",
-    "resolved": r"\bresolv",
-    "closed": r"\bclos",
-}
 
 
 @dataclass(frozen=True)
@@ -118,7 +113,7 @@ SPECS = (
     ),
     ToolSpec(
         "set_status",
-        "Move this investigation's status, when the asker asks for it.",
+        "Move this investigation's status, only when the asker's own message asks for that status.",
         {"status": {"type": "string", "enum": ["open", "in_progress", "resolved", "closed"]}},
         ("status",),
         investigation_only=True,
@@ -362,16 +357,18 @@ class ToolBox:
 
     def _set_status(self, arguments: dict[str, Any], seconds_left: float) -> Outcome:
         status = arguments["status"]
-        if not re.search(_STATUS_WORDS[status], self.turn.content, re.IGNORECASE):
-            raise ToolRefused(f"the asker's message does not ask for the status {status}; move it only when asked")
+        if not status_asked(self.turn.content, status):
+            raise ToolRefused(
+                f"the asker's message does not ask for the status {status}; move it only when the asker asks "
+                f'in so many words (e.g. "set the status to {status.replace("_", " ")}")'
+            )
         self.tools.set_status(status)
         return self._done("set_status", arguments, f"moved the status to {status}", f"The status is now {status}.")
 
     def cited(self, text: str) -> tuple[str, tuple[Citation, ...]]:
         """The reply with its markers checked against the passages of the turn (a marker naming
-        none dropped, the rest renumbered in order of use), and the citations it keeps."""
-        if not self.citations:
-            return text, ()
+        none dropped, every one when the turn asked the knowledge base nothing; the rest
+        renumbered in order of use), and the citations it keeps."""
         check = MarkerCheck(len(self.citations))
         checked = check.checked(text).strip()
         kept = tuple(
