@@ -17,10 +17,10 @@ from django.conf import settings
 from django.db import transaction
 
 from collab import clock
+from collab.errors import TooManyRequests
 from collab.models import CommandSlot
 from collab.slots import TooManyRunning, slot_extend, slot_release, slot_take
 from workspace.items.models import Terminal
-from workspace.sandboxes.terminal_relay import CommandRefused
 from workspace.sandboxes.terminals import BUSY_REPEAT_SECONDS
 
 # A terminal that never closes for idleness (WORKSPACE_TERMINAL_IDLE_SECONDS = 0) holds a detached
@@ -35,7 +35,7 @@ def terminal_slot_seconds() -> int:
     return idle + BUSY_REPEAT_SECONDS if idle > 0 else _NEVER_IDLE_SLOT_SECONDS
 
 
-def terminal_busy(*, terminal_id: str, running: bool) -> CommandRefused | None:
+def terminal_busy(*, terminal_id: str, running: bool) -> TooManyRequests | None:
     """The terminal's slot taken (or renewed) when a command runs in it, given back when none does;
     why the command may not run when its opener's slots are all taken."""
     with transaction.atomic():
@@ -55,10 +55,12 @@ def terminal_busy(*, terminal_id: str, running: bool) -> CommandRefused | None:
                 renewed = slot_take(user_id=row.opened_by, seconds=seconds)
             except TooManyRunning as refused:
                 _remember(row, None)
-                return CommandRefused(
+                return TooManyRequests(
                     error=refused.error,
                     detail=f"{refused.detail} The command in this terminal was stopped, as Ctrl-Z would: "
                     "type fg to go on with it.",
+                    retry_after=refused.retry_after,
+                    **refused.extra,
                 )
         _remember(row, renewed)
     return None

@@ -34,7 +34,7 @@ from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item, Terminal
 from workspace.items.terminal_slots import terminal_busy, terminal_slots_release
 from workspace.sandboxes.base import SandboxGone, SandboxUnavailable
-from workspace.sandboxes.terminal_relay import CLOSE_GONE, CommandRefused, relay
+from workspace.sandboxes.terminal_relay import CLOSE_GONE, relay
 from workspace.sandboxes.terminals import (
     MAX_SIZE,
     TerminalGone,
@@ -164,7 +164,7 @@ class TerminalSocket:
             return
         loop = asyncio.get_running_loop()
 
-        async def busy(running: bool) -> CommandRefused | None:
+        async def busy(running: bool) -> TooManyRequests | None:
             changed = functools.partial(terminal_busy, terminal_id=self.terminal.pk, running=running)
             return await loop.run_in_executor(request_threads(), changed)
 

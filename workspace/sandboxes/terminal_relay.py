@@ -29,9 +29,10 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass
 from typing import Any
 
+from collab.edge import body_of
+from collab.errors import DomainError
 from workspace.sandboxes.terminals import (
     STOP_FRAME,
     Busy,
@@ -64,20 +65,12 @@ CLOSE_TAKEN_OVER = 4001
 STOP_GRACE_SECONDS = 1.0
 
 
-@dataclass(frozen=True)
-class CommandRefused:
-    """Why a command started in the terminal may not run now: an error code and a sentence."""
-
-    error: str
-    detail: str
-
-
 # Told whether a command runs in the terminal's foreground (False too once the terminal's command
 # ended); answers why it may not run, or None.
-BusyHook = Callable[[bool], Awaitable[CommandRefused | None]]
+BusyHook = Callable[[bool], Awaitable[DomainError | None]]
 
 
-async def _never_refused(running: bool) -> CommandRefused | None:
+async def _never_refused(running: bool) -> DomainError | None:
     return None
 
 
@@ -199,8 +192,8 @@ def _count(value: object) -> int:
     return value
 
 
-def _stopped(refusal: CommandRefused) -> Message:
-    control = {"type": "stopped", "error": refusal.error, "detail": refusal.detail}
+def _stopped(refusal: DomainError) -> Message:
+    control = {"type": "stopped", **body_of(refusal)}
     return {"type": "websocket.send", "text": json.dumps(control)}
 
 
