@@ -10,12 +10,14 @@ class CollabConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth import get_user_model
+        from django.contrib.auth.signals import user_logged_in
         from django.db.models.signals import post_delete, post_save, pre_save
 
         from collab import schema  # noqa: F401 - registers the OpenAPI authentication scheme
         from collab.identity import check_mock_identity_allowed
         from collab.models import Notification
         from collab.services import notification_moving, notification_saved
+        from collab.throttle import forgive_own_failures
         from collab.tokens import forget_holders_of_changed_user
 
         check_mock_identity_allowed(
@@ -30,6 +32,9 @@ class CollabConfig(AppConfig):
         post_delete.connect(
             forget_holders_of_changed_user, sender=user_model, dispatch_uid="collab-token-holders-delete"
         )
+
+        # A login forgives only its own username's failures from its own address (not AXES_RESET_ON_SUCCESS).
+        user_logged_in.connect(forgive_own_failures, dispatch_uid="collab-forgive-own-failures")
 
         # The notification poll's ETag (collab.models.InboxVersion) moves with every single-row
         # change too; the services move it themselves for their bulk inserts and updates.

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.contrib.auth import authenticate
+from django.contrib.auth import authenticate, get_user_model
 from django.http import HttpRequest, HttpResponse
 
 from collab.edge import json_response
@@ -65,7 +65,18 @@ def _basic_credentials(request: HttpRequest) -> tuple[str, str] | None:
         username, _, password = base64.b64decode(encoded.strip()).decode("utf-8").partition(":")
     except (binascii.Error, UnicodeDecodeError) as exc:
         raise IdentityRejected("invalid_credentials", "The Basic authorization header is malformed.") from exc
+    if not _could_be_a_username(username):
+        raise IdentityRejected("invalid_credentials", "The username or password is wrong.")
     return username, password
+
+
+def _could_be_a_username(username: str) -> bool:
+    """Whether some account could have this name. One none can have is wrong without a look: PostgreSQL
+    refuses a NUL in any query, and the lockout's failure row holds 255 characters, so either raised
+    here, in a middleware, where nothing turns the DataError into the site's 400 (a 500)."""
+    user_model = get_user_model()
+    max_length = user_model._meta.get_field(user_model.USERNAME_FIELD).max_length or 255
+    return "\x00" not in username and len(username) <= max_length
 
 
 def _django_identity(request: HttpRequest) -> RequestIdentity:

@@ -484,14 +484,17 @@ if WORKSPACE_BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
 
-# Password guessing (the login page and HTTP Basic) is throttled by django-axes before any hash is
-# computed: after AXES_FAILURE_LIMIT wrong passwords for one username, or from one address, further
-# attempts get 429 with Retry-After until the cool-off ends.
+# Password guessing (the login page, the admin login and HTTP Basic) is throttled by django-axes
+# before any hash is computed: after AXES_FAILURE_LIMIT wrong passwords for one username, or from one
+# address, further attempts get 429 with Retry-After until the cool-off ends.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = int(os.environ.get("WORKSPACE_LOGIN_FAILURE_LIMIT", "5"))
 AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("WORKSPACE_LOGIN_COOLOFF_MINUTES", "15")))
 AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
-AXES_RESET_ON_SUCCESS = True
+# Off: axes would delete every failure matching the login's address or its username, so anyone's
+# login from an address reset the lockout of every username guessed from there (issue 44). A login
+# forgives its own username's failures from its own address alone (collab.throttle.forgive_own_failures).
+AXES_RESET_ON_SUCCESS = False
 AXES_LOCKOUT_CALLABLE = "collab.throttle.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "collab.throttle.client_address"
 AXES_VERBOSE = False
