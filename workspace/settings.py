@@ -251,7 +251,7 @@ WORKSPACE_NOTIFICATION_POLL_SECONDS = int(os.environ.get("WORKSPACE_NOTIFICATION
 TASKS = {
     "default": {
         "BACKEND": os.environ.get("WORKSPACE_TASK_BACKEND", "django_tasks_db.DatabaseBackend"),
-        "QUEUES": ["default", "workflows"],
+        "QUEUES": ["default", "workflows", "knowledge"],
     }
 }
 # A task that raises is run again after RETRY_SECONDS x 2^(attempt-1) (at most RETRY_MAX_SECONDS)

@@ -18,6 +18,7 @@ from django_tasks_db.models import DBTaskResult
 from collab import clock
 from knowledge.ingest import embeddings_backfill
 from knowledge.services import citation_slices_close
+from knowledge.tasks import KNOWLEDGE_QUEUE
 from workspace.items import lifecycle
 from workspace.items.services import workspaces_sweep
 from workspace.models import WorkerBeat
@@ -60,7 +61,7 @@ def citation_slices_task() -> dict[str, int]:
     return asdict(citation_slices_close())
 
 
-@task()
+@task(queue_name=KNOWLEDGE_QUEUE)
 def embeddings_backfill_task() -> dict[str, int]:
     """Embeds a batch of the chunks still pending (a provider that failed at ingest, a new model)."""
     return embeddings_backfill()

@@ -32,7 +32,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
 from django.db import close_old_connections, connections, transaction
-from django.db.models import Max, Q, QuerySet, TextField, Value
+from django.db.models import F, Max, OuterRef, Q, QuerySet, Subquery, TextField, Value
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Coalesce
 from django.db.utils import OperationalError
@@ -47,6 +47,7 @@ from django_tasks_db.utils import exclusive_transaction, is_locked_database_exce
 from collab import clock
 from collab.background import enqueue, record_given_up, retry_delay
 from collab.edge import failure_line
+from knowledge.tasks import KNOWLEDGE_QUEUE
 from workspace.models import PeriodicJob, WorkerBeat
 from workspace.tasks import PERIODIC
 from workspace.workflows.tasks import RUNS_QUEUE
@@ -58,7 +59,7 @@ POLL_SECONDS = 1.0
 WORKER_LOST = "workspace.worker.WorkerLost"
 DEFAULT_QUEUE = "default"
 # The order a single thread (`--once`, `drain`) takes the queues in.
-QUEUES = (DEFAULT_QUEUE, RUNS_QUEUE)
+QUEUES = (DEFAULT_QUEUE, RUNS_QUEUE, KNOWLEDGE_QUEUE)
 
 
 class Outcome(enum.StrEnum):
@@ -152,12 +153,34 @@ def _ready(worker: WorkerIdentity, queue: str) -> QuerySet[DBTaskResult]:
     rows = DBTaskResult.objects.filter(
         status=TaskResultStatus.READY, backend_name=worker.backend_name, queue_name=queue
     ).filter(Q(run_after=get_date_max()) | Q(run_after__lte=clock.now()))
+    if queue == KNOWLEDGE_QUEUE:
+        return _in_turns(rows)
     if queue != RUNS_QUEUE:
         return rows
     running = DBTaskResult.objects.filter(
         status=TaskResultStatus.RUNNING, backend_name=worker.backend_name, queue_name=RUNS_QUEUE
     ).annotate(owner=_run_owner())
     return rows.annotate(owner=_run_owner()).exclude(owner__in=running.values("owner"))
+
+
+def _in_turns(rows: QuerySet[DBTaskResult]) -> QuerySet[DBTaskResult]:
+    """The next of `rows` when people take turns: the oldest ready task of the person (its `user_id`)
+    whose last task on the queue started longest ago (or never), so one person's fifteen uploads hold
+    another's one for a single task, not fifteen. Chosen in a subquery: a row locked FOR UPDATE
+    cannot be ordered by another query's rows in the same statement."""
+    last_turn = (
+        DBTaskResult.objects.filter(queue_name=KNOWLEDGE_QUEUE, started_at__isnull=False)
+        .annotate(owner=_run_owner())
+        .filter(owner=OuterRef("owner"))
+        .order_by("-started_at")
+        .values("started_at")[:1]
+    )
+    first = (
+        rows.annotate(owner=_run_owner(), last_turn=Subquery(last_turn))
+        .order_by(F("last_turn").asc(nulls_first=True), "-priority", "enqueued_at")
+        .values("pk")[:1]
+    )
+    return rows.filter(pk__in=Subquery(first))
 
 
 def claim_next(worker: WorkerIdentity, *, queue: str | None = None) -> DBTaskResult | None:
@@ -381,7 +404,8 @@ def run_forever(worker: WorkerIdentity, *, interval: float, stop: threading.Even
     """The worker loop, until `stop` is set (SIGTERM/SIGINT): the tasks in hand are finished first.
 
     This thread enqueues the periodic tasks, requeues orphans and runs the "default" queue;
-    WORKSPACE_WORKER_WORKFLOW_THREADS others run the workflow runs. A database that is down (at
+    WORKSPACE_WORKER_WORKFLOW_THREADS others run the workflow runs, and one the knowledge base's
+    uploads (people taking turns, `_in_turns`). A database that is down (at
     start or later) makes a pass fail; the loop logs it and tries again, so the process outlives
     the outage instead of leaving the deployment without a worker.
     """
@@ -397,6 +421,9 @@ def run_forever(worker: WorkerIdentity, *, interval: float, stop: threading.Even
         QueueThread(worker, queue=RUNS_QUEUE, stop=stop, passes=passes, report=report, number=number)
         for number in range(settings.WORKSPACE_WORKER_WORKFLOW_THREADS)
     ]
+    # Uploads have their own thread: however many there are, the liveness and scheduling tasks of
+    # the default queue are never behind them (a sandbox whose probe came late would be closed).
+    runners.append(QueueThread(worker, queue=KNOWLEDGE_QUEUE, stop=stop, passes=passes, report=report, number=0))
     for runner in runners:
         runner.start()
     next_recovery = 0.0

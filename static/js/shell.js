@@ -90,11 +90,34 @@
       }
     });
     close.addEventListener("click", () => closeShell(shell));
+    term.attachCustomKeyEventHandler((event) => clipboardKeys(term, event));
     term.onData((data) => send(shell, encoder.encode(data)));
     term.onBinary((data) => send(shell, Uint8Array.from(data, (c) => c.charCodeAt(0))));
     term.onResize(({rows, cols}) => control(shell, {type: "resize", rows: rows, cols: cols}));
     connect(shell);
     return shell;
+  }
+
+  /* Copy and paste as Linux terminals do: Ctrl+Shift+C copies the selection, Ctrl+Shift+V pastes;
+     Ctrl+C with text selected copies it too (without a selection it is the interrupt, as ever), and
+     the browser's own paste (Ctrl+V, the context menu) pastes. Returns whether xterm.js takes the key. */
+  function clipboardKeys(term, event) {
+    if (event.type !== "keydown" || !event.ctrlKey || event.altKey || event.metaKey) return true;
+    const key = event.key.toLowerCase();
+    if (key === "c" && (event.shiftKey || term.hasSelection())) {
+      if (term.hasSelection()) {
+        navigator.clipboard.writeText(term.getSelection()).catch(() => {});
+        term.clearSelection();
+      }
+      event.preventDefault();
+      return false;
+    }
+    if (key === "v" && event.shiftKey) {
+      navigator.clipboard.readText().then((text) => term.paste(text)).catch(() => {});
+      event.preventDefault();
+      return false;
+    }
+    return true;
   }
 
   function show(shell) {

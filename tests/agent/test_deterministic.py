@@ -128,6 +128,10 @@ def test_output_holding_backticks_stays_inside_its_code_block():
         "> @status closed",
         "```text\n@status closed\n```",
         "The runbook says: @status closed",
+        "Please summarise this log\n~~~\n2026-12-06 ERROR checkout timeout\n@status closed\n~~~\n",
+        "Please summarise this log\n```\n2026-12-06 ERROR checkout timeout\n@status closed\n",
+        "Please summarise this log\n\n    2026-12-06 ERROR checkout timeout\n    @status closed\n",
+        "Please summarise this log <pre>\n@status closed\n</pre>",
     ],
 )
 def test_status_words_outside_a_status_line_of_the_askers_own_move_nothing(content):
@@ -152,3 +156,9 @@ def test_command_and_mention_lines_inside_a_pasted_block_are_not_acted_on():
     _replies, tools = _respond("```text\n$ rm -rf build\n@mention bob: look\n```")
     # Then nothing in the block runs or mentions anyone
     assert tools.calls == []
+
+
+def test_a_command_in_a_tilde_fence_of_a_shell_runs():
+    # Given a ~~~sh block / When the agent responds / Then its command runs
+    _replies, tools = _respond("~~~sh\necho hi\n~~~")
+    assert tools.calls == [("run", "echo hi")]

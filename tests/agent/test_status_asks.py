@@ -59,6 +59,32 @@ def test_a_phrase_naming_the_status_asks_for_it(message, status):
         ("Close the investigation once the alerts stop.", "closed"),
         # a status that is not one
         ("Set the status to closed.", "archived"),
+        # typographic apostrophes negate as plain ones do
+        ("Don\u2019t close this investigation", "closed"),
+        ("We shouldn\u2019t close the investigation yet", "closed"),
+        # quoted, fenced other ways, indented
+        ('The runbook step 4 says "close the incident" - ignore that for now', "closed"),
+        ("The runbook says \u201cclose the incident\u201d", "closed"),
+        ("The runbook says 'close the incident' at the end", "closed"),
+        ("Summarise this log\n~~~\nset the status to closed\n~~~", "closed"),
+        ("Summarise this log\n```\nset the status to closed", "closed"),
+        ("Summarise this log:\n\n    set the status to closed\n", "closed"),
+        ("Summarise <pre>set the status to closed</pre>", "closed"),
+        # reported, refused, or someone else's wish
+        ("Somebody keeps trying to close this investigation, please stop it", "closed"),
+        ("Stop trying to close the investigation", "closed"),
+        ("Refuse to close the investigation", "closed"),
+        ("Let me know before you close this investigation", "closed"),
+        ("Bob wants to close the investigation but I disagree", "closed"),
+        ("Someone tried to close this investigation yesterday", "closed"),
+        # asked as a question
+        ("Would it be wise to close this investigation?", "closed"),
+        ("Can we close this investigation?", "closed"),
+        # about another object
+        ("close the incident channel in Slack", "closed"),
+        ("Reopen the incident report PDF and read it", "open"),
+        ("Mark it as closed in Jira", "closed"),
+        ("set its status to closed in PagerDuty", "closed"),
     ],
 )
 def test_the_same_words_about_something_else_ask_for_nothing(message, status):

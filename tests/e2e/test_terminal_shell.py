@@ -124,3 +124,37 @@ def test_a_command_started_while_every_slot_is_taken_is_stopped_and_the_page_say
     _shows(page, "Stopped")
     assert "fg" in refusal.inner_text()
     slot_release(elsewhere)
+
+
+@pytest.mark.parametrize("keys", ["Control+V", "Control+Shift+V"])
+def test_text_pasted_into_the_shell_is_typed_there(page_as, make_notebook, keys):
+    # Given bob's shell, and a command on his clipboard
+    page, _item = _open_shell(page_as, make_notebook)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page.evaluate("navigator.clipboard.writeText(\"echo pas''ted\")")
+    page.locator("[data-testid=shell-screen]:visible .xterm").click()
+    # When he pastes it and, once it is on the line, presses Enter
+    page.keyboard.press(keys)
+    _shows(page, "echo pas''ted")
+    page.keyboard.press("Enter")
+    # Then the shell ran it
+    _shows(page, "pasted\n")
+
+
+def test_the_selection_is_copied_with_ctrl_shift_c_and_ctrl_c_still_interrupts_without_one(page_as, make_notebook):
+    # Given bob's shell that printed a word
+    page, _item = _open_shell(page_as, make_notebook)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    _type(page, "echo copy''me\n")
+    _shows(page, "copyme\n")
+    # When he selects all of the terminal and presses Ctrl+Shift+C
+    page.evaluate("navigator.clipboard.writeText('before')")
+    page.locator("[data-testid=shell-screen]:visible .xterm-screen").click(click_count=3)
+    page.keyboard.press("Control+Shift+C")
+    # Then what he selected is on his clipboard, and Ctrl+C without a selection still interrupts
+    assert "copyme" in page.evaluate("navigator.clipboard.readText()")
+    _type(page, "sleep 100\n")
+    page.wait_for_timeout(500)  # the shell forks sleep after it echoed the line
+    page.keyboard.press("Control+C")
+    _type(page, "echo af''ter\n")
+    _shows(page, "after\n")

@@ -127,8 +127,17 @@ def test_the_websocket_address_over_plain_http_is_426(api_client_for, opened):
         json.dumps({"type": "signal", "name": "KILL"}),
         json.dumps({"type": "launch"}),
         "not json",
+        "[" * 1000,
     ],
-    ids=["no rows", "a million columns", "rows as text", "a signal not offered", "an unknown type", "no json"],
+    ids=[
+        "no rows",
+        "a million columns",
+        "rows as text",
+        "a signal not offered",
+        "an unknown type",
+        "no json",
+        "nested too deep",
+    ],
 )
 def test_a_control_message_out_of_bounds_closes_the_websocket_with_1008(socket_to, opened, message):
     # Given alice's terminal, connected
@@ -293,3 +302,22 @@ def test_a_token_put_in_the_websockets_url_is_neither_used_nor_logged(caplog, so
     served = [record.getMessage() for record in caplog.records if not record.name.startswith("websockets.client")]
     assert served
     assert not [message for message in served if secret in message]
+
+
+def test_an_offset_past_what_a_keeper_reads_is_400(api_client_for, alice_item, opened, live_server):
+    # Given alice's terminal / When she asks its WebSocket for an offset of 19 digits
+    path = terminal_url(alice_item, "/terminals/" + opened["id"] + "/ws")
+    url = f"{live_server.url}{path}?since={10**18}"
+    response = httpx.get(
+        url,
+        headers={
+            "X-User-Id": "alice",
+            "Connection": "Upgrade",
+            "Upgrade": "websocket",
+            "Sec-WebSocket-Version": "13",
+            "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        },
+    )
+    # Then it is refused as an offset out of bounds, not accepted and dropped
+    assert response.status_code == 400
+    assert response.json()["error"] == "invalid_offset"

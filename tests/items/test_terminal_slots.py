@@ -109,6 +109,33 @@ def test_a_command_that_ignores_sigtstp_is_stopped_all_the_same(one_slot_taken_e
     assert [control["error"] for control in controls if control["type"] == "stopped"] == ["too_many_running_commands"]
 
 
+def test_a_job_in_the_background_holds_a_slot_too(socket_to, opened):
+    # Given alice's terminal at its prompt
+    connection = socket_to(opened)
+    _live(connection)
+    # When she starts a long command in the background
+    connection.send(b"sleep 100 &\n")
+    # Then it holds one of her slots, though the shell has the foreground
+    assert _until(lambda: _slots_of_alice() == 1)
+
+
+def test_a_stopped_job_resumed_in_the_background_is_stopped_again(one_slot_taken_elsewhere, socket_to, opened):
+    # Given alice's command stopped while her one slot is taken elsewhere
+    connection = socket_to(opened)
+    _start_long_command(connection)
+    # When she resumes it in the background
+    connection.send(b"bg\n")
+    _output, controls = read_until(
+        connection, lambda output, controls: [c["type"] for c in controls].count("stopped") >= 1
+    )
+    connection.send(b"jobs\n")
+    output, _more = read_until(connection, lambda output, controls: b"Stopped" in output)
+    # Then it is stopped again, she is told so again, and it holds no slot
+    assert [control["type"] for control in controls].count("stopped") == 1
+    assert b"Stopped" in output
+    assert _slots_of_alice() == 1
+
+
 def test_a_command_resumed_once_a_slot_is_free_runs_and_holds_it(one_slot_taken_elsewhere, socket_to, opened):
     # Given alice's command in her terminal was stopped while her only slot was taken
     connection = socket_to(opened)

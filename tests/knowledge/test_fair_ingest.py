@@ -13,8 +13,9 @@ from knowledge import services
 from knowledge.embeddings import get_embedder
 from knowledge.ingest import unembedded_chunks
 from knowledge.models import Document
+from knowledge.tasks import KNOWLEDGE_QUEUE
 from tests.knowledge.pdf import pdf_bomb
-from workspace.worker import WorkerIdentity, run_next
+from workspace.worker import DEFAULT_QUEUE, WorkerIdentity, run_next
 
 pytestmark = pytest.mark.django_db
 
@@ -99,3 +100,31 @@ def test_a_small_file_may_expand_up_to_the_floor(make_collection, upload, alice_
     document_id = upload(make_collection().id, "dense.pdf", bomb, content_type="application/pdf").json()["id"]
     # Then it is ready: a small file is never held to less than the floor
     assert alice_api.get(f"/kb/documents/{document_id}").json()["status"] == "ready"
+
+
+def test_people_take_turns_on_the_upload_queue(settings):
+    # Given dave's three uploads, then carol's one, waiting (no embeddings)
+    settings.WORKSPACE_EMBEDDINGS_PATH = ""
+    daves = [_upload("dave", f"notes{number}.md", f"# Notes {number}\n\nText {number}.") for number in range(3)]
+    carols = _upload("carol", "note.md", "# Note\n\nThe office closes at six.")
+    worker = WorkerIdentity(worker_id="turns-test")
+    # When the worker's upload thread runs them one at a time
+    ready_order = []
+    while (done := run_next(worker, queue=KNOWLEDGE_QUEUE)) is not None:
+        assert done.task_name == "ingest_document_task"
+        ready_order += [
+            document.filename
+            for document in [*daves, carols]
+            if _status(document) == Document.Status.READY and document.filename not in ready_order
+        ]
+    # Then carol's came second, after dave's first, not after all three
+    assert ready_order == ["notes0.md", "note.md", "notes1.md", "notes2.md"]
+
+
+def test_the_default_queue_never_waits_behind_uploads(settings):
+    # Given an upload waiting
+    settings.WORKSPACE_EMBEDDINGS_PATH = ""
+    _upload("dave", "notes.md", "# Notes\n\nText.")
+    # When the thread of the default queue (liveness probes, reclaim, the scheduler) looks for work
+    # Then there is none for it: uploads are the knowledge queue's
+    assert run_next(WorkerIdentity(worker_id="default-test"), queue=DEFAULT_QUEUE) is None

@@ -8,7 +8,7 @@ from django_tasks_db.models import DBTaskResult
 
 from collab.actor import Actor
 from knowledge import services
-from knowledge.tasks import ingest_document_task
+from knowledge.tasks import KNOWLEDGE_QUEUE, ingest_document_task
 from workspace.worker import WorkerIdentity, beat, claim_next, orphans_requeue
 from workspace.workflows.tasks import RUNS_QUEUE, scheduled_workflow_run_task
 
@@ -44,18 +44,20 @@ def _claimed(worker: WorkerIdentity, queue: str | None = None) -> str | None:
     return None if row is None else str(row.id)
 
 
-def test_an_ingest_queued_after_a_run_is_on_the_queue_nobody_runs_workflows_on(worker):
+def test_an_ingest_queued_after_a_run_is_on_a_queue_of_its_own(worker):
     # Given alice's scheduled run queued, then bob's upload
     run = _queue_run("1")
     _queue_ingest()
 
-    # When the thread that serves the default queue looks for work
-    row = claim_next(worker, queue="default")
+    # When the thread that serves the uploads looks for work
+    row = claim_next(worker, queue=KNOWLEDGE_QUEUE)
 
-    # Then it takes the ingest at once; the run waits for a runner of its own queue
+    # Then it takes the ingest at once; the run waits for a runner of its own queue, and the
+    # default queue's thread (liveness, the scheduler) has nothing of either
     assert row is not None
     assert row.task_path == ingest_document_task.module_path
     assert DBTaskResult.objects.get(pk=run).queue_name == RUNS_QUEUE
+    assert claim_next(worker, queue="default") is None
 
 
 def test_a_persons_second_run_waits_while_their_first_runs_and_another_persons_goes_ahead(worker):

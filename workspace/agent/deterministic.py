@@ -17,7 +17,10 @@ from workspace.agent.protocol import AgentReply, AgentTools, AgentTurn, ToolRefu
 
 # Any fenced block: a shell one runs; another (a pasted log, ```text) is neither run nor read for
 # `$ `, `@mention` or `@status` lines, which only the asker's own lines are.
-_FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n`]*\n(.*?)```", re.DOTALL)
+# A fenced block, ``` or ~~~, closed or running to the end of the message; and an HTML <pre>.
+# What is pasted in them (a log, a runbook) is never acted on; only a sh/bash/shell fence runs.
+_FENCE = re.compile(r"(```|~~~)[ \t]*([\w+-]*)[^\n`~]*\n(.*?)(?:\1|\Z)", re.DOTALL)
+_PRE = re.compile(r"<pre\b.*?(?:</pre>|\Z)", re.DOTALL | re.IGNORECASE)
 _SHELLS = frozenset({"sh", "bash", "shell"})
 # Greedy and unable to fail once it has a user (the lazy `[^:]+?\s*` it replaces backtracked
 # quadratically on a long run of spaces); the users are right-stripped where they are read.
@@ -43,10 +46,11 @@ def _parse(content: str) -> tuple[list[_Action], str]:
     actions: list[_Action] = []
     prose: list[str] = []
     cursor = 0
+    content = _PRE.sub("\n", content)
     for fence in _FENCE.finditer(content):
         _parse_lines(content[cursor : fence.start()], actions, prose)
-        if fence.group(1).lower() in _SHELLS and fence.group(2).strip():
-            actions.append(_Action("command", fence.group(2).strip()))
+        if fence.group(2).lower() in _SHELLS and fence.group(3).strip():
+            actions.append(_Action("command", fence.group(3).strip()))
         cursor = fence.end()
     _parse_lines(content[cursor:], actions, prose)
     return actions, "\n".join(prose).strip()
@@ -55,6 +59,8 @@ def _parse(content: str) -> tuple[list[_Action], str]:
 def _parse_lines(text: str, actions: list[_Action], prose: list[str]) -> None:
     for raw in text.splitlines():
         line = raw.strip()
+        if raw.startswith(("    ", "\t")):
+            continue  # an indented code block: pasted, not asked
         if line.startswith("$ ") and line[2:].strip():
             actions.append(_Action("command", line[2:].strip()))
         elif mention := _MENTION.match(line):

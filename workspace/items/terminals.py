@@ -184,7 +184,8 @@ def terminal_socket(*, item: Item, terminal_id: str, actor: Actor, since: str) -
         offset = int(since or 0)
     except ValueError:
         offset = -1
-    if not 0 <= offset < 2**62:
+    # At most 18 digits: what the sandbox's keeper reads (exec_agent.pl).
+    if not 0 <= offset < 10**18:
         raise Invalid(error="invalid_offset", detail="`since` is the output offset to replay from: a whole number.")
     return TerminalSocket(terminal, offset)
 

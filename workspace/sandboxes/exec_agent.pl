@@ -27,11 +27,13 @@
 #     O  output bytes            Y  "END": the replay is done, what follows is live
 #     X  the command's wait status, once it ended (again to every later attach)
 #     T  another attach took the terminal over: this connection ends
-#     B  "1" once a command other than the shell holds the terminal's foreground, "0" once the
-#        shell has it back (said to each attach, and again every BUSY_REPEAT seconds while busy)
+#     B  "1" once the terminal runs a command (one other than the shell holds its foreground, or
+#        a job of the shell runs in the background), "0" once it runs none (said to each attach,
+#        and again every BUSY_REPEAT seconds while busy)
 #   server -> keeper frames: I input bytes, W rows and cols (two 16-bit numbers), K a signal
-#     number for the foreground process group (HUP INT QUIT TERM TSTP, and STOP for a command
-#     that may not run), C close the terminal (its session is hung up).
+#     number for the foreground process group (HUP INT QUIT TERM TSTP), Z "T" or "S" stop every
+#     command the terminal runs (a command that may not run now: its foreground SIGTSTP or SIGSTOP,
+#     its background jobs SIGSTOP), C close the terminal (its session is hung up).
 # A new attach replaces the one before; a terminal without one keeps reading, dropping its oldest,
 # and closes itself once it has had none for IDLE seconds (0: never).
 use strict;
@@ -380,6 +382,8 @@ sub keeper {
                     } elsif ((my $group = foreground($master)) > 1) {
                         kill(0 + $data, -$group);
                     }
+                } elsif ($type eq 'Z' && $data =~ /^[TS]$/ && $master_open) {
+                    stop_jobs($master, $child, $data);
                 } elsif ($type eq 'C') {
                     return close_terminal($master_open ? $master : undef, $child, $k{status});
                 }
@@ -395,9 +399,42 @@ sub tell_busy {
     return unless $TIOCGPGRP;
     my $group = foreground($master);
     my $busy = $group > 0 && $group != $shell ? 1 : 0;
+    # A job in the background runs too (`cmd &`, `bg`): looked for once a second, not at each read.
+    if (!$busy && time != ($k->{jobs_at} // 0)) {
+        ($k->{jobs_at}, $k->{jobs}) = (time, scalar(running_jobs($shell)));
+    }
+    $busy ||= $k->{jobs} ? 1 : 0;
     return if defined $k->{busy_said} && $k->{busy_said} == $busy && !($busy && time - $k->{busy_at} >= $BUSY_REPEAT);
     ($k->{busy_said}, $k->{busy_at}) = ($busy, time);
     queue($k, 'B', $busy);
+}
+
+# The process groups of the shell's session, other than the shell's own, with a process that runs
+# (not stopped, not a zombie): the commands it runs, in the foreground or not.
+sub running_jobs {
+    my ($shell) = @_;
+    my %groups;
+    opendir(my $proc, '/proc') or return ();
+    for my $pid (grep { /^[0-9]+$/ } readdir $proc) {
+        open(my $stat, '<', "/proc/$pid/stat") or next;
+        my $line = <$stat>;
+        next unless defined $line && $line =~ /\)\s+(\S)\s+[0-9]+\s+([0-9]+)\s+([0-9]+)/;
+        my ($state, $group, $session) = ($1, $2, $3);
+        $groups{$group} = 1 if $session == $shell && $group != $shell && $state !~ /[TtZX]/;
+    }
+    return keys %groups;
+}
+
+# Stops what the terminal runs (a command that may not run now): its foreground as Ctrl-Z would
+# (SIGTSTP, `how` T) or for certain (SIGSTOP, S), and its other running jobs with SIGSTOP.
+sub stop_jobs {
+    my ($master, $shell, $how) = @_;
+    my $foreground = foreground($master);
+    for my $group (running_jobs($shell)) {
+        next if $how eq 'T' && $group == $foreground;
+        kill('STOP', -$group);
+    }
+    ioctl($master, $TIOCSIG, 20) if $how eq 'T' && $foreground > 1 && $foreground != $shell;
 }
 
 # The terminal's foreground process group (0 when it cannot be told).

@@ -34,7 +34,8 @@ from typing import Any
 from collab.edge import body_of
 from collab.errors import DomainError
 from workspace.sandboxes.terminals import (
-    STOP_FRAME,
+    STOP_JOBS_FOR_CERTAIN_FRAME,
+    STOP_JOBS_FRAME,
     Busy,
     Exited,
     Live,
@@ -81,9 +82,9 @@ async def relay(
     link is detached then (the terminal goes on). Returns the code it closed the WebSocket with
     (None: the client left first; CLOSE_GONE: the sandbox keeps no such terminal).
 
-    `busy` hears when a command starts or stops holding the terminal's foreground; a command it
-    refuses is stopped (SIGTSTP, as Ctrl-Z would; SIGSTOP if it has not stopped a second later) and
-    the client told why."""
+    `busy` hears when the terminal starts or stops running a command (in its foreground or in the
+    background); what it refuses is stopped (the foreground SIGTSTP, as Ctrl-Z would, background
+    jobs SIGSTOP; all SIGSTOP if they have not stopped a second later) and the client told why."""
     await send({"type": "websocket.accept"})
     loop = asyncio.get_running_loop()
     connection = link.connection
@@ -101,7 +102,7 @@ async def relay(
         # not stopped after a moment is stopped for certain.
         await asyncio.sleep(STOP_GRACE_SECONDS)
         if running:
-            await loop.sock_sendall(connection, STOP_FRAME)
+            await loop.sock_sendall(connection, STOP_JOBS_FOR_CERTAIN_FRAME)
 
     async def from_keeper() -> int | None:
         nonlocal running
@@ -120,7 +121,7 @@ async def relay(
                     running = event.running
                     refusal = await busy(event.running)
                     if refusal is not None:
-                        await loop.sock_sendall(connection, signal_frame("TSTP"))
+                        await loop.sock_sendall(connection, STOP_JOBS_FRAME)
                         insisting.append(asyncio.create_task(stop_if_still_running()))
                         await sent(_stopped(refusal))
                     continue
@@ -181,7 +182,7 @@ def _keeper_frames(message: Message) -> bytes:
             return resize_frame(rows=_count(control["rows"]), cols=_count(control["cols"]))
         if kind == "signal":
             return signal_frame(str(control["name"]))
-    except (ValueError, KeyError, TypeError, TerminalRefused):
+    except (ValueError, KeyError, TypeError, RecursionError, TerminalRefused):
         raise _Refused(CLOSE_POLICY) from None
     raise _Refused(CLOSE_POLICY)
 

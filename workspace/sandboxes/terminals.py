@@ -217,10 +217,12 @@ def signal_frame(name: str) -> bytes:
 
 
 CLOSE_FRAME = _frame(b"C", b"")
-# SIGSTOP for the foreground of a terminal whose command may not run and did not stop at SIGTSTP
-# (one that ignores it, or caught between its shell's fork and its exec, when it still ignores
-# it as its interactive shell does). Not a signal a client may send.
-STOP_FRAME = _frame(b"K", b"19")
+# Stops every command a terminal runs that may not run now: its foreground as Ctrl-Z would, its
+# background jobs with SIGSTOP; then, for one that did not stop at SIGTSTP (it ignores it, or was
+# caught between its shell's fork and its exec, when it still ignores it as its interactive shell
+# does), all of them with SIGSTOP. Not what a client may send.
+STOP_JOBS_FRAME = _frame(b"Z", b"T")
+STOP_JOBS_FOR_CERTAIN_FRAME = _frame(b"Z", b"S")
 
 
 def _event(kind: bytes, data: bytes) -> TerminalEvent:
