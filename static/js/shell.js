@@ -117,7 +117,9 @@
       event.preventDefault();
       return false;
     }
-    return true;
+    // Ctrl+V is the browser's paste, not the terminal's ^V: left to the browser, whose paste
+    // event xterm.js takes.
+    return key !== "v";
   }
 
   function show(shell) {
