@@ -313,6 +313,30 @@ def test_code_in_the_sandbox_that_holds_the_keepers_socket_silent_does_not_hold_
     assert b"ready\r\n" in replayed
 
 
+def test_code_in_the_sandbox_that_keeps_connecting_silently_does_not_slow_the_terminal(sandbox, terminal):
+    # Given a terminal, attached, and code in the sandbox that opens a silent connection to its
+    # keeper every 50 ms for twenty seconds (each one would have held the keeper a second)
+    sandbox_id, _item = sandbox
+    link = terminal()
+    link_output_until(link, _said("$ "))
+    flood = (
+        'python3 -c "import socket, time\n'
+        "held = []\n"
+        "for _ in range(400):\n"
+        "    s = socket.socket(socket.AF_UNIX); s.connect('\\0ws-term-t1'); held.append(s); time.sleep(0.05)\n"
+        "\" >/dev/null 2>&1 &\nsleep 1; echo flo''oding"
+    )
+    assert "flooding" in backend_named("local").exec(sandbox_id, command=flood, timeout=20).stdout
+    # When a command is typed on the terminal meanwhile
+    link.send_input(b"echo stil''l-here\n")
+    seen, _events = link_output_until(link, _said("still-here\r\n"))
+    # Then it answers while the flood goes on (as many connections made by then would have held
+    # the keeper that many seconds)
+    assert b"still-here\r\n" in seen
+    flooding = "pgrep -f 'ws-term-t[1]' >/dev/null && echo still-flo''oding"
+    assert "still-flooding" in backend_named("local").exec(sandbox_id, command=flooding, timeout=20).stdout
+
+
 def test_a_second_attach_takes_the_terminal_over_and_the_first_is_told(sandbox, terminal):
     # Given a terminal, attached
     sandbox_id, _item = sandbox

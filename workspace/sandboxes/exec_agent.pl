@@ -52,6 +52,8 @@ my $VIEWER_PAUSE = 64 * 1024;
 # A viewer that took nothing of it for this many seconds is let go all the same (the server's relay
 # gives up on its own slow client before this): a stuck viewer does not hold the command.
 my $VIEWER_STALL = 20;
+# Attaches waiting to say their first frame at once, at most (the oldest is let go for a newer one).
+my $PENDING_MAX = 8;
 # How often a viewer is told again that a command runs (B): the server renews its slot then.
 my $BUSY_REPEAT = 300;
 open(my $listen, '+<&=', $listen_fd) or die "exec agent: no listening socket on fd $listen_fd: $!\n";
@@ -265,6 +267,7 @@ sub keeper {
     queue(\%k, 'Y', "0");
     my $master_open = 1;
     my $alone_since = time;
+    my @pending;    # [connection, what it said, deadline] of attaches that have not said their frame
     while (1) {
         $k{stalled_since} = undef unless $viewer && length($k{out}) >= $VIEWER_PAUSE;
         $k{stalled_since} //= time if $viewer && length($k{out}) >= $VIEWER_PAUSE;
@@ -283,6 +286,7 @@ sub keeper {
         tell_busy(\%k, $master, $child) if $viewer && $master_open;
         my ($r, $w) = ('', '');
         vec($r, fileno($listener), 1) = 1;
+        vec($r, fileno($_->[0]), 1) = 1 for @pending;
         vec($r, fileno($viewer), 1) = 1 if $viewer;
         vec($w, fileno($viewer), 1) = 1 if $viewer && length $k{out};
         vec($r, fileno($master), 1) = 1 if $master_open && !($viewer && length($k{out}) >= $VIEWER_PAUSE);
@@ -290,7 +294,7 @@ sub keeper {
         # Woken by the descriptors and by the command's end (SIGCHLD); at least every second
         # while the command runs (its foreground, a SIGCHLD that came just before the wait) or
         # nobody is attached (the idle limit).
-        my $wait = !$k{told} || ($terminal->{idle} && !$viewer) || $k{stalled_since} ? 1 : undef;
+        my $wait = !$k{told} || ($terminal->{idle} && !$viewer) || $k{stalled_since} || @pending ? 1 : undef;
         my $n = select(my $rr = $r, my $ww = $w, undef, $wait);
         if (!defined $k{status} && waitpid($child, 1) == $child) {
             ($k{status}, $k{gone_at}) = ($?, time);
@@ -332,11 +336,28 @@ sub keeper {
             substr($k{pending}, 0, $written, '') if $written;
         }
         if (vec($rr, fileno($listener), 1) && accept(my $next, $listener)) {
-            # Whoever connects says where to replay from, and the terminal's secret, within a
-            # second, or is let go: code in the sandbox may connect too, and must not hold the keeper.
+            # Whoever connects says where to replay from, and the terminal's secret, within two
+            # seconds, or is let go; it is never waited for: code in the sandbox may connect too,
+            # and must not hold the keeper (the oldest of too many waiting is let go first).
             fcntl($next, 4, 04000 | 2);
-            my $said = read_frame_within($next, 10);
-            my ($since, $secret) = defined $said && $said->[0] eq 'S' ? split(/ /, $said->[1], 2) : ();
+            close((shift @pending)->[0]) if @pending >= $PENDING_MAX;
+            push @pending, [$next, '', time + 2];
+        }
+        my @waiting;
+        for my $attach (@pending) {
+            my ($next, undef, $deadline) = @$attach;
+            my $read = vec($rr, fileno($next), 1) ? sysread($next, $attach->[1], 512, length $attach->[1]) : -1;
+            my $said = first_frame($attach->[1]);
+            if (!defined $said) {
+                # Not yet whole: waits on, unless it hung up, said too much, or its time is up.
+                if ((defined $read && $read == 0) || length($attach->[1]) > 512 || time > $deadline) {
+                    close $next;
+                } else {
+                    push @waiting, $attach;
+                }
+                next;
+            }
+            my ($since, $secret) = $said->[0] eq 'S' ? split(/ /, $said->[1], 2) : ();
             if (defined $secret && $since =~ /^[0-9]{1,18}$/ && $secret eq $terminal->{secret}) {
                 if ($viewer) {
                     syswrite($viewer, 'T' . pack('N', 0));    # taken over: the page before says so
@@ -349,6 +370,7 @@ sub keeper {
                 close $next;
             }
         }
+        @pending = @waiting;
         # What the viewer sent: read now, or left over from its attach (read with its first frame).
         if ($viewer && (vec($rr, fileno($viewer), 1) || length $k{in})) {
             my $read = vec($rr, fileno($viewer), 1) ? sysread($viewer, $k{in}, 65536, length $k{in}) : -1;
@@ -490,25 +512,15 @@ sub attach {
     }
 }
 
-# One frame of at most 256 bytes from a non-blocking `$conn`, within `$tenths` tenths of a second,
-# and the bytes read past it.
-sub read_frame_within {
-    my ($conn, $tenths) = @_;
-    my $buffer = '';
-    for (1 .. $tenths) {
-        if (length($buffer) >= 5) {
-            my ($type, $length) = unpack('aN', $buffer);
-            return undef if $length > 256;
-            # What came after the frame (the viewer's first input, sent at once) is kept for it.
-            return [$type, substr($buffer, 5, $length), substr($buffer, 5 + $length)] if length($buffer) >= 5 + $length;
-        }
-        my $wanted = '';
-        vec($wanted, fileno($conn), 1) = 1;
-        next unless select(my $ready = $wanted, undef, undef, 0.1) > 0;
-        my $read = sysread($conn, $buffer, 512, length $buffer);
-        return undef if defined $read && $read == 0;
-    }
-    return undef;
+# The first frame of `$buffer` (type, data, and the bytes after it: the viewer's first input, sent at
+# once, is kept for it), once it is whole; a frame of more than 256 bytes is refused as ['', ''].
+sub first_frame {
+    my ($buffer) = @_;
+    return undef if length($buffer) < 5;
+    my ($type, $length) = unpack('aN', $buffer);
+    return ['', '', ''] if $length > 256;
+    return undef if length($buffer) < 5 + $length;
+    return [$type, substr($buffer, 5, $length), substr($buffer, 5 + $length)];
 }
 
 # Hung up (the shell hands it on to its jobs), then whatever of its session is left is killed: a
