@@ -17,7 +17,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def tasks_run_inline(settings: Any) -> None:
     """The demo's documents are ingested in the request that loads them (no worker here)."""
-    settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+    settings.TASKS = {
+        "default": {**settings.TASKS["default"], "BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}
+    }
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ def demo(settings: Any, deployment) -> None:
     deployment(DEMO_LIMITS)
     settings.WORKSPACE_MOCK_STAFF = ["alice"]
     settings.TASKS = {
-        "default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend", "QUEUES": ["default", "workflows"]}
+        "default": {**settings.TASKS["default"], "BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}
     }
     call_command("load_demo", stdout=io.StringIO())
     schedules_enqueue_due()

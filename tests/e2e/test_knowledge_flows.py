@@ -34,7 +34,9 @@ MARKDOWN_ANSWER = (
 
 @pytest.fixture(autouse=True)
 def tasks_run_inline(settings: Any) -> None:
-    settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+    settings.TASKS = {
+        "default": {**settings.TASKS["default"], "BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}
+    }
 
 
 @pytest.fixture

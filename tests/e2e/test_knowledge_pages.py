@@ -25,7 +25,9 @@ def tasks_run_inline(settings: Any) -> None:
     """The live server shares this process: with the immediate backend a task runs in the request
     that enqueued it, once its transaction commits, so the page that follows an upload already
     shows the chunks (no worker to wait for)."""
-    settings.TASKS = {"default": {"BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}}
+    settings.TASKS = {
+        "default": {**settings.TASKS["default"], "BACKEND": "django_tasks.backends.immediate.ImmediateBackend"}
+    }
 
 
 @pytest.fixture
