@@ -32,6 +32,9 @@ from uvicorn_worker import UvicornWorker
 
 # More header than any client of ours sends; nginx's default is 8 KiB per line and 32 KiB in all.
 MAX_HEADER_BYTES = 64 * 1024
+# How long a connection refused for its headers is still read (and what comes discarded) after its
+# answer, so that the client reads the answer rather than a reset; nginx's `lingering_timeout`.
+LINGER_SECONDS = 2.0
 
 
 class DeadlineHttpProtocol(HttpToolsProtocol):
@@ -42,6 +45,7 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
         self._header_deadline: asyncio.TimerHandle | None = None
         self._header_bytes = 0
         self._in_headers = True
+        self._lingering = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -52,6 +56,8 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return
         if self._in_headers:
             # Only up to the end of the headers: a read that completes them may carry body too.
             end = data.find(b"\r\n\r\n")
@@ -100,10 +106,22 @@ class DeadlineHttpProtocol(HttpToolsProtocol):
         self._header_deadline = None
         self._close(b"408 Request Timeout")
 
-    def _close(self, status: bytes) -> None:
-        if not self.transport.is_closing():
-            self.transport.write(b"HTTP/1.1 " + status + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    def eof_received(self) -> bool | None:
+        if self._lingering:
             self.transport.close()
+            return None
+        return super().eof_received()
+
+    def _close(self, status: bytes) -> None:
+        """Answer `status` and close, lingering: closing a socket that the client still writes to
+        (a trickler's next header line) makes the kernel send a reset, which can reach the client
+        before it has read the answer, and its read then fails instead of saying why."""
+        if self.transport.is_closing() or self._lingering:
+            return
+        self._lingering = True
+        self.transport.write(b"HTTP/1.1 " + status + b"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        self.transport.write_eof()
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)
 
 
 class DrainingServer(Server):

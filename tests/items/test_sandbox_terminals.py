@@ -203,7 +203,7 @@ def test_an_attach_from_an_offset_replays_only_what_came_after_it(sandbox, termi
     link_output_until(link, _said("one\r\n"))
     link.detach()
     marker = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
-    _seen, events = link_output_until(marker, lambda seen: False)
+    _seen, events = link_output_until(marker, lambda seen: False, until=Live)
     offset = next(event.end for event in events if isinstance(event, Live))
     marker.send_input(b"echo t''wo\n")
     link_output_until(marker, _said("two\r\n"))
@@ -344,7 +344,7 @@ def test_a_second_attach_takes_the_terminal_over_and_the_first_is_told(sandbox, 
     link_output_until(first, bool)
     # When another connection attaches to it
     second = backend_named("local").terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, since=0)
-    _replayed, second_events = link_output_until(second, lambda seen: False)
+    _replayed, second_events = link_output_until(second, lambda seen: False, until=Live)
     # Then the first is told it was taken over (its connection then ends), and the second is live
     assert TakenOver() in list(first.events(timeout=ANSWER_WAIT_SECONDS))
     assert any(isinstance(event, Live) for event in second_events)

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from bench.live import Client, close_sandboxes, gunicorn, run_django, wait_for
@@ -52,6 +53,31 @@ print(json.dumps({
 
 def _state(env: dict[str, str], workflow_id: str) -> dict:
     return json.loads(run_django(STATE, env, workflow_id))
+
+
+# The look that decides when to kill, straight from the database: a Django process per look takes
+# seconds on a loaded machine, long enough for whole ingests to run unseen between two looks.
+IN_FLIGHT = """
+SELECT
+  (SELECT array_agg(status) FROM workflows_workflowrun WHERE workflow_id = %(workflow_id)s),
+  (SELECT count(*) FROM django_tasks_database_dbtaskresult
+    WHERE status = 'RUNNING' AND task_path LIKE 'knowledge.tasks.%%'),
+  (SELECT count(*) FROM knowledge_document WHERE status = 'pending')
+"""
+
+
+class Look:
+    """What the deployment is doing now: is the run running, is an ingest, is a document pending."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.connection = psycopg.connect(env["DATABASE_URL"], autocommit=True)
+
+    def __call__(self, workflow_id: str) -> tuple[bool, bool, bool]:
+        runs, ingesting, pending = self.connection.execute(IN_FLIGHT, {"workflow_id": workflow_id}).fetchone()
+        return runs == ["running"], ingesting > 0, pending > 0
+
+    def close(self) -> None:
+        self.connection.close()
 
 
 def _wait_for(condition: Callable[[], bool], what: str) -> None:
@@ -117,6 +143,11 @@ class Burst:
         finally:
             client.close()
 
+    def patched(self) -> bool:
+        """Whether a patch (beyond a creation) was acknowledged yet."""
+        with self.lock:
+            return any(version > 0 for version in self.acknowledged.values())
+
     def start(self) -> None:
         for thread in self.threads:
             thread.start()
@@ -177,24 +208,31 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(
             for _ in range(DOCUMENTS):
                 upload()
 
+            look = Look(env)
+
             def mid_run_and_mid_ingest() -> bool:
-                state = _state(env, workflow_id)
-                if [r["status"] for r in state["runs"]] == ["running"] and any(
-                    path.endswith("ingest_document_task") for path in state["running"]
-                ):
+                run_running, ingesting, pending = look(workflow_id)
+                if run_running and ingesting and burst.patched():
                     return True
                 # Every upload so far was ingested between two looks (a fast machine): one more
                 # keeps the worker ingesting, so a look catches it mid-way.
-                if all(d["status"] != "pending" for d in state["documents"]) and len(uploaded) < MAX_DOCUMENTS:
+                if not pending and len(uploaded) < MAX_DOCUMENTS:
                     upload()
                 return False
 
             try:
-                _wait_for(mid_run_and_mid_ingest, "an ingest to run beside the run")
+                wait_for(
+                    mid_run_and_mid_ingest,
+                    "an ingest and crudgen writes beside the run",
+                    seconds=DEADLINE_SECONDS,
+                    poll=0.02,
+                )
             except AssertionError as exc:
                 # What the deployment was doing, for whoever reads a failed run's log.
                 logs = {path.name: _tail(path) for path in (tmp_path / "first.log", worker_log)}
                 raise AssertionError(f"{exc}; state {_state(env, workflow_id)}; logs {logs}") from None
+            finally:
+                look.close()
 
             # ... and everything is killed at once: master, web workers and both task workers
             os.killpg(server.process.pid, signal.SIGKILL)
