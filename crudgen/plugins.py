@@ -119,10 +119,13 @@ def handle_switch(ctx: RouteContext) -> dict[str, Any]:
     return _meta_body(ctx, meta)
 
 
-def _list_handler(view: str, deleted_param: bool = False) -> Callable[[RouteContext], dict[str, Any]]:
+def _list_handler(view: str) -> Callable[[RouteContext], dict[str, Any]]:
+    """A list's handler: the same filters as the count route, `is_deleted` among them, so that a
+    count always equals the `total` of the list it counts."""
+
     def handle(ctx: RouteContext) -> dict[str, Any]:
         params = parse_list_params(ctx.query, ctx.crud.filterset)
-        is_deleted = bool_param(ctx.query, "is_deleted") if deleted_param else None
+        is_deleted = bool_param(ctx.query, "is_deleted")
         result = ctx.crud.list_with_params(params, is_deleted=bool(is_deleted), view=view, scope=ctx.caller.scope())
         return result.to_dict()
 
@@ -189,7 +192,7 @@ class ResolvedRoute:
     is_default: bool
 
 
-_LIST = LIST_QUERY_PARAMETERS
+_LIST = (*LIST_QUERY_PARAMETERS, "is_deleted")
 _NO_OP_WRITE_HELP = (
     "Data identical to the current revision (an identical PUT, a patch that changes nothing) makes no new "
     "revision: the answer names the current one."
@@ -228,12 +231,12 @@ def default_plugins() -> list[RoutePlugin]:
             "list_meta",
             get,
             "/meta",
-            _list_handler("meta", True),
+            _list_handler("meta"),
             20,
             ls,
             summary="List metadata",
             response_body="list_meta",
-            query_parameters=(*_LIST, "is_deleted"),
+            query_parameters=_LIST,
             data_filters=True,
         ),
         RoutePlugin(

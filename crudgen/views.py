@@ -17,9 +17,10 @@ from rest_framework import exceptions
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from crudgen.errors import CrudError
+from crudgen.errors import CrudError, ValidationFailed
 from crudgen.parsers import route_parsers
 from crudgen.plugins import PluginManager, ResolvedRoute, RouteContext
 from crudgen.types import BackgroundTaskMode, Dependency, HTTPMethod, RouteConfig, RouteOptions
@@ -174,6 +175,7 @@ class CrudView(APIView):
     def _serve(self, request: Request, **kwargs: Any) -> HttpResponseBase:
         binding = self.bindings[request.method]
         self._check_dependencies(binding, request)
+        _refuse_unknown_parameters(binding, request.query_params)
         ctx = RouteContext(request, binding.crud, kwargs, self._current_user(binding, request))
         result = binding.route.config.handler(ctx)
         if isinstance(result, HttpResponseBase):
@@ -196,6 +198,19 @@ class CrudView(APIView):
             return []
         func = options.background_task_func
         return [lambda: func(result)]
+
+
+def _refuse_unknown_parameters(binding: RouteBinding, query: Any) -> None:
+    """A query parameter the route does not declare is a 422 naming it: ignored, a typo (`sort=`
+    for `sort_by=`, a filter on a field that has none) would answer as if nothing were asked."""
+    route = binding.route.config
+    accepted = {*route.query_parameters, api_settings.URL_FORMAT_OVERRIDE}
+    if route.data_filters and binding.crud.filterset is not None:
+        accepted.update(binding.crud.filterset.base_filters)
+    unknown = sorted(name for name in query if name not in accepted)
+    if unknown:
+        offered = ", ".join(sorted(accepted - {None})) or "none"
+        raise ValidationFailed({name: f"is not a parameter of this route (it takes: {offered})" for name in unknown})
 
 
 def _view_for(path_key: str, bindings: dict[str, RouteBinding]) -> type[CrudView]:
