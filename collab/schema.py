@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
@@ -12,6 +13,37 @@ _ERROR_SCHEMA = {
     "description": "Every error: an `error` code and a human `detail`; some codes add fields (`dimension`, `used`...).",
     "properties": {"error": {"type": "string"}, "detail": {"type": "string"}},
     "required": ["error", "detail"],
+}
+# The bodies of a 507, by their `error` code (quotas/services.py, quotas/disk.py): a client branches
+# on `error` and then reads the fields of that refusal.
+SANDBOX_REFUSAL_COMPONENT = "SandboxQuotaRefusal"
+DISK_REFUSAL_COMPONENT = "DiskQuotaRefusal"
+_SANDBOX_REFUSAL_SCHEMA = {
+    "type": "object",
+    "description": "Opening a sandbox would take its payer over a limit; `also` lists the other limits that bind.",
+    "properties": {
+        "error": {"type": "string", "enum": ["sandbox_quota_exceeded"]},
+        "detail": {"type": "string"},
+        "dimension": {"type": "string", "enum": ["sandboxes", "cpu", "memory"]},
+        "used": {"type": "number", "description": "In use now: sandboxes, cores or bytes, by `dimension`."},
+        "limit": {"type": "number"},
+        "requested": {"type": "number", "description": "What this sandbox would add."},
+        "owner": {"type": "string", "description": "Whose limit it is (the payer)."},
+        "also": {"type": "array", "items": {"$ref": f"#/components/schemas/{SANDBOX_REFUSAL_COMPONENT}"}},
+    },
+    "required": ["error", "detail", "dimension", "used", "limit", "requested"],
+}
+_DISK_REFUSAL_SCHEMA = {
+    "type": "object",
+    "description": "A write would take a workspace over its limit, or its payer over their disk total (bytes).",
+    "properties": {
+        "error": {"type": "string", "enum": ["workspace_quota_exceeded", "user_quota_exceeded"]},
+        "detail": {"type": "string"},
+        "used": {"type": "integer"},
+        "quota": {"type": "integer"},
+        "attempted": {"type": "integer", "description": "Where the write would have brought `used`."},
+    },
+    "required": ["error", "detail", "used", "quota", "attempted"],
 }
 _WRITE_METHODS = {"post", "put", "patch", "delete"}
 _METHODS = {"get", "post", "put", "patch", "delete"}
@@ -77,6 +109,26 @@ def _error_response(description: str) -> dict[str, Any]:
     }
 
 
+_QUOTA_REFUSAL = {
+    "oneOf": [
+        {"$ref": f"#/components/schemas/{SANDBOX_REFUSAL_COMPONENT}"},
+        {"$ref": f"#/components/schemas/{DISK_REFUSAL_COMPONENT}"},
+    ],
+    "discriminator": {
+        "propertyName": "error",
+        "mapping": {
+            "sandbox_quota_exceeded": f"#/components/schemas/{SANDBOX_REFUSAL_COMPONENT}",
+            "workspace_quota_exceeded": f"#/components/schemas/{DISK_REFUSAL_COMPONENT}",
+            "user_quota_exceeded": f"#/components/schemas/{DISK_REFUSAL_COMPONENT}",
+        },
+    },
+}
+_WWW_AUTHENTICATE = {
+    "WWW-Authenticate": {
+        "schema": {"type": "string"},
+        "description": 'The challenge: `Bearer realm="workspace"` (with `error="invalid_token"` for a bad token).',
+    }
+}
 _RETRY_AFTER = {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait before trying again."}}
 
 
@@ -106,7 +158,11 @@ def add_shared_error_responses(result: dict[str, Any], generator: Any, request: 
     the URL resolver produce everywhere are added here so no operation leaves them undocumented.
     """
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
-    schemas.setdefault(ERROR_COMPONENT, _ERROR_SCHEMA)
+    # Copies: a later hook (drf-spectacular's enum naming, in another document) rewrites what it is
+    # given in place, and these constants serve every document generated in the process.
+    schemas.setdefault(ERROR_COMPONENT, copy.deepcopy(_ERROR_SCHEMA))
+    schemas.setdefault(SANDBOX_REFUSAL_COMPONENT, copy.deepcopy(_SANDBOX_REFUSAL_SCHEMA))
+    schemas.setdefault(DISK_REFUSAL_COMPONENT, copy.deepcopy(_DISK_REFUSAL_SCHEMA))
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
             if method not in _METHODS:
@@ -117,4 +173,10 @@ def add_shared_error_responses(result: dict[str, Any], generator: Any, request: 
             for code in ("429", "503"):
                 if code in responses:
                     responses[code].setdefault("headers", {}).update(_RETRY_AFTER)
+            responses["401"].setdefault("headers", {}).update(_WWW_AUTHENTICATE)
+            if "507" in responses:
+                responses["507"] = {
+                    "description": "Over a quota: the body says which limit, by its `error` code.",
+                    "content": {"application/json": {"schema": copy.deepcopy(_QUOTA_REFUSAL)}},
+                }
     return result

@@ -7,6 +7,8 @@ is valid OpenAPI 3.0.3 (drf-spectacular's default, with `nullable`) or 3.1.
 
 from __future__ import annotations
 
+import copy
+
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +81,16 @@ _ERROR_SCHEMA = {
         "fields": {"type": "object", "additionalProperties": {"type": "string"}},
     },
     "required": ["error", "detail"],
+}
+# The 412's body also names the revision that is current, so a client can re-read and retry.
+_REVISION_CONFLICT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "error": {"type": "string", "enum": ["revision_conflict"]},
+        "detail": {"type": "string"},
+        "current_revision_id": {"type": "string"},
+    },
+    "required": ["error", "detail", "current_revision_id"],
 }
 _PATCH_SCHEMA = {
     "type": "array",
@@ -198,7 +210,9 @@ class CrudAutoSchema(AutoSchema):
             ResolvedComponent(
                 name=name,
                 type=ResolvedComponent.SCHEMA,
-                schema=for_openapi(schema, spectacular_settings.OAS_VERSION),
+                # A copy: drf-spectacular's hooks rewrite components in place (its enum naming turns
+                # an `enum` into a reference), and the constants serve every document made here.
+                schema=for_openapi(copy.deepcopy(schema), spectacular_settings.OAS_VERSION),
                 object=name,
             )
         )
@@ -249,6 +263,7 @@ class CrudAutoSchema(AutoSchema):
             ("CrudRevisionInfo", _REVISION_SCHEMA),
             ("CrudCurrentRevision", _CURRENT_REVISION_SCHEMA),
             ("CrudError", _ERROR_SCHEMA),
+            ("CrudRevisionConflict", _REVISION_CONFLICT_SCHEMA),
             ("CrudJsonPatch", _PATCH_SCHEMA),
         ):
             self._register(registry, name, schema)
@@ -295,10 +310,8 @@ class CrudAutoSchema(AutoSchema):
         if method.upper() in {"POST", "PUT", "PATCH"}:
             codes += crud.access_policy.data_refusal_statuses
         for code in sorted(set(codes)):
-            responses[str(code)] = {
-                "description": "error",
-                "content": {"application/json": {"schema": _ref("CrudError")}},
-            }
+            body = "CrudRevisionConflict" if code == 412 else "CrudError"
+            responses[str(code)] = {"description": "error", "content": {"application/json": {"schema": _ref(body)}}}
         if route.data_filters:
             # Long value lists make long URLs; the HTTP server refuses a request line past its limit
             # (gunicorn: 4094 bytes) before the application sees it, in its own words.

@@ -30,6 +30,7 @@ pytest_plugins = [
     "tests.fixtures.exec_agent",
     "tests.fixtures.workers",
     "tests.fixtures.terminals",
+    "tests.fixtures.schema",
 ]
 
 

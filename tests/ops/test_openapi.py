@@ -284,3 +284,19 @@ def test_every_request_body_advertises_only_the_media_type_its_endpoint_takes(sc
     # Then JSON endpoints take JSON only, the upload multipart only, and no form encoding is offered
     assert {key: types for key, types in media.items() if types != ["application/json"]} == _NOT_JSON
     assert len(media) > 20
+
+
+def test_every_quota_refusal_and_sign_in_challenge_is_documented_with_its_fields(schema: dict) -> None:
+    # Given the OpenAPI schema the service serves
+    schemas = schema["components"]["schemas"]
+    # When each operation's 507 and 401 are read
+    for path, method, operation in _operations(schema):
+        responses = operation["responses"]
+        # Then a 507 is one of the refusals, told apart by `error`, and a 401 names its challenge header
+        if "507" in responses:
+            body = responses["507"]["content"]["application/json"]["schema"]
+            assert body["discriminator"]["propertyName"] == "error", (method, path)
+        assert "WWW-Authenticate" in responses["401"]["headers"], (method, path)
+    # And each refusal requires the fields a client reads
+    assert {"dimension", "used", "limit", "requested"} <= set(schemas["SandboxQuotaRefusal"]["required"])
+    assert {"used", "quota", "attempted"} <= set(schemas["DiskQuotaRefusal"]["required"])

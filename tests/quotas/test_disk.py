@@ -62,6 +62,17 @@ def test_user_disk_alone_refuses(per_user, alice_api, make_item):
     assert "also" not in body
 
 
+def test_a_disk_refusal_is_the_body_the_document_gives_it(per_user, alice_api, make_item, documented_body):
+    # Given a workspace limit of 1K and alice's notebook holding 1000 bytes
+    per_user(workspace_quota="1K", disk="1G")
+    item = make_item()
+    assert _put(alice_api, item, "a.bin", b"x" * 1000).status_code == 200
+    # When she writes 25 bytes more
+    response = _put(alice_api, item, "b.bin", b"y" * 25)
+    # Then the 507's body is the disk refusal the OpenAPI document describes, field for field
+    documented_body(response, "/a/{slug}/items/{item_id}/files/{file_path}", "put")
+
+
 def test_exactly_at_either_disk_limit_is_admitted(per_user, alice_api, make_item):
     # Given a workspace limit of 1K, a user limit of 2K, and alice's other notebook measured at 1024 bytes
     per_user(workspace_quota="1K", disk="2K")

@@ -32,6 +32,16 @@ def test_chat_send_is_refused_before_the_message_is_stored(full, alice_api, make
     assert not ItemMessage.objects.exists()
 
 
+def test_a_sandbox_refusal_is_the_body_the_document_gives_it(full, alice_api, make_item, per_user, documented_body):
+    # Given alice's one allowed sandbox live on another item, and a cpu limit that binds too
+    per_user(count=1, cpu=0.1)
+    # When she runs a command on a new notebook
+    response = alice_api.post(item_url(make_item(), "/exec"), {"command": "true"}, format="json")
+    # Then the 507's body, with the other binding limit under `also`, is what the OpenAPI document describes
+    assert [refusal["dimension"] for refusal in [response.json(), *response.json()["also"]]] == ["sandboxes", "cpu"]
+    documented_body(response, "/a/{slug}/items/{item_id}/exec", "post")
+
+
 def test_a_pure_chat_turn_is_gated_too(full, alice_api, make_item):
     # Given alice's one allowed sandbox live on another item
     # When she sends a message that runs nothing

@@ -58,3 +58,21 @@ export function unread(inbox: Inbox): string[] {
 
 // A personal token is shown once, as text.
 holds<Exactly<Schemas["ApiTokenIssuedOutput"]["token"], string>>();
+
+// A 507 names its limit: a client narrows on `error`, then reads that refusal's own fields.
+type QuotaRefusal = operations["a_items_exec_create"]["responses"][507]["content"]["application/json"];
+export function limitReached(refusal: QuotaRefusal): string {
+  if (refusal.error === "sandbox_quota_exceeded") {
+    return `${refusal.dimension}: ${refusal.used} of ${refusal.limit}, ${refusal.requested} more asked`;
+  }
+  return `${refusal.attempted} bytes asked of ${refusal.quota}`;
+}
+holds<Exactly<Schemas["SandboxQuotaRefusal"]["dimension"], "sandboxes" | "cpu" | "memory">>();
+holds<Exactly<Schemas["DiskQuotaRefusal"]["error"], "workspace_quota_exceeded" | "user_quota_exceeded">>();
+
+// A 412 names the revision that is current; a 401 says its challenge; a 429 when to try again.
+type Update = operations["workflow_update"]["responses"];
+holds<Exactly<Update[412]["content"]["application/json"]["current_revision_id"], string>>();
+type Exec = operations["a_items_exec_create"]["responses"];
+holds<Exactly<Exec[401]["headers"]["WWW-Authenticate"], string | undefined>>();
+holds<Exactly<Exec[429]["headers"]["Retry-After"], number | undefined>>();
