@@ -8,7 +8,6 @@ is valid OpenAPI 3.0.3 (drf-spectacular's default, with `nullable`) or 3.1.
 from __future__ import annotations
 
 import copy
-
 import re
 from typing import TYPE_CHECKING, Any
 
