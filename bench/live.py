@@ -99,6 +99,26 @@ def run_django(code: str, env: dict[str, str], *args: str, timeout: float = 120)
     return done.stdout
 
 
+def query(env: dict[str, str], sql: str, *params: object) -> list[tuple]:
+    """The rows of one SQL statement on the deployment's database (its DATABASE_URL, PostgreSQL or
+    SQLite), straight from the driver: what a test polls, since a Django process per look costs a
+    second of CPU. Placeholders are `%s` on both."""
+    url = env["DATABASE_URL"]
+    if url.startswith("sqlite:"):
+        import sqlite3
+
+        # dj-database-url's form: `sqlite:///` then the path (`sqlite:////tmp/x` is /tmp/x).
+        connection = sqlite3.connect(url.split("sqlite:///", 1)[1], timeout=30)
+        try:
+            return connection.execute(sql.replace("%s", "?"), params).fetchall()
+        finally:
+            connection.close()
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        return connection.execute(sql, params).fetchall()
+
+
 def migrate(env: dict[str, str]) -> None:
     run_django("from django.core.management import call_command\ncall_command('migrate', verbosity=0)\n", env)
 

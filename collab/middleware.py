@@ -41,7 +41,17 @@ class IdentityRejected(NotAuthenticated):
 
 
 def _mock_identity(request: HttpRequest, provider: MockUserProvider) -> RequestIdentity:
+    # Credentials that fail are refused here as in production: only a request that names nobody
+    # is the demo's default person.
     directory = get_user_directory()
+    credentials = _basic_credentials(request)
+    if credentials is not None:
+        identity = _basic_identity(request, credentials)
+        if directory.get(identity.user_id) is None:
+            raise IdentityRejected(
+                "unknown_user", f"{identity.user_id!r} has an account but is not in the user directory."
+            )
+        return identity
     header_id = request.headers.get("X-User-Id", "").strip()
     if header_id:
         if directory.get(header_id) is None:
@@ -86,6 +96,11 @@ def _django_identity(request: HttpRequest) -> RequestIdentity:
     credentials = _basic_credentials(request)
     if credentials is None:
         return RequestIdentity(None, "anonymous")
+    return _basic_identity(request, credentials)
+
+
+def _basic_identity(request: HttpRequest, credentials: tuple[str, str]) -> RequestIdentity:
+    """The account whose username and password the Basic header says (through the login lockout)."""
     account = authenticate(request, username=credentials[0], password=credentials[1])
     if account is None or not account.is_active:
         raise IdentityRejected("invalid_credentials", "The username or password is wrong.")

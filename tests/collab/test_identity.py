@@ -142,6 +142,40 @@ def test_wrong_basic_password_gets_401(bob_account) -> None:
     assert response.json()["error"] == "invalid_credentials"
 
 
+def test_in_mock_mode_basic_credentials_identify_their_account(bob_account) -> None:
+    # Given mock identity (the demo) and bob's account
+    # When a request sends his username and password as HTTP Basic
+    response = APIClient().get("/me", HTTP_AUTHORIZATION=basic("bob", "s3cret-pass"))
+
+    # Then it is bob, not the default person
+    assert response.status_code == 200
+    assert response.json()["id"] == "bob"
+
+
+def test_in_mock_mode_a_wrong_basic_password_gets_401_not_the_default_person(bob_account) -> None:
+    # Given mock identity (the demo), where a request naming nobody is alice
+    # When a request sends bob's username with a wrong password
+    response = APIClient().get("/me", HTTP_AUTHORIZATION=basic("bob", "wrong"))
+
+    # Then it is refused 401, with the challenge, rather than answered as alice
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_credentials"
+    assert response["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_in_mock_mode_basic_for_an_account_outside_the_directory_gets_401(db) -> None:
+    # Given mock identity and an account the mock directory does not list
+    get_user_model().objects.create_user("zed", password="s3cret-pass")
+
+    # When it signs in with Basic
+    response = APIClient().get("/me", HTTP_AUTHORIZATION=basic("zed", "s3cret-pass"))
+
+    # Then it is refused 401 unknown_user, saying why
+    assert response.status_code == 401
+    assert response.json()["error"] == "unknown_user"
+    assert "not in the user directory" in response.json()["detail"]
+
+
 @PRODUCTION_IDENTITY
 def test_session_login_identifies_pages_and_api(bob_account, client) -> None:
     # Given real identity and bob's account

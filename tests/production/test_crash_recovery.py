@@ -13,10 +13,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from bench.live import Client, close_sandboxes, gunicorn, run_django, wait_for
+from bench.live import Client, close_sandboxes, gunicorn, query, run_django, wait_for
 from tests.production.conftest import USER, USER_PASSWORD
 
 pytestmark = pytest.mark.postgres
@@ -55,29 +54,27 @@ def _state(env: dict[str, str], workflow_id: str) -> dict:
     return json.loads(run_django(STATE, env, workflow_id))
 
 
-# The look that decides when to kill, straight from the database: a Django process per look takes
-# seconds on a loaded machine, long enough for whole ingests to run unseen between two looks.
+# What the test waits for, straight from the database: a Django process per look takes seconds on a
+# loaded machine, long enough for whole ingests to run unseen between two looks.
 IN_FLIGHT = """
 SELECT
-  (SELECT array_agg(status) FROM workflows_workflowrun WHERE workflow_id = %(workflow_id)s),
+  (SELECT array_agg(status) FROM workflows_workflowrun WHERE workflow_id = %s),
   (SELECT count(*) FROM django_tasks_database_dbtaskresult
     WHERE status = 'RUNNING' AND task_path LIKE 'knowledge.tasks.%%'),
   (SELECT count(*) FROM knowledge_document WHERE status = 'pending')
 """
 
 
-class Look:
-    """What the deployment is doing now: is the run running, is an ingest, is a document pending."""
+def _in_flight(env: dict[str, str], workflow_id: str) -> tuple[bool, bool, bool]:
+    """Whether the run runs, an ingest runs, and a document is still pending."""
+    ((runs, ingesting, pending),) = query(env, IN_FLIGHT, workflow_id)
+    return runs == ["running"], ingesting > 0, pending > 0
 
-    def __init__(self, env: dict[str, str]) -> None:
-        self.connection = psycopg.connect(env["DATABASE_URL"], autocommit=True)
 
-    def __call__(self, workflow_id: str) -> tuple[bool, bool, bool]:
-        runs, ingesting, pending = self.connection.execute(IN_FLIGHT, {"workflow_id": workflow_id}).fetchone()
-        return runs == ["running"], ingesting > 0, pending > 0
-
-    def close(self) -> None:
-        self.connection.close()
+def _settled(env: dict[str, str], workflow_id: str) -> bool:
+    """Whether the run ended and no document is pending."""
+    ((runs, _ingesting, pending),) = query(env, IN_FLIGHT, workflow_id)
+    return bool(runs) and "running" not in runs and not pending
 
 
 def _wait_for(condition: Callable[[], bool], what: str) -> None:
@@ -99,7 +96,7 @@ def _multipart(filename: str, data: bytes) -> tuple[bytes, str]:
 
 def _document(number: int) -> bytes:
     paragraph = f"Document {number} explains sandboxes, quotas and the worker that ingests it. " * 40
-    return "\n\n".join(f"{paragraph} (part {part})" for part in range(900)).encode()
+    return "\n\n".join(f"{paragraph} (part {part})" for part in range(300)).encode()
 
 
 class Burst:
@@ -191,7 +188,7 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(
             second_worker = start_worker(env)
 
             # When the scheduled run is running
-            _wait_for(lambda: [r["status"] for r in _state(env, workflow_id)["runs"]] == ["running"], "the run")
+            _wait_for(lambda: _in_flight(env, workflow_id)[0], "the run")
             # ... documents are uploaded and crudgen writes pour in
             burst = Burst(server.port)
             burst.start()
@@ -208,10 +205,8 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(
             for _ in range(DOCUMENTS):
                 upload()
 
-            look = Look(env)
-
             def mid_run_and_mid_ingest() -> bool:
-                run_running, ingesting, pending = look(workflow_id)
+                run_running, ingesting, pending = _in_flight(env, workflow_id)
                 if run_running and ingesting and burst.patched():
                     return True
                 # Every upload so far was ingested between two looks (a fast machine): one more
@@ -231,8 +226,6 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(
                 # What the deployment was doing, for whoever reads a failed run's log.
                 logs = {path.name: _tail(path) for path in (tmp_path / "first.log", worker_log)}
                 raise AssertionError(f"{exc}; state {_state(env, workflow_id)}; logs {logs}") from None
-            finally:
-                look.close()
 
             # ... and everything is killed at once: master, web workers and both task workers
             os.killpg(server.process.pid, signal.SIGKILL)
@@ -256,12 +249,7 @@ def test_a_kill_9_in_the_middle_of_everything_loses_and_doubles_nothing(
             assert released.status == 200, released.body
             releaser.close()
 
-            def settled() -> bool:
-                state = _state(env, workflow_id)
-                runs_done = state["runs"] and all(r["status"] != "running" for r in state["runs"])
-                return bool(runs_done) and all(d["status"] != "pending" for d in state["documents"])
-
-            _wait_for(settled, "every document and the run to settle")
+            _wait_for(lambda: _settled(env, workflow_id), "every document and the run to settle")
             state = _state(env, workflow_id)
 
             # Every acknowledged upload ended ready, or failed with its reason

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.live import Client, Server, children_of, close_sandboxes, gunicorn, run_django, wait_for
+from bench.live import Client, Server, children_of, close_sandboxes, gunicorn, query, run_django, wait_for
 from tests.fixtures.agent import model_descriptors
 from tests.fixtures.llm import Endless, Hang, LlmServer
 from tests.production.conftest import USER, USER_PASSWORD
@@ -37,18 +37,13 @@ for name in {list(PEOPLE[:-1])!r}:
     user.save()
 """
 
+# What a test waits for, read straight from the database (a Django process per look costs a second
+# of CPU, and these are polled).
 COUNTS = """
-import json
-from django.db import connection
-from collab.models import CommandSlot
-from workspace.items.models import RunningExec
-with connection.cursor() as cursor:
-    cursor.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'"
-    )
-    idle_in_transaction = cursor.fetchone()[0]
-print(json.dumps({"slots": CommandSlot.objects.count(), "running": RunningExec.objects.count(),
-                  "idle_in_transaction": idle_in_transaction}))
+SELECT
+  (SELECT count(*) FROM items_execslot),
+  (SELECT count(*) FROM items_runningexec),
+  (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction')
 """
 
 RELEASE = """
@@ -87,7 +82,8 @@ def _processes_running(tag: str) -> int:
 
 
 def _counts(env: dict[str, str]) -> dict[str, int]:
-    return json.loads(run_django(COUNTS, env))
+    ((slots, running, idle_in_transaction),) = query(env, COUNTS)
+    return {"slots": slots, "running": running, "idle_in_transaction": idle_in_transaction}
 
 
 def _app_process(server: Server) -> int:
