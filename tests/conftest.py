@@ -41,10 +41,9 @@ _SUITE_DATABASE_FIXTURES = frozenset(
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skips what needs the other database, then keeps the tests of this CI half and shard."""
+    """Skips what needs the other database, then keeps the tests of this CI half."""
     _skip_what_needs_the_other_database(items)
     _keep_this_half(config, items)
-    _keep_this_shard(config, items)
 
 
 # A marker naming a database, and the `connection.vendor` it names.
@@ -90,25 +89,6 @@ def _keep_this_half(config: pytest.Config, items: list[pytest.Item]) -> None:
         (kept if _uses_suite_database(item) or its_half == half else deselected).append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
-        items[:] = kept
-
-
-def _keep_this_shard(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """.ci/run splits each half into shards run side by side (`WORKSPACE_CI_SHARD` is "K/N"): most
-    tests wait on servers, browsers and sandboxes rather than compute, so two processes per database
-    keep the machine's two cores busy. Whole files, dealt in turn in path order: a file's module
-    fixtures (a deployment, a live server) start once, and each directory's files spread evenly."""
-    shard = os.environ.get("WORKSPACE_CI_SHARD", "")
-    if not shard:
-        return
-    number, _, count = shard.partition("/")
-    if not (number.isdigit() and count.isdigit() and 1 <= int(number) <= int(count)):
-        raise pytest.UsageError(f"WORKSPACE_CI_SHARD is {shard!r}: say K/N, 1 <= K <= N")
-    files = sorted({item.nodeid.split("::", 1)[0] for item in items})
-    mine = set(files[int(number) - 1 :: int(count)])
-    kept = [item for item in items if item.nodeid.split("::", 1)[0] in mine]
-    if len(kept) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item.nodeid.split("::", 1)[0] not in mine])
         items[:] = kept
 
 
