@@ -211,6 +211,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "collab.schema.add_shared_error_responses",
+        "collab.schema.nullable_references",
     ],
 }
 

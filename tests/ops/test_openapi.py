@@ -300,3 +300,18 @@ def test_every_quota_refusal_and_sign_in_challenge_is_documented_with_its_fields
     # And each refusal requires the fields a client reads
     assert {"dimension", "used", "limit", "requested"} <= set(schemas["SandboxQuotaRefusal"]["required"])
     assert {"used", "quota", "attempted"} <= set(schemas["DiskQuotaRefusal"]["required"])
+
+
+def test_a_real_null_in_a_nullable_reference_passes_a_strict_openapi_3_0_validator(
+    alice_api, make_item, documented_body, settings
+) -> None:
+    # Given alice's notebook with no sandbox open and no disk measured, and bob with no override
+    item = make_item(owner="alice")
+    settings.WORKSPACE_MOCK_STAFF = ["alice"]
+    # When its detail and bob's limits are read
+    detail = alice_api.get(f"/a/{item.app_slug}/items/{item.pk}")
+    limits = alice_api.get("/admin/user-resources/bob")
+    assert (detail.json()["sandbox"], detail.json()["disk"], limits.json()["override"]) == (None, None, None)
+    # Then both bodies, nulls and all, are what the document says, read by a strict 3.0 validator
+    documented_body(detail, "/a/{slug}/items/{item_id}", "get")
+    documented_body(limits, "/admin/user-resources/{user_id}", "get")

@@ -76,3 +76,8 @@ holds<Exactly<Update[412]["content"]["application/json"]["current_revision_id"],
 type Exec = operations["a_items_exec_create"]["responses"];
 holds<Exactly<Exec[401]["headers"]["WWW-Authenticate"], string | undefined>>();
 holds<Exactly<Exec[429]["headers"]["Retry-After"], number | undefined>>();
+
+// A nullable reference is the component or null, nothing looser.
+type Disk = Schemas["ItemDetailOutput"]["disk"];
+holds<Exactly<Exclude<Disk, null | undefined>, Schemas["ItemDiskOutput"]>>();
+holds<null extends Disk ? true : false>();
