@@ -328,6 +328,6 @@ class CrudAutoSchema(AutoSchema):
         if route.request_model is not None:
             kind = "request" if route.request_model == "model" else route.request_model
             body_schema = self._body(kind, model_schema, body_name)
-            media = route_parsers(route.request_model)[0].media_type
-            operation["requestBody"] = {"required": True, "content": {media: {"schema": body_schema}}}
+            content = {parser.media_type: {"schema": body_schema} for parser in route_parsers(route.request_model)}
+            operation["requestBody"] = {"required": True, "content": content}
         return operation

@@ -74,10 +74,9 @@ class JsonPatchParser(BoundedJSONParser):
 
 
 def route_parsers(request_model: Any) -> list[type[BaseParser]]:
-    """The parsers of a route, by its body; the first one's media type is the one the schema
-    advertises, and a form body is a 415. A JSON Patch is also taken as plain `application/json`
-    (what curl and most scripts send), unadvertised: one media type per operation keeps a
-    generated client's signature unambiguous."""
+    """The parsers of a route, by its body, each media type advertised by the schema, and a form
+    body is a 415. A JSON Patch is also taken as plain `application/json` (what curl and most
+    scripts send); `application/json-patch+json` comes first, the one a generated client sends."""
     if request_model == "json_patch":
         return [JsonPatchParser, BoundedJSONParser]
     return [BoundedJSONParser]

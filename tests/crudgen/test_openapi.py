@@ -268,7 +268,7 @@ def test_null_members_become_nullable_in_openapi_30_and_stay_in_31() -> None:
     assert v31 == source
 
 
-def test_each_request_body_advertises_the_one_media_type_its_route_parses(schema: dict) -> None:
+def test_each_request_body_advertises_the_media_types_its_route_parses(schema: dict) -> None:
     # Given the document of a system
     # When the request bodies of the workflow's writes are read
     media = {
@@ -277,9 +277,10 @@ def test_each_request_body_advertises_the_one_media_type_its_route_parses(schema
         for method, operation in operations.items()
         if path.startswith("/api/v1/workflow") and "requestBody" in operation
     }
-    # Then a create and a replace take JSON, a patch JSON Patch, and none offers a form encoding
+    # Then a create and a replace take JSON, a patch JSON Patch first and plain JSON too, and none
+    # offers a form encoding
     assert media == {
         ("/api/v1/workflow", "post"): ["application/json"],
         ("/api/v1/workflow/{resource_id}", "put"): ["application/json"],
-        ("/api/v1/workflow/{resource_id}", "patch"): ["application/json-patch+json"],
+        ("/api/v1/workflow/{resource_id}", "patch"): ["application/json-patch+json", "application/json"],
     }

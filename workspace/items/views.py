@@ -295,6 +295,8 @@ class ItemFileApi(ItemApiView):
         return FileResponse(open_read(root, target), content_type=content_type)
 
     @extend_schema(
+        # The body is the file's bytes whatever media type it says (`curl --data-binary` says a
+        # form's): documented as octet-stream alone, since client generators refuse `*/*`.
         request={"application/octet-stream": OpenApiTypes.BINARY},
         responses={200: FileChangeOutputSerializer, 413: ErrorOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
     )
