@@ -46,12 +46,16 @@ def _mock_identity(request: HttpRequest, provider: MockUserProvider) -> RequestI
     directory = get_user_directory()
     credentials = _basic_credentials(request)
     if credentials is not None:
-        identity = _basic_identity(request, credentials)
-        if directory.get(identity.user_id) is None:
+        account = _basic_identity(request, credentials)
+        if directory.get(account.user_id) is None:
             raise IdentityRejected(
-                "unknown_user", f"{identity.user_id!r} has an account but is not in the user directory."
+                "unknown_user", f"{account.user_id!r} has an account but is not in the user directory."
             )
-        return identity
+        # Staff as every other way of naming someone in the demo says it, not by the account's flag.
+        return RequestIdentity(account.user_id, "basic", account.user_id in settings.WORKSPACE_MOCK_STAFF)
+    if request.headers.get("Authorization", "").strip():
+        # A scheme this service does not take (Digest, Negotiate...) is not "no credentials".
+        raise IdentityRejected("invalid_credentials", "The Authorization header is neither an API token nor Basic.")
     header_id = request.headers.get("X-User-Id", "").strip()
     if header_id:
         if directory.get(header_id) is None:
@@ -67,10 +71,13 @@ def _mock_identity(request: HttpRequest, provider: MockUserProvider) -> RequestI
 
 
 def _basic_credentials(request: HttpRequest) -> tuple[str, str] | None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, encoded = header.partition(" ")
-    if scheme.lower() != "basic" or not encoded:
+    # Any whitespace after the scheme (a tab too); `Basic` with nothing after it is malformed.
+    scheme, *rest = request.headers.get("Authorization", "").split(None, 1) or [""]
+    if scheme.lower() != "basic":
         return None
+    encoded = rest[0].strip() if rest else ""
+    if not encoded:
+        raise IdentityRejected("invalid_credentials", "The Basic authorization header is malformed.")
     try:
         username, _, password = base64.b64decode(encoded.strip()).decode("utf-8").partition(":")
     except (binascii.Error, UnicodeDecodeError) as exc:

@@ -42,6 +42,7 @@ _DISK_REFUSAL_SCHEMA = {
         "used": {"type": "integer"},
         "quota": {"type": "integer"},
         "attempted": {"type": "integer", "description": "Where the write would have brought `used`."},
+        "also": {"type": "array", "items": {"$ref": f"#/components/schemas/{DISK_REFUSAL_COMPONENT}"}},
     },
     "required": ["error", "detail", "used", "quota", "attempted"],
 }

@@ -85,7 +85,7 @@ _ERROR_SCHEMA = {
 _REVISION_CONFLICT_SCHEMA = {
     "type": "object",
     "properties": {
-        "error": {"type": "string", "enum": ["revision_conflict"]},
+        "error": {"type": "string", "description": "`revision_conflict`"},
         "detail": {"type": "string"},
         "current_revision_id": {"type": "string"},
     },
@@ -138,7 +138,8 @@ _ERRORS_BY_METHOD = {
     "POST": (404, 410, 412, 422),
     "PUT": (404, 410, 412, 422),
     "PATCH": (404, 410, 412, 422),
-    "DELETE": (404, 412),
+    # Every route refuses a query parameter it does not declare (422).
+    "DELETE": (404, 412, 422),
 }
 
 

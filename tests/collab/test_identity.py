@@ -163,6 +163,42 @@ def test_in_mock_mode_a_wrong_basic_password_gets_401_not_the_default_person(bob
     assert response["WWW-Authenticate"].startswith("Bearer")
 
 
+@pytest.mark.parametrize(
+    "header",
+    ["Basic", "Basic ", "Basic\t" + basic("bob", "wrong").split()[1], "Digest username=bob", "Negotiate xyz"],
+)
+def test_in_mock_mode_an_authorization_header_that_fails_gets_401_not_the_default_person(bob_account, header) -> None:
+    # Given mock identity (the demo), where a request naming nobody is alice
+    # When a request sends an Authorization header that is empty, wrong or of a scheme not taken
+    response = APIClient().get("/me", HTTP_AUTHORIZATION=header)
+
+    # Then it is refused 401 invalid_credentials, never answered as alice
+    assert response.status_code == 401
+    assert response.json()["error"] == "invalid_credentials"
+
+
+def test_in_mock_mode_basic_after_a_tab_identifies_its_account(bob_account) -> None:
+    # Given mock identity and bob's account
+    # When his right credentials follow the scheme after a tab
+    response = APIClient().get("/me", HTTP_AUTHORIZATION="Basic\t" + basic("bob", "s3cret-pass").split()[1])
+
+    # Then it is bob
+    assert (response.status_code, response.json()["id"]) == (200, "bob")
+
+
+def test_in_mock_mode_staff_through_basic_is_the_demos_staff_list_not_the_accounts_flag(bob_account, settings) -> None:
+    # Given mock identity with only alice on the staff list, and bob's account flagged staff
+    settings.WORKSPACE_MOCK_STAFF = ["alice"]
+    bob_account.is_staff = True
+    bob_account.save()
+
+    # When bob asks for a staff-only page of the API with Basic
+    response = APIClient().get("/admin/user-resources/carol", HTTP_AUTHORIZATION=basic("bob", "s3cret-pass"))
+
+    # Then he is not staff there, as with X-User-Id
+    assert response.status_code == 404
+
+
 def test_in_mock_mode_basic_for_an_account_outside_the_directory_gets_401(db) -> None:
     # Given mock identity and an account the mock directory does not list
     get_user_model().objects.create_user("zed", password="s3cret-pass")

@@ -145,3 +145,24 @@ def test_drfs_format_parameter_is_still_taken(todo_api: APIClient) -> None:
     # Then it answers as without it
     assert response.status_code == 200
     assert response.json()["total"] == 3
+
+
+def test_a_thousand_made_up_parameters_get_a_small_422_naming_some_of_them(todo_api: APIClient) -> None:
+    # Given four todos
+    # When a list is sent a thousand parameters it does not take, some of them long
+    query = "&".join(f"x{number}{'y' * 500}=1" for number in range(900))
+    response = todo_api.get(f"/api/todo/data?{query}")
+    # Then it is a 422 naming twenty of them, each cut short, and saying how many more there are
+    assert response.status_code == 422
+    assert len(response.json()["fields"]) == 20
+    assert "and 880 more" in response.json()["detail"]
+    assert len(response.content) < 10_000
+
+
+def test_head_of_a_list_answers_like_its_get_without_a_body(todo_api: APIClient) -> None:
+    # Given four todos
+    # When a list is asked for with HEAD
+    response = todo_api.head("/api/todo/data")
+    # Then it answers 200, as its GET does, with no body
+    assert response.status_code == 200
+    assert response.content == b""
