@@ -79,7 +79,7 @@ def _basic_credentials(request: HttpRequest) -> tuple[str, str] | None:
     if not encoded:
         raise IdentityRejected("invalid_credentials", "The Basic authorization header is malformed.")
     try:
-        username, _, password = base64.b64decode(encoded.strip()).decode("utf-8").partition(":")
+        username, _, password = base64.b64decode(encoded).decode("utf-8").partition(":")
     except (binascii.Error, UnicodeDecodeError) as exc:
         raise IdentityRejected("invalid_credentials", "The Basic authorization header is malformed.") from exc
     if not _could_be_a_username(username):
