@@ -59,6 +59,85 @@ def throwaway_database(server_url: str = DEFAULT_SERVER_URL, prefix: str = "ws_l
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+MIGRATIONS_GLOB = "*/**/migrations/*.py"
+
+
+def _migrations_digest() -> str:
+    """What the schema is made of: every migration file of the checkout, by path and content."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(REPO.glob(MIGRATIONS_GLOB)):
+        if ".venv" not in path.parts:
+            digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def migrated_database(server_url: str = DEFAULT_SERVER_URL, prefix: str = "ws_live") -> Iterator[str]:
+    """A fresh PostgreSQL database with every migration applied, copied from a template database
+    that the first caller migrates once per set of migration files (`ws_template_<digest>`, kept on
+    the server for the next run). A copy costs a fraction of a second where a migrate costs a
+    Django process and seconds of CPU. Templates of other migrations are dropped when a new one is made."""
+    import psycopg
+
+    template = f"ws_template_{_migrations_digest()}"
+    admin = _admin_url(server_url)
+    with psycopg.connect(admin, autocommit=True) as connection:
+        # One maker at a time across processes (CI's lanes, a bench beside them).
+        connection.execute("SELECT pg_advisory_lock(hashtext('ws_template'))")
+        try:
+            exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (template,)).fetchone()
+            if exists is None:
+                _make_template(connection, server_url, template)
+        finally:
+            connection.execute("SELECT pg_advisory_unlock(hashtext('ws_template'))")
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    _copy_database(admin, template, name)
+    try:
+        yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _make_template(connection: Any, server_url: str, template: str) -> None:
+    import tempfile
+
+    from psycopg.errors import ObjectInUse
+
+    building = f"{template}_building"
+    connection.execute(f'DROP DATABASE IF EXISTS "{building}" WITH (FORCE)')
+    connection.execute(f'CREATE DATABASE "{building}"')
+    with tempfile.TemporaryDirectory(prefix="ws-template-") as var_dir:
+        migrate(production_env(urlunsplit(urlsplit(server_url)._replace(path=f"/{building}")), Path(var_dir)))
+    # Published under its name only once whole: a maker killed halfway leaves no template to copy.
+    connection.execute(f'ALTER DATABASE "{building}" RENAME TO "{template}"')
+    stale = connection.execute(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'ws\\_template\\_%%' AND datname <> %s", (template,)
+    ).fetchall()
+    for (old,) in stale:
+        # A run of another checkout may be copying it this moment; it goes next time then.
+        with contextlib.suppress(ObjectInUse):
+            connection.execute(f'DROP DATABASE IF EXISTS "{old}"')
+
+
+def _copy_database(admin: str, template: str, name: str) -> None:
+    import psycopg
+    from psycopg.errors import ObjectInUse
+
+    # PostgreSQL refuses a copy while another session is in the template; only a maker ever is.
+    for attempt in range(50):
+        try:
+            with psycopg.connect(admin, autocommit=True) as connection:
+                connection.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+            return
+        except ObjectInUse:
+            if attempt == 49:
+                raise
+            time.sleep(0.1)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -101,8 +180,8 @@ def run_django(code: str, env: dict[str, str], *args: str, timeout: float = 120)
 
 def query(env: dict[str, str], sql: str, *params: object) -> list[tuple]:
     """The rows of one SQL statement on the deployment's database (its DATABASE_URL, PostgreSQL or
-    SQLite), straight from the driver: what a test polls, since a Django process per look costs a
-    second of CPU. Placeholders are `%s` on both."""
+    SQLite), straight from the driver: what a test polls or sets, since a Django process per look
+    costs a second of CPU. Placeholders are `%s` on both; a statement without rows gives []."""
     url = env["DATABASE_URL"]
     if url.startswith("sqlite:"):
         import sqlite3
@@ -110,13 +189,15 @@ def query(env: dict[str, str], sql: str, *params: object) -> list[tuple]:
         # dj-database-url's form: `sqlite:///` then the path (`sqlite:////tmp/x` is /tmp/x).
         connection = sqlite3.connect(url.split("sqlite:///", 1)[1], timeout=30)
         try:
-            return connection.execute(sql.replace("%s", "?"), params).fetchall()
+            with connection:  # commits a write
+                return connection.execute(sql.replace("%s", "?"), params).fetchall()
         finally:
             connection.close()
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as connection:
-        return connection.execute(sql, params).fetchall()
+        cursor = connection.execute(sql, params)
+        return cursor.fetchall() if cursor.description is not None else []
 
 
 def migrate(env: dict[str, str]) -> None:

@@ -3,10 +3,10 @@
 The attack: knowledge ingest's Markdown link pattern `!?\\[([^\\]]*)\\]\\([^)]*\\)` took 5.2 s on 40,000
 `[` characters (about 30 s at 10^5), and a 150 KB .md held the only worker for 85 s. Each pattern
 below that reads user text (documents, questions, answers, agent messages, size and duration
-strings) gets 10^5-character inputs built against it, through the public function that runs it,
+strings) gets inputs of N characters built against it, through the public function that runs it,
 and each call must return with what it owes for that text: chunks within the chunk size, HTML
 and quotes no larger than the text allows, the refusal of what cannot be read. A quadratic pattern
-takes tens of seconds on each of these inputs, which the suite's durations show; how long each
+takes seconds on each of these inputs, which the suite's durations show; how long each
 takes is measured in bench/, never asserted here (a test asserts behaviour, not time). File
 globs are the exception: fnmatch is quadratic in `[`, so the file batch bounds their length
 instead (tests/items/test_files.py), and the longest it accepts is read here.
@@ -31,59 +31,67 @@ from workspace.sandboxes.base import ExecResult
 from workspace.sandboxes.filebatch import MAX_GLOB_CHARS
 from workspace.workflows.forms import FormProblem, WorkflowForm
 
-N = 100_000
+# Large enough that a quadratic pattern takes seconds (the Markdown link pattern of the attack: about
+# 3 s at this size), small enough that the linear ones cost the suite little.
+N = 30_000
 
-# Runs of one character or pair, and near-misses of each pattern's shape, at 10^5 characters.
-RUNS = {
-    name: text[:N]
-    for name, text in {
-        "brackets": "[" * N,
-        "image brackets": "![" * N,
-        "closing brackets": "]" * N,
-        "link openers": "[a](" * N,
-        "empty links": "[](" * N,
-        "nested brackets": "[" * (N // 2) + "]" * (N // 2),
-        "nested links": "[" * (N // 5) + "a" + "](x)" * (N // 5),
-        "nested images": "![" * (N // 6) + "a" + "](x)" * (N // 6),
-        "bracket parens": "[(" * N,
-        "reference definitions": "[" * (N - 5) + "]: x",
-        "stars": "*" * N,
-        "star words": "*a" * N,
-        "mixed emphasis": "**_" * N,
-        "underscores": "_" * N,
-        "backticks": "`" * N,
-        "backtick words": "`a" * N,
-        "angle brackets": "<a" * N,
-        "autolinks": "<http://" * N,
-        "entities": "&#" * N,
-        "backslashes": "\\" * N,
-        "hashes": "#" * N,
-        "quote markers": "> " * N,
-        "list markers": "- " * N,
-        "pipes": "|" * N,
-        "table rows": "|a|\n|-|\n" + "|x|\n" * N,
-        "setext lines": "a\n=\n" * N,
-        "short lines": "a\n\n" * N,
-        "short lines and sentences": "a\n\nb.\n\n" * N,
-        "a long heading over many paragraphs": "# " + "a" * (N // 2) + "\n\n" + "x\n\n" * N,
-        "fences": "```\n" * N,
-        "spaces after a newline": "\n" + " " * N,
-        "blank-line lookalikes": "\n \r" * N,
-        "sentence ends": ". " * N,
-        "dots": "." * N,
-        "markers": "[1]" * N,
-        "unclosed markers": "[1" * N,
-        "digits": "1" * N,
-        "numbered lines": "123456789. x\n" * N,
-        "underscored words": "a_" * N,
-        "control characters": "\x00\x1f" * N,
-    }.items()
-}
+
+def hostile_runs(n: int) -> dict[str, str]:
+    """Runs of one character or pair, and near-misses of each pattern's shape, at `n` characters
+    (bench/hostile_text.py times them at 10^5)."""
+    return {
+        name: text[:n]
+        for name, text in {
+            "brackets": "[" * n,
+            "image brackets": "![" * n,
+            "closing brackets": "]" * n,
+            "link openers": "[a](" * n,
+            "empty links": "[](" * n,
+            "nested brackets": "[" * (n // 2) + "]" * (n // 2),
+            "nested links": "[" * (n // 5) + "a" + "](x)" * (n // 5),
+            "nested images": "![" * (n // 6) + "a" + "](x)" * (n // 6),
+            "bracket parens": "[(" * n,
+            "reference definitions": "[" * (n - 5) + "]: x",
+            "stars": "*" * n,
+            "star words": "*a" * n,
+            "mixed emphasis": "**_" * n,
+            "underscores": "_" * n,
+            "backticks": "`" * n,
+            "backtick words": "`a" * n,
+            "angle brackets": "<a" * n,
+            "autolinks": "<http://" * n,
+            "entities": "&#" * n,
+            "backslashes": "\\" * n,
+            "hashes": "#" * n,
+            "quote markers": "> " * n,
+            "list markers": "- " * n,
+            "pipes": "|" * n,
+            "table rows": "|a|\n|-|\n" + "|x|\n" * n,
+            "setext lines": "a\n=\n" * n,
+            "short lines": "a\n\n" * n,
+            "short lines and sentences": "a\n\nb.\n\n" * n,
+            "a long heading over many paragraphs": "# " + "a" * (n // 2) + "\n\n" + "x\n\n" * n,
+            "fences": "```\n" * n,
+            "spaces after a newline": "\n" + " " * n,
+            "blank-line lookalikes": "\n \r" * n,
+            "sentence ends": ". " * n,
+            "dots": "." * n,
+            "markers": "[1]" * n,
+            "unclosed markers": "[1" * n,
+            "digits": "1" * n,
+            "numbered lines": "123456789. x\n" * n,
+            "underscored words": "a_" * n,
+            "control characters": "\x00\x1f" * n,
+        }.items()
+    }
+
+
+RUNS = hostile_runs(N)
 
 
 @pytest.mark.parametrize("name", RUNS)
 def test_ingest_reads_hostile_markdown_and_text_into_chunks_within_the_chunk_size(name):
-    # Given 10^5 characters built against the Markdown grammar and the plain-text rules
+    # Given N characters built against the Markdown grammar and the plain-text rules
     text = RUNS[name]
 
     # When ingest reads them as Markdown and as plain text, and chunks them
@@ -98,7 +106,7 @@ def test_ingest_reads_hostile_markdown_and_text_into_chunks_within_the_chunk_siz
 
 @pytest.mark.parametrize("name", RUNS)
 def test_a_hostile_chat_message_renders_into_html_that_grows_with_it_no_faster(name):
-    # Given 10^5 hostile characters as a chat message with a preview for marker [1]
+    # Given N hostile characters as a chat message with a preview for marker [1]
     previews = {1: CitationPreview(source="[1] a.md, chunk 1:", text="x")}
 
     # When it is rendered
@@ -112,7 +120,7 @@ def test_a_hostile_chat_message_renders_into_html_that_grows_with_it_no_faster(n
 
 @pytest.mark.parametrize("name", RUNS)
 def test_answer_patterns_read_hostile_passages_into_quotes_terms_and_markers_of_their_own(name):
-    # Given 10^5 hostile characters as a retrieved passage and as an answer's text
+    # Given N hostile characters as a retrieved passage and as an answer's text
     text = RUNS[name]
 
     # When quotes are picked from it, its words taken as search terms, and its markers checked
@@ -129,7 +137,7 @@ def test_answer_patterns_read_hostile_passages_into_quotes_terms_and_markers_of_
 
 @pytest.mark.parametrize("name", RUNS)
 def test_link_checks_read_hostile_urls_and_still_refuse_a_script_scheme(name):
-    # Given 10^5 hostile characters as a link target, with a scheme-like ending, and after a
+    # Given N hostile characters as a link target, with a scheme-like ending, and after a
     # `javascript:` scheme
     text = RUNS[name]
 
@@ -184,7 +192,7 @@ def _agent_reads(message: str) -> tuple[list[str], list[tuple]]:
     ids=["mention spaces", "mention words", "status spaces", "fence spaces", "open fence", "fences", "dollar", "tabs"],
 )
 def test_the_agent_reads_a_hostile_message_and_does_only_what_it_spells_out(message, calls):
-    # Given 10^5 characters built against the agent's fence, mention and status patterns
+    # Given N characters built against the agent's fence, mention and status patterns
     # When the deterministic agent answers the message
     replies, called = _agent_reads(message)
 
@@ -222,7 +230,7 @@ def test_sizes_and_durations_with_spaces_still_parse():
 
 
 def test_a_hostile_workflow_amount_is_refused_as_not_a_number():
-    # Given a workflow form whose schedule amount is 10^5 digits and a fraction
+    # Given a workflow form whose schedule amount is N digits and a fraction
     form = WorkflowForm(name="nightly", steps=("true",), every="1" * N + ".1", every_unit="hours")
 
     # When the form is read / Then the amount is refused as not a number

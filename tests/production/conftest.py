@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.live import DEFAULT_SERVER_URL, migrate, postgres_reachable, production_env, run_django, throwaway_database
+from bench.live import DEFAULT_SERVER_URL, migrated_database, postgres_reachable, production_env, run_django
 
 SERVER_URL = os.environ.get("PRODUCTION_TEST_SERVER_URL", DEFAULT_SERVER_URL)
 STAFF, STAFF_PASSWORD = "ops", "ops-secret-1"
@@ -35,8 +35,7 @@ def deployment(traversable_tmp: Path) -> Iterator[dict[str, str]]:
     home = Path(tempfile.mkdtemp(prefix="production", dir=traversable_tmp))
     home.chmod(0o711)
     var_dir = home / "var"
-    with throwaway_database(SERVER_URL, prefix="ws_production_test") as url:
+    with migrated_database(SERVER_URL, prefix="ws_production_test") as url:
         env = production_env(url, var_dir, WORKSPACE_SERVE_PREPARE="0", WORKSPACE_SERVE_WORKER="0")
-        migrate(env)
         run_django(ACCOUNTS, env)
         yield env
