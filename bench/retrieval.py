@@ -43,6 +43,7 @@ from bench.common import setup_django
 from collab.actor import Actor
 
 DATA = Path(__file__).resolve().parent / "data" / "squad-v2.0-dev-5-articles.json"
+DISTRACTORS = Path(__file__).resolve().parent / "data" / "squad-v2.0-distractors.json"
 USER = "alice"
 DEPTH = 10
 # Each question with the documents that answer it (sandboxes.md tells how to free capacity too).
@@ -96,6 +97,27 @@ def load_squad() -> tuple[list[str], list[tuple[str, list[str]]], list[Question]
                 questions.append(Question(qa["question"], number, answers))
         articles.append((article["title"].replace("_", " "), texts))
     return paragraphs, articles, questions
+
+
+def load_unanswerable() -> list[str]:
+    """The five articles' questions that SQuAD 2.0 marks unanswerable from their paragraph."""
+    data = json.loads(DATA.read_text())
+    return [
+        qa["question"]
+        for article in data["data"]
+        for paragraph in article["paragraphs"]
+        for qa in paragraph["qas"]
+        if qa.get("is_impossible")
+    ]
+
+
+def load_distractor_articles() -> list[tuple[str, list[str]]]:
+    """31 more articles of SQuAD 2.0's development set (bench/data/README.md), their text only."""
+    data = json.loads(DISTRACTORS.read_text())
+    return [
+        (article["title"].replace("_", " "), [paragraph["context"] for paragraph in article["paragraphs"]])
+        for article in data["data"]
+    ]
 
 
 def upload(collection_id: str, filename: str, text: str) -> str:
@@ -229,11 +251,24 @@ def retrieval(questions: list[Question], paragraphs: list[str]) -> None:
 class AnswerTally:
     asked: int = 0
     first_holds_answer: int = 0
+    any_holds_answer: int = 0
     markers: int = 0
     no_answer: int = 0
+    seconds: float = 0.0
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split()).lower()
+
+
+def holds_answer(text: str, answers: Sequence[str]) -> bool:
+    flat = _flat(text)
+    return any(_flat(answer) in flat for answer in answers)
 
 
 def ask_all(chat_of: Callable[[], str], questions: list[Question]) -> AnswerTally:
+    """Asks each question through the chat API (in-process: its time is the server's) and judges
+    the answer's citations by the question's answer spans."""
     from django.test import Client
 
     from knowledge.models import Chunk
@@ -244,19 +279,26 @@ def ask_all(chat_of: Callable[[], str], questions: list[Question]) -> AnswerTall
     for number, question in enumerate(questions):
         if number and number % 100 == 0:
             chat_id = chat_of()  # a chat of hundreds of messages is not what is measured
+        began = time.perf_counter()
         response = client.post(
             f"/kb/chats/{chat_id}/messages", {"content": question.text}, content_type="application/json"
         )
+        tally.seconds += time.perf_counter() - began
         citations = response.json()["answer"]["citations"]
         tally.asked += 1
         tally.markers += len(citations)
         if not citations:
             tally.no_answer += 1
             continue
-        cited = " ".join(Chunk.objects.filter(pk__in=citations[0]["source_chunk_ids"]).values_list("text", flat=True))
-        flat = " ".join(cited.split()).lower()
-        if any(" ".join(answer.split()).lower() in flat for answer in question.answers):
-            tally.first_holds_answer += 1
+        texts = dict(
+            Chunk.objects.filter(pk__in=[i for c in citations for i in c["source_chunk_ids"]]).values_list("id", "text")
+        )
+        held = [
+            holds_answer(" ".join(texts.get(i, "") for i in citation["source_chunk_ids"]), question.answers)
+            for citation in citations
+        ]
+        tally.first_holds_answer += held[0]
+        tally.any_holds_answer += any(held)
     return tally
 
 
@@ -336,11 +378,84 @@ def answers(questions: list[Question], articles: list[tuple[str, list[str]]]) ->
     settings.WORKSPACE_EMBEDDINGS_PATH = model_path
 
 
+def ndcg_of_chunks(hits: Sequence, texts: dict[str, str], answers: Sequence[str], relevant_total: int) -> float:
+    """nDCG@10 with every chunk that holds an answer span relevant (binary), ideal = all of them first."""
+    gains = [holds_answer(texts[hit.chunk_id], answers) for hit in hits[:DEPTH]]
+    dcg = sum(gain / math.log2(rank + 2) for rank, gain in enumerate(gains))
+    ideal = sum(1 / math.log2(rank + 2) for rank in range(min(relevant_total, DEPTH)))
+    return dcg / ideal if ideal else 0.0
+
+
+def distractors(questions: list[Question], articles: list[tuple[str, list[str]]]) -> None:
+    """The five articles' questions asked of a library of 36 articles: the answer (its [1], any
+    citation, its markers, its time) through the chat API, and nDCG@10 of the ranking it draws on."""
+    from django.conf import settings
+
+    from knowledge import services
+    from knowledge.models import Chunk
+    from knowledge.search import get_chunk_index
+    from knowledge.search.dense import vector_cache
+    from knowledge.search.hybrid import hybrid_search
+
+    library = articles + load_distractor_articles()
+    collection = services.collection_create(actor=Actor(USER), name="SQuAD library")
+    began = time.perf_counter()
+    for title, paragraphs in library:
+        upload(collection.id, f"{title}.md", f"# {title}\n\n" + "\n\n".join(paragraphs))
+    ingest_seconds = time.perf_counter() - began
+    texts = dict(Chunk.objects.filter(collection_id=collection.id).values_list("id", "text"))
+    words = sum(len(text.split()) for _, paragraphs in library for text in paragraphs)
+    print(
+        f"library: {len(library)} articles, {words:,} words, {len(texts):,} chunks; ingested with vectors in "
+        f"{ingest_seconds:.0f} s ({ingest_seconds / len(texts) * 1000:.1f} ms a chunk)"
+    )
+    relevant_total = {
+        question.text: sum(holds_answer(text, question.answers) for text in texts.values()) for question in questions
+    }
+    unanswerable = [Question(text, -1, ()) for text in load_unanswerable()][: len(questions)]
+
+    def new_chat() -> str:
+        return services.chat_create(actor=Actor(USER), title="SQuAD library", collection_ids=[collection.id]).id
+
+    model_path = settings.WORKSPACE_EMBEDDINGS_PATH
+    print(
+        f"| {'among 36 articles':<10} | {'questions':>9} | {'[1] holds':>9} | {'any cited holds':>15} | "
+        f"{'markers':>7} | {'nDCG@10':>7} | {'ms each':>7} | "
+        f"{'unanswerable: nothing found':>27} | {'answerable: nothing found':>25} |"
+    )
+    print(f"|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 17}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 29}|{'-' * 27}|")
+    for mode, path in (("lexical", ""), ("hybrid", model_path)):
+        settings.WORKSPACE_EMBEDDINGS_PATH = path
+        vector_cache.clear()
+        ranking = (
+            (lambda text: hybrid_search(question=text, collection_ids=[collection.id], limit=DEPTH))
+            if path
+            else (lambda text: get_chunk_index().search(question=text, collection_ids=[collection.id], limit=DEPTH))
+        )
+        ndcg = sum(
+            ndcg_of_chunks(ranking(question.text), texts, question.answers, relevant_total[question.text])
+            for question in questions
+        ) / len(questions)
+        tally = ask_all(new_chat, questions)
+        refused = ask_all(new_chat, unanswerable)
+        print(
+            f"| {mode:<10} | {tally.asked:>9,} | {tally.first_holds_answer / tally.asked:>9.3f} | "
+            f"{tally.any_holds_answer / tally.asked:>15.3f} | {tally.markers / tally.asked:>7.2f} | {ndcg:>7.3f} | "
+            f"{tally.seconds / tally.asked * 1000:>7.0f} | "
+            f"{f'{refused.no_answer / refused.asked:.3f} of {refused.asked:,}':>27} | "
+            f"{f'{tally.no_answer / tally.asked:.3f}':>25} |"
+        )
+    settings.WORKSPACE_EMBEDDINGS_PATH = model_path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--questions", type=int, default=0, help="ask only the first N questions (0: all 705)")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL", ""))
     parser.add_argument("--skip-answers", action="store_true", help="retrieval only")
+    parser.add_argument(
+        "--distractors", action="store_true", help="only the questions asked of 36 articles (31 distractors)"
+    )
     args = parser.parse_args()
     from knowledge.embeddings.local import packaged_model_path
 
@@ -353,6 +468,9 @@ def main() -> None:
         step = max(len(questions) // args.questions, 1)
         questions = questions[::step][: args.questions]
     print(f"{vendor}: SQuAD 2.0 dev, 5 articles (CC BY-SA 4.0), {len(questions)} answerable questions")
+    if args.distractors:
+        distractors(questions, articles)
+        return
     retrieval(questions, paragraphs)
     if not args.skip_answers:
         answers(questions, articles)

@@ -310,24 +310,111 @@ def _paragraph_pieces(lines: list[str]) -> Iterator[tuple[str, Kind]]:
 
 # --- PDF: one page at a time, stopping once the text passes its limit -------------------------------
 
+# A line set this much larger than the document's body text is a heading; its lines are the
+# layout's, so size is what says so (a short line alone says nothing in a PDF).
+PDF_HEADING_SCALE = 1.15
+
+
+@dataclass(frozen=True)
+class _PdfLine:
+    text: str
+    size: float  # the largest effective font size on the line, in points
+
 
 def _pdf_blocks(data: bytes, max_chars: int) -> list[Block]:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
-    blocks: list[Block] = []
+    pages: list[list[_PdfLine]] = []
     total = 0
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
             raise ExtractionError("The PDF is encrypted; upload an unprotected copy.")
-        for number, page in enumerate(reader.pages, start=1):
-            text = page.extract_text() or ""
-            total += len(text)
+        for page in reader.pages:
+            lines = _pdf_lines(page)
+            total += sum(len(line.text) + 1 for line in lines)
             if total > max_chars:
                 raise too_much_text(max_chars)
-            # Headings are not guessed in a PDF: its lines are the layout's, not the author's.
-            blocks.extend(text_blocks(text, page=number, find_headings=False))
+            pages.append(lines)
     except (PyPdfError, ValueError, KeyError, TypeError) as exc:
         raise ExtractionError(f"The PDF could not be read: {exc}") from exc
+    return _pdf_sections(pages)
+
+
+def _pdf_lines(page: object) -> list[_PdfLine]:
+    """The page's text lines as pypdf extracts them, each with the size it is set in."""
+    import math
+
+    lines: list[_PdfLine] = []
+    text, size = "", 0.0
+
+    def visit(piece: str, cm: Sequence[float], tm: Sequence[float], font: object, font_size: float) -> None:
+        nonlocal text, size
+        # What the reader sees: the font's size scaled by the text and the page matrices.
+        shown = font_size * math.hypot(tm[2], tm[3]) * math.hypot(cm[2], cm[3])
+        *ended, rest = piece.split("\n")
+        for part in ended:
+            text += part
+            if text.strip():
+                size = max(size, shown)
+            lines.append(_PdfLine(text, size))
+            text, size = "", 0.0
+        text += rest
+        if rest.strip():
+            size = max(size, shown)
+
+    page.extract_text(visitor_text=visit)  # type: ignore[attr-defined]
+    if text.strip():
+        lines.append(_PdfLine(text, size))
+    return lines
+
+
+def _body_size(pages: list[list[_PdfLine]]) -> float:
+    """The size most of the document's characters are set in."""
+    characters: dict[float, int] = {}
+    for line in (line for lines in pages for line in lines):
+        rounded = round(line.size, 1)
+        characters[rounded] = characters.get(rounded, 0) + len(line.text.strip())
+    return max(characters, key=lambda size: characters[size]) if characters else 0.0
+
+
+def _is_pdf_heading(line: _PdfLine, body: float) -> bool:
+    text = _flat(line.text)
+    return (
+        body > 0
+        and line.size >= body * PDF_HEADING_SCALE
+        and 0 < len(text) <= TEXT_HEADING_MAX_CHARS
+        and not text.endswith(_NOT_A_HEADING_END)
+        and any(character.isalpha() for character in text)
+    )
+
+
+def _pdf_run_blocks(run: list[str], *, page: int, trail: list[tuple[float, str]], section: int) -> list[Block]:
+    title = _title([heading for _, heading in trail])
+    return [
+        Block(text=block.text, kind=block.kind, title=title, section=section, page=page)
+        for block in text_blocks("\n".join(run), page=page, find_headings=False)
+    ]
+
+
+def _pdf_sections(pages: list[list[_PdfLine]]) -> list[Block]:
+    """Blocks page by page; a heading line starts a section that runs on across pages until the
+    next, and titles what follows it (a larger heading above a smaller one, as sizes nest)."""
+    body = _body_size(pages)
+    blocks: list[Block] = []
+    trail: list[tuple[float, str]] = []
+    section = 0
+    for number, lines in enumerate(pages, start=1):
+        run: list[str] = []
+        for line in lines:
+            if not _is_pdf_heading(line, body):
+                run.append(line.text)
+                continue
+            blocks.extend(_pdf_run_blocks(run, page=number, trail=trail, section=section))
+            run = []
+            trail = [*(entry for entry in trail if entry[0] > line.size), (line.size, _flat(line.text))]
+            trail = trail[-TEXT_HEADING_DEPTH:]
+            section += 1
+        blocks.extend(_pdf_run_blocks(run, page=number, trail=trail, section=section))
     return blocks

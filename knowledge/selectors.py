@@ -291,6 +291,11 @@ class CitedSource:
         """The cited section's headings: as the chunks say now, or as saved with the quote."""
         return self.chunks[0].title if self.chunks else self.title
 
+    @property
+    def pages(self) -> list[int]:
+        """The PDF pages the cited chunks are on, in order (none for other formats)."""
+        return sorted({chunk.page for chunk in self.chunks if chunk.page is not None})
+
 
 class CitingMessage(Protocol):
     """A message whose `citations` are `Citation.as_dict()`s: a KB chat's, or an item

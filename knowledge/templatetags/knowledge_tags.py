@@ -19,7 +19,7 @@ def citation_preview(source: CitedSource) -> CitationPreview:
     """The cited chunks as they read now, or the saved quote once a re-upload replaced them; the
     section's headings apart from the text, and the PDF page where there is one."""
     if source.chunks:
-        pages = _span("page", [chunk.page for chunk in source.chunks if chunk.page is not None])
+        pages = source_pages(source)
         chunks = _span("chunk", [chunk.ordinal + 1 for chunk in source.chunks])
         where = f"{pages}, {chunks}" if pages else chunks
         text = "\n\n".join(chunk.text for chunk in source.chunks)
@@ -33,6 +33,12 @@ def citation_preview(source: CitedSource) -> CitationPreview:
         text=_shortened("\n".join(line for line in lines if line)),
         title=source.heading,
     )
+
+
+@register.filter
+def source_pages(source: CitedSource) -> str:
+    """`page 3` or `pages 3–4` for a source in a PDF; empty for other formats."""
+    return _span("page", source.pages)
 
 
 def _span(noun: str, numbers: list[int]) -> str:

@@ -74,3 +74,14 @@ def pdf_bomb(*, stream_bytes: int, pages: int) -> bytes:
     compressed = b"".join(parts)
     stream = b"<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream" % (len(compressed), compressed)
     return _pdf([stream], [0] * pages)
+
+
+def _sized_stream(lines: list[tuple[str, int]]) -> bytes:
+    shown = " ".join(f"/F1 {size} Tf ({_escaped(text)}) Tj 0 -{size + 4} Td" for text, size in lines)
+    return f"BT 72 720 Td {shown} ET".encode("latin-1")
+
+
+def pdf_with_sized_lines(pages: list[list[tuple[str, int]]]) -> bytes:
+    """One page per entry, each line set in its own font size (points): headings as a layout sets them."""
+    streams = [_stream_object(_sized_stream(lines)) for lines in pages]
+    return _pdf(streams, list(range(len(pages))))

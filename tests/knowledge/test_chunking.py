@@ -3,13 +3,15 @@ whole, PDF pages keep their number; titles are searched and shown; citation coun
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from knowledge.answers import retrieve_passages
 from knowledge.chunking import chunk_blocks
 from knowledge.formats import ExtractionError, Kind, extract_blocks, markdown_blocks, text_blocks
 from knowledge.models import Chunk
-from tests.knowledge.pdf import pdf_with_pages
+from tests.knowledge.pdf import pdf_with_pages, pdf_with_sized_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -268,3 +270,64 @@ def test_a_citation_preview_shows_a_list_one_item_per_line(make_collection, uplo
 
     # Then the preview shows the items on lines of their own, as the chunk holds them
     assert "1. Pick a snapshot\n2. Restore it into a scratch database\n3. Time the restore</span>" in content
+
+
+GUIDE = [
+    [
+        ("Incident escalation guide", 18),
+        ("When an incident is declared, the on-call engineer", 11),
+        ("pages the incident lead within five minutes.", 11),
+        ("Severity levels", 14),
+        ("Sev 1 means customers cannot work at all.", 11),
+    ],
+    [("Sev 2 means a feature is down for some customers.", 11), ("Contacts", 14), ("The lead is on the rota.", 11)],
+]
+
+
+def test_a_pdf_heading_set_larger_than_its_text_titles_what_follows_and_does_not_run_into_it():
+    # Given a PDF whose headings are set larger than its text, with no blank line between them
+    data = pdf_with_sized_lines(GUIDE)
+
+    # When it is read
+    blocks = extract_blocks(data, "pdf", max_chars=10_000)
+
+    # Then each heading titles the text under it, across the page break, nested by size, and no
+    # text starts with a heading
+    assert [(block.page, block.title, block.text) for block in blocks] == [
+        (
+            1,
+            "Incident escalation guide",
+            "When an incident is declared, the on-call engineer pages the incident lead within five minutes.",
+        ),
+        (1, "Incident escalation guide › Severity levels", "Sev 1 means customers cannot work at all."),
+        (2, "Incident escalation guide › Severity levels", "Sev 2 means a feature is down for some customers."),
+        (2, "Incident escalation guide › Contacts", "The lead is on the rota."),
+    ]
+    assert len({block.section for block in blocks}) == 3
+
+
+def test_a_pdf_set_in_one_size_has_no_headings():
+    # Given a PDF whose short lines are all set in the text's size
+    data = pdf_with_sized_lines([[("Backups", 12), ("Backups are kept for one year.", 12)]])
+
+    # When it is read / Then its short first line is text, not a heading
+    assert [(block.title, block.text) for block in extract_blocks(data, "pdf", max_chars=1000)] == [
+        ("", "Backups Backups are kept for one year.")
+    ]
+
+
+def test_a_source_under_an_answer_names_its_pdf_pages_both_when_its_passage_runs_over_two(make_collection, upload, make_chat, ask, browser_for):
+    # Given a chat over the escalation guide as a PDF, whose severity section runs over two pages
+    collection = make_collection()
+    upload(collection.id, "guide.pdf", pdf_with_sized_lines(GUIDE), content_type="application/pdf")
+    chat = make_chat(collection)
+
+    # When alice asks what the severity levels mean and opens the chat
+    ask(chat.id, "What does Sev 1 mean for customers?")
+    content = browser_for("alice").get(f"/kb/chats/{chat.id}").content.decode()
+
+    # Then the source list itself (not only the preview) names the pages of the passage it cites,
+    # which runs from the end of page 1 onto page 2, and each chunk under it says its own
+    assert re.search(r'\[1\] guide\.pdf, <span data-testid="citation-pages">pages 1–2</span>', content)
+    assert "Chunk 2, page 1, of guide.pdf" in content
+    assert "Chunk 3, page 2, of guide.pdf" in content
