@@ -12,6 +12,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from knowledge.models import Chunk
+from knowledge.rerank import reranked
 from knowledge.search import search_terms
 from knowledge.search.hybrid import hybrid_search
 
@@ -204,8 +205,8 @@ def default_answerer() -> Answerer:
 
 def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: int = SEARCH_LIMIT) -> list[Passage]:
     """Best first (words and meaning fused where an embedding provider is configured: README
-    "Hybrid retrieval"); hits that are consecutive chunks of one section of a document become one
-    passage."""
+    "Hybrid retrieval", then reordered by a reranker where one is: README "Reranking"); hits that
+    are consecutive chunks of one section of a document become one passage."""
     hits = hybrid_search(question=question, collection_ids=collection_ids, limit=limit)
     if not hits:
         return []
@@ -221,7 +222,12 @@ def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: in
     for _document_id, document_rows in groupby(rows, key=lambda row: row["document_id"]):
         passages.extend(_merged_runs(list(document_rows), score_of, similarity_of))
     passages.sort(key=lambda passage: (-passage.score, passage.document_id, passage.chunk_ids))
-    return passages
+    return reranked(question=question, ranked=passages, text_of=_passage_text)
+
+
+def _passage_text(passage: Passage) -> str:
+    """What a reranker reads of a passage: its section's headings, then its text."""
+    return f"{passage.title}\n\n{passage.text}" if passage.title else passage.text
 
 
 def _merged_runs(

@@ -403,6 +403,16 @@ WORKSPACE_EMBEDDINGS_TIMEOUT_SECONDS = float(os.environ.get("WORKSPACE_EMBEDDING
 # below it, exactly. 0 turns the index off (exact search at any size).
 WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS = int(os.environ.get("WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS", "20000"))
 
+# Reranking (README "Reranking"): a `/rerank` endpoint (BASE_URL and MODEL; API_KEY where the server
+# asks for one, sent to it alone) that scores the first DEPTH passages of a question's retrieval
+# against it; they are answered from in its order. Empty: the first stage's order. TIMEOUT bounds
+# one call: past it, or on any failure, the first stage's order stands and a warning is logged.
+WORKSPACE_RERANK_BASE_URL = os.environ.get("WORKSPACE_RERANK_BASE_URL", "")
+WORKSPACE_RERANK_MODEL = os.environ.get("WORKSPACE_RERANK_MODEL", "")
+WORKSPACE_RERANK_API_KEY = os.environ.get("WORKSPACE_RERANK_API_KEY", "")
+WORKSPACE_RERANK_TIMEOUT_SECONDS = float(os.environ.get("WORKSPACE_RERANK_TIMEOUT_SECONDS", "5"))
+WORKSPACE_RERANK_DEPTH = int(os.environ.get("WORKSPACE_RERANK_DEPTH", "20"))
+
 # The sandbox boundary (README "What sandbox code can and cannot do"). "bwrap" runs every command
 # of the local backend under bubblewrap; "none" is refused unless DEBUG is on (then it warns and
 # item pages show a banner).
