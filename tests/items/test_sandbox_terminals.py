@@ -350,6 +350,26 @@ def test_a_second_attach_takes_the_terminal_over_and_the_first_is_told(sandbox, 
     assert any(isinstance(event, Live) for event in second_events)
 
 
+def test_an_attach_made_before_the_one_attached_never_takes_the_terminal_over(sandbox, terminal):
+    # Given a terminal, attached by the page a reload opened (its attach made just now)
+    sandbox_id, _item = sandbox
+    link_output_until(terminal(), bool)
+    backend = backend_named("local")
+    now = time.monotonic_ns() // 1000
+    reloaded = backend.terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, generation=now)
+    link_output_until(reloaded, lambda seen: False, until=Live)
+
+    # When the old page's attach, made a second before it, reaches the keeper only now (a loaded machine)
+    late = backend.terminal_attach(sandbox_id, terminal_id="t1", secret=SECRET, generation=now - 1_000_000)
+
+    # Then the late one is refused, and the reloaded page keeps the terminal: its input is answered
+    assert [event for event in late.events(timeout=ANSWER_WAIT_SECONDS) if not isinstance(event, Output)] == []
+    reloaded.send_input(b"echo st''ill here\n")
+    output, events = link_output_until(reloaded, _said("still here\r\n"))
+    assert b"still here\r\n" in output
+    assert TakenOver() not in events
+
+
 def test_a_terminal_nobody_attached_to_for_its_idle_limit_closes_itself_and_its_shell(sandbox, terminal):
     # Given a terminal with an idle limit of one second, running a long command, that nobody attaches to
     sandbox_id, _item = sandbox

@@ -22,7 +22,9 @@
 # controlling terminal (a session of its own), keeps the last 256 KiB of its output, and outlives
 # its connection until it is closed or the sandbox is. A request "att\0TID\0SINCE\0SECRET" attaches to a
 # keeper (through the abstract socket "\0ws-term-TID", this sandbox's network namespace alone):
-# the keeper replays its output from offset SINCE, then goes on live. Keeper -> server frames:
+# the keeper replays its output from offset SINCE, then goes on live. An optional "\0GENERATION"
+# after SECRET (microseconds of the server machine's monotonic clock when it made the attach)
+# orders attaches: one older than the newest the keeper took is refused, never takes over. Keeper -> server frames:
 #     A  "FROM END": what follows replays bytes FROM..END of the output (FROM > SINCE: the rest is gone)
 #     O  output bytes            Y  "END": the replay is done, what follows is live
 #     X  the command's wait status, once it ended (again to every later attach)
@@ -169,10 +171,12 @@ sub request {
     my @parts = split /\0/, $body, -1;
     my $terminal;
     if (@parts && $parts[0] eq 'att') {
-        my (undef, $id, $since, $secret) = @parts;
+        my (undef, $id, $since, $secret, $generation) = @parts;
         return unless defined $secret && $id =~ /^[A-Za-z0-9_-]{1,64}$/ && $since =~ /^[0-9]{1,18}$/;
         return unless $secret =~ /^[A-Za-z0-9_-]{16,128}$/;
-        return (undef, undef, {attach => 1, id => $id, since => $since, secret => $secret});
+        $generation //= '';
+        return unless $generation =~ /^[0-9]{0,15}$/;
+        return (undef, undef, {attach => 1, id => $id, since => $since, secret => $secret, generation => $generation});
     }
     if (@parts && $parts[0] eq 'pty') {
         my (undef, $id, $rows, $cols, $idle, $secret) = splice(@parts, 0, 6);
@@ -260,7 +264,7 @@ sub keeper {
     $SIG{CHLD} = sub { };
     # Nothing the keeper reads or writes may block it: not the command's input, not a viewer.
     fcntl($master, 4, 04000 | 2);    # F_SETFL, O_NONBLOCK | O_RDWR
-    my %k = (ring => '', end => 0, status => undef, gone_at => undef, pending => '', in => '', out => '');
+    my %k = (ring => '', end => 0, status => undef, gone_at => undef, pending => '', in => '', out => '', newest => 0);
     my $viewer = $conn;
     fcntl($viewer, 4, 04000 | 2);
     queue(\%k, 'A', "0 0");
@@ -357,8 +361,15 @@ sub keeper {
                 }
                 next;
             }
-            my ($since, $secret) = $said->[0] eq 'S' ? split(/ /, $said->[1], 2) : ();
-            if (defined $secret && $since =~ /^[0-9]{1,18}$/ && $secret eq $terminal->{secret}) {
+            my ($since, $secret, $generation) = $said->[0] eq 'S' ? split(/ /, $said->[1], 3) : ();
+            $generation //= '';
+            my $valid = defined $secret && $since =~ /^[0-9]{1,18}$/ && $secret eq $terminal->{secret};
+            # An attach the server made before the one now attached never takes it over: its
+            # connection lagged (a reload's old page, on a loaded machine) and its client is gone.
+            if ($valid && $generation =~ /^[0-9]{1,15}$/ && $generation < $k{newest}) {
+                close $next;
+            } elsif ($valid && $generation =~ /^[0-9]{0,15}$/) {
+                $k{newest} = $generation if length $generation;
                 if ($viewer) {
                     syswrite($viewer, 'T' . pack('N', 0));    # taken over: the page before says so
                     close $viewer;
@@ -492,7 +503,9 @@ sub attach {
     my ($conn, $terminal) = @_;
     socket(my $keeper, 1, 1, 0) or return failed($conn, "socket: $!");
     connect($keeper, pack('S', 1) . "\0ws-term-$terminal->{id}") or return send_frame($conn, 'N', "no such terminal");
-    send_frame($keeper, 'S', "$terminal->{since} $terminal->{secret}") or return;
+    my $said = "$terminal->{since} $terminal->{secret}";
+    $said .= " $terminal->{generation}" if length $terminal->{generation};
+    send_frame($keeper, 'S', $said) or return;
     while (1) {
         my $r = '';
         vec($r, fileno($conn), 1) = 1;

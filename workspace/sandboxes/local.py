@@ -316,10 +316,13 @@ class LocalBackend:
             env=env,
         )
 
-    def terminal_attach(self, sandbox_id: str, *, terminal_id: str, secret: str, since: int = 0) -> TerminalLink:
-        """A link to a terminal of the sandbox, replaying its output from `since` (what is kept)."""
+    def terminal_attach(
+        self, sandbox_id: str, *, terminal_id: str, secret: str, since: int = 0, generation: int | None = None
+    ) -> TerminalLink:
+        """A link to a terminal of the sandbox, replaying its output from `since` (what is kept);
+        `generation` orders it among attaches (terminals.terminal_attach: by default, now)."""
         connection = agent_connect(self._agent_home(sandbox_id))
-        return terminal_attach(connection, terminal_id=terminal_id, secret=secret, since=since)
+        return terminal_attach(connection, terminal_id=terminal_id, secret=secret, since=since, generation=generation)
 
     def _agent_home(self, sandbox_id: str) -> Path:
         init = self.state(sandbox_id).get("init")

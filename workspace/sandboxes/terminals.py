@@ -20,6 +20,7 @@ import re
 import secrets
 import socket
 import struct
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -307,12 +308,26 @@ def _holds_a_frame(buffer: bytearray) -> bool:
     return len(buffer) >= _HEADER.size and len(buffer) >= _HEADER.size + _HEADER.unpack_from(buffer)[1]
 
 
-def terminal_attach(connection: socket.socket, *, terminal_id: str, secret: str, since: int = 0) -> TerminalLink:
+def terminal_attach(
+    connection: socket.socket, *, terminal_id: str, secret: str, since: int = 0, generation: int | None = None
+) -> TerminalLink:
     """A new link to the terminal, whose keeper replays its output from offset `since` (what it
     still keeps) before live output; the link before it, if any, is ended. TerminalGone when the
-    sandbox keeps no such terminal (from the link's first event)."""
+    sandbox keeps no such terminal (from the link's first event).
+
+    `generation` orders attaches (by default this machine's monotonic clock, in microseconds, now):
+    the keeper refuses one older than the newest it took, so a page's old connection that reaches
+    it late, after the reload's new one, cannot take the terminal back from it."""
+    if generation is None:
+        generation = time.monotonic_ns() // 1000
     try:
-        fields = ["att", checked_id(terminal_id), str(max(0, int(since))), checked_secret(secret)]
+        fields = [
+            "att",
+            checked_id(terminal_id),
+            str(max(0, int(since))),
+            checked_secret(secret),
+            str(max(0, int(generation))),
+        ]
         connection.sendall(_request(fields))
     except BaseException:
         connection.close()
