@@ -98,7 +98,7 @@ def _scores(raw: bytes, expected: int) -> list[float]:
     try:
         results = json.loads(raw)["results"]
         scored = {int(result["index"]): float(result["relevance_score"]) for result in results}
-    except (ValueError, KeyError, TypeError) as error:
+    except (ValueError, KeyError, TypeError, RecursionError) as error:
         raise RerankError(f"The reranker's answer is not the rerank protocol ({type(error).__name__}).") from None
     if sorted(scored) != list(range(expected)) or not all(math.isfinite(score) for score in scored.values()):
         raise RerankError("The reranker did not score every passage once with a number.")

@@ -97,9 +97,20 @@ def _first_stage_order(collection, settings) -> list[str]:
         Garbage(body=b'{"results": [{"index": 0, "relevance_score": 1.0}]}'),
         Garbage(body=b'{"results": [{"index": 0, "relevance_score": NaN}, {"index": 1, "relevance_score": 1}]}'),
         Reply("not a rerank answer"),
+        Garbage(body=b"[" * 100_000),
+        Garbage(body=b'{"results": [' + b'{"index": 0, "relevance_score": 1}, ' * 40_000 + b"{}]}"),
         Hang(),
     ],
-    ids=["500", "not json", "a score missing", "not a number", "another protocol", "a hang"],
+    ids=[
+        "500",
+        "not json",
+        "a score missing",
+        "not a number",
+        "another protocol",
+        "nested deep",
+        "too large",
+        "a hang",
+    ],
 )
 def test_a_failing_reranker_leaves_the_first_stages_order_and_says_so_in_the_log(
     library, reranker, settings, caplog, failure
