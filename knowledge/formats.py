@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import io
+import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -344,7 +345,6 @@ def _pdf_blocks(data: bytes, max_chars: int) -> list[Block]:
 
 def _pdf_lines(page: object) -> list[_PdfLine]:
     """The page's text lines as pypdf extracts them, each with the size it is set in."""
-    import math
 
     lines: list[_PdfLine] = []
     text, size = "", 0.0

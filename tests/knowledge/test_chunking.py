@@ -316,7 +316,9 @@ def test_a_pdf_set_in_one_size_has_no_headings():
     ]
 
 
-def test_a_source_under_an_answer_names_its_pdf_pages_both_when_its_passage_runs_over_two(make_collection, upload, make_chat, ask, browser_for):
+def test_a_source_under_an_answer_names_its_pdf_pages_both_when_its_passage_runs_over_two(
+    make_collection, upload, make_chat, ask, browser_for
+):
     # Given a chat over the escalation guide as a PDF, whose severity section runs over two pages
     collection = make_collection()
     upload(collection.id, "guide.pdf", pdf_with_sized_lines(GUIDE), content_type="application/pdf")
