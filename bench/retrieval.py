@@ -378,24 +378,33 @@ def answers(questions: list[Question], articles: list[tuple[str, list[str]]]) ->
     settings.WORKSPACE_EMBEDDINGS_PATH = model_path
 
 
-def ndcg_of_chunks(hits: Sequence, texts: dict[str, str], answers: Sequence[str], relevant_total: int) -> float:
+def ndcg_of_chunks(ranked: Sequence[str], texts: dict[str, str], answers: Sequence[str], relevant_total: int) -> float:
     """nDCG@10 with every chunk that holds an answer span relevant (binary), ideal = all of them first."""
-    gains = [holds_answer(texts[hit.chunk_id], answers) for hit in hits[:DEPTH]]
+    gains = [holds_answer(texts[chunk_id], answers) for chunk_id in ranked[:DEPTH]]
     dcg = sum(gain / math.log2(rank + 2) for rank, gain in enumerate(gains))
     ideal = sum(1 / math.log2(rank + 2) for rank in range(min(relevant_total, DEPTH)))
     return dcg / ideal if ideal else 0.0
 
 
-def distractors(questions: list[Question], articles: list[tuple[str, list[str]]]) -> None:
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    embeddings_path: str
+    rerank_path: str = ""
+    rerank_depth: int = 0
+
+
+def distractors(questions: list[Question], articles: list[tuple[str, list[str]]], modes: Sequence[Mode]) -> None:
     """The five articles' questions asked of a library of 36 articles: the answer (its [1], any
-    citation, its markers, its time) through the chat API, and nDCG@10 of the ranking it draws on."""
+    citation, its markers, its time) through the chat API, nDCG@10 of the passages it draws on
+    (their chunks in the order the answerer is given them, after any reranking), and how often one
+    of those passages holds an answer at all ("answer given": what any citation can reach)."""
     from django.conf import settings
 
     from knowledge import services
+    from knowledge.answers import retrieve_passages
     from knowledge.models import Chunk
-    from knowledge.search import get_chunk_index
     from knowledge.search.dense import vector_cache
-    from knowledge.search.hybrid import hybrid_search
 
     library = articles + load_distractor_articles()
     collection = services.collection_create(actor=Actor(USER), name="SQuAD library")
@@ -417,35 +426,61 @@ def distractors(questions: list[Question], articles: list[tuple[str, list[str]]]
     def new_chat() -> str:
         return services.chat_create(actor=Actor(USER), title="SQuAD library", collection_ids=[collection.id]).id
 
-    model_path = settings.WORKSPACE_EMBEDDINGS_PATH
+    def retrieved(text: str) -> tuple[list[str], float]:
+        """The chunks the answerer is given, in order, and the reranker's best score among them."""
+        passages = retrieve_passages(question=text, collection_ids=[collection.id], limit=DEPTH)
+        best = max((passage.relevance for passage in passages if passage.relevance is not None), default=-math.inf)
+        return [chunk_id for passage in passages for chunk_id in passage.chunk_ids], best
+
     print(
-        f"| {'among 36 articles':<10} | {'questions':>9} | {'[1] holds':>9} | {'any cited holds':>15} | "
+        f"| {'among 36 articles':<22} | {'questions':>9} | {'[1] holds':>9} | {'any cited holds':>15} | "
         f"{'markers':>7} | {'nDCG@10':>7} | {'ms each':>7} | "
-        f"{'unanswerable: nothing found':>27} | {'answerable: nothing found':>25} |"
+        f"{'unanswerable: nothing found':>27} | {'answerable: nothing found':>25} | {'answer given':>14} |"
     )
-    print(f"|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 17}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 29}|{'-' * 27}|")
-    for mode, path in (("lexical", ""), ("hybrid", model_path)):
-        settings.WORKSPACE_EMBEDDINGS_PATH = path
+    print(
+        f"|{'-' * 24}|{'-' * 11}|{'-' * 11}|{'-' * 17}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 29}|{'-' * 27}|{'-' * 16}|"
+    )
+    for mode in modes:
+        settings.WORKSPACE_EMBEDDINGS_PATH = mode.embeddings_path
+        settings.WORKSPACE_RERANK_PATH = mode.rerank_path
+        settings.WORKSPACE_RERANK_DEPTH = mode.rerank_depth or settings.WORKSPACE_RERANK_DEPTH
         vector_cache.clear()
-        ranking = (
-            (lambda text: hybrid_search(question=text, collection_ids=[collection.id], limit=DEPTH))
-            if path
-            else (lambda text: get_chunk_index().search(question=text, collection_ids=[collection.id], limit=DEPTH))
-        )
+        ranked = [retrieved(question.text) for question in questions]
+        found = sum(
+            any(holds_answer(texts[chunk_id], question.answers) for chunk_id in chunks)
+            for question, (chunks, _) in zip(questions, ranked, strict=True)
+        ) / len(questions)
         ndcg = sum(
-            ndcg_of_chunks(ranking(question.text), texts, question.answers, relevant_total[question.text])
-            for question in questions
+            ndcg_of_chunks(chunks, texts, question.answers, relevant_total[question.text])
+            for question, (chunks, _) in zip(questions, ranked, strict=True)
         ) / len(questions)
         tally = ask_all(new_chat, questions)
         refused = ask_all(new_chat, unanswerable)
         print(
-            f"| {mode:<10} | {tally.asked:>9,} | {tally.first_holds_answer / tally.asked:>9.3f} | "
+            f"| {mode.name:<22} | {tally.asked:>9,} | {tally.first_holds_answer / tally.asked:>9.3f} | "
             f"{tally.any_holds_answer / tally.asked:>15.3f} | {tally.markers / tally.asked:>7.2f} | {ndcg:>7.3f} | "
             f"{tally.seconds / tally.asked * 1000:>7.0f} | "
             f"{f'{refused.no_answer / refused.asked:.3f} of {refused.asked:,}':>27} | "
-            f"{f'{tally.no_answer / tally.asked:.3f}':>25} |"
+            f"{f'{tally.no_answer / tally.asked:.3f}':>25} | {found:>14.3f} |",
+            flush=True,
         )
-    settings.WORKSPACE_EMBEDDINGS_PATH = model_path
+        if mode.rerank_path:
+            relevance_cut(
+                mode.name,
+                [best for _, best in ranked],
+                [retrieved(question.text)[1] for question in unanswerable],
+            )
+
+
+def relevance_cut(name: str, answerable: list[float], unanswerable: list[float]) -> None:
+    """What a floor on the reranker's best score would do: the share of unanswerable questions it
+    answers "nothing found", and the share of answerable ones it would wrongly refuse."""
+    cuts = ", ".join(
+        f"{floor:+g}: {sum(score < floor for score in unanswerable) / len(unanswerable):.2f} / "
+        f"{sum(score < floor for score in answerable) / len(answerable):.2f}"
+        for floor in (-6, -4, -2, 0, 2, 4)
+    )
+    print(f"  {name}, best score under a floor (unanswerable refused / answerable lost): {cuts}", flush=True)
 
 
 def main() -> None:
@@ -456,10 +491,17 @@ def main() -> None:
     parser.add_argument(
         "--distractors", action="store_true", help="only the questions asked of 36 articles (31 distractors)"
     )
+    parser.add_argument(
+        "--rerank-depths",
+        default="10",
+        help="with --distractors: the packaged cross-encoder over the first N passages of hybrid, for each N",
+    )
     args = parser.parse_args()
     from knowledge.embeddings.local import packaged_model_path
+    from knowledge.rerank import packaged_reranker_path
 
-    os.environ["WORKSPACE_EMBEDDINGS_PATH"] = packaged_model_path()
+    model_path, rerank_path = packaged_model_path(), packaged_reranker_path()
+    os.environ["WORKSPACE_EMBEDDINGS_PATH"] = model_path
     os.environ.setdefault("KNOWLEDGE_ANSWERER", "knowledge.answers.ExtractiveAnswerer")
     vendor = setup_django(args.database_url, "retrieval")
     paragraphs, articles, questions = load_squad()
@@ -469,7 +511,11 @@ def main() -> None:
         questions = questions[::step][: args.questions]
     print(f"{vendor}: SQuAD 2.0 dev, 5 articles (CC BY-SA 4.0), {len(questions)} answerable questions")
     if args.distractors:
-        distractors(questions, articles)
+        depths = [int(depth) for depth in args.rerank_depths.split(",") if depth] if rerank_path else []
+        modes = [Mode("lexical", ""), Mode("hybrid", model_path)] + [
+            Mode(f"hybrid, reranked top {depth}", model_path, rerank_path, depth) for depth in depths
+        ]
+        distractors(questions, articles, modes)
         return
     retrieval(questions, paragraphs)
     if not args.skip_answers:

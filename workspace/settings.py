@@ -411,7 +411,17 @@ WORKSPACE_RERANK_BASE_URL = os.environ.get("WORKSPACE_RERANK_BASE_URL", "")
 WORKSPACE_RERANK_MODEL = os.environ.get("WORKSPACE_RERANK_MODEL", "")
 WORKSPACE_RERANK_API_KEY = os.environ.get("WORKSPACE_RERANK_API_KEY", "")
 WORKSPACE_RERANK_TIMEOUT_SECONDS = float(os.environ.get("WORKSPACE_RERANK_TIMEOUT_SECONDS", "5"))
-WORKSPACE_RERANK_DEPTH = int(os.environ.get("WORKSPACE_RERANK_DEPTH", "20"))
+WORKSPACE_RERANK_DEPTH = int(os.environ.get("WORKSPACE_RERANK_DEPTH", "10"))
+# Or a cross-encoder on disk (an ONNX model and its tokenizer.json; `make run`: the packaged
+# ms-marco MiniLM), reading each passage up to MAX_TOKENS tokens together with the question.
+WORKSPACE_RERANK_PATH = os.environ.get("WORKSPACE_RERANK_PATH", "")
+WORKSPACE_RERANK_MAX_TOKENS = int(os.environ.get("WORKSPACE_RERANK_MAX_TOKENS", "256"))
+# A floor on the reranker's score (its own scale: logits for the packaged cross-encoder): a passage
+# scored under it does not answer the question and is not answered from; when none reaches it the
+# answer is "nothing found". Empty: no floor.
+WORKSPACE_RERANK_MIN_SCORE = (
+    float(os.environ["WORKSPACE_RERANK_MIN_SCORE"]) if os.environ.get("WORKSPACE_RERANK_MIN_SCORE") else None
+)
 
 # The sandbox boundary (README "What sandbox code can and cannot do"). "bwrap" runs every command
 # of the local backend under bubblewrap; "none" is refused unless DEBUG is on (then it warns and

@@ -44,6 +44,21 @@ def test_the_items_page_lists_my_items_in_few_queries(client, make_item, django_
     assert "item 19" in page
 
 
+def test_the_items_list_and_the_item_page_name_who_pays_for_each_item(client, make_item):
+    # Given alice's notebook that carol pays for, and one alice pays for herself
+    paid_by_carol = make_item(title="Carol pays", owner="carol")
+    make_item(title="Alice pays")
+
+    # When alice's browser opens the items page and the first item's page
+    listing = client.get("/a/notebook/items", **HTML).content.decode()
+    page = client.get(item_url(paid_by_carol), **HTML).content.decode()
+
+    # Then the Owner column names each payer, and the item page names its owner
+    assert '<td data-label="Owner">carol</td>' in listing
+    assert '<td data-label="Owner">alice</td>' in listing
+    assert "owner carol" in page
+
+
 def test_the_item_page_shows_files_terminal_and_sandbox(client, make_item):
     # Given alice's notebook holding notes.txt, with no sandbox open
     item = make_item(title="Mine")
