@@ -41,6 +41,7 @@ demo: migrate
 run: demo
 	@export WORKSPACE_CONFIG=$${WORKSPACE_CONFIG:-workspace/demo.toml}; $(USE_PACKAGED_MODEL) \
 	WEB_CONCURRENCY=$${WEB_CONCURRENCY:-1} WORKSPACE_SERVE_PREPARE=0 WORKSPACE_BIND=$${WORKSPACE_BIND:-$(HOST):$(PORT)} \
+	WORKSPACE_SERVE_RELEASE_SANDBOXES=$${WORKSPACE_SERVE_RELEASE_SANDBOXES:-1} \
 	$(BIN)/gunicorn -c workspace/gunicorn.conf.py
 
 # Production: gunicorn (several uvicorn workers) on PostgreSQL, DEBUG off, Django accounts instead
@@ -83,5 +84,6 @@ VAR_DIR = $(shell $(PYTHON) -c 'import os, pathlib; from workspace.sandboxes.rea
 
 # Workspace images stay mounted across restarts; unmount them before removing the var directory.
 clean:
+	-test -x $(BIN)/python && $(BIN)/python manage.py release_sandboxes
 	-for dir in "$(CURDIR)/var" "$(VAR_DIR)"; do awk -v root="$$dir/workspaces/" 'index($$2, root) == 1 {print $$2}' /proc/mounts; done | sort -u | xargs -r -n1 umount -l
 	rm -rf $(VENV) db.sqlite3 db.sqlite3-* var "$(VAR_DIR)" staticfiles .pytest_cache .ruff_cache

@@ -496,6 +496,12 @@ def main() -> None:
         default="10",
         help="with --distractors: the packaged cross-encoder over the first N passages of hybrid, for each N",
     )
+    parser.add_argument(
+        "--relevance-margin",
+        type=float,
+        default=None,
+        help="with --distractors: how far under the best reranked passage another is still quoted",
+    )
     args = parser.parse_args()
     from knowledge.embeddings.local import packaged_model_path
     from knowledge.rerank import packaged_reranker_path
@@ -511,6 +517,10 @@ def main() -> None:
         questions = questions[::step][: args.questions]
     print(f"{vendor}: SQuAD 2.0 dev, 5 articles (CC BY-SA 4.0), {len(questions)} answerable questions")
     if args.distractors:
+        if args.relevance_margin is not None:
+            from knowledge import answers as answers_module
+
+            answers_module.RELEVANCE_MARGIN = args.relevance_margin
         depths = [int(depth) for depth in args.rerank_depths.split(",") if depth] if rerank_path else []
         modes = [Mode("lexical", ""), Mode("hybrid", model_path)] + [
             Mode(f"hybrid, reranked top {depth}", model_path, rerank_path, depth) for depth in depths

@@ -1,7 +1,7 @@
 """The one mapping from domain errors (`collab.errors`) to what each edge answers: the status, the
 API's JSON body `{"error", "detail", ...}` and its headers (Retry-After), a line for a stream's
 `error` event, a message in admin, a task's failure line. The site's pages use the same status and
-detail (`workspace.errors.refused`). Nothing else builds an error body by hand.
+detail (`refusal_page`, `workspace.errors.refused`). Nothing else builds an error body by hand.
 
 DRF's own exceptions (a serializer's ValidationError, NotAuthenticated...) and Django's Http404 and
 PermissionDenied get the same `{"error", "detail"}` shape here too.
@@ -15,7 +15,8 @@ from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DataError
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
@@ -107,6 +108,18 @@ def json_response(error: DomainError) -> JsonResponse:
     response = JsonResponse(body_of(error), status=status_of(error))
     for name, value in headers_of(error).items():
         response[name] = value
+    return response
+
+
+def refusal_page(request: HttpRequest, template: str, context: dict[str, Any], refusal: object | None) -> HttpResponse:
+    """`template`, answered with the status of the `refusal` it shows (200 without one).
+
+    A domain error's body rides along as `refusal_body`: the request log (workspace/request_log.py)
+    reads `error` and `dimension` from a JSON answer, and a page has none to read.
+    """
+    response = render(request, template, context, status=refusal_status(refusal) if refusal is not None else 200)
+    if isinstance(refusal, DomainError):
+        response.refusal_body = body_of(refusal)  # type: ignore[attr-defined]
     return response
 
 

@@ -24,7 +24,11 @@ class EventStreamRenderer(BaseRenderer):
     charset = "utf-8"
 
     def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
-        # Only refusals get here (the stream itself bypasses renderers): they stay JSON.
+        # Only refusals get here (the stream itself bypasses renderers): they stay JSON, and say so,
+        # so that what reads the answer (a client, the request log) reads it as the JSON it is.
+        response = (renderer_context or {}).get("response")
+        if response is not None:
+            response["Content-Type"] = "application/json"
         return json.dumps(data).encode()
 
 

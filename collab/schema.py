@@ -39,12 +39,13 @@ _DISK_REFUSAL_SCHEMA = {
     "properties": {
         "error": {"type": "string", "enum": ["workspace_quota_exceeded", "user_quota_exceeded"]},
         "detail": {"type": "string"},
+        "dimension": {"type": "string", "enum": ["disk"]},
         "used": {"type": "integer"},
         "quota": {"type": "integer"},
         "attempted": {"type": "integer", "description": "Where the write would have brought `used`."},
         "also": {"type": "array", "items": {"$ref": f"#/components/schemas/{DISK_REFUSAL_COMPONENT}"}},
     },
-    "required": ["error", "detail", "used", "quota", "attempted"],
+    "required": ["error", "detail", "dimension", "used", "quota", "attempted"],
 }
 _WRITE_METHODS = {"post", "put", "patch", "delete"}
 _METHODS = {"get", "post", "put", "patch", "delete"}
@@ -208,4 +209,26 @@ def add_shared_error_responses(result: dict[str, Any], generator: Any, request: 
                     "description": "Over a quota: the body says which limit, by its `error` code.",
                     "content": {"application/json": {"schema": copy.deepcopy(_QUOTA_REFUSAL)}},
                 }
+    return result
+
+
+def readable_tags(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """drf-spectacular postprocessing hook: operations grouped under names a reader knows.
+
+    drf-spectacular tags an operation with its path's first segment, which for the items' routes is
+    the bare "a" of `/a/{slug}/items`; WORKSPACE_API_TAG_NAMES renames such tags, and the document
+    lists its tags in that mapping's order first, the others after them.
+    """
+    from django.conf import settings
+
+    names: dict[str, str] = settings.WORKSPACE_API_TAG_NAMES
+    seen: list[str] = []
+    for operations in result.get("paths", {}).values():
+        for method, operation in operations.items():
+            if method not in _METHODS:
+                continue
+            operation["tags"] = [names.get(tag, tag) for tag in operation.get("tags", [])]
+            seen.extend(tag for tag in operation["tags"] if tag not in seen)
+    first = [name for name in names.values() if name in seen]
+    result["tags"] = [{"name": name} for name in first + sorted(set(seen) - set(first))]
     return result

@@ -23,6 +23,10 @@ MAX_QUOTED_SENTENCES = 3
 # quoted: 3.1% of the SQuAD paragraphs that hold an answer fall below it, against most of the
 # passages that share one word of a question no document covers (bench/retrieval.py measures both).
 MIN_ANSWER_SIMILARITY = 0.3
+# How far under the best passage's reranker score another may be and still be quoted beside it, in
+# the packaged cross-encoder's logits (3: odds twenty times lower). Without a reranker's scores the
+# word and meaning rules alone decide.
+RELEVANCE_MARGIN = 3.0
 NOTHING_FOUND = (
     "I found nothing in the selected collections about that. Try other words, or add a document that covers it."
 )
@@ -153,16 +157,26 @@ def about_the_question(passages: Sequence[Passage], terms: list[str]) -> list[Pa
 
     A passage's section title counts as its words (the search indexes it too). When no passage
     shares a word as these prefixes see it (the search stems better), the word rule drops none and
-    only the meaning rule applies.
+    only the meaning rule applies. Where a reranker scored them, a passage scored more than
+    `RELEVANCE_MARGIN` under the best is not quoted beside it either.
     """
     wanted = _stems(terms)
     overlaps = [len(wanted & _text_stems(f"{passage.title}\n{passage.text}")) for passage in passages]
     best = max(overlaps, default=0)
-    return [
+    about = [
         passage
         for passage, overlap in zip(passages, overlaps, strict=True)
         if (best == 0 or overlap * 2 > best) and _near_or_on_topic(passage, overlap=overlap, wanted=len(wanted))
     ]
+    # Measured from the best of those left: the reranker's favourite may share too few words.
+    most_relevant = max((passage.relevance for passage in about if passage.relevance is not None), default=None)
+    return [passage for passage in about if _near_the_most_relevant(passage, most_relevant)]
+
+
+def _near_the_most_relevant(passage: Passage, most_relevant: float | None) -> bool:
+    if passage.relevance is None or most_relevant is None:
+        return True
+    return passage.relevance >= most_relevant - RELEVANCE_MARGIN
 
 
 def _near_or_on_topic(passage: Passage, *, overlap: int, wanted: int) -> bool:
@@ -213,8 +227,9 @@ def retrieve_passages(*, question: str, collection_ids: Sequence[str], limit: in
     are consecutive chunks of one section of a document become one passage."""
     # A reranker reads deeper than an answer quotes: the passage it lifts to first is often below
     # the first stage's eighth.
-    depth = max(limit, settings.WORKSPACE_RERANK_DEPTH) if get_reranker() else limit
-    hits = hybrid_search(question=question, collection_ids=collection_ids, limit=depth)
+    reranking = get_reranker() is not None
+    depth = max(limit, settings.WORKSPACE_RERANK_DEPTH) if reranking else limit
+    hits = hybrid_search(question=question, collection_ids=collection_ids, limit=depth, keep_far=reranking)
     if not hits:
         return []
     score_of = {hit.chunk_id: hit.score for hit in hits}

@@ -59,7 +59,7 @@ def _refusal(error: str, *, used: int, quota: int, delta: int, whose: str, limit
         f"({format_bytes(used)} in use). Delete or shrink files to make room; "
         "My resources lists the items that hold the space."
     )
-    return QuotaExceeded(error=error, detail=detail, used=used, quota=quota, attempted=attempted)
+    return QuotaExceeded(error=error, detail=detail, dimension="disk", used=used, quota=quota, attempted=attempted)
 
 
 @dataclass(frozen=True)

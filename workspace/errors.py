@@ -16,7 +16,7 @@ from django.shortcuts import render
 from django.template import loader
 from django.views.debug import ExceptionReporter
 
-from collab.edge import headers_of, json_response, status_of, unstorable_value
+from collab.edge import headers_of, json_response, refusal_page, status_of, unstorable_value
 from collab.errors import DomainError, Unavailable
 from collab.web import prefers_html
 
@@ -83,7 +83,7 @@ def refused(request: HttpRequest, exc: DomainError) -> HttpResponse:
     if prefers_html(request):
         template = {403: "403.html", 404: "404.html"}.get(status, "400.html")
         context = {"path": request.path, "detail": exc.detail, "status": status}
-        response = render(request, template, context, status=status)
+        response = refusal_page(request, template, context, exc)
         for name, value in headers_of(exc).items():
             response[name] = value
         return response

@@ -17,6 +17,10 @@ Environment (all optional):
     WORKSPACE_SERVE_PREPARE  0: skip create-database / migrate / collectstatic (another process does it)
     WORKSPACE_SERVE_WORKER   0: do not start `manage.py worker` here (it runs elsewhere; several are safe)
     WORKSPACE_WORKER_INTERVAL seconds between the worker's passes (default 30)
+    WORKSPACE_SERVE_RELEASE_SANDBOXES  1: on exit, close this machine's sandboxes too
+                             (`manage.py release_sandboxes`), as `make run` does so that its Ctrl-C
+                             leaves nothing running; production leaves it off, and its sandboxes
+                             outlive a restart of the app processes
 """
 
 from __future__ import annotations
@@ -124,6 +128,18 @@ def when_ready(server: Any) -> None:
 
 
 def on_exit(server: Any) -> None:
+    _stop_worker(server)
+    if _flag("WORKSPACE_SERVE_RELEASE_SANDBOXES", False):
+        # After the worker, which would otherwise probe the sandboxes being closed.
+        try:
+            _manage("release_sandboxes")
+        except subprocess.CalledProcessError as error:
+            server.log.error(
+                "Closing the sandboxes failed (exit %s): run `manage.py release_sandboxes`", error.returncode
+            )
+
+
+def _stop_worker(server: Any) -> None:
     if _worker_process is None or _worker_process.poll() is not None:
         return
     _worker_process.terminate()

@@ -212,8 +212,12 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "collab.schema.add_shared_error_responses",
         "collab.schema.nullable_references",
+        "collab.schema.readable_tags",
     ],
 }
+# The API document's groups (and the generated clients' modules, `workspace_client.api.<group>`):
+# a path's first segment unless renamed here, listed in this order first.
+WORKSPACE_API_TAG_NAMES = {"a": "items", "me": "me", "kb": "kb", "investigations": "investigations"}
 
 # Identity (docs/ARCHITECTURE.md §3). Mock identity is the demo and test default and is refused at
 # start-up unless DEBUG is on or WORKSPACE_ALLOW_MOCK_IDENTITY=1.

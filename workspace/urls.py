@@ -27,7 +27,11 @@ def site_urlpatterns() -> list[URLPattern | URLResolver]:
         # Pages name their icon; this answers what asks the conventional path (a PDF, the API docs).
         path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True), name="favicon"),
         path("api/schema", SpectacularAPIView.as_view(), name="api-schema"),
-        path("api/docs", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+        path(
+            "api/docs",
+            SpectacularSwaggerView.as_view(url_name="api-schema", template_name="api/docs.html"),
+            name="api-docs",
+        ),
         path("api/v1/", include("workspace.workflows.generated")),
         path("", include("collab.urls")),
         path("", include("knowledge.urls")),

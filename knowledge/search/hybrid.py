@@ -67,21 +67,27 @@ def convex_combination(
     return [SearchHit(chunk_id=chunk_id, score=score) for chunk_id, score in best]
 
 
-def near_the_question(hits: Sequence[SearchHit], *, vector: np.ndarray, blocks: Sequence[Block]) -> list[SearchHit]:
-    """`hits` without those much further from the question in meaning than the nearest one, each
-    carrying its cosine; chunks without a vector yet (pending) are judged by their words alone and
-    stay."""
+def near_the_question(
+    hits: Sequence[SearchHit], *, vector: np.ndarray, blocks: Sequence[Block], keep_far: bool = False
+) -> list[SearchHit]:
+    """`hits` without those much further from the question in meaning than the nearest one (all of
+    them with `keep_far`), each carrying its cosine; chunks without a vector yet (pending) are
+    judged by their words alone and stay."""
     cosine = similarities(vector=vector, blocks=blocks, chunk_ids=[hit.chunk_id for hit in hits])
     if not cosine:
         return list(hits)
-    floor = RELATIVE_SIMILARITY * max(cosine.values())
+    floor = -np.inf if keep_far else RELATIVE_SIMILARITY * max(cosine.values())
     return [
         replace(hit, similarity=cosine.get(hit.chunk_id)) for hit in hits if cosine.get(hit.chunk_id, floor) >= floor
     ]
 
 
-def hybrid_search(*, question: str, collection_ids: Sequence[str], limit: int) -> list[SearchHit]:
-    """Best first; scores are fusion scores when a dense ranking took part, the index's otherwise."""
+def hybrid_search(
+    *, question: str, collection_ids: Sequence[str], limit: int, keep_far: bool = False
+) -> list[SearchHit]:
+    """Best first; scores are fusion scores when a dense ranking took part, the index's otherwise.
+    `keep_far` keeps the chunks that share the question's words but are far from it in meaning: a
+    reranker reading them next judges both better than a cosine does."""
     depth = max(limit, CANDIDATES)
     index = get_chunk_index()
     embedder = get_embedder()
@@ -107,4 +113,4 @@ def hybrid_search(*, question: str, collection_ids: Sequence[str], limit: int) -
             vector=vector, blocks=blocks, limit=depth, min_similarity=MIN_SIMILARITY, model=embedder.model
         )
     fused = convex_combination(lexical, dense, limit=depth, weight=index.fusion_weight)
-    return near_the_question(fused, vector=vector, blocks=blocks)[:limit]
+    return near_the_question(fused, vector=vector, blocks=blocks, keep_far=keep_far)[:limit]

@@ -2,8 +2,12 @@
    text/event-stream`, and the agent's reply shows as it is written, each tool call listed as it
    starts and ends. Once the turn is stored, the conversation is read again from the page, so what
    stays on screen is what was stored: the reply as Markdown with its linked [n] markers and
-   sources, and its trail collapsed under it. A refusal (a 507 quota above all) shows by the form. */
+   sources, and its trail collapsed under it. A refusal (a 507 quota above all) shows by the form.
+   A page may take a message elsewhere first: `AgentChat.divert(content, chat)` (the investigation
+   page sends one that mentions people to its mentions endpoint) resolves to true when it did. */
 (function () {
+  window.AgentChat = window.AgentChat || {};
+
   function start() {
     const form = document.getElementById("chat-form");
     if (!form || !window.Workspace) return;
@@ -59,12 +63,25 @@
       if (last) last.scrollIntoView({block: "nearest"});
     }
 
+    /* The page's diverter, if any; a diverter that throws leaves the message to the agent. */
+    async function diverted(content) {
+      const divert = window.AgentChat.divert;
+      if (!divert) return false;
+      const chat = {textarea: textarea, status: status, refusalBox: refusalBox, refresh: () => reloadConversation({replies: []})};
+      try {
+        return await divert(content, chat);
+      } catch (error) {
+        return false;
+      }
+    }
+
     form.addEventListener("submit", async function (event) {
       event.preventDefault();
       const content = textarea.value;
       if (!content.trim()) { textarea.focus(); return; }
       refusalBox.replaceChildren();
       button.disabled = true;
+      if (await diverted(content)) { button.disabled = false; return; }
       const list = conversation();
       const empty = list.querySelector(".empty");
       if (empty) empty.remove();

@@ -28,19 +28,22 @@
     box.className = "refusal" + (status === 507 ? " refusal-quota" : "");
     box.setAttribute("role", "alert");
     box.dataset.testid = "refusal";
-    const text = document.createElement("span");
-    text.textContent = (body && (body.detail || body.error)) || ("Request failed (" + status + ").");
-    box.appendChild(text);
+    const first = (body && (body.detail || body.error)) || ("Request failed (" + status + ").");
     const others = (body && body.also) || [];
     if (others.length) {
+      // Several limits bind: one list of them all, the first named first (as items/refusal.html).
       const list = document.createElement("ul");
       list.className = "refusal-also";
-      others.forEach((other) => {
+      [first, ...others.map((other) => other.detail || other.error)].forEach((line) => {
         const entry = document.createElement("li");
-        entry.textContent = other.detail || other.error;
+        entry.textContent = line;
         list.appendChild(entry);
       });
       box.appendChild(list);
+    } else {
+      const text = document.createElement("span");
+      text.textContent = first;
+      box.appendChild(text);
     }
     if (status === 507) {
       const link = document.createElement("a");
@@ -177,8 +180,42 @@
     });
   }
 
+  /* The sticky header's height as `--site-header-height` on the root, kept as it wraps or its menu
+     opens: what an address's #fragment points at lands below the header (its `scroll-margin-top`),
+     however many rows the header takes at this width. */
+  function trackHeaderHeight() {
+    const header = document.querySelector(".site-header");
+    if (!header) return;
+    const keep = () => document.documentElement.style.setProperty("--site-header-height", header.offsetHeight + "px");
+    keep();
+    if (window.ResizeObserver) new ResizeObserver(keep).observe(header);
+  }
+
+  /* A `data-copy` button copies the value of the field it names; its status line says what
+     happened. Where the clipboard is refused (a plain-http page that is not this machine's), the
+     field's text is selected instead, for Ctrl-C. */
+  function copyButtons() {
+    document.addEventListener("click", function (event) {
+      const button = event.target.closest && event.target.closest("button[data-copy]");
+      if (!button) return;
+      const field = document.getElementById(button.dataset.copy);
+      const said = document.querySelector(`[data-copy-said="${button.dataset.copy}"]`);
+      if (!field) return;
+      const selectInstead = () => {
+        field.focus();
+        field.select();
+        if (said) said.textContent = "Selected: press Ctrl-C (⌘-C) to copy.";
+      };
+      if (!navigator.clipboard || !window.isSecureContext) { selectInstead(); return; }
+      navigator.clipboard.writeText(field.value).then(
+        () => { if (said) said.textContent = "Copied."; },
+        selectInstead,
+      );
+    });
+  }
+
   function start() {
-    foldableMenu(); markCurrentArea(); markReadWhenFollowed(); confirmBeforeSubmit();
+    copyButtons(); trackHeaderHeight(); foldableMenu(); markCurrentArea(); markReadWhenFollowed(); confirmBeforeSubmit();
     showCanonicalAddress(); followUnreadCount();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

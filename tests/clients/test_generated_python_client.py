@@ -28,7 +28,7 @@ def expect(response: Any, status: int) -> Any:
 
 
 def _new_item(client: Any, title: str = "From a script") -> Any:
-    from workspace_client.api.a import a_items_create
+    from workspace_client.api.items import a_items_create
     from workspace_client.models import ItemCreateInput
 
     return expect(a_items_create.sync_detailed(NOTEBOOK, client=client, body=ItemCreateInput(title=title)), 201)
@@ -49,12 +49,12 @@ def test_every_module_of_the_generated_client_imports(workspace_client: ModuleTy
     imported = [importlib.import_module(module.name) for module in modules]
     # Then each one loads, operations and models alike
     names = {module.__name__ for module in imported}
-    assert {"workspace_client.api.a.a_items_create", "workspace_client.models.error_output"} <= names
+    assert {"workspace_client.api.items.a_items_create", "workspace_client.models.error_output"} <= names
     assert len(imported) > 100
 
 
 def test_a_script_manages_items_and_files(client_as: Callable[..., Any]) -> None:
-    from workspace_client.api.a import (
+    from workspace_client.api.items import (
         a_items_files_destroy,
         a_items_files_list,
         a_items_files_retrieve,
@@ -105,7 +105,7 @@ def test_a_script_manages_items_and_files(client_as: Callable[..., Any]) -> None
 
 
 def test_a_script_runs_commands_chats_and_closes_its_sandbox(client_as: Callable[..., Any]) -> None:
-    from workspace_client.api.a import (
+    from workspace_client.api.items import (
         a_items_exec_create,
         a_items_messages_create,
         a_items_messages_list,
@@ -138,7 +138,7 @@ def test_a_script_runs_commands_chats_and_closes_its_sandbox(client_as: Callable
 
 
 def test_a_script_keeps_workflow_revisions_filters_workflows_and_runs_one(client_as: Callable[..., Any]) -> None:
-    from workspace_client.api.a import a_items_workflows_retrieve, a_items_workflows_run_create
+    from workspace_client.api.items import a_items_workflows_retrieve, a_items_workflows_run_create
     from workspace_client.api.workflow import (
         workflow_count,
         workflow_create,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.browser import assert_accessible
+
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
@@ -64,6 +66,23 @@ def test_a_new_token_is_shown_once_and_a_revoke_asks_first(page_as, viewport):
     revoke.click()
     dave.wait_for_selector("text=Revoked nightly export")
     assert "revoked" in dave.locator("[data-testid=tokens]").inner_text()
+
+
+def test_a_new_token_is_copied_with_one_press(page_as, viewport):
+    # Given dave on the API tokens page, his browser letting the page write the clipboard
+    dave = page_as("dave", viewport=viewport)
+    dave.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    dave.goto("/me/tokens")
+    dave.fill("[data-testid=token-name]", "deploy hook")
+    dave.click("[data-testid=create-token]")
+
+    # When he presses Copy token
+    dave.get_by_role("button", name="Copy token").click()
+
+    # Then the clipboard holds the token, and the page says it copied it
+    dave.wait_for_selector("text=Copied.")
+    assert dave.evaluate("navigator.clipboard.readText()") == dave.locator("[data-testid=token-value]").input_value()
+    assert_accessible(dave)
 
 
 def test_a_reader_sees_who_writes_a_collection_and_the_creator_adds_them(page_as):

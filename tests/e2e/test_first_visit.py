@@ -20,7 +20,7 @@ from workspace.workflows.scheduler import schedules_enqueue_due
 
 pytestmark = pytest.mark.django_db(transaction=True)
 # The demo's limits (workspace/demo.toml).
-DEMO_LIMITS = '[resources.per_user]\ncount = 3\ncpu = 2\nmemory = "1G"\ndisk = "2G"\n'
+DEMO_LIMITS = '[resources.per_user]\ncount = 3\ncpu = 3\nmemory = "1536M"\ndisk = "2G"\n'
 
 
 @pytest.fixture
@@ -47,8 +47,7 @@ def test_a_new_visitor_starts_with_nothing_in_use_and_both_first_commands_run(de
     # Then none of her sandboxes, cores or memory is in use
     resources = page.locator("[data-testid=home-resources]").inner_text()
     assert "0 of 3" in resources
-    assert "0 of 2" in resources
-    assert "0 bytes of 1 GB" in resources
+    assert "0 bytes of 1.5 GB" in resources
     screenshot(page, "first-visit-home")
     # When she runs a command in each of her two notebooks
     for title in ("Scratch notebook", "Data exploration"):

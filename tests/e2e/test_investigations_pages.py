@@ -1,6 +1,7 @@
 """Browser: mention a colleague and see their bell rise, while only the owner's adding lets them in;
-move the status and see the member notified; the people search picks with Enter; the list and the
-page fit a phone."""
+an `@id` typed in the chat mentions instead of asking the agent, so a full quota does not refuse
+it; move the status and see the member notified; the people search picks with Enter; the list and
+the page fit a phone."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from collab.actor import Actor
+from collab.models import Notification
 from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
 from workspace.agent.models import ItemMessage
 from workspace.investigations import services
@@ -151,3 +153,127 @@ def test_the_one_list_of_investigations_fits_a_phone(page_as, viewport):
     assert_no_sideways_scroll(alice)
     assert_accessible(alice)
     screenshot(alice, "investigations")
+
+
+# Alice may use half a core; an investigation's sandbox takes one, so opening it is refused (507).
+FULL_QUOTA = "[resources.per_app.default]\ncpu = 1\n[resources.per_user]\ncpu = 0.5\n"
+QUOTA_REFUSAL = "Opening a sandbox would exceed alice's cpu limit"
+
+
+def _chat(page, text: str) -> None:
+    page.get_by_test_id("chat-content").fill(text)
+    page.get_by_test_id("chat-send").click()
+
+
+def test_a_mention_typed_in_the_chat_notifies_without_an_agent_turn_while_the_quota_is_full(
+    page_as, viewport, deployment
+):
+    # Given alice's investigation with bob as member, and her sandbox quota full
+    deployment(FULL_QUOTA)
+    investigation = services.investigation_create(title="Latency spike", actor=Actor("alice"), members=["bob"])
+    alice = page_as("alice", viewport=viewport)
+    alice.goto(f"/investigations/{investigation.pk}")
+
+    # When she types "@bob have a look" in the chat and sends it
+    _chat(alice, "@bob have a look")
+
+    # Then the page says bob was mentioned, the draft is cleared and the mention shows in the conversation
+    expect(alice.get_by_test_id("chat-status")).to_have_text(
+        "Mentioned Bob Okafor (@bob): notified, and the agent was not asked."
+    )
+    expect(alice.get_by_test_id("chat-content")).to_have_value("")
+    stored = alice.locator("[data-testid=message][data-role=mention]")
+    expect(stored.get_by_test_id("message-body")).to_have_text("@bob have a look")
+    expect(stored.get_by_test_id("mentions")).to_have_text("@bob")
+    # And no refusal shows, bob is notified, and the one message stored is the mention: no turn started
+    expect(alice.locator("[data-testid=chat-refusal] [data-testid=refusal]")).to_have_count(0)
+    assert QUOTA_REFUSAL not in alice.content()
+    notice = Notification.objects.get(recipient="bob")
+    assert (notice.kind, notice.actor, notice.body) == ("mention", "alice", "@bob have a look")
+    messages = ItemMessage.objects.filter(item_id=investigation.pk)
+    assert list(messages.values_list("role", "mentions")) == [("mention", ["bob"])]
+    assert_no_sideways_scroll(alice)
+    assert_accessible(alice)
+    screenshot(alice, "investigation-chat-mention")
+
+
+def test_a_chat_message_without_a_mention_still_goes_to_the_agent_and_a_full_quota_refuses_it(page_as, deployment):
+    # Given alice's investigation with bob as member, and her sandbox quota full
+    deployment(FULL_QUOTA)
+    investigation = services.investigation_create(title="Latency spike", actor=Actor("alice"), members=["bob"])
+    alice = page_as("alice")
+    alice.goto(f"/investigations/{investigation.pk}")
+
+    # When she asks the agent something that names nobody
+    _chat(alice, "what changed in the deploy?")
+
+    # Then the quota refuses it as before: the 507 names her cpu limit, the draft stays, nothing is stored
+    refusal = alice.locator("[data-testid=chat-refusal] [data-testid=refusal]")
+    expect(refusal).to_contain_text(QUOTA_REFUSAL)
+    expect(refusal.get_by_role("link", name="Free capacity on My resources")).to_be_visible()
+    expect(alice.get_by_test_id("chat-content")).to_have_value("what changed in the deploy?")
+    assert not ItemMessage.objects.filter(item_id=investigation.pk).exists()
+    assert not Notification.objects.exists()
+
+
+def test_an_at_word_that_names_nobody_in_the_directory_goes_to_the_agent_as_plain_text(page_as):
+    # Given alice's investigation, and room for its sandbox
+    investigation = services.investigation_create(title="Latency spike", actor=Actor("alice"))
+    alice = page_as("alice")
+    alice.goto(f"/investigations/{investigation.pk}")
+
+    # When she sends "@nobody look at the disk", nobody being no one's id
+    _chat(alice, "@nobody look at the disk")
+
+    # Then the agent answers it: her message is stored as a chat message, and nobody is mentioned
+    alice.locator("[data-testid=message][data-role=agent]").wait_for()
+    user_message = ItemMessage.objects.get(item_id=investigation.pk, role="user")
+    assert (user_message.content, user_message.mentions) == ("@nobody look at the disk", [])
+    assert not ItemMessage.objects.filter(role="mention").exists()
+    assert not Notification.objects.exists()
+
+
+def test_a_chat_mention_names_only_people_outside_code_and_addresses_and_warns_about_non_members(page_as, deployment):
+    # Given alice's investigation without members, and her sandbox quota full
+    deployment(FULL_QUOTA)
+    investigation = services.investigation_create(title="Latency spike", actor=Actor("alice"))
+    alice = page_as("alice")
+    alice.goto(f"/investigations/{investigation.pk}")
+
+    # When she mentions carol, with dave in inline code and bob in an address
+    _chat(alice, "@carol, the alerts go to bob@example.com; see `@dave` in the runbook.")
+
+    # Then only carol is mentioned, and the page says carol cannot open the investigation yet
+    expect(alice.get_by_test_id("chat-status")).to_have_text(
+        "Mentioned Carol Nguyen (@carol): notified, and the agent was not asked. carol is not a member: "
+        "they cannot open this investigation until its owner adds them."
+    )
+    assert ItemMessage.objects.get(item_id=investigation.pk).mentions == ["carol"]
+    assert list(Notification.objects.values_list("recipient", flat=True)) == ["carol"]
+    assert not InvestigationMember.objects.exists()
+
+
+def test_a_chat_mention_the_server_refuses_keeps_the_draft_and_shows_why(page_as, deployment):
+    # Given alice's investigation, her sandbox quota full, and a page whose directory still lists
+    # zed, who has since left the server's directory
+    deployment(FULL_QUOTA)
+    investigation = services.investigation_create(title="Latency spike", actor=Actor("alice"))
+    alice = page_as("alice")
+
+    def stale_directory(route):
+        users = route.fetch().json()
+        route.fulfill(json=[*users, {"id": "zed", "name": "Zed Former", "section": "", "email": "", "photo_url": None}])
+
+    alice.route("**/users", stale_directory)
+    alice.goto(f"/investigations/{investigation.pk}")
+
+    # When she mentions zed in the chat
+    _chat(alice, "@zed one more look?")
+
+    # Then the mentions endpoint's refusal shows by the form, the draft stays, and nothing is stored
+    refusal = alice.locator("[data-testid=chat-refusal] [data-testid=refusal]")
+    expect(refusal).to_have_text("Not in the user directory: zed.")
+    expect(alice.get_by_test_id("chat-content")).to_have_value("@zed one more look?")
+    expect(alice.get_by_test_id("chat-status")).to_have_text("")
+    assert not ItemMessage.objects.filter(item_id=investigation.pk).exists()
+    assert not Notification.objects.exists()

@@ -57,6 +57,19 @@ def test_the_shipped_configs_give_every_app_a_cpu_memory_and_pids_size(config_na
     assert all(size.cpu_cores and size.memory_bytes and size.pids_max for size in sizes.values()), sizes
 
 
+def test_the_demo_lets_a_person_open_as_many_sandboxes_of_any_app_as_its_count_says():
+    # Given the demo's config (`make run`) with the shipped app descriptors
+    config = load_config(DEFAULT_CONFIG.parent / "demo.toml", DEFAULT_APPS_DIR)
+    limits = config.per_user
+
+    # When a person opens `count` sandboxes of the largest app / Then cpu and memory hold them all,
+    # so the page's "n of 3 sandboxes" is the limit a person meets, not a hidden cpu or memory one
+    largest_cpu = max(app.resources.sandbox.cpu_cores for app in config.apps.values())
+    largest_memory = max(app.resources.sandbox.memory_bytes for app in config.apps.values())
+    assert limits.count * largest_cpu <= limits.cpu
+    assert limits.count * largest_memory <= limits.memory
+
+
 def test_resolution_takes_the_app_value_then_the_default_then_the_legacy_setting(tmp_path):
     # Given an app that declares cpu only, a per-app default for memory, and legacy [sandbox] values for all three
     # When the config is loaded

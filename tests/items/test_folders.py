@@ -73,6 +73,19 @@ def test_a_form_sent_from_a_folder_comes_back_to_it(client, make_item):
     assert response["Location"] == f"{item_url(item)}?folder=data#files"
 
 
+def test_a_form_sent_from_the_workspace_comes_back_at_the_files_card_which_says_what_it_did(client, make_item):
+    # Given a notebook opened at its workspace
+    item = make_item(files=FILES)
+    # When alice makes a folder there
+    response = client.post(item_url(item, "/files:mkdir"), {"path": "new", "at": ""}, **HTML)
+    # Then she is back at the page's Files card, which says what was done, and the top of the page does not
+    assert response["Location"] == f"{item_url(item)}#files"
+    page = client.get(response["Location"], **HTML).content.decode()
+    files_card = page[page.index('id="files"') :]
+    assert "Created the folder new." in files_card
+    assert page.count("Created the folder new.") == 1
+
+
 def test_a_refused_rename_names_the_item_page_as_its_address(client, make_item):
     # Given a notebook with two files in data/
     item = make_item(files=FILES)

@@ -140,6 +140,19 @@ def test_the_close_button_shuts_the_sandbox_down(client, alice_api, make_item):
     assert 'data-testid="no-sandbox"' in client.get(item_url(item), **HTML).content.decode()
 
 
+@pytest.mark.parametrize(("payer", "frees"), [("", "of your limits"), ("bob", "of bob’s limits")])
+def test_the_close_button_says_whose_limits_closing_frees(client, alice_api, make_item, payer, frees):
+    # Given alice's notebook with a live sandbox, paid for by herself or by bob
+    item = make_item(owner=payer)
+    alice_api.post(item_url(item, "/exec"), {"command": "true"}, format="json")
+
+    # When she opens its page
+    page = client.get(item_url(item), **HTML).content.decode()
+
+    # Then the close button says whose limits the sandbox counts against
+    assert f"frees its share {frees}." in page
+
+
 def test_demo_loader_is_idempotent(db):
     from workspace.items import demo
 

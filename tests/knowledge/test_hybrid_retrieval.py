@@ -21,7 +21,7 @@ from knowledge.models import Chunk, ChunkEmbedding
 from knowledge.search import get_chunk_index
 from knowledge.search.base import SearchHit
 from knowledge.search.dense import dense_search, vector_cache
-from knowledge.search.hybrid import convex_combination
+from knowledge.search.hybrid import convex_combination, hybrid_search
 from knowledge.services import document_delete
 
 pytestmark = pytest.mark.django_db
@@ -455,3 +455,46 @@ def test_a_provider_failing_halfway_through_a_document_stores_none_of_its_vector
     assert Chunk.objects.filter(collection_id=collection.id).count() == 3
     assert not ChunkEmbedding.objects.exists()
     assert retrieve_passages(question="backup paragraph", collection_ids=[collection.id])
+
+
+def test_for_a_reranker_the_search_keeps_the_pages_far_from_the_question_with_their_cosine(
+    local_embeddings, demo_pages
+):
+    # Given the handbook, where "messages", "shared" and "chat" also appear on other pages
+    question = "Who can send messages in a shared chat?"
+
+    # When the search is made for a reranker to read next, and as for an answer directly
+    for_reranker = hybrid_search(question=question, collection_ids=[demo_pages.id], limit=10, keep_far=True)
+    direct = hybrid_search(question=question, collection_ids=[demo_pages.id], limit=10)
+
+    # Then the reranker is given the far chunks too, each with its cosine, which the direct search drops
+    assert len(for_reranker) > len(direct)
+    assert {hit.chunk_id for hit in direct} < {hit.chunk_id for hit in for_reranker}
+    assert all(hit.similarity is not None for hit in for_reranker)
+
+
+def test_with_the_packaged_reranker_an_answer_still_cites_only_the_page_about_the_question(
+    local_embeddings, local_reranker, demo_pages, ask, make_chat
+):
+    # Given the handbook and both packaged models
+    chat = make_chat(demo_pages)
+
+    # When someone asks who can send messages in a shared chat
+    response = ask(chat.id, "Who can send messages in a shared chat?")
+
+    # Then only the sharing page is cited, though the reranker read the pages that share a word too
+    assert response.status_code == 201, response.content
+    assert [citation["document_name"] for citation in response.json()["answer"]["citations"]] == ["sharing.md"]
+
+
+def test_with_the_packaged_reranker_a_question_no_page_answers_still_finds_nothing(
+    local_embeddings, local_reranker, demo_pages, ask, make_chat
+):
+    # Given the handbook, which says nothing of backups, and both packaged models
+    chat = make_chat(demo_pages)
+
+    # When someone asks how long database backups are kept
+    response = ask(chat.id, "How long are database backups kept?")
+
+    # Then the answer still says the documents do not cover it
+    assert response.json()["answer"]["content"] == NOTHING_FOUND

@@ -378,3 +378,21 @@ def test_a_floor_is_not_applied_when_the_reranker_fails(library, reranker, setti
     # When a question is retrieved / Then the first stage's passages are all still there
     with caplog.at_level(logging.WARNING, logger="knowledge.rerank"):
         assert _order(library) == first_stage
+
+
+@pytest.mark.parametrize(("restores_score", "cited"), [(8.0, True), (5.0, False)])
+def test_a_passage_the_reranker_scores_far_below_the_best_is_not_quoted_beside_it(
+    library, reranker, make_chat, ask, restores_score, cited
+):
+    # Given a reranker that scores the backup policy 9 and the restore page close to it, or more
+    # than three below
+    reranker.relevance = lambda query, text: 9.0 if "kept for one year" in text else restores_score
+    chat = make_chat(library)
+
+    # When alice asks
+    response = ask(chat.id, QUESTION)
+
+    # Then the backup policy is [1], and the restore page is quoted beside it only when close
+    names = [citation["document_name"] for citation in response.json()["answer"]["citations"]]
+    assert names[0] == "backups.md"
+    assert ("restores.md" in names) is cited

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tomllib
+
 import pytest
 from django.db import connection
 
@@ -10,7 +12,7 @@ from quotas import ledger, services
 from quotas.models import SandboxActivity
 from tests.fixtures.items import item_url
 from tests.fixtures.quotas import GIB, MIB
-from workspace.items.config import get_config
+from workspace.items.config import DEFAULT_CONFIG, get_config
 from workspace.items.models import Item
 
 pytestmark = pytest.mark.django_db
@@ -280,3 +282,19 @@ def test_commands_in_an_item_waiting_for_consent_count_against_the_creator_only(
     own = carol.post("/a/notebook/items", {"title": "Hers"}, format="json").json()
     answer = carol.post(item_url(Item.objects.get(pk=own["id"]), "/exec"), {"command": "true"}, format="json")
     assert answer.status_code == 200
+
+
+def test_with_the_demos_limits_three_notebooks_open_and_a_fourth_meets_the_sandbox_count(
+    per_user, alice_api, make_item
+):
+    # Given the per-user limits `make run` uses (workspace/demo.toml)
+    demo = tomllib.loads((DEFAULT_CONFIG.parent / "demo.toml").read_text())["resources"]["per_user"]
+    per_user(count=demo["count"], cpu=demo["cpu"], memory=demo["memory"])
+
+    # When alice runs a command in three notebooks, then in a fourth
+    _fill(alice_api, [make_item(), make_item(), make_item()])
+    body = _exec(alice_api, make_item()).json()
+
+    # Then the three ran (no cpu or memory limit bound before the count), and the fourth is refused
+    # naming the sandboxes limit the page shows as "3 of 3"
+    assert (body["dimension"], body["used"], body["limit"]) == ("sandboxes", 3, 3)

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.messages.storage.base import Message
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
@@ -18,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from collab.actor import actor_of
 from collab.bodies import takes_uploads
-from collab.edge import status_of
+from collab.edge import refusal_page
 from collab.errors import DomainError, Invalid
 from collab.sizes import format_bytes
 from collab.web import attempt, identity_required
@@ -40,10 +41,25 @@ ITEM_PAGE_FILES = 500
 ItemForm = Literal["details", "sandbox", "rename", "delete", "shrink", "folder", "upload", "open"]
 
 
+# The tag of a message about the Files card (an upload, a new folder...): the item page shows it in
+# that card, where the action's redirect (`_files_url`) scrolls to, not at the top of the page.
+FILES_CARD = "files-card"
+
+
 def _item_url(item: Item, folder: str = "") -> str:
     """The item page, opened at `folder` (its file list) when one is given."""
     url = reverse("ws-item", args=[item.app_slug, item.pk])
-    return f"{url}?{urlencode({'folder': folder})}#files" if folder else url
+    return f"{url}?{urlencode({'folder': folder})}" if folder else url
+
+
+def _files_url(item: Item, folder: str = "") -> str:
+    """The item page scrolled to its Files card, opened at `folder`: where a file action lands."""
+    return f"{_item_url(item, folder)}#files"
+
+
+def _files_said(request: HttpRequest, text: str) -> None:
+    """Tells what a file action did, in the Files card (FILES_CARD)."""
+    messages.success(request, text, extra_tags=FILES_CARD)
 
 
 def _at(request: HttpRequest) -> str:
@@ -133,6 +149,7 @@ def _render_item(
         # The folder the refused form was sent from went away meanwhile: show the workspace.
         folder, files = "", selectors.item_folder(item, limit=ITEM_PAGE_FILES + 1)
     folder = folder.strip().strip("/")
+    page_said, files_said = _messages_by_place(request)
     context = {
         "app": app,
         "item": item,
@@ -150,12 +167,21 @@ def _render_item(
         },
         "sandbox_memory": format_size(detail.sandbox.memory_bytes) if detail.sandbox else "",
         "exec_timeout": f"{services.exec_timeout(None):g} s",
-        "page_url": _item_url(item, folder).split("#")[0],
+        "page_url": _item_url(item, folder),
         "refused": refused,
         "refused_form": refused_form,
         "typed": typed or {},
+        # Overrides the context processor's `messages`, which base.html shows at the top.
+        "messages": page_said,
+        "files_said": files_said,
     }
-    return render(request, "items/item.html", context, status=status_of(refused) if refused else 200)
+    return refusal_page(request, "items/item.html", context, refused)
+
+
+def _messages_by_place(request: HttpRequest) -> tuple[list[Message], list[Message]]:
+    """The messages for the top of the item page, and those its Files card shows (FILES_CARD)."""
+    said = [(message, FILES_CARD in message.tags.split()) for message in messages.get_messages(request)]
+    return [message for message, in_card in said if not in_card], [message for message, in_card in said if in_card]
 
 
 def _crumbs(folder: str) -> list[tuple[str, str]]:
@@ -209,8 +235,8 @@ def file_page(request: HttpRequest, slug: str, item_id: int, file_path: str) -> 
 @with_item(ItemRight.TEND)
 def _file_delete(request: HttpRequest, app: AppDescriptor, item: Item, *, file_path: str) -> HttpResponse:
     services.file_delete(item=item, path=file_path)
-    messages.success(request, f"Deleted {file_path}.")
-    return HttpResponseRedirect(_item_url(item, _at(request)))
+    _files_said(request, f"Deleted {file_path}.")
+    return HttpResponseRedirect(_files_url(item, _at(request)))
 
 
 def _file_exists(item: Item, path: str) -> bool:
@@ -237,7 +263,7 @@ def _file_save(request: HttpRequest, app: AppDescriptor, item: Item, *, file_pat
             "new": not _file_exists(item, file_path),
             "refused": exc,
         }
-        return render(request, "items/file.html", context, status=status_of(exc))
+        return refusal_page(request, "items/file.html", context, exc)
     messages.success(request, f"Saved {file_path}.")
     return HttpResponseRedirect(_item_url(item))
 
@@ -291,8 +317,8 @@ def upload_page(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpRes
     folder = request.POST.get("folder", "").strip().strip("/")
     path = f"{folder}/{upload.name}" if folder else upload.name
     services.file_write(item=item, path=path, chunks=upload.chunks())
-    messages.success(request, f"Uploaded {path}.")
-    return HttpResponseRedirect(_item_url(item, folder))
+    _files_said(request, f"Uploaded {path}.")
+    return HttpResponseRedirect(_files_url(item, folder))
 
 
 @identity_required
@@ -302,8 +328,8 @@ def upload_page(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpRes
 def file_move_page(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpResponse:
     source, target = request.POST.get("source", ""), request.POST.get("target", "").strip().strip("/")
     services.file_move(item=item, source=source, target=target)
-    messages.success(request, f"Renamed {source} to {target}.")
-    return HttpResponseRedirect(_item_url(item, _at(request)))
+    _files_said(request, f"Renamed {source} to {target}.")
+    return HttpResponseRedirect(_files_url(item, _at(request)))
 
 
 @identity_required
@@ -313,8 +339,8 @@ def file_move_page(request: HttpRequest, app: AppDescriptor, item: Item) -> Http
 def folder_create_page(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpResponse:
     path = request.POST.get("path", "").strip().strip("/")
     services.folder_create(item=item, path=path)
-    messages.success(request, f"Created the folder {path}.")
-    return HttpResponseRedirect(_item_url(item, _at(request)))
+    _files_said(request, f"Created the folder {path}.")
+    return HttpResponseRedirect(_files_url(item, _at(request)))
 
 
 @identity_required
@@ -324,8 +350,8 @@ def folder_create_page(request: HttpRequest, app: AppDescriptor, item: Item) -> 
 def file_shrink_page(request: HttpRequest, app: AppDescriptor, item: Item) -> HttpResponse:
     path = request.POST.get("path", "")
     change = services.file_truncate(item=item, path=path, size=_kept_bytes(request.POST.get("size", "0")))
-    messages.success(request, f"Shrank {change.path} to {format_bytes(change.new_size)}.")
-    return HttpResponseRedirect(_item_url(item, _at(request)))
+    _files_said(request, f"Shrank {change.path} to {format_bytes(change.new_size)}.")
+    return HttpResponseRedirect(_files_url(item, _at(request)))
 
 
 def _kept_bytes(typed: str) -> int:

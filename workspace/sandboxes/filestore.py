@@ -610,6 +610,7 @@ def refuse_full(ref: WorkspaceRef, changes: tuple[FileChange, ...]) -> QuotaExce
     return QuotaExceeded(
         error="workspace_quota_exceeded",
         detail=f"{whose} is full: its limit is {format_bytes(quota)}. Delete or shrink files to make room.",
+        dimension="disk",
         used=workspace_bytes(ref.root),
         quota=quota,
         attempted=attempted,

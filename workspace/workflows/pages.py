@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from collab.actor import actor_of
 from collab.capacity import runs_long
-from collab.edge import refusal_status
+from collab.edge import refusal_page
 from collab.errors import DomainError
 from collab.web import identity_required
 from crudgen import CrudError, NotFoundError, RevisionConflict
@@ -129,8 +129,7 @@ def _form_page(
         "field_errors": field_errors,
         "errors": {error.field: error.message for error in field_errors},
     }
-    status = refusal_status(refusal) if refusal is not None else 200
-    return render(request, "workflows/workflow_form.html", context, status=status)
+    return refusal_page(request, "workflows/workflow_form.html", context, refusal)
 
 
 @identity_required
@@ -216,7 +215,7 @@ def _workflow_view(
         ),
         "refusal": refusal,
     }
-    return render(request, "workflows/workflow.html", context, status=refusal_status(refusal) if refusal else 200)
+    return refusal_page(request, "workflows/workflow.html", context, refusal)
 
 
 @identity_required
@@ -260,8 +259,7 @@ def _revision_view(
         "comparison": selectors.revision_comparison(workflow, revision, actor=actor_of(request)),
         "refusal": refusal,
     }
-    status = refusal_status(refusal) if refusal is not None else 200
-    return render(request, "workflows/revision.html", context, status=status)
+    return refusal_page(request, "workflows/revision.html", context, refusal)
 
 
 @identity_required
