@@ -177,6 +177,9 @@
     const started = Date.now();
     let limit = form.dataset.timeout;
     const tick = () => {
+      // The result may end the block before the stream closes: a tick after it must not mark the
+      // block running again (it would then read as "the connection ended before the command did").
+      if (view.record.state !== "queued" && view.record.state !== "running") return;
       const seconds = Math.round((Date.now() - started) / 1000);
       setStatus(view, "running", "running " + seconds + " s" + (limit ? " · stops at " + limit : ""));
     };

@@ -38,6 +38,42 @@ def _status(block) -> str:
     return block.locator("[data-testid=exec-status]").inner_text()
 
 
+# The exec stream, as the page's fetch receives it: a command's start and its result (killed for
+# memory), then held open until the test ends it, as a slow connection or a loaded server holds it.
+HELD_OPEN_AFTER_ITS_RESULT = """
+const realFetch = window.fetch;
+window.fetch = function (url, options) {
+  if (!(options && options.method === "POST" && String(url).endsWith("/exec"))) return realFetch.apply(this, arguments);
+  const events = 'event: started\\ndata: {"exec_id": null, "timeout_seconds": 60, "sandbox_opened": false}\\n\\n'
+    + 'event: result\\ndata: {"exit_code": 137, "reason": "memory_limit", "duration_ms": 900}\\n\\n';
+  const body = new ReadableStream({start(controller) {
+    controller.enqueue(new TextEncoder().encode(events));
+    window.endExecStream = () => controller.close();
+  }});
+  return Promise.resolve(new Response(body, {status: 200, headers: {"Content-Type": "text/event-stream"}}));
+};
+"""
+
+
+def test_a_result_that_arrives_before_the_stream_closes_stays_the_blocks_status(page_as, make_notebook, viewport):
+    # Given bob's notebook page, whose exec stream stays open a while after the command's result
+    item = make_notebook("Slow close")
+    page = page_as("bob", viewport=viewport)
+    page.clock.install()
+    page.add_init_script(HELD_OPEN_AFTER_ITS_RESULT)
+    page.goto(f"/a/notebook/items/{item.pk}")
+    # When a command's result (killed for memory) arrives, seconds pass, and then the stream closes
+    _run(page, "python3 hungry.py")
+    block = page.locator("[data-testid=exec-block]").first
+    block.locator("pre", has_text="[exit 137]").wait_for()
+    page.clock.run_for(3000)
+    page.evaluate("window.endExecStream()")
+    # Then the block keeps the result's status, and never says the connection ended before the command
+    page.wait_for_function("!document.querySelector('[data-testid=exec-block] .ws-run-output').closest('.running')")
+    assert _status(block) == "exit 137 · killed: out of memory"
+    assert "the connection ended before the command did" not in block.inner_text()
+
+
 def _running(deployment, page_as, make_notebook, viewport, title: str, command: str):
     """bob's notebook `title` running `command` (which prints `started` first, well within its
     minute); returns the page and the command's block once `started` is out."""
