@@ -137,7 +137,10 @@ class LocalReranker:
         if not texts:
             return []
         session, tokenizer, inputs = self._load()
-        encoded = tokenizer.encode_batch([(question, text) for text in texts])
+        try:
+            encoded = tokenizer.encode_batch([(question, text) for text in texts])
+        except Exception as error:  # the tokenizers library raises a bare Exception for what it cannot fit
+            raise RerankError(f"The local reranker could not read the question ({error}).") from None
         order = sorted(range(len(texts)), key=lambda index: -len(encoded[index].ids))
         out = [0.0] * len(texts)
         for start in range(0, len(order), FORWARD_BATCH):
@@ -182,7 +185,9 @@ def _load_cross_encoder(path: Path, max_tokens: int) -> tuple[Any, Any, set[str]
         tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     except Exception as error:  # a missing, truncated or foreign file: ONNX Runtime's own exceptions
         raise RerankError(f"The local reranker in {path} could not be read ({type(error).__name__}).") from None
-    tokenizer.enable_truncation(max_tokens, strategy="only_second")
+    # The longer of question and passage is cut first: a question longer than the bound is cut too
+    # (cutting the passage alone cannot fit it, and the tokenizer refuses).
+    tokenizer.enable_truncation(max_tokens, strategy="longest_first")
     tokenizer.no_padding()
     return session, tokenizer, {node.name for node in session.get_inputs()}
 

@@ -396,3 +396,19 @@ def test_a_passage_the_reranker_scores_far_below_the_best_is_not_quoted_beside_i
     names = [citation["document_name"] for citation in response.json()["answer"]["citations"]]
     assert names[0] == "backups.md"
     assert ("restores.md" in names) is cited
+
+
+def test_a_question_longer_than_the_cross_encoder_reads_is_answered_and_reranked(
+    reworded_library, local_reranker, make_chat, ask, caplog
+):
+    # Given a chat over the reworded library, with the packaged reranker reading 256 tokens
+    chat = make_chat(reworded_library)
+    question = "How long are database snapshots retained? " + "Please say exactly how long. " * 120
+
+    # When alice asks a question of some 700 words (3,500 characters, within the 4,000 allowed)
+    with caplog.at_level(logging.WARNING, logger="knowledge.rerank"):
+        response = ask(chat.id, question)
+
+    # Then she is answered, and the reranker read it (cut to its bound) rather than giving up
+    assert response.status_code == 201, response.content
+    assert not [record for record in caplog.records if record.name == "knowledge.rerank"]
