@@ -412,3 +412,27 @@ def test_a_question_longer_than_the_cross_encoder_reads_is_answered_and_reranked
     # Then she is answered, and the reranker read it (cut to its bound) rather than giving up
     assert response.status_code == 201, response.content
     assert not [record for record in caplog.records if record.name == "knowledge.rerank"]
+
+
+NORMANDY = {
+    "normans.md": "# The Normans\n\nThe Normans gave their name to Normandy, a region in the north of France.",
+    "travel.md": "# Travel desk\n\nThe country you are located in decides which travel desk answers.",
+}
+
+
+@pytest.mark.parametrize(("normans_score", "cited"), [(4.0, ["normans.md"]), (-8.0, ["travel.md"])])
+def test_the_rerankers_favourite_is_quoted_though_it_shares_few_of_the_questions_words(
+    make_collection, upload, reranker, make_chat, ask, normans_score, cited
+):
+    # Given a paragraph that answers in other words (one word of the question) and one that shares
+    # two words and answers nothing, the reranker scoring the paragraph that answers 4, or -8 (under
+    # the bar that lets a favourite past the word rule), and the other -9
+    collection = _collection_of(make_collection, upload, "Regions", NORMANDY)
+    reranker.relevance = lambda query, text: normans_score if "Normans" in text else -9.0
+    chat = make_chat(collection)
+
+    # When alice asks
+    response = ask(chat.id, "In what country is Normandy located?")
+
+    # Then a favourite the reranker is sure of is quoted alone; one it doubts is dropped for its words
+    assert [citation["document_name"] for citation in response.json()["answer"]["citations"]] == cited
