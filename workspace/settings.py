@@ -344,6 +344,12 @@ SANDBOX_HOST_MEMORY = os.environ.get("SANDBOX_HOST_MEMORY", "")
 SANDBOX_HOST_PIDS = os.environ.get("SANDBOX_HOST_PIDS", "")
 SANDBOX_HOST_WORKSPACES = os.environ.get("SANDBOX_HOST_WORKSPACES", "")
 SANDBOX_HOST_STATE_DIR = os.environ.get("SANDBOX_HOST_STATE_DIR", "")
+# What a sandbox host offers a pool (DESIGN.md §5 "Many sandbox machines"), reported on its
+# /healthz: cpu cores, memory and sandboxes in all (empty: the machine's cores and memory, and no
+# bound on the count).
+SANDBOX_HOST_CAPACITY_CPU = os.environ.get("SANDBOX_HOST_CAPACITY_CPU", "")
+SANDBOX_HOST_CAPACITY_MEMORY = os.environ.get("SANDBOX_HOST_CAPACITY_MEMORY", "")
+SANDBOX_HOST_CAPACITY_SANDBOXES = os.environ.get("SANDBOX_HOST_CAPACITY_SANDBOXES", "")
 
 # The knowledge base: the largest upload, and the answerer (a dotted class path; empty: the model
 # answerer when a model provider is set below, else the extractive one).

@@ -18,13 +18,15 @@ from django.core.management import CommandError, call_command
 from quotas import ledger
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
+from tests.fixtures.items import HOST_CAPACITY
 from tests.fixtures.items import SANDBOX_HOST_TOKEN as TOKEN
 from tests.fixtures.items import host_call as _call
 from tests.fixtures.items import item_url
 from tests.fixtures.quotas import GIB
 from workspace.items import lifecycle
 from workspace.sandboxes import host as host_module
-from workspace.sandboxes.host import HostSettings, build_server
+from workspace.sandboxes.base import HostCapacity
+from workspace.sandboxes.host import HostSettings, build_server, configured_capacity
 from workspace.sandboxes.http import HttpBackend
 
 
@@ -41,6 +43,68 @@ def test_healthz_reports_the_hosts_defaults(host):
     # Then it answers 200 with those defaults
     assert status == 200
     assert body["defaults"] == {"cpu_cores": 2.0, "memory_bytes": GIB, "pids_max": 100}
+
+
+def test_healthz_reports_what_the_host_offers_a_pool(host):
+    # Given a sandbox host offering 8 cores, 16 GiB and 10 sandboxes
+    # When its health is asked, raw and through the app's client
+    _status, body = _call(f"{host}/healthz")
+    # Then both say that capacity
+    assert body["capacity"] == {"cpu_cores": 8.0, "memory_bytes": 16 * GIB, "sandboxes": 10}
+    assert HttpBackend(host, token=TOKEN).host_capacity() == HOST_CAPACITY
+
+
+def test_a_hosts_capacity_defaults_to_the_machines_cores_and_memory(settings):
+    # Given no capacity settings
+    settings.SANDBOX_HOST_CAPACITY_CPU = settings.SANDBOX_HOST_CAPACITY_MEMORY = ""
+    settings.SANDBOX_HOST_CAPACITY_SANDBOXES = ""
+    # When the host reads its capacity / Then it is the cores it may run on, all memory, no count bound
+    assert configured_capacity() == HostCapacity(
+        cpu_cores=float(len(os.sched_getaffinity(0))),
+        memory_bytes=os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+        sandboxes=None,
+    )
+
+
+def test_a_hosts_capacity_settings_are_read_with_sizes(settings):
+    # Given 6 cores, 12G and 20 sandboxes offered
+    settings.SANDBOX_HOST_CAPACITY_CPU, settings.SANDBOX_HOST_CAPACITY_MEMORY = "6", "12G"
+    settings.SANDBOX_HOST_CAPACITY_SANDBOXES = "20"
+    # When the host reads its capacity / Then it is what was offered
+    assert configured_capacity() == HostCapacity(cpu_cores=6.0, memory_bytes=12 * GIB, sandboxes=20)
+
+
+@pytest.mark.parametrize(
+    ("cpu", "memory", "count"),
+    [("many", "", ""), ("0", "", ""), ("-2", "", ""), ("nan", "", ""), ("", "lots", ""), ("", "0", ""), ("", "", "0")],
+)
+def test_a_capacity_that_makes_no_sense_stops_the_host_from_starting(settings, cpu, memory, count):
+    # Given a capacity setting that is no number, zero, negative or NaN
+    settings.SANDBOX_HOST_CAPACITY_CPU, settings.SANDBOX_HOST_CAPACITY_MEMORY = cpu, memory
+    settings.SANDBOX_HOST_CAPACITY_SANDBOXES = count
+    # When the host reads its capacity / Then it refuses to start, naming the settings
+    with pytest.raises(ImproperlyConfigured, match="SANDBOX_HOST_CAPACITY"):
+        configured_capacity()
+
+
+@pytest.mark.parametrize(
+    "reported",
+    [
+        None,
+        "8 cores",
+        {"cpu_cores": 8},
+        {"cpu_cores": True, "memory_bytes": GIB},
+        {"cpu_cores": float("nan"), "memory_bytes": GIB},
+        {"cpu_cores": float("inf"), "memory_bytes": GIB},
+        {"cpu_cores": 8, "memory_bytes": 10**400},
+        {"cpu_cores": 8, "memory_bytes": GIB, "sandboxes": 0},
+        {"cpu_cores": 8, "memory_bytes": GIB, "sandboxes": 2.5},
+    ],
+)
+def test_a_capacity_report_that_makes_no_sense_reads_as_none(reported):
+    # Given a host (older, or broken) that reports no capacity or nonsense
+    # When the app reads it / Then it has no capacity to place by, rather than a crash or a wrong one
+    assert HostCapacity.from_report(reported) is None
 
 
 def test_the_host_uses_supplied_values_and_ignores_unknown_fields(host):
@@ -160,6 +224,8 @@ def test_runsandboxhost_serves_the_protocol_with_defaults_from_the_environment(t
         **os.environ,
         "SANDBOX_HOST_CPU": "1.5",
         "SANDBOX_HOST_MEMORY": "256M",
+        "SANDBOX_HOST_CAPACITY_CPU": "6",
+        "SANDBOX_HOST_CAPACITY_MEMORY": "3G",
         "WORKSPACE_VAR_DIR": str(tmp_path / "host-var"),
         "WORKSPACE_LOG_LEVEL": "WARNING",
     }
@@ -181,9 +247,10 @@ def test_runsandboxhost_serves_the_protocol_with_defaults_from_the_environment(t
                 if time.monotonic() > deadline or process.poll() is not None:
                     raise
                 time.sleep(0.1)
-        # Then it answers 200 with the defaults from the environment
+        # Then it answers 200 with the defaults and the capacity from the environment
         assert status == 200
         assert (body["defaults"]["cpu_cores"], body["defaults"]["memory_bytes"]) == (1.5, 256 * 1024**2)
+        assert body["capacity"] == {"cpu_cores": 6.0, "memory_bytes": 3 * GIB, "sandboxes": None}
     finally:
         process.terminate()
         process.wait(timeout=10)

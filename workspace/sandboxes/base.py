@@ -48,6 +48,37 @@ class OpenedSandbox:
     spec: SandboxSize
 
 
+@dataclass(frozen=True)
+class HostCapacity:
+    """What a sandbox host offers a pool in all, as its /healthz reports it (DESIGN.md §5 "Many
+    sandbox machines"): a new sandbox goes where what the ledger counts leaves room for its size.
+    `sandboxes` None: no bound on the count."""
+
+    cpu_cores: float
+    memory_bytes: int
+    sandboxes: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_report(cls, raw: object) -> HostCapacity | None:
+        """The capacity a host reported, or None from a host that reports none (an older one) or
+        nonsense: a pool then places nothing there by capacity."""
+        if not isinstance(raw, dict):
+            return None
+        cpu, memory, count = raw.get("cpu_cores"), raw.get("memory_bytes"), raw.get("sandboxes")
+        # NaN and infinity fail the comparison, as does a 400-digit number.
+        numbers_ok = all(
+            isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 2**62
+            for value in (cpu, memory)
+        )
+        count_ok = count is None or (isinstance(count, int) and not isinstance(count, bool) and 0 < count < 2**62)
+        if not (numbers_ok and count_ok):
+            return None
+        return cls(cpu_cores=float(cpu), memory_bytes=int(memory), sandboxes=count)
+
+
 class EndReason:
     """Why a command ended, as an exec result's `reason` says (exit 137 alone says only "killed")."""
 

@@ -17,6 +17,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import os
 import re
 import selectors
 import socket
@@ -31,11 +32,12 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from crudgen.parsers import loads_bounded
-from quotas.sizes import SizeError, parse_optional_size
+from quotas.sizes import SizeError, parse_optional_size, parse_size
 from quotas.values import SandboxSize
 from workspace.sandboxes.base import (
     MISCONFIGURED,
     CommandInvalid,
+    HostCapacity,
     SandboxGone,
     SandboxMisconfigured,
     SandboxUnavailable,
@@ -83,12 +85,41 @@ def _setting(name: str, default: str = "") -> str:
     return str(getattr(settings, name)) or default
 
 
+def configured_capacity() -> HostCapacity:
+    """`SANDBOX_HOST_CAPACITY_CPU`, `_MEMORY`, `_SANDBOXES`; empty: what the machine has, and no
+    bound on the count. Nonsense stops start-up: a pool would place sandboxes by it."""
+    cpu = _setting("SANDBOX_HOST_CAPACITY_CPU")
+    memory = _setting("SANDBOX_HOST_CAPACITY_MEMORY")
+    count = _setting("SANDBOX_HOST_CAPACITY_SANDBOXES")
+    try:
+        capacity = HostCapacity(
+            cpu_cores=float(cpu) if cpu else float(len(os.sched_getaffinity(0))),
+            memory_bytes=parse_size(memory) if memory else _machine_memory(),
+            sandboxes=int(count) if count else None,
+        )
+    except (ValueError, SizeError) as exc:
+        raise ImproperlyConfigured(f"SANDBOX_HOST_CAPACITY_*: {exc}") from exc
+    if not (0 < capacity.cpu_cores <= MAX_CPU_CORES and 0 < capacity.memory_bytes <= MAX_MEMORY_BYTES):
+        raise ImproperlyConfigured(
+            f"SANDBOX_HOST_CAPACITY_CPU and _MEMORY must be above 0 (cores up to {MAX_CPU_CORES:g}), "
+            f"got {capacity.cpu_cores:g} cores and {capacity.memory_bytes} bytes."
+        )
+    if capacity.sandboxes is not None and capacity.sandboxes < 1:
+        raise ImproperlyConfigured(f"SANDBOX_HOST_CAPACITY_SANDBOXES must be 1 or more, got {capacity.sandboxes}.")
+    return capacity
+
+
+def _machine_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 @dataclass(frozen=True)
 class HostSettings:
     defaults: SandboxSize
     workspace_root: Path
     state_dir: Path
     token: str = ""
+    capacity: HostCapacity | None = None
 
     @classmethod
     def from_settings(cls) -> HostSettings:
@@ -105,6 +136,7 @@ class HostSettings:
             workspace_root=Path(_setting("SANDBOX_HOST_WORKSPACES", str(var_dir / "workspaces"))),
             state_dir=Path(_setting("SANDBOX_HOST_STATE_DIR", str(var_dir / "sandbox-host"))),
             token=settings.WORKSPACE_SANDBOX_HOST_TOKEN,
+            capacity=configured_capacity(),
         )
 
 
@@ -148,12 +180,18 @@ def _disk(value: Any) -> int | None:
 class SandboxHost:
     """The routes, independent of the HTTP plumbing so they are easy to read and test."""
 
-    def __init__(self, backend: LocalBackend) -> None:
+    def __init__(self, backend: LocalBackend, capacity: HostCapacity) -> None:
         self.backend = backend
+        self.capacity = capacity
 
     def healthz(self) -> tuple[int, dict]:
         spec = self.backend.defaults
-        return 200, {"status": "ok", "defaults": spec.as_dict(), "cap": self.backend.cap.as_dict()}
+        return 200, {
+            "status": "ok",
+            "defaults": spec.as_dict(),
+            "cap": self.backend.cap.as_dict(),
+            "capacity": self.capacity.as_dict(),
+        }
 
     def create(self, body: dict) -> tuple[int, dict]:
         # Unknown fields are ignored on purpose: newer apps may send more than this host knows.
@@ -443,7 +481,8 @@ def build_server(address: str, port: int, host_settings: HostSettings | None = N
         cap=cap,
         warm=settings.WORKSPACE_SANDBOX_WARM,
     )
-    handler = type("SandboxHostHandler", (_Handler,), {"host": SandboxHost(backend), "token": chosen.token})
+    routes = SandboxHost(backend, chosen.capacity or configured_capacity())
+    handler = type("SandboxHostHandler", (_Handler,), {"host": routes, "token": chosen.token})
     server = ThreadingHTTPServer((address, port), handler)
     server.daemon_threads = True
     return server

@@ -19,6 +19,7 @@ from workspace.sandboxes.base import (
     Command,
     ExecEvent,
     ExecResult,
+    HostCapacity,
     OpenedSandbox,
     SandboxGone,
     SandboxMisconfigured,
@@ -91,6 +92,10 @@ class HttpBackend:
             memory_bytes=defaults.get("memory_bytes"),
             pids_max=defaults.get("pids_max"),
         )
+
+    def host_capacity(self) -> HostCapacity | None:
+        """What the host offers a pool in all (`GET /healthz`); None from a host that does not say."""
+        return HostCapacity.from_report((self._call("GET", "/healthz") or {}).get("capacity"))
 
     def open(
         self, *, workspace_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
