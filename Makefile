@@ -17,7 +17,7 @@ PACKAGED_RERANKER = export WORKSPACE_RERANK_PATH="$$($(BIN)/python -c 'from know
 USE_PACKAGED_RERANKER = $(if $(WORKSPACE_RERANK_BASE_URL)$(filter environment%,$(origin WORKSPACE_RERANK_PATH)),,$(PACKAGED_RERANKER))
 USE_PACKAGED_MODEL = $(USE_PACKAGED_EMBEDDINGS) $(USE_PACKAGED_RERANKER)
 
-.PHONY: install run serve test test-postgres lint migrate demo bench clean vendor
+.PHONY: install run serve test test-postgres lint migrate demo bench clean vendor model
 
 $(STAMP): requirements.txt requirements-models.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,23 @@ run: demo
 	WEB_CONCURRENCY=$${WEB_CONCURRENCY:-1} WORKSPACE_SERVE_PREPARE=0 WORKSPACE_BIND=$${WORKSPACE_BIND:-$(HOST):$(PORT)} \
 	WORKSPACE_SERVE_RELEASE_SANDBOXES=$${WORKSPACE_SERVE_RELEASE_SANDBOXES:-1} \
 	$(BIN)/gunicorn -c workspace/gunicorn.conf.py
+
+# A model to try on this machine's CPU (README "Try a model on this machine"): llama.cpp's
+# OpenAI-compatible server with SmolLM2-135M-Instruct on 127.0.0.1:$(MODEL_PORT), in a virtualenv of
+# its own (`make run` needs none of it). The first time builds llama-cpp-python from source (about
+# ten minutes); it prints the line that points `make run` at it.
+MODEL_VENV := .venv-model
+MODEL_PORT ?= 8081
+MODEL_STAMP := $(MODEL_VENV)/.installed-$(shell cksum < requirements-model-server.txt | cut -d' ' -f1)
+
+$(MODEL_STAMP): requirements-model-server.txt
+	test -x $(MODEL_VENV)/bin/python || $(PYTHON) -m venv $(MODEL_VENV)
+	$(MODEL_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-model-server.txt
+	rm -f $(MODEL_VENV)/.installed-*
+	touch $(MODEL_STAMP)
+
+model: $(MODEL_STAMP)
+	$(MODEL_VENV)/bin/python workspace/agent/llama_server.py --port $(MODEL_PORT)
 
 # Production: gunicorn (several uvicorn workers) on PostgreSQL, DEBUG off, Django accounts instead
 # of the mock identity, static files from WhiteNoise, `manage.py worker` beside it
@@ -86,4 +103,4 @@ VAR_DIR = $(shell $(PYTHON) -c 'import os, pathlib; from workspace.sandboxes.rea
 clean:
 	-test -x $(BIN)/python && $(BIN)/python manage.py release_sandboxes
 	-for dir in "$(CURDIR)/var" "$(VAR_DIR)"; do awk -v root="$$dir/workspaces/" 'index($$2, root) == 1 {print $$2}' /proc/mounts; done | sort -u | xargs -r -n1 umount -l
-	rm -rf $(VENV) db.sqlite3 db.sqlite3-* var "$(VAR_DIR)" staticfiles .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(MODEL_VENV) db.sqlite3 db.sqlite3-* var "$(VAR_DIR)" staticfiles .pytest_cache .ruff_cache

@@ -1,14 +1,17 @@
 """What a question's retrieval costs as the library grows: lexical search, dense search and their
 fusion, over one collection of 1,000 chunks (a chat's usual scope) and over the whole library of
-`size` chunks in 100-chunk documents, plus the whole retrieval of a chat question with the
-packaged all-MiniLM-L6-v2 embedding it (`retrieve_passages`: what the server spends before the
-answerer). Chunks are 40 words drawn from a 5,000-word Zipf vocabulary; their vectors are random
-unit vectors of the model's 384 dimensions, stored as ingest stores them (the cost does not depend
-on what the vectors mean). Dense search over the whole library goes through the IVF index from
-WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS (20,000) vectors on, as the service does; "every vector" is
-exact search beside it, and the cold-cache figure includes building the index. The CPU time of
-this process per figure is printed after the table (on a shared machine the wall clock counts
-other processes' turns too). It asserts nothing about time.
+`size` chunks in 100-chunk documents, plus the whole retrieval of a chat question with the packaged
+all-MiniLM-L6-v2 embedding it (`retrieve_passages`: what the server spends before the answerer),
+and that retrieval again with the packaged cross-encoder reranking its first 10 passages where it
+is installed (README "Reranking"; SQuAD's paragraphs are three times as long as these chunks:
+bench/retrieval.py --distractors times the reranker on real text). Chunks are 40 words drawn from a
+5,000-word Zipf vocabulary; their vectors are random unit vectors of the model's 384 dimensions,
+stored as ingest stores them (the cost does not depend on what the vectors mean). Dense search over
+the whole library goes through the IVF index from WORKSPACE_EMBEDDINGS_IVF_MIN_VECTORS (20,000)
+vectors on, as the service does; "every vector" is exact search beside it, and the cold-cache
+figure includes building the index. The CPU time of this process per figure is printed after the
+table (on a shared machine the wall clock counts other processes' turns too). It asserts nothing
+about time.
 
 .venv/bin/python bench/hybrid_search.py [--sizes 1000,10000,100000] [--database-url postgres://...]
 """
@@ -111,9 +114,13 @@ def main() -> None:
     args = parse_args(__doc__ or "", "1000,10000,100000")
     args.repeat = min(args.repeat, 50)
     from knowledge.embeddings.local import packaged_model_path
+    from knowledge.rerank import packaged_reranker_path
 
     os.environ["WORKSPACE_EMBEDDINGS_PATH"] = packaged_model_path()
+    os.environ["WORKSPACE_RERANK_PATH"] = ""
+    rerank_path = packaged_reranker_path()
     vendor = setup_django(args.database_url, "hybrid_search")
+    from django.conf import settings
     from django.db import connection
 
     from knowledge.answers import retrieve_passages
@@ -186,6 +193,17 @@ def main() -> None:
                 lambda everything=everything: retrieve_passages(question=QUESTION, collection_ids=everything),
             )
         )
+        if rerank_path:
+            settings.WORKSPACE_RERANK_PATH = rerank_path
+            figures.append(
+                measured(
+                    "question, whole library, reranked",
+                    size,
+                    min(args.repeat, 10),
+                    lambda everything=everything: retrieve_passages(question=QUESTION, collection_ids=everything),
+                )
+            )
+            settings.WORKSPACE_RERANK_PATH = ""
     print(f"min similarity {MIN_SIMILARITY} (not applied above: random vectors), candidates {CANDIDATES}")
     print_table(vendor, figures)
     print(f"\nCPU of this process per figure (load average {os.getloadavg()[0]:.1f} at the end):")

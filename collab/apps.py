@@ -15,6 +15,7 @@ class CollabConfig(AppConfig):
 
         from collab import schema  # noqa: F401 - registers the OpenAPI authentication scheme
         from collab.identity import check_mock_identity_allowed
+        from collab.json_types import strict_json_scalars
         from collab.models import Notification
         from collab.services import notification_moving, notification_saved
         from collab.throttle import forgive_own_failures
@@ -32,6 +33,9 @@ class CollabConfig(AppConfig):
         post_delete.connect(
             forget_holders_of_changed_user, sender=user_model, dispatch_uid="collab-token-holders-delete"
         )
+
+        # A JSON body's text, numbers and booleans are taken only as the types the document says.
+        strict_json_scalars()
 
         # A login forgives only its own username's failures from its own address (not AXES_RESET_ON_SUCCESS).
         user_logged_in.connect(forgive_own_failures, dispatch_uid="collab-forgive-own-failures")

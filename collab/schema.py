@@ -6,6 +6,8 @@ import copy
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.openapi import AutoSchema
+from rest_framework import serializers
 
 ERROR_COMPONENT = "ErrorOutput"
 _ERROR_SCHEMA = {
@@ -49,6 +51,45 @@ _DISK_REFUSAL_SCHEMA = {
 }
 _WRITE_METHODS = {"post", "put", "patch", "delete"}
 _METHODS = {"get", "post", "put", "patch", "delete"}
+
+
+# What DRF's CharField refuses in a request: a NUL character always, and, unless `allow_blank`, a
+# value with nothing but whitespace (it trims the value first).
+_NO_NUL = "^[^\\u0000]*$"
+_NOT_BLANK = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
+
+
+def _input_rules(field: Any, schema: dict[str, Any]) -> None:
+    """Adds to a request field's schema the rules DRF enforces that drf-spectacular leaves out."""
+    if isinstance(field, serializers.CharField) and schema.get("type") == "string" and "pattern" not in schema:
+        if field.allow_blank:
+            schema["pattern"] = _NO_NUL
+        else:
+            schema["minLength"] = max(schema.get("minLength", 0), 1)
+            schema["pattern"] = _NOT_BLANK if field.trim_whitespace else _NO_NUL
+    elif (
+        isinstance(field, serializers.ListField | serializers.ListSerializer | serializers.ManyRelatedField)
+        and not field.allow_empty
+        and schema.get("type") == "array"
+    ):
+        schema["minItems"] = max(schema.get("minItems", 0), 1)
+
+
+class WorkspaceAutoSchema(AutoSchema):
+    """drf-spectacular's schema, with every rule the serializers enforce on a request in the document."""
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        schema = super()._map_basic_serializer(serializer, direction)
+        # A serializer that refuses a field it does not declare (400) says so: `unknown_fields_refused`.
+        if direction == "request" and getattr(serializer, "unknown_fields_refused", False):
+            schema["additionalProperties"] = False
+        return schema
+
+    def _map_serializer_field(self, field: Any, direction: str, bypass_extensions: bool = False) -> dict[str, Any]:
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if direction == "request" and isinstance(schema, dict):
+            _input_rules(field, schema)
+        return schema
 
 
 class WorkspaceAuthenticationScheme(OpenApiAuthenticationExtension):

@@ -113,12 +113,28 @@ def _followable(link: str) -> str:
 
 def inbox_for_display(inbox: Inbox) -> Inbox:
     """Adds what a person reads instead of ids: the actor's name and the link under the root path."""
-    directory = get_user_directory()
     for row in inbox.results:
-        row["href"] = _followable(row["link"])
-        actor = directory.get(row["actor"]) if row["actor"] else None
-        row["actor_name"] = actor.name if actor else row["actor"]
+        _for_display(row)
     return inbox
+
+
+def _for_display(row: dict[str, Any]) -> dict[str, Any]:
+    row["href"] = _followable(row["link"])
+    actor = get_user_directory().get(row["actor"]) if row["actor"] else None
+    row["actor_name"] = actor.name if actor else row["actor"]
+    return row
+
+
+def mention_leading_to(*, user_id: str, link: str) -> dict[str, Any] | None:
+    """The latest mention of `user_id` that links to `link`, for display (`inbox_for_display`), or
+    None: what they were already told of a page that will not open for them. One query."""
+    row = (
+        Notification.objects.filter(recipient=user_id, kind=Notification.Kind.MENTION, link=link)
+        .order_by("-created_at", "-id")
+        .values("title", "body", "link", "actor", "created_at")
+        .first()
+    )
+    return None if row is None else _for_display(row)
 
 
 def unread_count(*, user_id: str) -> int:

@@ -62,8 +62,12 @@ class NotificationInboxOutputSerializer(serializers.Serializer):
 class NotificationInboxQuerySerializer(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=INBOX_MAX_LIMIT, default=INBOX_DEFAULT_LIMIT)
     unread = serializers.BooleanField(default=False, help_text="Only unread notifications.")
+    # Empty (`kind=`, what the page's "all kinds" sends) is every kind, and the document says so.
     kind = serializers.ChoiceField(
-        choices=Notification.Kind.choices, required=False, help_text="Only notifications of this kind."
+        choices=Notification.Kind.choices,
+        required=False,
+        allow_blank=True,
+        help_text="Only notifications of this kind (empty: every kind).",
     )
 
     def shown(self) -> InboxFilter:

@@ -12,6 +12,7 @@ from django.shortcuts import render
 
 from collab.edge import json_response
 from collab.errors import TooManyRequests
+from collab.web import safe_next
 
 
 def lockout_response(
@@ -22,7 +23,8 @@ def lockout_response(
     detail = f"Too many wrong passwords. Try again in {seconds // 60} minutes."
     if not ("text/html" in request.headers.get("Accept", "") and request.path.endswith("/login/")):
         return json_response(TooManyRequests(error="too_many_attempts", detail=detail, retry_after=seconds))
-    response = render(request, "registration/login.html", {"form": None, "locked_out": detail}, status=429)
+    context = {"form": None, "locked_out": detail, "next": safe_next(request, "")}
+    response = render(request, "registration/login.html", context, status=429)
     response["Retry-After"] = str(seconds)
     return response
 

@@ -19,9 +19,10 @@ from Python (`crud.update(...)`) are trusted code and skip the policy; pass `cal
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from crudgen.errors import NotFoundError
@@ -96,6 +97,10 @@ class AccessPolicy:
 
     #: Statuses `check_data` may answer with, so the OpenAPI document lists them on every write.
     data_refusal_statuses: tuple[int, ...] = ()
+    #: What `check_data` takes of a field, beyond its type in the model, as JSON Schema (2020-12):
+    #: the create and replace bodies of the document say it (`{"every_seconds": {"minimum": 60}}`
+    #: merged over the field's own schema). Stored data is not held to it, so responses are not.
+    data_field_schemas: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
 
     def list_scope(self, actor: Actor) -> ListScope:
         return ListScope.everything()

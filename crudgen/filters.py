@@ -243,6 +243,7 @@ class DataFilterSet(django_filters.FilterSet):
         """The accepted filters, or ValidationFailed (422) naming each bad or unknown one."""
         errors = {name: " ".join(str(e) for e in messages) for name, messages in self.errors.items()}
         errors.update(self._unknown())
+        errors.update(self._empty())
         if errors:
             raise ValidationFailed(errors)
         found = []
@@ -263,6 +264,19 @@ class DataFilterSet(django_filters.FilterSet):
         if errors:
             raise ValidationFailed(errors)
         return tuple(found)
+
+    def _empty(self) -> dict[str, str]:
+        """A typed filter (a number, a boolean, one of a set of choices, `isnull`) given no value is
+        refused, as the document says, rather than read as no filter; a string filter may be empty."""
+        problems = {}
+        for name in self.data:
+            spec = self.filters.get(name)
+            if spec is None or self.data.get(name) != "":
+                continue
+            field = self.fields_by_name[spec.field_name]
+            if field.kind != "str" or field.choices is not None or spec.lookup_expr == "isnull":
+                problems[name] = "must not be empty (leave the parameter out for no filter)"
+        return problems
 
     def _unknown(self) -> dict[str, str]:
         """A parameter naming a model field that has no such filter is refused, not silently ignored."""

@@ -9,6 +9,7 @@ a `$ref`. `for_openapi` rewrites a schema into the dialect of the document's ver
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from crudgen.schema import is_supported_model
@@ -52,16 +53,46 @@ def _type_enums(node: Any) -> None:
             _type_enums(list(node[key].values()))
 
 
-def request_body_schema(model_component: Mapping[str, Any], optional: Collection[str], title: str) -> dict[str, Any]:
+def request_body_schema(
+    model_component: Mapping[str, Any],
+    optional: Collection[str],
+    title: str,
+    field_rules: Mapping[str, Mapping[str, Any]] = MappingProxyType({}),
+) -> dict[str, Any]:
     """A create or replace body: the model's object with the fields the server fills (or defaults)
-    no longer required."""
+    no longer required, and each of `field_rules` merged over its field's schema."""
     body = {**model_component, "title": title}
+    properties = {name: _without_nul(schema) for name, schema in body.get("properties", {}).items()}
+    for name, rules in field_rules.items():
+        if name in properties:
+            properties[name] = {**properties[name], **rules}
+    if properties:
+        body["properties"] = properties
     required = [name for name in model_component.get("required", []) if name not in optional]
     if required:
         body["required"] = required
     else:
         body.pop("required", None)
     return body
+
+
+#: Text the server stores: no NUL character (`crudgen.schema` refuses it on every storage).
+NO_NUL_PATTERN = "^[^\\u0000]*$"
+
+
+def _without_nul(schema: Any) -> Any:
+    """`schema` with each string it holds inline (not behind a reference) refusing NUL characters."""
+    if isinstance(schema, list):
+        return [_without_nul(member) for member in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    found = {
+        key: _without_nul(value) if key in ("items", "anyOf", "oneOf", "allOf", "prefixItems") else value
+        for key, value in schema.items()
+    }
+    if found.get("type") == "string" and "pattern" not in found and "enum" not in found:
+        found["pattern"] = NO_NUL_PATTERN
+    return found
 
 
 def nullable(schema: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from drf_spectacular.settings import spectacular_settings
 
 from crudgen.filters import MAX_IN_VALUES
 from crudgen.jsonschema import REF_TEMPLATE, for_openapi, model_components, nullable, request_body_schema
+from crudgen.params import MAX_PAGE
 from crudgen.parsers import route_parsers
 from crudgen.types import SORTABLE_FIELDS
 
@@ -91,24 +92,39 @@ _REVISION_CONFLICT_SCHEMA = {
     },
     "required": ["error", "detail", "current_revision_id"],
 }
+# A JSON Pointer (RFC 6901) naming a place in the data: empty (the whole document) or `/`-separated
+# tokens in which `~` is only ever `~0` or `~1`.
+_JSON_POINTER = {"type": "string", "pattern": "^(/([^~/]|~[01])*)*$"}
+
+
+def _patch_operation(ops: list[str], member: str | None) -> dict[str, Any]:
+    """One kind of JSON Patch operation (RFC 6902): `add`, `replace` and `test` carry a `value`,
+    `move` and `copy` a `from`, `remove` neither."""
+    properties: dict[str, Any] = {"op": {"type": "string", "enum": ops}, "path": _JSON_POINTER}
+    if member is not None:
+        properties[member] = _JSON_POINTER if member == "from" else {}
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
 _PATCH_SCHEMA = {
     "type": "array",
     "items": {
-        "type": "object",
-        "properties": {
-            "op": {"type": "string", "enum": ["add", "remove", "replace", "move", "copy", "test"]},
-            "path": {"type": "string"},
-            "from": {"type": "string"},
-            "value": {},
-        },
-        "required": ["op", "path"],
+        "oneOf": [
+            _patch_operation(["add", "replace", "test"], "value"),
+            _patch_operation(["remove"], None),
+            _patch_operation(["move", "copy"], "from"),
+        ]
     },
 }
+# Text in a query: no NUL character (refused, 422); one of several values (`in`, `range`,
+# `created_by`) has no comma either, since the comma separates them.
+_QUERY_TEXT = {"type": "string", "pattern": "^[^\\u0000]*$"}
+_ITEM_TEXT = {"type": "string", "pattern": "^[^,\\u0000]*$"}
 _QUERY_SCHEMAS: dict[str, dict[str, Any]] = {
-    "page": {"type": "integer", "minimum": 1, "default": 1},
+    "page": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 1},
     "page_size": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 20},
-    "created_by": {"type": "array", "items": {"type": "string"}},
-    "updated_by": {"type": "array", "items": {"type": "string"}},
+    "created_by": {"type": "array", "items": _ITEM_TEXT},
+    "updated_by": {"type": "array", "items": _ITEM_TEXT},
     "created_time_start": {"type": "string", "format": "date-time"},
     "created_time_end": {"type": "string", "format": "date-time"},
     "updated_time_start": {"type": "string", "format": "date-time"},
@@ -118,8 +134,15 @@ _QUERY_SCHEMAS: dict[str, dict[str, Any]] = {
     "is_deleted": {"type": "boolean"},
     "shape": {"type": "string", "enum": ["meta", "revision_info"], "default": "meta"},
 }
+# A route whose parameter takes less than the parameter's usual schema: restore's `is_deleted`
+# states that the resource is deleted, so only `true` (or leaving it out) is taken.
+_ROUTE_QUERY_SCHEMAS: dict[tuple[str, str], dict[str, Any]] = {
+    ("restore", "is_deleted"): {"type": "boolean", "enum": [True]},
+}
+# The open side of a range (`priority__range=,5`), for a field whose values are not text.
+_OPEN_SIDE = {"type": "string", "maxLength": 0}
 _FILTER_VALUES: dict[str, dict[str, Any]] = {
-    "str": {"type": "string"},
+    "str": _QUERY_TEXT,
     "int": {"type": "integer", "format": "int64", "minimum": -(2**63), "maximum": 2**63 - 1},
     "float": {"type": "number"},
     "bool": {"type": "boolean"},
@@ -183,7 +206,10 @@ def _filter_parameter(name: str, field: FilterableField, lookup: str) -> dict[st
     if lookup == "isnull":
         parameter["schema"] = {"type": "boolean"}
     elif lookup in ("in", "range"):
-        parameter["schema"] = {"type": "array", "items": value, "maxItems": MAX_IN_VALUES}
+        item = {**value, **_ITEM_TEXT} if value["type"] == "string" else value
+        if lookup == "range" and value["type"] != "string":
+            item = {"anyOf": [item, _OPEN_SIDE]}
+        parameter["schema"] = {"type": "array", "items": item, "maxItems": MAX_IN_VALUES}
         if lookup == "range":
             parameter["schema"].update(minItems=2, maxItems=2)
         # Repeated keys (`form`, exploded: OpenAPI's default, which generated clients send); the
@@ -227,7 +253,8 @@ class CrudAutoSchema(AutoSchema):
             return schema, None
         body_name = f"{_component_name(crud.resource_name)}Request"
         optional = {*crud.metadata_config.get_metadata_fields(), *crud.adapter.default_values}
-        self._register(registry, body_name, request_body_schema(components[model_name], optional, body_name))
+        rules = crud.access_policy.data_field_schemas
+        self._register(registry, body_name, request_body_schema(components[model_name], optional, body_name, rules))
         return schema, body_name
 
     def _body(self, kind: Any, model_schema: dict[str, Any], body_name: str | None) -> dict[str, Any]:
@@ -274,7 +301,12 @@ class CrudAutoSchema(AutoSchema):
             for name in re.findall(r"{(\w+)}", path)
         ]
         parameters += [
-            {"name": name, "in": "query", "required": False, "schema": _QUERY_SCHEMAS.get(name, {"type": "string"})}
+            {
+                "name": name,
+                "in": "query",
+                "required": False,
+                "schema": _ROUTE_QUERY_SCHEMAS.get((route.name, name)) or _QUERY_SCHEMAS.get(name, _QUERY_TEXT),
+            }
             for name in route.query_parameters
         ]
         if route.data_filters:

@@ -5,7 +5,9 @@ data filter's `__in` and `__range`): repeated keys (`name__in=a&name__in=b`, wha
 default `form` style with `explode` sends) and the comma form (`name__in=a,b`) both work, may be
 mixed, and mean the same. A range takes exactly two values, low and high, either way; an empty
 side is open (`priority__range=,5`). Every other parameter takes one value: the same key given
-twice with different values is a 422 naming it, never "the last one wins".
+twice with different values is a 422 naming it, never "the last one wins". A parameter whose
+value is typed (a number, a date-time, a boolean, one of an enum) given empty (`page=`) is a 422
+too, as the document says: leave it out to mean its default.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from crudgen.types import MAX_PAGE_SIZE, SORTABLE_FIELDS, DataFilter, ListQueryP
 if TYPE_CHECKING:
     from crudgen.filters import DataFilterSet
 
+#: The highest page number a list takes (the document's `maximum`).
+MAX_PAGE = 10**9
 LIST_QUERY_PARAMETERS = (
     "page",
     "page_size",
@@ -85,9 +89,15 @@ def normalised_query(query: Any) -> tuple[QueryDict, dict[str, str]]:
     return normalised, errors
 
 
+EMPTY = "must not be empty (leave the parameter out for its default)"
+
+
 def _int_param(query: Mapping[str, Any], name: str, default: int, errors: dict[str, str], upper: int) -> int:
     raw = query.get(name)
-    if raw in (None, ""):
+    if raw is None:
+        return default
+    if raw == "":
+        errors[name] = EMPTY
         return default
     try:
         value = int(raw)
@@ -101,7 +111,10 @@ def _int_param(query: Mapping[str, Any], name: str, default: int, errors: dict[s
 
 def _time_param(query: Mapping[str, Any], name: str, errors: dict[str, str]) -> datetime | None:
     raw = query.get(name)
-    if raw in (None, ""):
+    if raw is None:
+        return None
+    if raw == "":
+        errors[name] = EMPTY
         return None
     try:
         parsed = parse_datetime(raw.replace(" ", "+"))
@@ -124,12 +137,13 @@ def parse_list_params(query: Any, filterset: type[DataFilterSet] | None = None) 
     `filterset` (the model's generated FilterSet) parses the data-field filters.
     """
     query, errors = normalised_query(query)
-    page = _int_param(query, "page", 1, errors, upper=10**9)
+    page = _int_param(query, "page", 1, errors, upper=MAX_PAGE)
     page_size = _int_param(query, "page_size", 20, errors, upper=MAX_PAGE_SIZE)
-    sort_by = query.get("sort_by") or None
+    sort_by = query.get("sort_by")
     if sort_by is not None and sort_by not in SORTABLE_FIELDS:
         errors["sort_by"] = f"must be one of {', '.join(SORTABLE_FIELDS)}"
-    sort_order_raw = (query.get("sort_order") or SortOrder.DESC.value).lower()
+        sort_by = None
+    sort_order_raw = query.get("sort_order", SortOrder.DESC.value).lower()
     if sort_order_raw not in {order.value for order in SortOrder}:
         errors["sort_order"] = "must be asc or desc"
     filters = _filters(query, filterset, errors)
@@ -185,7 +199,7 @@ def bool_param(query: Mapping[str, Any], name: str) -> bool | None:
     if len(values) > 1:
         raise ValidationFailed({name: "takes one value; it was given more than once with different values"})
     raw = values.pop() if values else None
-    if raw in (None, ""):
+    if raw is None:
         return None
     try:
         return parse_bool(raw)

@@ -82,7 +82,7 @@ def handle_read_meta(ctx: RouteContext) -> dict[str, Any]:
 
 
 def handle_read_full(ctx: RouteContext) -> dict[str, Any]:
-    shape = ctx.query.get("shape") or "meta"
+    shape = ctx.query.get("shape", "meta")
     if shape not in {"meta", "revision_info"}:
         raise ValidationFailed({"shape": "must be meta or revision_info"})
     stored = ctx.crud.read(ctx.kwargs["resource_id"], caller=ctx.caller)

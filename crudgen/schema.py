@@ -75,6 +75,23 @@ def _unknown_fields(value: Any, tp: Any, path: str) -> dict[str, str]:
     return {}
 
 
+def _nul_characters(value: Any, path: str) -> dict[str, str]:
+    """Text holding a NUL character, at any depth: PostgreSQL cannot store it (in JSON or text), so
+    every storage refuses it alike and the document says so (`crudgen.jsonschema`)."""
+    if isinstance(value, str):
+        return {path.lstrip(".") or "$": "must not contain a NUL character"} if "\x00" in value else {}
+    found: dict[str, str] = {}
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if "\x00" in str(key):
+                found[f"{path}.{key!r}".lstrip(".")] = "a key must not contain a NUL character"
+            found.update(_nul_characters(item, f"{path}.{key}"))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found.update(_nul_characters(item, f"{path}[{index}]"))
+    return found
+
+
 def _naive_datetimes(value: Any, path: str) -> dict[str, str]:
     if isinstance(value, datetime):
         return {path.lstrip("."): "datetime must carry a timezone"} if value.tzinfo is None else {}
@@ -130,7 +147,7 @@ class ModelAdapter:
         """Checked plain data, or ValidationFailed with one message per offending field."""
         if not isinstance(data, Mapping):
             raise ValidationFailed({"$": "expected a JSON object"})
-        errors = _unknown_fields(data, self.model, "")
+        errors = _unknown_fields(data, self.model, "") | _nul_characters(data, "")
         for name in sorted(self.required - set(data)):
             errors[name] = "field required"
         for name, value in data.items():

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from quotas.values import DIMENSIONS, UNLIMITED_WORD, OverrideValues, parse_override_value
+from quotas.sizes import MAX_SIZE_BYTES
+from quotas.values import DIMENSIONS, MAX_COUNT, MAX_CPU_CORES, UNLIMITED_WORD, OverrideValues, parse_override_value
 
 
 class QuotaLimitsOutputSerializer(serializers.Serializer):
@@ -111,6 +113,40 @@ class UserResourceDetailOutputSerializer(serializers.Serializer):
     defaults = QuotaLimitsOutputSerializer()
 
 
+# What `parse_override_value` takes, for the document: a JSON number within the dimension's bounds,
+# or a string holding one (sizes with a K/M/G/T unit), "max" in any case, or blank (the default).
+_UNLIMITED_TEXT = "[Mm][Aa][Xx]"
+
+
+def _override_schema(number: dict[str, Any], text: str) -> dict[str, Any]:
+    pattern = f"^\\s*({text}|{_UNLIMITED_TEXT})?\\s*$"
+    # null as a member of its own: OpenAPI 3.0 counts `nullable` only beside a `type`.
+    null = {"type": "object", "nullable": True, "enum": [None]}
+    return {"anyOf": [number, {"type": "string", "pattern": pattern}, null]}
+
+
+@extend_schema_field(_override_schema({"type": "integer", "minimum": 0, "maximum": MAX_COUNT}, "[0-9]{1,9}"))
+class _CountOverrideField(serializers.JSONField):
+    pass
+
+
+@extend_schema_field(
+    _override_schema({"type": "number", "minimum": 0, "maximum": MAX_CPU_CORES}, "[0-9]{1,6}(\\.[0-9]{1,6})?")
+)
+class _CoresOverrideField(serializers.JSONField):
+    pass
+
+
+# Six digits keep any unit (up to T) under the largest size.
+@extend_schema_field(
+    _override_schema(
+        {"type": "integer", "minimum": 0, "maximum": MAX_SIZE_BYTES}, "[0-9]{1,6}\\s*[KkMmGgTt]?([Ii]?[Bb])?"
+    )
+)
+class _SizeOverrideField(serializers.JSONField):
+    pass
+
+
 class UserResourceOverrideInputSerializer(serializers.Serializer):
     """PUT body: each of count, cpu, memory, disk optional or null (the site default applies).
 
@@ -118,10 +154,12 @@ class UserResourceOverrideInputSerializer(serializers.Serializer):
     disk: a size string ("512M", "10G") or bytes, "max" or 0 for unlimited.
     """
 
-    count = serializers.JSONField(required=False, allow_null=True, help_text='Whole number, "max" or null.')
-    cpu = serializers.JSONField(required=False, allow_null=True, help_text='Cores, "max" or null.')
-    memory = serializers.JSONField(required=False, allow_null=True, help_text='Size string, "max" or null.')
-    disk = serializers.JSONField(required=False, allow_null=True, help_text='Size string, "max" or null.')
+    unknown_fields_refused = True  # the document says so (collab.schema.WorkspaceAutoSchema)
+
+    count = _CountOverrideField(required=False, allow_null=True, help_text='Whole number, "max" or null.')
+    cpu = _CoresOverrideField(required=False, allow_null=True, help_text='Cores, "max" or null.')
+    memory = _SizeOverrideField(required=False, allow_null=True, help_text='Size string, "max" or null.')
+    disk = _SizeOverrideField(required=False, allow_null=True, help_text='Size string, "max" or null.')
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         if isinstance(data, dict) and (unknown := sorted(set(data) - set(DIMENSIONS))):

@@ -43,10 +43,15 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     return _answer(request, status=403, error="csrf_failed", detail=detail, template="403.html")
 
 
+def _without_database() -> dict[str, Any]:
+    """What base.html reads that the context processors would give, for a page rendered without them."""
+    return {"root_path": settings.WORKSPACE_ROOT_PATH}
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     if prefers_html(request):
         # No context processors here: the database may be what failed.
-        return HttpResponse(loader.get_template("500.html").render(), status=500)
+        return HttpResponse(loader.get_template("500.html").render(_without_database()), status=500)
     return JsonResponse({"error": "server_error", "detail": "Something went wrong on our side."}, status=500)
 
 
@@ -100,7 +105,8 @@ def database_unavailable(request: HttpRequest) -> HttpResponse:
     if not prefers_html(request):
         detail = f"The database is not answering; nothing was changed. Try again in {seconds} seconds."
         return json_response(Unavailable(error="database_unavailable", detail=detail, retry_after=seconds))
-    response = HttpResponse(loader.get_template("503.html").render({"retry_after": seconds}), status=503)
+    context = {**_without_database(), "retry_after": seconds}
+    response = HttpResponse(loader.get_template("503.html").render(context), status=503)
     response["Retry-After"] = str(seconds)
     return response
 

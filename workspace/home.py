@@ -6,12 +6,13 @@ of queries however much a person holds."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from collab import clock
 from collab import selectors as collab_selectors
 from collab.actor import actor_of
 from collab.identity import get_user_directory
@@ -21,11 +22,15 @@ from quotas.pages import usage_rows
 from quotas.selectors import resources_at_a_glance
 from workspace.items.config import get_config
 from workspace.items.links import item_page
-from workspace.items.selectors import items_of_creator
+from workspace.items.models import HandoverEvent
+from workspace.items.selectors import handover_news, items_of_creator, pending_handovers
 
 HOME_ITEMS = 8
 HOME_CHATS = 6
 HOME_NOTIFICATIONS = 5
+HOME_HANDOVERS = 5
+# How long the requester of a handover sees its answer on their dashboard.
+HANDOVER_NEWS_DAYS = 14
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,9 @@ class Dashboard:
     shared_chats: list[GlanceRow]
     resources: list[dict[str, object]]
     unread: collab_selectors.Inbox
+    # Handovers have no notification kind (the spec fixes them): these say what waits and what came of them.
+    handovers: list[GlanceRow]
+    handover_news: list[GlanceRow]
 
 
 def home_dashboard(*, user_id: str) -> Dashboard:
@@ -78,7 +86,51 @@ def home_dashboard(*, user_id: str) -> Dashboard:
         shared_chats=chats,
         resources=usage_rows(resources_at_a_glance(user_id=user_id)),
         unread=collab_selectors.inbox_for_display(unread),
+        handovers=_handovers_waiting(user_id),
+        handover_news=_handover_news(user_id),
     )
+
+
+def _name(user_id: str) -> str:
+    person = get_user_directory().get(user_id)
+    return person.name if person else user_id
+
+
+def _handovers_waiting(user_id: str) -> list[GlanceRow]:
+    """The bills someone asked `user_id` to take over; they answer on My resources."""
+    answer_at = f"{reverse('my-resources')}#handovers"
+    return [
+        GlanceRow(
+            title=handover.title,
+            url=answer_at,
+            note=f"{_name(handover.requested_by)} asks you to pay for it",
+            moment_label="asked",
+            moment=handover.requested_at or clock.now(),
+        )
+        for handover in pending_handovers(user_id=user_id, limit=HOME_HANDOVERS)
+    ]
+
+
+_OUTCOME_NOTES = {
+    HandoverEvent.Outcome.ACCEPTED: "{who} accepted: they pay for it now",
+    HandoverEvent.Outcome.DECLINED: "{who} declined: you still pay for it",
+    HandoverEvent.Outcome.RETURNED: "{who} handed the bill back: you pay for it again",
+}
+
+
+def _handover_news(user_id: str) -> list[GlanceRow]:
+    """What became of the handovers `user_id` asked for, or of bills handed back to them, lately."""
+    since = clock.now() - timedelta(days=HANDOVER_NEWS_DAYS)
+    return [
+        GlanceRow(
+            title=event.item.title,
+            url=item_page(event.item.app_slug, event.item_id),
+            note=_OUTCOME_NOTES[HandoverEvent.Outcome(event.outcome)].format(who=_name(event.by)),
+            moment_label=HandoverEvent.Outcome(event.outcome).label,
+            moment=event.at,
+        )
+        for event in handover_news(user_id=user_id, since=since, limit=HOME_HANDOVERS)
+    ]
 
 
 @identity_required

@@ -23,8 +23,10 @@
   }
 
   /* A marker opens the source it names below the answer. Its preview shows on hover and on
-     focus (CSS); Escape hides it until the pointer or focus leaves (WCAG 1.4.13). A message holds
-     one preview per source, hidden after it (however many markers cite the source, the page
+     focus (CSS); Escape hides it until the pointer or focus leaves (WCAG 1.4.13), and so does
+     opening the source: a tap on a phone both focuses the marker and opens the source, which the
+     preview, hanging below the marker's line, then covered. A message holds one preview per
+     source, hidden after it (however many markers cite the source, the page
      carries its text once): the preview moves beside the marker being hovered or focused. Every
      marker is described by it (aria-describedby) wherever it is, hidden or not. */
   function markers(root) {
@@ -40,6 +42,7 @@
         var target = document.getElementById(link.getAttribute("href").slice(1));
         if (!target) { return; }
         event.preventDefault();
+        if (cite) { cite.classList.add("kb-preview-dismissed"); }
         target.open = true;
         target.classList.add("kb-highlight");
         target.scrollIntoView({block: "nearest"});

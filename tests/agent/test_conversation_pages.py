@@ -87,7 +87,7 @@ def test_a_reply_of_50000_characters_of_markers_renders_a_page_under_a_megabyte_
     # Given an agent reply that is 50,000 characters of [1], citing quotas.md (about 1.3 KB of preview)
     _cited_reply(conversation_item, handbook, content="[1]" * 16_666)
     # When alice opens the page
-    with django_assert_max_num_queries(9):
+    with django_assert_max_num_queries(10):
         page = _page_of(alice_api, conversation_item)
     # Then the page stays under a megabyte: the preview is on it once, and the markers past the
     # message's share of links are text

@@ -67,7 +67,7 @@ def test_a_script_manages_items_and_files(client_as: Callable[..., Any]) -> None
         a_items_retrieve,
         a_list,
     )
-    from workspace_client.models import FileBatchInput, FileMoveInput, FolderCreateInput, PatchedItemUpdateInput
+    from workspace_client.models import FileBatchInput, FileMoveInput, FolderCreateInput, ItemUpdateInput
     from workspace_client.types import File
 
     # Given bob's script with a token
@@ -76,9 +76,7 @@ def test_a_script_manages_items_and_files(client_as: Callable[..., Any]) -> None
     assert NOTEBOOK in [app.slug for app in expect(a_list.sync_detailed(client=bob), 200)]
     item = _new_item(bob)
     item_id = str(item.id)
-    renamed = a_items_partial_update.sync_detailed(
-        NOTEBOOK, item_id, client=bob, body=PatchedItemUpdateInput(title="Renamed")
-    )
+    renamed = a_items_partial_update.sync_detailed(NOTEBOOK, item_id, client=bob, body=ItemUpdateInput(title="Renamed"))
     expect(renamed, 200)
     written = a_items_files_update.sync_detailed(
         NOTEBOOK, item_id, "notes/plan.txt", client=bob, body=File(payload=io.BytesIO(b"step one\n"))

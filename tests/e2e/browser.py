@@ -20,8 +20,9 @@ _BLOCKING_IMPACTS = {"serious", "critical"}
 _AXE_OPTIONS = {"resultTypes": ["violations"], "rules": {"label-content-name-mismatch": {"enabled": True}}}
 
 
-def accessibility_violations(page: Any) -> list[str]:
-    """axe-core's serious and critical violations on the page as it stands, one line each."""
+def accessibility_violations(page: Any, *, every_impact: bool = False) -> list[str]:
+    """axe-core's serious and critical violations (or, with `every_impact`, all of them) on the page
+    as it stands, one line each."""
     from axe_playwright_python.sync_playwright import Axe
 
     results = Axe().run(page, options=_AXE_OPTIONS)
@@ -29,7 +30,7 @@ def accessibility_violations(page: Any) -> list[str]:
         f"{violation['id']} ({violation['impact']}): {violation['help']} at "
         + ", ".join(" ".join(node["target"]) for node in violation["nodes"][:3])
         for violation in results.response["violations"]
-        if violation.get("impact") in _BLOCKING_IMPACTS
+        if every_impact or violation.get("impact") in _BLOCKING_IMPACTS
     ]
 
 

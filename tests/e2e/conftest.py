@@ -84,12 +84,17 @@ def viewport(request: pytest.FixtureRequest) -> dict[str, int]:
 @pytest.fixture
 def page_as(browser, live_server) -> Iterator[Callable[..., object]]:
     """Opens a browser tab acting as the given demo user (mock identity, `X-User-Id`), at a
-    desktop width unless a `viewport` (see the fixture) is given."""
+    desktop width unless a `viewport` (see the fixture) is given; with `touch`, a phone's touch
+    screen (for `tap()`)."""
     contexts = []
 
-    def open_page(user_id: str, *, viewport: dict[str, int] | None = None):
+    def open_page(user_id: str, *, viewport: dict[str, int] | None = None, touch: bool = False):
         context = browser.new_context(
-            base_url=live_server.url, extra_http_headers={"X-User-Id": user_id}, viewport=viewport or DESKTOP
+            base_url=live_server.url,
+            extra_http_headers={"X-User-Id": user_id},
+            viewport=viewport or DESKTOP,
+            has_touch=touch,
+            is_mobile=touch,
         )
         context.set_default_timeout(STEP_TIMEOUT_MS)
         contexts.append(context)

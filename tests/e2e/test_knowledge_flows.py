@@ -14,7 +14,7 @@ from collab.actor import Actor
 from knowledge import services
 from knowledge.ingest import ingest_document
 from knowledge.models import Collection, Document, KbChat, KbChatMessage
-from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
+from tests.e2e.browser import PHONE, assert_accessible, assert_no_sideways_scroll, screenshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -290,3 +290,28 @@ def test_the_collection_and_chat_lists_fit_a_phone(page_as, answered_chat: KbCha
         assert_accessible(tab)
         assert_no_sideways_scroll(tab)
         screenshot(tab, name)
+
+
+def test_a_tapped_marker_opens_its_source_with_no_preview_over_it(page_as, answered_chat: KbChat) -> None:
+    # Given alice's answered chat on a phone's touch screen (390 px)
+    tab = page_as("alice", viewport=PHONE, touch=True)
+    tab.goto(f"/kb/chats/{answered_chat.id}")
+    marker = tab.get_by_test_id("message-assistant").get_by_test_id("marker").first
+    source = tab.locator(marker.get_attribute("href"))
+
+    # When she taps [1]
+    marker.tap()
+
+    # Then its source is open below the answer, and no preview lies over any part of it
+    expect(source).to_have_attribute("open", "")
+    expect(tab.get_by_test_id("citation-preview").first).to_be_hidden()
+    shown = source.bounding_box()
+    for preview in tab.get_by_test_id("citation-preview").all():
+        box = preview.bounding_box() if preview.is_visible() else None
+        assert not box or box["y"] + box["height"] <= shown["y"] or box["y"] >= shown["y"] + shown["height"]
+    screenshot(tab, "kb-citation-tapped")
+
+    # When she moves on and comes back to the marker with the keyboard / Then its preview shows again
+    tab.locator("h1").tap()
+    marker.focus()
+    expect(tab.get_by_test_id("citation-preview").first).to_be_visible()

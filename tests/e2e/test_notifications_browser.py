@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.e2e.browser import assert_accessible
 from tests.factories import make_notification
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -54,3 +55,17 @@ def test_bell_shows_unread_count_that_clears_after_reading(page_as) -> None:
     # Then the count is zero and no notification shows as unread
     assert tab.get_by_test_id("bell-count").inner_text() == "0"
     assert tab.locator(".notification.unread").count() == 0
+
+
+def test_mark_read_buttons_are_named_by_what_they_show(page_as) -> None:
+    # Given an unread notification for bob
+    make_notification(recipient="bob", title="Chat shared with you", kind="share")
+    tab = page_as("bob")
+
+    for path in ("/", "/notifications"):
+        # When he opens the home page, then his notifications
+        tab.goto(path)
+
+        # Then its Mark read button's accessible name starts with "Mark read" (axe's label-content-name-mismatch)
+        assert tab.get_by_test_id("mark-read").first.is_visible()
+        assert_accessible(tab)

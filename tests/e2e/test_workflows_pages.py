@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.browser import assert_accessible, assert_no_sideways_scroll, screenshot
+from tests.e2e.browser import (
+    PHONE,
+    assert_accessible,
+    assert_every_action_on_screen,
+    assert_no_sideways_scroll,
+    screenshot,
+)
 from workspace.workflows.generated import workflows
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -162,3 +168,27 @@ def test_the_header_leads_to_the_workflow_list(deployment, page_as, make_noteboo
     assert "Forecasts" in hourly.inner_text()
     assert "every hour" in hourly.inner_text()
     _checked(page, "workflows-list")
+
+
+def test_a_runs_output_wraps_inside_a_phone_screen(deployment, page_as, make_notebook):
+    # Given alice's workflow on her notebook whose step prints one line far wider than a phone
+    deployment("")
+    notebook = make_notebook("Forecasts", owner="alice")
+    steps = ["printf 'wide-%.0s' $(seq 1 80)"]
+    workflow_id = workflows.create({"name": "Wide", "steps": steps, "item_id": str(notebook.pk)}, user="alice")[
+        "resource_id"
+    ]
+    page = page_as("alice", viewport=PHONE)
+    page.goto(f"/workflows/{workflow_id}")
+    # When she runs it on her phone (390 px)
+    page.click("[data-testid=run-workflow]")
+    output = page.locator("[data-testid=run]").first.locator("[data-testid=run-output]")
+    output.wait_for()
+    # Then the output box lies inside the screen and shows the whole line: nothing in it is cut at its right edge
+    box = output.bounding_box()
+    assert box["x"] >= 0
+    assert box["x"] + box["width"] <= PHONE["width"]
+    assert output.evaluate("node => node.scrollWidth - node.clientWidth") <= 0
+    assert output.inner_text().replace("\n", "") == "wide-" * 80
+    assert_every_action_on_screen(page)
+    screenshot(page, "workflow-run-output-phone")

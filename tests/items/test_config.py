@@ -49,17 +49,17 @@ def test_notebook_declares_cpu_and_memory_and_rca_takes_the_shipped_default():
 
 @pytest.mark.parametrize("config_name", ["default.toml", "demo.toml"])
 def test_the_shipped_configs_give_every_app_a_cpu_memory_and_pids_size(config_name):
-    # Given a config the repository ships, with the shipped app descriptors
+    # Given a config the repository ships, with the shipped app descriptors (those that need a model too)
     # When they are loaded
-    config = load_config(DEFAULT_CONFIG.parent / config_name, DEFAULT_APPS_DIR)
+    config = load_config(DEFAULT_CONFIG.parent / config_name, DEFAULT_APPS_DIR, model_connected=True)
     # Then no app resolves to "no limit" in any dimension the kernel bounds
     sizes = {slug: app.resources.sandbox for slug, app in config.apps.items()}
     assert all(size.cpu_cores and size.memory_bytes and size.pids_max for size in sizes.values()), sizes
 
 
 def test_the_demo_lets_a_person_open_as_many_sandboxes_of_any_app_as_its_count_says():
-    # Given the demo's config (`make run`) with the shipped app descriptors
-    config = load_config(DEFAULT_CONFIG.parent / "demo.toml", DEFAULT_APPS_DIR)
+    # Given the demo's config (`make run`) with the shipped app descriptors, a model connected
+    config = load_config(DEFAULT_CONFIG.parent / "demo.toml", DEFAULT_APPS_DIR, model_connected=True)
     limits = config.per_user
 
     # When a person opens `count` sandboxes of the largest app / Then cpu and memory hold them all,

@@ -18,10 +18,9 @@ from django.core.management import CommandError, call_command
 from quotas import ledger
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
-from tests.fixtures.items import HOST_CAPACITY
+from tests.fixtures.items import HOST_CAPACITY, item_url
 from tests.fixtures.items import SANDBOX_HOST_TOKEN as TOKEN
 from tests.fixtures.items import host_call as _call
-from tests.fixtures.items import item_url
 from tests.fixtures.quotas import GIB
 from workspace.items import lifecycle
 from workspace.sandboxes import host as host_module

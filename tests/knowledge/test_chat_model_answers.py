@@ -126,7 +126,7 @@ def test_an_answer_of_50000_characters_of_markers_renders_a_page_under_a_megabyt
     assert ask(chat.id, QUESTION).status_code == 201
 
     # When alice opens the chat page
-    with django_assert_max_num_queries(9):
+    with django_assert_max_num_queries(10):
         response = browser_for("alice").get(f"/kb/chats/{chat.id}")
 
     # Then the page stays under a megabyte, with the cited passage's preview on it once

@@ -231,7 +231,7 @@ def test_the_chat_page_costs_the_same_statements_for_a_long_chat_in_a_big_librar
         ask(chat.id, f"How do I free quota, take {number}?")
 
     # When she opens it
-    with django_assert_max_num_queries(9):
+    with django_assert_max_num_queries(10):
         response = browser_for("alice").get(f"/kb/chats/{chat.id}")
 
     # Then every answer shows with its markers, in a fixed number of statements

@@ -1,11 +1,13 @@
 """Fuzzes the live API with schemathesis: no 5xx, every response as the schema says (issue 8.2).
 
-    .venv/bin/python tests/ops/fuzz.py [--max-examples N] [--seed S]
+    .venv/bin/python tests/ops/fuzz.py [--max-examples N] [--seed S] [--acceptance] [--production]
 
 Starts the service on 127.0.0.1 (a free port, loopback only) over a throwaway database: a temp
 SQLite file, or, when DATABASE_URL names PostgreSQL, a fresh database beside the one it names
 (dropped afterwards). Identity is the mock directory's staff user via `X-User-Id`; the demo data
 is loaded so that some generated ids name real objects. Exits with schemathesis's status.
+`--production` runs the service as `make serve` does (no mock identity) and acts with a personal
+API token, checking that a request without it is refused (`ignored_auth`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,34 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 USER = "alice"  # staff in the mock directory, so the admin endpoints answer too
 KNOWN_PROBABILITY = 0.7
+# A schema-valid request may still be refused for the state it meets, which no document can say:
+# 410 (the resource was deleted meanwhile) and 412 (`If-Match` names a revision that is not the
+# current one). positive_data_acceptance takes these besides its defaults; everything else the
+# server refuses is in the document, so a 400 or 422 for a valid request is still a failure.
+STATE_STATUSES = ["2xx", "3xx", "401", "403", "404", "409", "410", "412", "429"]
+# Operations whose body names other things by what the document can only call a string: a user,
+# a collection, an item, a place in the workspace (a file or a folder, which one it is), a place
+# in a workflow's data (a JSON Patch path), a file's type (its name decides). Whether that exists
+# is state; the refusal (its own error code) is taken as a valid request's answer there only.
+_NAMES_USERS = "400"
+STATE_REFUSALS: dict[str, list[str]] = {
+    "POST /a/{slug}/items": [_NAMES_USERS],
+    "PATCH /a/{slug}/items/{item_id}": [_NAMES_USERS],
+    "POST /investigations": [_NAMES_USERS],
+    "POST /investigations/{investigation_id}/members": [_NAMES_USERS],
+    "POST /investigations/{investigation_id}/mentions": [_NAMES_USERS],
+    "POST /investigations/{investigation_id}/status": ["400"],  # already in that status
+    "POST /kb/chats": ["400"],  # collections
+    "POST /kb/chats/{chat_id}/share": [_NAMES_USERS],
+    "POST /kb/collections/{collection_id}/writers": [_NAMES_USERS],
+    "POST /kb/collections/{collection_id}/documents": ["415"],
+    "POST /api/v1/workflow": ["400"],  # item_id
+    "PUT /api/v1/workflow/{resource_id}": ["400"],
+    "PATCH /api/v1/workflow/{resource_id}": ["400", "422"],
+}
+# Every workspace file operation: the paths name files and folders that may or may not be there.
+WORKSPACE_PATHS = "^/a/\\{slug\\}/items/\\{item_id\\}/files"
+NEGATIVE_STATUSES = ["400", "401", "403", "404", "405", "406", "409", "410", "412", "413", "415", "422", "428", "429"]
 CHECKS = [
     "not_a_server_error",
     "status_code_conformance",
@@ -34,6 +64,9 @@ CHECKS = [
     "response_headers_conformance",
     "response_schema_conformance",
 ]
+# `--acceptance` (CI): also a valid request is taken and an invalid one refused (issue 46.1), so
+# every rule the server enforces is in the document and nothing it forbids is accepted.
+ACCEPTANCE_CHECKS = ["positive_data_acceptance", "negative_data_rejection"]
 
 
 def _free_port() -> int:
@@ -77,14 +110,18 @@ def _wait_until_up(url: str, server: subprocess.Popen, timeout: float = 60) -> N
     raise SystemExit(f"the server did not answer {url} within {timeout}s")
 
 
-def _get(base: str, path: str) -> object:
-    request = urllib.request.Request(f"{base}{path}", headers={"X-User-Id": USER, "Accept": "application/json"})
+def _read(base: str, path: str, identity: dict[str, str]) -> object:
+    request = urllib.request.Request(f"{base}{path}", headers={**identity, "Accept": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
 
 
-def _known_values(base: str) -> dict[str, list]:
+def _known_values(base: str, identity: dict[str, str]) -> dict[str, list]:
     """Ids of the demo's objects, so that path parameters often name something real (not only 404s)."""
+
+    def _get(base: str, path: str) -> object:
+        return _read(base, path, identity)
+
     items = _get(base, "/a/notebook/items")["results"]
     collections = _get(base, "/kb/collections")
     workflows = _get(base, "/api/v1/workflow/meta")["items"]
@@ -107,10 +144,19 @@ def _known_values(base: str) -> dict[str, list]:
 
 def _write_config(path: Path, values: dict[str, list]) -> None:
     """schemathesis.toml: each path parameter draws from the known values most of the time."""
-    lines = []
+    lines = ["[checks.positive_data_acceptance]", f"expected-statuses = {json.dumps(STATE_STATUSES)}", ""]
+    # An invalid body sent with a stale If-Match, or to a deleted resource, meets the precondition
+    # first (RFC 9110 evaluates preconditions before the method).
+    lines += ["[checks.negative_data_rejection]", f"expected-statuses = {json.dumps(NEGATIVE_STATUSES)}", ""]
+    for name, extra in STATE_REFUSALS.items():
+        lines += ["[[operations]]", f"include-name = {json.dumps(name)}"]
+        lines += [f"checks.positive_data_acceptance.expected-statuses = {json.dumps(STATE_STATUSES + extra)}", ""]
+    lines += ["[[operations]]", f"include-path-regex = {json.dumps(WORKSPACE_PATHS)}"]
+    lines += [f"checks.positive_data_acceptance.expected-statuses = {json.dumps([*STATE_STATUSES, '400'])}", ""]
     for name, known in values.items():
         if known:
-            lines += [f"[dictionaries.{name}]", f"values = {json.dumps(known)}", ""]
+            # Strings: every path parameter is one in the document (ids by their pattern).
+            lines += [f"[dictionaries.{name}]", f"values = {json.dumps([str(value) for value in known])}", ""]
     lines.append("[parameters]")
     for name, known in values.items():
         if known:
@@ -127,6 +173,23 @@ def _print_server_errors(log_path: Path) -> None:
     sys.stdout.write("---- server log (errors and tracebacks) ----\n" + "\n".join(wanted[-200:]) + "\n")
 
 
+def _issue_token(env: dict[str, str]) -> str:
+    """A personal API token of the demo's staff user, as its tokens page would issue one."""
+    code = (
+        "from collab.actor import Actor; from collab.tokens import token_create; "
+        f"print(token_create(actor=Actor({USER!r}, True), name='fuzz').token)"
+    )
+    run = subprocess.run(
+        [str(BIN / "python"), "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return run.stdout.strip().splitlines()[-1]
+
+
 def _manage(*args: str, env: dict[str, str]) -> None:
     subprocess.run([str(BIN / "python"), "manage.py", *args], cwd=ROOT, env=env, check=True)
 
@@ -139,6 +202,12 @@ def main() -> int:
     # once, and CPython 3.11's AST recursion counter is not thread-safe ("AST constructor recursion
     # depth mismatch", a crash of the fuzzer, not a finding about the API).
     parser.add_argument("--workers", default="1")
+    parser.add_argument("--acceptance", action="store_true", help="also " + " and ".join(ACCEPTANCE_CHECKS))
+    parser.add_argument(
+        "--production",
+        action="store_true",
+        help="as `make serve` runs: no mock identity, a personal API token (also checks ignored_auth)",
+    )
     parser.add_argument("extra", nargs="*", help="more schemathesis options (after --)")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ws-fuzz-") as tmp_name, _throwaway_database(Path(tmp_name)) as db_url:
@@ -151,13 +220,19 @@ def main() -> int:
             "DJANGO_DEBUG": "0",
             "DJANGO_SECRET_KEY": "fuzz-only-secret",
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
-            "WORKSPACE_MOCK_IDENTITY": "1",
-            "WORKSPACE_ALLOW_MOCK_IDENTITY": "1",
+            # Production (`make serve`): accounts and tokens, no X-User-Id, no default person.
+            "WORKSPACE_MOCK_IDENTITY": "0" if options.production else "1",
+            "WORKSPACE_ALLOW_MOCK_IDENTITY": "0" if options.production else "1",
+            # ignored_auth sends wrong passwords: the lockout after a few (tests/collab cover it)
+            # would turn every later answer from loopback into a 429.
+            "WORKSPACE_LOGIN_FAILURE_LIMIT": "1000000",
             "WORKSPACE_VAR_DIR": str(tmp / "var"),
             "WORKSPACE_LOG_LEVEL": "WARNING",
         }
         _manage("migrate", "--noinput", "-v", "0", env=env)
-        _manage("load_demo", env=env)
+        # A throwaway database on loopback: the demo's known passwords reach nobody.
+        _manage("load_demo", *(["--with-real-accounts"] if options.production else []), env=env)
+        identity = {"Authorization": f"Bearer {_issue_token(env)}"} if options.production else {"X-User-Id": USER}
         log_path = tmp / "server.log"
         server_log = log_path.open("w")
         port = _free_port()
@@ -181,8 +256,13 @@ def main() -> int:
         try:
             _wait_until_up(f"{base}/healthz", server)
             config = tmp / "schemathesis.toml"
-            _write_config(config, _known_values(base))
+            _write_config(config, _known_values(base, identity))
             started = time.monotonic()
+            checks = CHECKS + (ACCEPTANCE_CHECKS if options.acceptance else [])
+            checks += ["ignored_auth"] if options.production else []
+            # Revoking tokens would revoke the one this run acts with (its id is a small number the
+            # generator tries); the demo run fuzzes that operation.
+            excluded = ["--exclude-name", "DELETE /me/tokens/{token_id}"] if options.production else []
             command = [
                 str(BIN / "schemathesis"),
                 "--config-file",
@@ -190,9 +270,8 @@ def main() -> int:
                 "run",
                 f"{base}/api/schema",
                 "--checks",
-                ",".join(CHECKS),
-                "--header",
-                f"X-User-Id: {USER}",
+                ",".join(checks),
+                *(option for name, value in identity.items() for option in ("--header", f"{name}: {value}")),
                 "--max-examples",
                 str(options.max_examples),
                 "--seed",
@@ -207,6 +286,7 @@ def main() -> int:
                 "--request-retries",
                 "2",
                 "--no-color",
+                *excluded,
                 *options.extra,
             ]
             result = subprocess.run(command, cwd=tmp, env=env, check=False)

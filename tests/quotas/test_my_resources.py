@@ -43,7 +43,7 @@ def test_the_json_shows_usage_limits_live_sandboxes_and_disk(per_user, alice_api
     assert (body["disk_in_use"], body["disk_tracked"]) == (4096, True)
     assert [(row["title"], row["bytes"], row["url"]) for row in body["disk"]] == [
         ("Scratch", 4096, item_url(notebook)),
-        ("Outage", 0, item_url(investigation)),
+        ("Outage", 0, item_url(investigation, "?folder=")),
     ]
 
 

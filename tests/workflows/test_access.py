@@ -113,7 +113,7 @@ def test_the_item_page_lists_only_the_workflows_its_viewer_may_see(api_client_fo
     make_workflow(["true"], name="alice-secret-checks", user="alice")
     make_workflow(["true"], name="bob-checks", user="bob")
     # When bob opens the investigation's item page
-    page = api_client_for("bob").get(item_url(investigation), **HTML).content.decode()
+    page = api_client_for("bob").get(item_url(investigation, "?folder="), **HTML).content.decode()
     # Then only his workflow is listed
     assert "bob-checks" in page
     assert "alice-secret-checks" not in page

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -78,6 +79,9 @@ def _ids(rows: Iterable[Any], *fields: str) -> set[str]:
 LISTS: dict[str, Callable[[], set[str]]] = {
     "items.items_of_app": lambda: _ids(item_selectors.items_of_app(app_slug="notebook", actor=DAVE).results, "pk"),
     "items.items_of_creator": lambda: _ids(item_selectors.items_of_creator(user_id="dave", limit=50), "pk"),
+    "items.handover_news": lambda: _ids(
+        item_selectors.handover_news(user_id="dave", since=datetime(2000, 1, 1, tzinfo=UTC), limit=50), "item_id"
+    ),
     "items.pending_handovers": lambda: _ids(item_selectors.pending_handovers(user_id="dave"), "item_id"),
     "items.paid_for_others": lambda: _ids(item_selectors.paid_for_others(user_id="dave"), "item_id"),
     "workflows.definitions_page": lambda: _ids(definitions.definitions_page(actor=DAVE).definitions, "id"),
@@ -107,6 +111,9 @@ LISTS: dict[str, Callable[[], set[str]]] = {
 NOT_LISTS = {
     "collab.inbox_state",
     "collab.unread_count",
+    # The viewer's own latest mention that links to one page, and a count of what waits for them.
+    "collab.mention_leading_to",
+    "items.pending_handover_count",
     "quotas.resources_at_a_glance",
     "quotas.payer_sandbox_usage",
     "quotas.payer_sandbox_usage_sent",

@@ -293,7 +293,8 @@ class _Turn:
 def _assistant_message(completion: Completion) -> dict[str, Any]:
     return {
         "role": "assistant",
-        "content": completion.content or None,
+        # "" rather than null: both mean "no text" to OpenAI, and llama-cpp-python's server refuses null.
+        "content": completion.content or "",
         "tool_calls": [_call_json(call) for call in completion.tool_calls],
     }
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from collab.serializers import BlankAsNullField
 from knowledge.serializers import KbCitationOutputSerializer
+from workspace.agent.services import MAX_MESSAGE_CHARS
 
 
-@extend_schema_field(OpenApiTypes.STR)
+# What the service takes (`_validated_content`): some text besides whitespace, up to its length.
+@extend_schema_field({"type": "string", "minLength": 1, "maxLength": MAX_MESSAGE_CHARS, "pattern": "\\S"})
 class _MessageTextField(serializers.JSONField):
     """Any JSON value, so the service answers a non-string, an empty or a too long message with its own
     codes (400 `empty_message` / `message_too_long`); documented as the string it must be."""

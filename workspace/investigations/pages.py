@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 
 from collab.actor import actor_of
+from collab.selectors import mention_leading_to
 from collab.web import attempt, identity_required
 from workspace.agent.selectors import conversation_of_item
 from workspace.agent.turns import answering_agent
@@ -38,7 +39,12 @@ def investigations_page(request: HttpRequest) -> HttpResponse:
 @identity_required
 def investigation_page(request: HttpRequest, investigation_id: int) -> HttpResponse:
     actor = actor_of(request)
-    investigation = investigation_for(investigation_id, actor=actor)
+    try:
+        investigation = investigation_for(investigation_id, actor=actor)
+    except Http404:
+        if (landing := _not_a_member(request, investigation_id)) is not None:
+            return landing
+        raise
     members = investigation.member_ids
     right = investigation_right_of(creator=investigation.item.created_by, members=members, actor=actor)
     context = {
@@ -53,3 +59,14 @@ def investigation_page(request: HttpRequest, investigation_id: int) -> HttpRespo
         "moves": services.status_moves(investigation.status),
     }
     return render(request, "investigations/investigation.html", context)
+
+
+def _not_a_member(request: HttpRequest, investigation_id: int) -> HttpResponse | None:
+    """Someone mentioned in an investigation they may not open (a mention lets nobody in) still
+    gets its 404, and what their notification already told them: who mentioned them, to ask to be
+    added. Anyone never mentioned there gets the site's plain 404, learning nothing."""
+    mention = mention_leading_to(user_id=actor_of(request).user_id, link=services.investigation_link(investigation_id))
+    if mention is None:
+        return None
+    context = {"path": request.path, "mention": mention, "status": 404}
+    return render(request, "investigations/not_a_member.html", context, status=404)

@@ -21,6 +21,7 @@ from quotas import ledger
 from quotas.host import ItemLink
 from quotas.models import SandboxActivity
 from workspace.items.config import AppDescriptor, get_config
+from workspace.items.links import own_list_page
 from workspace.items.models import Item
 
 # Given item ids of one app and a user, the ids among them the user may see without having created
@@ -132,10 +133,17 @@ def item_links(item_ids: Sequence[str], *, actor: Actor) -> dict[str, ItemLink]:
             item_id=str(item.pk),
             app_slug=item.app_slug,
             title=item.title,
-            url=reverse("ws-item", args=[item.app_slug, item.pk]) if item.pk in openable else "",
+            url=_files_page(item) if item.pk in openable else "",
         )
         for item in rows
     }
+
+
+def _files_page(item: Item) -> str:
+    """The item page with its files, where its disk is freed: for an app with a page of its own
+    (investigations), whose bare item URL sends its users there, with `folder` (items/pages.py)."""
+    url = reverse("ws-item", args=[item.app_slug, item.pk])
+    return f"{url}?folder=" if own_list_page(item.app_slug) else url
 
 
 def item_scope(*, actor: Actor) -> QuerySet[Item]:

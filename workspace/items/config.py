@@ -84,6 +84,8 @@ class AppDescriptor:
     declared: ResourceValues
     resources: ResolvedResources
     agent: str = "deterministic"
+    # `needs_model = true`: the app exists only where a model is connected (WORKSPACE_LLM_BASE_URL).
+    needs_model: bool = False
 
 
 @dataclass(frozen=True)
@@ -230,8 +232,8 @@ def load_app(
     path: Path, *, default: ResourceValues, maximum: ResourceValues, sandbox: SandboxSettings
 ) -> AppDescriptor:
     raw = _read_toml(path)
-    if unknown := sorted(set(raw) - {"slug", "name", "resources", "agent"}):
-        raise ConfigError(path, unknown[0], "is not a known key (expected slug, name, resources, agent)")
+    if unknown := sorted(set(raw) - {"slug", "name", "resources", "agent", "needs_model"}):
+        raise ConfigError(path, unknown[0], "is not a known key (expected slug, name, resources, agent, needs_model)")
     slug = raw.get("slug")
     if not isinstance(slug, str) or not _SLUG.match(slug):
         raise ConfigError(path, "slug", f"expected lowercase letters, digits and dashes, got {slug!r}")
@@ -241,17 +243,29 @@ def load_app(
     agent = raw.get("agent", AGENTS[0])
     if agent not in AGENTS:
         raise ConfigError(path, "agent", f'expected "deterministic" or "model", got {agent!r}')
+    needs_model = raw.get("needs_model", False)
+    if not isinstance(needs_model, bool):
+        raise ConfigError(path, "needs_model", f"expected true or false, got {needs_model!r}")
     declared = _resource_values(_table(raw, "resources", path, _RESOURCE_KEYS), path, "resources")
     resolved = resolve_resources(declared, default=default, sandbox=sandbox)
     where = f"app {slug!r}"
     _check_ceiling(resolved.sandbox.cpu_cores, maximum.cpu, where, path, "resources.cpu")
     _check_ceiling(resolved.sandbox.memory_bytes, maximum.memory, where, path, "resources.memory")
     _check_ceiling(resolved.disk_bytes, maximum.disk, where, path, "resources.disk")
-    return AppDescriptor(slug=slug, name=name.strip(), source=path, declared=declared, resources=resolved, agent=agent)
+    return AppDescriptor(
+        slug=slug,
+        name=name.strip(),
+        source=path,
+        declared=declared,
+        resources=resolved,
+        agent=agent,
+        needs_model=needs_model,
+    )
 
 
-def load_config(config_path: Path, apps_dir: Path) -> WorkspaceConfig:
-    """Reads and checks everything; raises ConfigError (an ImproperlyConfigured) on the first problem."""
+def load_config(config_path: Path, apps_dir: Path, *, model_connected: bool = False) -> WorkspaceConfig:
+    """Reads and checks everything; raises ConfigError (an ImproperlyConfigured) on the first problem.
+    An app with `needs_model` is checked like any other, then left out unless `model_connected`."""
     raw = _read_toml(config_path)
     if unknown := sorted(set(raw) - {"sandbox", "resources"}):
         raise ConfigError(config_path, unknown[0], "is not a known table (expected sandbox, resources)")
@@ -273,6 +287,8 @@ def load_config(config_path: Path, apps_dir: Path) -> WorkspaceConfig:
         if app.slug in apps:
             raise ConfigError(path, "slug", f"{app.slug!r} is already declared by {apps[app.slug].source}")
         apps[app.slug] = app
+    if not model_connected:
+        apps = {slug: app for slug, app in apps.items() if not app.needs_model}
     return WorkspaceConfig(
         source=config_path,
         sandbox=sandbox,
@@ -284,7 +300,7 @@ def load_config(config_path: Path, apps_dir: Path) -> WorkspaceConfig:
 
 
 _lock = threading.Lock()
-_loaded: dict[tuple[str, str], WorkspaceConfig] = {}
+_loaded: dict[tuple[str, str, bool], WorkspaceConfig] = {}
 
 
 def configured_paths() -> tuple[Path, Path]:
@@ -297,10 +313,11 @@ def configured_paths() -> tuple[Path, Path]:
 def get_config() -> WorkspaceConfig:
     """The config the settings name, parsed once per process (and again if the settings change)."""
     config_path, apps_dir = configured_paths()
-    key = (str(config_path), str(apps_dir))
+    connected = bool(settings.WORKSPACE_LLM_BASE_URL)
+    key = (str(config_path), str(apps_dir), connected)
     with _lock:
         if key not in _loaded:
-            _loaded[key] = load_config(config_path, apps_dir)
+            _loaded[key] = load_config(config_path, apps_dir, model_connected=connected)
         return _loaded[key]
 
 

@@ -61,6 +61,30 @@ def payer_of(*, owner: str, creator: str) -> str:
     return owner or creator
 
 
+class HandoverEvent(models.Model):
+    """What became of a handover of an item's bill, kept for the person it concerns (`told`): who
+    asked learns it was accepted or declined, the creator that the payer handed it back. Append-only;
+    the spec fixes the notification kinds, so their dashboard shows these instead."""
+
+    class Outcome(models.TextChoices):
+        ACCEPTED = "accepted", "accepted"
+        DECLINED = "declined", "declined"
+        RETURNED = "returned", "handed back"
+
+    item = models.ForeignKey(Item, on_delete=models.CASCADE, related_name="handover_events")
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    by = models.CharField(max_length=150)
+    told = models.CharField(max_length=150)
+    at = models.DateTimeField(default=clock.now)
+
+    class Meta:
+        # One person's latest news, newest first: the home page.
+        indexes = [models.Index(fields=["told", "-at"], name="handover_event_told_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.item_id} {self.outcome} by {self.by}"
+
+
 class RunningExec(models.Model):
     """A command running in an item's sandbox for a person (the terminal, the exec API), so it
     can be listed and stopped from another request or process without closing the sandbox.

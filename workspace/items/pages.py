@@ -27,6 +27,7 @@ from quotas.sizes import SizeError, format_size, parse_size
 from workspace.items import selectors, services
 from workspace.items.access import ItemRight, app_or_404, item_for, item_right
 from workspace.items.config import AppDescriptor
+from workspace.items.links import item_page as item_page_of
 from workspace.items.links import own_list_page
 from workspace.items.models import Item
 from workspace.items.web import with_item
@@ -46,10 +47,15 @@ ItemForm = Literal["details", "sandbox", "rename", "delete", "shrink", "folder",
 FILES_CARD = "files-card"
 
 
+# The most of a refused field the page shows back: no title or owner is longer.
+ECHOED_CHARS = 1000
+
+
 def _item_url(item: Item, folder: str = "") -> str:
-    """The item page, opened at `folder` (its file list) when one is given."""
+    """The item page, opened at `folder` (its file list) when one is given. An app with a page of
+    its own (investigations) keeps `folder` even when empty: the bare URL opens that page instead."""
     url = reverse("ws-item", args=[item.app_slug, item.pk])
-    return f"{url}?{urlencode({'folder': folder})}" if folder else url
+    return f"{url}?{urlencode({'folder': folder})}" if folder or own_list_page(item.app_slug) else url
 
 
 def _files_url(item: Item, folder: str = "") -> str:
@@ -65,6 +71,10 @@ def _files_said(request: HttpRequest, text: str) -> None:
 def _at(request: HttpRequest) -> str:
     """The folder the page showed when a form on it was sent (each form carries it as `at`)."""
     return request.POST.get("at", "").strip().strip("/")
+
+
+# The fields of the item page's forms; one a client did not send was typed empty, as the views read it.
+_UNSENT = dict.fromkeys(("title", "owner", "source", "target", "path", "size", "file_path", "open", "folder"), "")
 
 
 def refused_on_the_item_page(form: ItemForm) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
@@ -83,7 +93,7 @@ def refused_on_the_item_page(form: ItemForm) -> Callable[[Callable[..., HttpResp
             except DomainError as exc:
                 # The payer's own refusals (a 403 for what only the creator may) show on their page too.
                 app, item = item_for(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
-                typed = {**kwargs, **request.GET.dict(), **request.POST.dict()}
+                typed = {**_UNSENT, **kwargs, **request.GET.dict(), **request.POST.dict()}
                 folder = typed.get("at") or request.GET.get("folder", "")
                 return _render_item(request, app, item, folder=folder, refused=exc, refused_form=form, typed=typed)
 
@@ -108,21 +118,26 @@ def items_page(request: HttpRequest, slug: str) -> HttpResponse:
     app = app_or_404(slug)
     if own_list := own_list_page(slug):
         return HttpResponseRedirect(own_list)
+    refused: DomainError | None = None
     if request.method == "POST":
-        item = attempt(
-            request,
-            lambda: services.item_create(
+        try:
+            item = services.item_create(
                 app=app,
                 title=request.POST.get("title", ""),
                 payer=request.POST.get("owner", ""),
                 actor=actor_of(request),
-            ),
-        )
-        if item is not None:
+            )
+        except DomainError as exc:
+            # The refusal, with its status, sits by the New item form, which keeps what was typed.
+            refused = exc
+        else:
             messages.success(request, f"Created {item.title}.{_handover_note(item)}")
             return HttpResponseRedirect(_item_url(item))
     page = selectors.items_of_app(app_slug=slug, actor=actor_of(request))
-    return render(request, "items/items.html", {"app": app, "items": page.results})
+    # What was typed comes back for correcting, no more of it than a field takes.
+    typed = {name: request.POST.get(name, "")[:ECHOED_CHARS] if refused else "" for name in ("title", "owner")}
+    context = {"app": app, "items": page.results, "refused": refused, "typed": typed}
+    return refusal_page(request, "items/items.html", context, refused)
 
 
 def _render_item(
@@ -168,6 +183,7 @@ def _render_item(
         "sandbox_memory": format_size(detail.sandbox.memory_bytes) if detail.sandbox else "",
         "exec_timeout": f"{services.exec_timeout(None):g} s",
         "page_url": _item_url(item, folder),
+        "own_page": item_page_of(item.app_slug, item.pk) if own_list_page(item.app_slug) else "",
         "refused": refused,
         "refused_form": refused_form,
         "typed": typed or {},
@@ -197,6 +213,14 @@ def item_page(request: HttpRequest, slug: str, item_id: int) -> HttpResponse:
     if "open" in request.GET:
         return _file_open_by_path(request, slug, item_id)
     app, item = item_for(slug, item_id, actor=actor_of(request), need=ItemRight.TEND)
+    # One page per item: an app's own page (an investigation's) is the item's place; its terminal
+    # and files stay here, opened with `folder` (`_item_url`). Who only pays for it stays here too.
+    if (
+        "folder" not in request.GET
+        and own_list_page(slug)
+        and item_right(item, actor=actor_of(request)) == ItemRight.USE
+    ):
+        return HttpResponseRedirect(item_page_of(slug, item.pk))
     return _render_item(request, app, item, folder=request.GET.get("folder", ""))
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.urls import reverse
 
 from collab.actor import Actor
@@ -15,7 +16,7 @@ from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from workspace.items import running
 from workspace.items.access import item_scope
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.models import Item, RunningExec, payer_of
+from workspace.items.models import HandoverEvent, Item, RunningExec, payer_of
 from workspace.items.workspaces import item_workspace_root
 from workspace.sandboxes.filestore import (
     MAX_LISTED,
@@ -77,14 +78,26 @@ def item_facts(item_id: str) -> ItemFacts | None:
     return None if row is None else ItemFacts(app_slug=row[0], payer=payer_of(owner=row[1], creator=row[2]))
 
 
-def pending_handovers(*, user_id: str) -> list[Handover]:
+def _waiting_for(user_id: str) -> QuerySet[Item]:
+    return Item.objects.filter(pending_owner=user_id).exclude(pending_owner="")
+
+
+def pending_handover_count(*, user_id: str) -> int:
+    """How many handovers wait for `user_id`'s answer (the header's badge; `item_pending_owner_idx`)."""
+    return _waiting_for(user_id).count() if user_id else 0
+
+
+def handover_news(*, user_id: str, since: datetime, limit: int) -> list[HandoverEvent]:
+    """What became of the handovers that concern `user_id` since `since`, newest first, with their
+    items (`handover_event_told_idx`): one query."""
+    rows = HandoverEvent.objects.filter(told=user_id, at__gte=since).select_related("item").order_by("-at", "-pk")
+    return list(rows[:limit])
+
+
+def pending_handovers(*, user_id: str, limit: int = 100) -> list[Handover]:
     """The items whose bill someone asked `user_id` to take over, oldest request first
     (`item_pending_owner_idx`)."""
-    rows = (
-        Item.objects.filter(pending_owner=user_id)
-        .exclude(pending_owner="")
-        .order_by("pending_owner_requested_at", "pk")
-    )
+    rows = _waiting_for(user_id).order_by("pending_owner_requested_at", "pk")
     return [
         Handover(
             item_id=str(row.pk),
@@ -93,7 +106,7 @@ def pending_handovers(*, user_id: str) -> list[Handover]:
             requested_by=row.pending_owner_requested_by,
             requested_at=row.pending_owner_requested_at,
         )
-        for row in rows[:100]
+        for row in rows[:limit]
     ]
 
 

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.urls import reverse
+from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from collab.serializers import BlankAsNullField
 from workspace.items.selectors import ITEMS_DEFAULT_LIMIT, ITEMS_MAX_LIMIT
 from workspace.sandboxes.base import EndReason
+from workspace.sandboxes.filebatch import MAX_GLOB_CHARS
 
 
 class WorkspaceAppResourcesOutputSerializer(serializers.Serializer):
@@ -26,15 +30,25 @@ class WorkspaceAppOutputSerializer(serializers.Serializer):
     resources = WorkspaceAppResourcesOutputSerializer()
 
 
+OWNER_HELP = (
+    "Who pays: a user id, or a display name only one person has (stored as their id); blank: the creator. "
+    "Naming someone else asks them first."
+)
+
+
 class ItemCreateInputSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=200, allow_blank=False, trim_whitespace=True)
     # The spec's field name; the services call the billed person the payer.
-    owner = serializers.CharField(max_length=150, required=False, allow_blank=True, default="", source="payer")
+    owner = serializers.CharField(
+        max_length=150, required=False, allow_blank=True, default="", source="payer", help_text=OWNER_HELP
+    )
 
 
 class ItemUpdateInputSerializer(serializers.Serializer):
     title = serializers.CharField(max_length=200, required=False, allow_blank=False)
-    owner = serializers.CharField(max_length=150, required=False, allow_blank=True, source="payer")
+    owner = serializers.CharField(
+        max_length=150, required=False, allow_blank=True, source="payer", help_text=OWNER_HELP
+    )
 
 
 class ItemListQuerySerializer(serializers.Serializer):
@@ -102,9 +116,30 @@ class CommandField(serializers.JSONField):
     """Any JSON to the parser (the view names a wrong type itself); the schema says what is accepted."""
 
 
+class ExecTimeoutField(serializers.FloatField):
+    """Seconds, above 0 and at most the configured `sandbox.exec_timeout_max` (the service refuses
+    others: 400 `invalid_timeout`); the document reads the bound when it is generated."""
+
+
+class ExecTimeoutFieldExtension(OpenApiSerializerFieldExtension):
+    target_class = ExecTimeoutField
+
+    def map_serializer_field(self, auto_schema: Any, direction: str) -> dict[str, Any]:
+        # Here, not at import: the configuration is read once the settings are.
+        from workspace.items.config import get_config
+
+        return {
+            "type": "number",
+            "format": "double",
+            "minimum": 0,
+            "exclusiveMinimum": True,
+            "maximum": get_config().sandbox.exec_timeout_max,
+        }
+
+
 class ExecInputSerializer(serializers.Serializer):
     command = CommandField(help_text="A string (run by /bin/sh -c) or a list of strings (argv).")
-    timeout = serializers.FloatField(required=False, allow_null=True, help_text="Seconds.")
+    timeout = ExecTimeoutField(required=False, allow_null=True, help_text="Seconds.")
 
 
 class ExecOutputSerializer(serializers.Serializer):
@@ -194,9 +229,41 @@ class FolderCreateInputSerializer(serializers.Serializer):
     path = serializers.CharField(max_length=4096, trim_whitespace=False)
 
 
+_TEXT = {"type": "string"}
+# Standard base64 with its padding (`base64.b64decode(..., validate=True)`).
+_BASE64 = {"type": "string", "pattern": "^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"}
+
+
+def _batch_operation(op: str, members: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    properties = {"op": {"type": "string", "enum": [op]}, **members}
+    return {"type": "object", "properties": properties, "required": [n for n in properties if n not in optional]}
+
+
+@extend_schema_field(
+    {
+        "anyOf": [
+            _batch_operation("copy", {"from": _TEXT, "to": _TEXT}),
+            _batch_operation(
+                "replace",
+                {
+                    "search": {"type": "string", "minLength": 1},
+                    "replace": _TEXT,
+                    "glob": {"type": "string", "maxLength": MAX_GLOB_CHARS},
+                },
+                optional=("glob",),
+            ),
+            _batch_operation("stage", {"path": _TEXT, "content": _TEXT}),
+            _batch_operation("stage", {"path": _TEXT, "content_base64": _BASE64}),
+        ]
+    }
+)
+class FileBatchOperationField(serializers.DictField):
+    """One operation of a batch; `workspace.sandboxes.filebatch` checks it (400 `invalid_batch`)."""
+
+
 class FileBatchInputSerializer(serializers.Serializer):
     operations = serializers.ListField(
-        child=serializers.DictField(),
+        child=FileBatchOperationField(),
         min_length=1,
         help_text=(
             "Each one of: {op: 'copy', from, to} (a file or folder); {op: 'replace', search, replace, glob?} "

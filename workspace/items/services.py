@@ -11,24 +11,60 @@ from collab import clock
 from collab.actor import Actor
 from collab.converters import is_row_id
 from collab.errors import Forbidden, Invalid, NotFound
-from collab.identity import unknown_user_ids
+from collab.identity import get_user_directory, unknown_user_ids
 from collab.slots import SlotForCommand
 from quotas import ledger
 from quotas.ledger import LiveRowRead
 from quotas.models import SandboxActivity
 from workspace.items import lifecycle, running
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.models import Item, RunningExec, payer_of
+from workspace.items.models import HandoverEvent, Item, RunningExec, payer_of
 from workspace.items.workspaces import item_workspace_ref, item_workspace_root
 from workspace.sandboxes import filebatch, filestore, volumes
 from workspace.sandboxes.base import Command, CommandInvalid, OpenedSandbox, validate_command
 
+# The longest owner a form or the API takes (the API's field says the same): longer is neither an id
+# nor a name, and is refused before the directory is read.
+MAX_OWNER_CHARS = 150
+
+
+def payer_id(typed: str) -> str:
+    """The user id that `typed` names: an id, or a display name ("Carol Nguyen", any case) that one person
+    alone has, as a new user types it; otherwise the text stripped, for `checked_payer` to refuse."""
+    return _resolved_payer(typed)[0]
+
+
+def _resolved_payer(typed: str) -> tuple[str, list[str]]:
+    """`payer_id`'s answer, and the ids of the people whose name `typed` is where it is no id (the
+    directory is read once for both)."""
+    typed = typed.strip()
+    if not typed or len(typed) > MAX_OWNER_CHARS or not unknown_user_ids([typed]):
+        return typed, []
+    named = _ids_named(typed)
+    return (named[0] if len(named) == 1 else typed), named
+
+
+def _ids_named(name: str) -> list[str]:
+    wanted = " ".join(name.split()).casefold()
+    return [user.id for user in get_user_directory().all() if " ".join(user.name.split()).casefold() == wanted]
+
 
 def checked_payer(payer: str) -> str:
-    payer = payer.strip()
-    if payer and unknown_user_ids([payer]):
-        raise Invalid(error="unknown_user", detail=f"{payer!r} is not in the user directory.")
-    return payer
+    if len(payer.strip()) > MAX_OWNER_CHARS:
+        raise Invalid(
+            error="unknown_user",
+            detail=f"An owner is a user id or a person's name of at most {MAX_OWNER_CHARS} characters.",
+        )
+    resolved, named = _resolved_payer(payer)
+    if len(named) > 1:
+        raise Invalid(
+            error="ambiguous_user",
+            detail=f"{resolved!r} is the name of {len(named)} people ({', '.join(named)}): give the user id of "
+            "the one you mean.",
+        )
+    if resolved and not named and unknown_user_ids([resolved]):
+        raise Invalid(error="unknown_user", detail=f"{resolved!r} is not in the user directory.")
+    return resolved
 
 
 def _bill_to(item: Item, *, payer: str, actor: Actor) -> list[str]:
@@ -99,7 +135,7 @@ def item_update(*, item: Item, actor: Actor, title: str | None = None, payer: st
     """Owner locking (docs/ARCHITECTURE.md §8): only the creator or staff may change who pays for an item,
     and handing the bill to someone else waits for their consent (`_bill_to`)."""
     fields: list[str] = []
-    if payer is not None and (payer.strip() != item.owner or item.pending_owner):
+    if payer is not None and (payer_id(payer) != item.owner or item.pending_owner):
         if not (actor.is_staff or actor.is_user(item.created_by)):
             raise Forbidden(error="owner_locked", detail="Only the item's creator or staff may change its owner.")
         fields += _bill_to(item, payer=payer, actor=actor)
@@ -128,6 +164,12 @@ def items_delete(*, item_ids: Sequence[int]) -> int:
     return len(items)
 
 
+def _handover_told(item: Item, *, outcome: str, by: str, told: str) -> None:
+    """Keeps what became of a handover for `told` (their dashboard), unless they did it themselves."""
+    if told and told != by:
+        HandoverEvent.objects.create(item=item, outcome=outcome, by=by, told=told, at=clock.now())
+
+
 @transaction.atomic
 def item_handover_answer(*, item_id: int, actor: Actor, accept: bool) -> Item:
     """The addressee of a handover accepts (they pay from now on) or declines (nothing changes
@@ -141,9 +183,12 @@ def item_handover_answer(*, item_id: int, actor: Actor, accept: bool) -> Item:
     )
     if item is None:
         raise NotFound(error="no_handover", detail=f"No handover of item {item_id} is waiting for you.")
+    asked_by = item.pending_owner_requested_by
     if accept:
-        _payer_named(item, payer=user_id, named_by=item.pending_owner_requested_by, assigned=False)
+        _payer_named(item, payer=user_id, named_by=asked_by, assigned=False)
         item.owner = user_id
+    outcome = HandoverEvent.Outcome.ACCEPTED if accept else HandoverEvent.Outcome.DECLINED
+    _handover_told(item, outcome=outcome, by=user_id, told=asked_by)
     item.pending_owner = item.pending_owner_requested_by = ""
     item.pending_owner_requested_at = None
     item.stamp_updated(user_id)
@@ -167,6 +212,7 @@ def item_bill_return(*, item_id: int, actor: Actor) -> Item:
     item = Item.objects.select_for_update().filter(pk=item_id).first() if user_id and is_row_id(item_id) else None
     if item is None or item.payer == item.created_by or not (is_staff or user_id in (item.owner, item.created_by)):
         raise NotFound(error="no_handover", detail=f"There is no handover of item {item_id} for you to end.")
+    _handover_told(item, outcome=HandoverEvent.Outcome.RETURNED, by=user_id, told=item.created_by)
     item.owner = item.created_by
     _payer_named(item, payer=item.created_by, named_by=user_id, assigned=False)
     item.stamp_updated(user_id)

@@ -11,13 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
 from collab.actor import Actor
 from collab.errors import DomainError, Invalid, Unprocessable
 from crudgen import Actor as PolicyActor
 from crudgen import CreatorOnly
 from workspace.items.access import can_view
 from workspace.items.models import Item
-from workspace.workflows.rules import item_pk, schedule_problem, steps_problem
+from workspace.workflows.rules import (
+    SCHEDULE_MAX_SECONDS,
+    SCHEDULE_MIN_SECONDS,
+    item_pk,
+    schedule_problem,
+    steps_problem,
+)
 
 # What `check_data` refuses with: an item the caller may not use is a bad request, a schedule or
 # steps out of bounds a value the resource does not take (crudgen's contract: 422).
@@ -51,6 +59,15 @@ class WorkflowAccess(CreatorOnly):
     def __init__(self, *, data_refusal_statuses: tuple[int, ...] = ()) -> None:
         super().__init__(sees_everything=_is_staff)
         self.data_refusal_statuses = data_refusal_statuses
+
+    @property
+    def data_field_schemas(self) -> dict[str, dict[str, Any]]:  # type: ignore[override]
+        """What `check_data` refuses, for the document: the interval's bounds and the most steps."""
+        every = {"type": "integer", "minimum": SCHEDULE_MIN_SECONDS, "maximum": SCHEDULE_MAX_SECONDS}
+        return {
+            "every_seconds": {"anyOf": [every, {"type": "null"}]},
+            "steps": {"maxItems": settings.WORKSPACE_WORKFLOW_MAX_STEPS},
+        }
 
     def check_data(self, actor: PolicyActor, data: dict[str, Any]) -> None:
         if problem := steps_problem(data.get("steps")):

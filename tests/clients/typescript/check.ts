@@ -41,7 +41,8 @@ holds<Exactly<Upload["multipart/form-data"]["file"], string>>();
 // Workflow filters: a multi-valued `__in` and a two-value range; count takes the list's filters.
 type WorkflowFilters = NonNullable<operations["workflow_list"]["parameters"]["query"]>;
 holds<Exactly<WorkflowFilters["name__in"], string[] | undefined>>();
-holds<Exactly<WorkflowFilters["every_seconds__range"], number[] | undefined>>();
+// A side of a number range may be "" (open).
+holds<Exactly<WorkflowFilters["every_seconds__range"], (number | string)[] | undefined>>();
 type CountFilters = NonNullable<operations["workflow_count"]["parameters"]["query"]>;
 holds<Exactly<Exclude<keyof WorkflowFilters, keyof CountFilters>, "page" | "page_size" | "sort_by" | "sort_order">>();
 

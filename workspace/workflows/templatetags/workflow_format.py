@@ -7,6 +7,8 @@ from typing import Any
 
 from django import template
 
+from workspace.items import links
+from workspace.items.models import Item
 from workspace.workflows.rules import schedule_text
 
 register = template.Library()
@@ -39,3 +41,9 @@ def duration(length: timedelta | None) -> str:
 def get_item(mapping: dict[str, Any], key: str | None) -> Any:
     """`mapping[key]`, or None: a selector's rows keyed by id, looked up in a loop."""
     return mapping.get(key) if key is not None else None
+
+
+@register.filter
+def item_page(item: Item) -> str:
+    """Where a person sees `item`: its app's own page when it has one (an investigation's)."""
+    return links.item_page(item.app_slug, item.pk)
