@@ -197,6 +197,11 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Sandbox quotas, knowledge-base collaboration and generated CRUD routes.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Answers are documented as JSON. EventStreamRenderer renders only refusals, and as JSON: a
+    # stream is documented where its view declares `(200, "text/event-stream")`, asked for with
+    # `Accept`. Listed, it would add a `format=sse` parameter (a generated client would then ask for
+    # events it parses as JSON) and an event-stream body to every refusal.
+    "RENDERER_WHITELIST": ["rest_framework.renderers.JSONRenderer"],
     # Swagger UI's assets come from the installed sidecar package, never from a CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -37,15 +37,37 @@
   }
 
   /* Who was mentioned, and (as the Mention card warns) who cannot open the investigation. */
-  function said(ids, known, participants) {
+  function said(ids, known, outsiders, mayAdd) {
     const names = ids.map((id) => known.get(id).name + " (@" + id + ")");
-    const outsiders = ids.filter((id) => !participants.has(id));
     let text = "Mentioned " + listed(names) + ": notified, and the agent was not asked.";
     if (outsiders.length) {
       text += " " + listed(outsiders) + (outsiders.length === 1 ? " is not a member: they" : " are not members: they")
-        + " cannot open this investigation until its owner adds them.";
+        + " cannot open this investigation until " + (mayAdd ? "you add them." : "its owner adds them.");
     }
     return text;
+  }
+
+  /* The owner may let the people just mentioned in there and then, as the Mention card offers
+     (POST /investigations/<id>/members); anyone else only reads the warning. */
+  function offerToAdd(outsiders, chat, participants, addUrl) {
+    const offer = document.createElement("p");
+    offer.dataset.testid = "chat-add-offer";
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "secondary";
+    button.textContent = "Add " + listed(outsiders) + (outsiders.length === 1 ? " as a member" : " as members");
+    offer.appendChild(button);
+    button.addEventListener("click", async function () {
+      chat.refusalBox.replaceChildren();
+      const {response, body} = await Workspace.sendJson(addUrl, "POST", {user_ids: outsiders});
+      if (!response.ok) { chat.refusalBox.appendChild(Workspace.refusal(response.status, body)); return; }
+      body.members.forEach((id) => participants.add(id));
+      document.querySelector("[data-testid=members]").textContent = body.members.join(", ") || "none yet";
+      offer.remove();
+      chat.status.textContent = listed(outsiders) + (outsiders.length === 1 ? " is now a member." : " are now members.");
+      chat.textarea.focus();
+    });
+    chat.status.after(offer);
   }
 
   function start() {
@@ -71,8 +93,13 @@
       }
     }
 
+    // The Mention card's add button is on the page for the owner (and staff) only.
+    const addButton = document.getElementById("mention-add-members");
+    const addUrl = addButton ? addButton.dataset.url : "";
+
     window.AgentChat = window.AgentChat || {};
     window.AgentChat.divert = async function (content, chat) {
+      chatCard.querySelectorAll("[data-testid=chat-add-offer]").forEach((offer) => offer.remove());
       if (!content.includes("@")) return false;
       const known = await loadDirectory();
       const ids = mentionedIds(content, known);
@@ -85,7 +112,9 @@
         return true;  // the draft stays, to be corrected or sent again
       }
       chat.textarea.value = "";
-      chat.status.textContent = said(ids, known, participants);
+      const outsiders = ids.filter((id) => !participants.has(id));
+      chat.status.textContent = said(ids, known, outsiders, Boolean(addUrl));
+      if (outsiders.length && addUrl) offerToAdd(outsiders, chat, participants, addUrl);
       await chat.refresh();
       const stored = answer.body && document.getElementById("msg-" + answer.body.id);
       if (stored) stored.scrollIntoView({block: "nearest"});

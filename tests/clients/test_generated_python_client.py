@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import json
 import pkgutil
 from collections.abc import Callable
 from types import ModuleType
@@ -340,3 +341,71 @@ def test_a_script_lists_and_revokes_its_token_which_then_stops_working(client_as
     assert expect(revoked, 200).revoked_at is not None
     refused = expect(me_retrieve.sync_detailed(client=bob), 401)
     assert refused.error == "invalid_token"
+
+
+def _events(client: Any, operation: ModuleType, *args: Any, body: Any) -> list[tuple[str, dict[str, Any]]]:
+    """The events of a streaming operation, asked for as its document says (`Accept:
+    text/event-stream`), through the request the generated operation builds (`_get_kwargs`) and
+    the generated client's own connection."""
+    request = operation._get_kwargs(*args, body=body)
+    request["headers"] = {**request.get("headers", {}), "Accept": "text/event-stream"}
+    with client.get_httpx_client().stream(**request) as response:
+        assert response.status_code == 200, response.read()[:500]
+        assert response.headers["content-type"].startswith("text/event-stream")
+        text = "".join(response.iter_text())
+    events = []
+    for frame in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in frame.splitlines())
+        events.append((fields["event"], json.loads(fields["data"])))
+    return events
+
+
+def test_a_script_reads_each_streaming_operation_as_events(
+    client_as: Callable[..., Any], run_tasks: Callable[[], list[Any]]
+) -> None:
+    from workspace_client.api.items import a_items_exec_create, a_items_messages_create
+    from workspace_client.api.kb import (
+        kb_chats_create,
+        kb_chats_messages_create,
+        kb_collections_create,
+        kb_collections_documents_create,
+    )
+    from workspace_client.models import (
+        ChatSendInput,
+        ExecInput,
+        KbChatCreateInput,
+        KbChatMessageInput,
+        KbCollectionCreateInput,
+        KbDocumentUploadInput,
+    )
+    from workspace_client.types import File
+
+    # Given bob's item, and his chat over the handbook's quota page
+    bob = client_as("bob")
+    item_id = str(_new_item(bob).id)
+    collection_id = expect(
+        kb_collections_create.sync_detailed(client=bob, body=KbCollectionCreateInput(name="Handbook")), 201
+    ).id
+    page = File(payload=io.BytesIO(HANDBOOK["quotas.md"].encode()), file_name="quotas.md", mime_type="text/markdown")
+    expect(
+        kb_collections_documents_create.sync_detailed(collection_id, client=bob, body=KbDocumentUploadInput(file=page)),
+        202,
+    )
+    run_tasks()
+    chat_id = expect(
+        kb_chats_create.sync_detailed(client=bob, body=KbChatCreateInput(collection_ids=[collection_id])), 201
+    ).id
+
+    # When his script asks each streaming operation for its events
+    ran = _events(bob, a_items_exec_create, NOTEBOOK, item_id, body=ExecInput(command="echo streamed"))
+    turn = _events(bob, a_items_messages_create, NOTEBOOK, item_id, body=ChatSendInput(content="$ echo agent"))
+    answer = _events(bob, kb_chats_messages_create, chat_id, body=KbChatMessageInput(content="How do I free capacity?"))
+
+    # Then each streams the events its document names, and ends with the JSON answer's event
+    assert ran[0][0] == "started"
+    assert ran[-1][0] == "result"
+    assert (ran[-1][1]["exit_code"], ran[-1][1]["stdout"]) == (0, "streamed\n")
+    assert turn[-1][0] == "turn"
+    assert "agent" in " ".join(reply["content"] for reply in turn[-1][1]["replies"])
+    assert answer[-1][0] == "answer"
+    assert answer[-1][1]["answer"]["citations"]

@@ -243,14 +243,41 @@ def test_a_chat_mention_names_only_people_outside_code_and_addresses_and_warns_a
     # When she mentions carol, with dave in inline code and bob in an address
     _chat(alice, "@carol, the alerts go to bob@example.com; see `@dave` in the runbook.")
 
-    # Then only carol is mentioned, and the page says carol cannot open the investigation yet
+    # Then only carol is mentioned, and the page says carol cannot open the investigation until
+    # alice, its owner, adds her, which she is offered there and then
     expect(alice.get_by_test_id("chat-status")).to_have_text(
         "Mentioned Carol Nguyen (@carol): notified, and the agent was not asked. carol is not a member: "
-        "they cannot open this investigation until its owner adds them."
+        "they cannot open this investigation until you add them."
     )
     assert ItemMessage.objects.get(item_id=investigation.pk).mentions == ["carol"]
     assert list(Notification.objects.values_list("recipient", flat=True)) == ["carol"]
     assert not InvestigationMember.objects.exists()
+    assert_accessible(alice)
+
+    # When she takes the offer
+    alice.get_by_test_id("chat-add-offer").get_by_role("button", name="Add carol as a member").click()
+
+    # Then carol is a member, the members line says so, and the offer is gone
+    expect(alice.get_by_test_id("chat-status")).to_have_text("carol is now a member.")
+    expect(alice.get_by_test_id("members")).to_have_text("carol")
+    expect(alice.get_by_test_id("chat-add-offer")).to_have_count(0)
+    assert list(InvestigationMember.objects.values_list("user_id", flat=True)) == ["carol"]
+
+
+def test_a_member_who_mentions_a_non_member_in_the_chat_is_told_only_the_owner_adds_them(page_as, deployment):
+    # Given alice's investigation with bob as member, and alice's sandbox quota full
+    deployment(FULL_QUOTA)
+    investigation = services.investigation_create(title="Latency spike", actor=Actor("alice"), members=["bob"])
+    bob = page_as("bob")
+    bob.goto(f"/investigations/{investigation.pk}")
+
+    # When bob mentions carol in the chat
+    _chat(bob, "@carol can you look?")
+
+    # Then he is told its owner adds members, and offered no button to do it himself
+    expect(bob.get_by_test_id("chat-status")).to_contain_text("until its owner adds them.")
+    expect(bob.get_by_test_id("chat-add-offer")).to_have_count(0)
+    assert not InvestigationMember.objects.filter(user_id="carol").exists()
 
 
 def test_a_chat_mention_the_server_refuses_keeps_the_draft_and_shows_why(page_as, deployment):

@@ -10,7 +10,7 @@ from quotas import ledger
 from quotas.models import SandboxActivity, WorkspaceDiskUsage
 from tests.fixtures.items import item_url
 from workspace.items import lifecycle
-from workspace.items.models import Item
+from workspace.items.models import HandoverEvent, Item
 from workspace.sandboxes.filestore import workspace_dir
 
 pytestmark = pytest.mark.django_db
@@ -142,3 +142,18 @@ def test_staff_assigning_a_payer_in_admin_leaves_the_payer_a_record(admin_client
     assert response.status_code == 302
     item.refresh_from_db()
     assert (item.payer, item.owner_named_by, item.owner_assigned) == ("carol", "root", True)
+
+
+def test_staff_read_what_became_of_each_handover_in_admin_and_cannot_edit_it(
+    admin_client_logged_in, make_item, django_assert_max_num_queries
+):
+    # Given bob's item that carol accepted to pay for, and one carol declined
+    for title, outcome in (("Shared", HandoverEvent.Outcome.ACCEPTED), ("Other", HandoverEvent.Outcome.DECLINED)):
+        item = make_item(created_by="bob", title=title)
+        HandoverEvent.objects.create(item=item, outcome=outcome, by="carol", told="bob")
+    # When staff open the list
+    with django_assert_max_num_queries(12):
+        page = admin_client_logged_in.get(reverse("admin:items_handoverevent_changelist")).content.decode()
+    # Then both show with who answered and who was told, with no way to add one
+    assert all(shown in page for shown in ("Shared", "Other", "declined"))
+    assert admin_client_logged_in.get(reverse("admin:items_handoverevent_add")).status_code == 403

@@ -317,3 +317,47 @@ def test_a_real_null_in_a_nullable_reference_passes_a_strict_openapi_3_0_validat
     # Then both bodies, nulls and all, are what the document says, read by a strict 3.0 validator
     documented_body(detail, "/a/{slug}/items/{item_id}", "get")
     documented_body(limits, "/admin/user-resources/{user_id}", "get")
+
+
+STREAMING = {
+    ("/a/{slug}/items/{item_id}/exec", "post"): {"started", "output", "result", "error"},
+    ("/a/{slug}/items/{item_id}/messages", "post"): {"delta", "restart", "tool", "step", "turn", "error"},
+    ("/kb/chats/{chat_id}/messages", "post"): {"delta", "restart", "answer", "error"},
+}
+
+
+def test_no_operation_offers_a_format_parameter_that_asks_for_a_stream(schema: dict) -> None:
+    # Given the document / When every operation's query parameters are read
+    offered = [
+        (method, path)
+        for path, operations in schema["paths"].items()
+        for method, operation in operations.items()
+        if isinstance(operation, dict)
+        and any(parameter["name"] == "format" for parameter in operation.get("parameters", ()))
+    ]
+    # Then none offers `format` (a generated client would ask for events it parses as JSON)
+    assert offered == []
+
+
+@pytest.mark.parametrize(("path", "method"), list(STREAMING))
+def test_a_streaming_operation_says_what_its_stream_is_and_how_to_ask_for_it(schema: dict, path: str, method: str):
+    # Given a streaming operation / When its document is read
+    operation = schema["paths"][path][method]
+    streams = [
+        media["schema"]
+        for response in operation["responses"].values()
+        for kind, media in response.get("content", {}).items()
+        if kind == "text/event-stream"
+    ]
+    # Then one answer is a text/event-stream of the named events, asked for with the Accept header
+    assert len(streams) == 1
+    assert set(streams[0]["properties"]["event"]["enum"]) == STREAMING[(path, method)]
+    assert "`Accept: text/event-stream`" in operation["description"]
+
+
+def test_the_message_list_is_documented_as_json_alone(schema: dict) -> None:
+    # Given the list of an item's messages, which answers JSON whatever the Accept header asks
+    # When its document is read / Then its one answer is application/json
+    assert list(schema["paths"]["/a/{slug}/items/{item_id}/messages"]["get"]["responses"]["200"]["content"]) == [
+        "application/json"
+    ]

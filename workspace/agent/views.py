@@ -63,7 +63,8 @@ class ItemMessagesApi(ItemApiView):
 
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
-    @extend_schema(responses={200: ChatMessageOutputSerializer(many=True), **_ERRORS})
+    # A list, never a stream: `Accept: text/event-stream` gets it as JSON too (EventStreamRenderer).
+    @extend_schema(responses={(200, "application/json"): ChatMessageOutputSerializer(many=True), **_ERRORS})
     def get(self, request: Request, slug: str, item_id: int) -> Response:
         item = self.item
         return Response(ChatMessageOutputSerializer(selectors.messages_of_item(item.pk), many=True).data)

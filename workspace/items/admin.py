@@ -14,8 +14,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from collab.actor import admin_actor
 from collab.edge import admin_refused, form_error
 from collab.errors import DomainError
+from quotas.admin import ReadOnlyLedgerAdmin
 from workspace.items import services
-from workspace.items.models import Item
+from workspace.items.models import HandoverEvent, Item
 
 
 class ItemForm(forms.ModelForm):
@@ -89,3 +90,15 @@ class ItemAdmin(admin.ModelAdmin):
         except DomainError as exc:
             admin_refused(self, request, exc)
             return HttpResponseRedirect(request.get_full_path())
+
+
+@admin.register(HandoverEvent)
+class HandoverEventAdmin(ReadOnlyLedgerAdmin):
+    """What became of each handover of a bill, as the people it concerns were told (read-only:
+    the record of who accepted, declined or handed back)."""
+
+    list_display = ("at", "item", "outcome", "by", "told")
+    list_filter = ("outcome",)
+    search_fields = ("by", "told", "item__title")
+    ordering = ("-at", "-pk")
+    list_select_related = ("item",)

@@ -82,3 +82,12 @@ holds<Exactly<Exec[429]["headers"]["Retry-After"], number | undefined>>();
 type Disk = Schemas["ItemDetailOutput"]["disk"];
 holds<Exactly<Exclude<Disk, null | undefined>, Schemas["ItemDiskOutput"]>>();
 holds<null extends Disk ? true : false>();
+
+// A stream is an answer of its own, asked for with `Accept: text/event-stream`: each event named,
+// and refusals stay JSON (no `text/event-stream` body a client would have to handle for a 429).
+holds<Exactly<Exec[200]["content"]["text/event-stream"]["event"], "started" | "output" | "result" | "error">>();
+holds<Exactly<keyof Exec[429]["content"], "application/json">>();
+type Turn = operations["a_items_messages_create"]["responses"];
+holds<Exactly<Turn[200]["content"]["text/event-stream"]["event"], "delta" | "restart" | "tool" | "step" | "turn" | "error">>();
+type Asked = operations["kb_chats_messages_create"]["responses"];
+holds<Exactly<Asked[200]["content"]["text/event-stream"]["event"], "delta" | "restart" | "answer" | "error">>();
