@@ -70,9 +70,28 @@ def test_the_answer_shows_as_it_is_written_then_as_stored(page_as, chat: KbChat,
         QUESTION,
         "To free capacity, close a sandbox on my-resources [1].",
     ]
+    # And the model was asked once for the one question
+    assert len(llm_provider.chat_requests) == 1
     assert_no_sideways_scroll(tab)
     assert_accessible(tab)
     screenshot(tab, "kb-answer-stored")
+
+
+def test_a_question_asked_with_a_double_click_asks_the_model_once(page_as, chat: KbChat, llm_provider) -> None:
+    # Given a model that answers with a cited sentence (and would answer a second request too)
+    llm_provider.push(Stream(["Close a sandbox [1]."]), Stream(["Asked twice [1]."]))
+    tab = page_as("alice")
+    tab.goto(f"/kb/chats/{chat.id}")
+
+    # When alice double-clicks Ask
+    tab.get_by_test_id("question").fill(QUESTION)
+    tab.get_by_test_id("ask").dblclick()
+
+    # Then one answer is stored and the model was asked once
+    expect(tab.get_by_test_id("message-assistant")).to_have_count(1)
+    expect(tab.get_by_test_id("question")).to_have_value("")
+    assert KbChatMessage.objects.filter(chat=chat, role="assistant").count() == 1
+    assert len(llm_provider.chat_requests) == 1
 
 
 def test_a_model_failing_midway_gives_way_to_the_quoted_answer(page_as, chat: KbChat, llm_provider) -> None:
