@@ -75,7 +75,8 @@ def test_deleting_an_item_in_admin_closes_its_sandbox_and_removes_its_workspace(
 ):
     # Given an item with a file, a live sandbox and a measured disk row
     item = make_item()
-    assert alice_api.put(item_url(item, "/files/notes.txt"), b"hello", content_type="text/plain").status_code == 200
+    written = alice_api.put(item_url(item, "/files/notes.txt"), b"hello", content_type="application/octet-stream")
+    assert written.status_code == 200
     assert alice_api.post(item_url(item, "/exec"), {"command": "true"}, format="json").status_code == 200
     WorkspaceDiskUsage.objects.create(item_id=str(item.pk), app_slug="notebook", owner="alice", bytes=5)
 

@@ -251,3 +251,34 @@ def test_bad_batches_are_400_and_change_nothing(alice_api, item, operations):
     # Then it is 400 and the workspace stays empty
     assert response.status_code == 400
     assert not workspace_dir(item.pk).exists() or list(workspace_dir(item.pk).iterdir()) == []
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "application/json"])
+def test_a_file_put_labelled_as_another_media_type_is_refused_and_writes_nothing(alice_api, make_item, content_type):
+    # Given alice's notebook
+    item = make_item()
+    # When she PUTs bytes labelled other than application/octet-stream
+    response = alice_api.put(item_url(item, "/files/notes.txt"), b"hello", content_type=content_type)
+    # Then the answer is 415 saying what to send, and no file was written
+    assert response.status_code == 415
+    assert response.json()["error"] == "unsupported_media_type"
+    assert "application/octet-stream" in response.json()["detail"]
+    assert alice_api.get(item_url(item, "/files/notes.txt")).status_code == 404
+
+
+@pytest.mark.parametrize("content_type", ["application/octet-stream", "application/octet-stream; charset=binary", ""])
+def test_a_file_put_as_octet_stream_or_unlabelled_is_written(alice_api, make_item, content_type):
+    # Given alice's notebook / When she PUTs bytes as the document says, or with no Content-Type
+    item = make_item()
+    response = alice_api.generic("PUT", item_url(item, "/files/notes.txt"), b"hello", content_type=content_type)
+    # Then they are written
+    assert response.status_code == 200
+    assert b"".join(alice_api.get(item_url(item, "/files/notes.txt")).streaming_content) == b"hello"
+
+
+def test_a_stranger_putting_a_wrongly_labelled_file_hears_not_found(bob_api, make_item):
+    # Given alice's notebook / When bob PUTs a file labelled text/plain into it
+    item = make_item()
+    response = bob_api.put(item_url(item, "/files/notes.txt"), b"x", content_type="text/plain")
+    # Then he hears it does not exist, as for any request of his there
+    assert response.status_code == 404

@@ -22,7 +22,7 @@ from collab.api import ServiceApiView, answered_later, created, location_header,
 from collab.bodies import takes_uploads
 from collab.capacity import Ticket
 from collab.edge import body_of
-from collab.errors import DomainError, Invalid, NotFound
+from collab.errors import DomainError, Invalid, NotFound, UnsupportedType
 from collab.events import EventStreamRenderer, event_frame, event_schema, event_stream
 from collab.serializers import ErrorOutputSerializer
 from collab.waits import Readable, ReleasedAfter, primed
@@ -271,6 +271,21 @@ def _request_chunks(request: HttpRequest) -> Iterator[bytes]:
         yield chunk
 
 
+# What a file PUT may say its body is: the document's one media type, or nothing (a script that
+# sends bytes without naming them). A form's type (`curl --data-binary` without `-H`) or a JSON one
+# would be read as bytes all the same, but the document would not say so.
+FILE_BODY_TYPES = ("", "application/octet-stream")
+
+
+def _bytes_only(request: Request) -> None:
+    said = request.META.get("CONTENT_TYPE", "").split(";")[0].strip().lower()
+    if said not in FILE_BODY_TYPES:
+        raise UnsupportedType(
+            error="unsupported_media_type",
+            detail=f"A file's bytes are sent as application/octet-stream (or with no Content-Type), not {said[:100]}.",
+        )
+
+
 @takes_uploads(lambda: settings.WORKSPACE_MAX_FILE_BYTES)
 class ItemFileApi(ItemApiView):
     needs = {"delete": ItemRight.TEND}
@@ -295,13 +310,22 @@ class ItemFileApi(ItemApiView):
         return FileResponse(open_read(root, target), content_type=content_type)
 
     @extend_schema(
-        # The body is the file's bytes whatever media type it says (`curl --data-binary` says a
-        # form's): documented as octet-stream alone, since client generators refuse `*/*`.
         request={"application/octet-stream": OpenApiTypes.BINARY},
-        responses={200: FileChangeOutputSerializer, 413: ErrorOutputSerializer, 507: ErrorOutputSerializer, **_ERRORS},
+        responses={
+            200: FileChangeOutputSerializer,
+            413: ErrorOutputSerializer,
+            415: ErrorOutputSerializer,
+            507: ErrorOutputSerializer,
+            **_ERRORS,
+        },
+        description=(
+            "The body is the file's bytes, sent as `application/octet-stream` (or with no Content-Type); "
+            "any other media type is 415 `unsupported_media_type` and nothing is written."
+        ),
     )
     def put(self, request: Request, slug: str, item_id: int, file_path: str) -> Response:
         item = self.item
+        _bytes_only(request)
         change = services.file_write(item=item, path=file_path, chunks=_request_chunks(request._request))
         return Response(FileChangeOutputSerializer(change).data)
 
