@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.utils import extend_schema_field
@@ -113,38 +114,49 @@ class UserResourceDetailOutputSerializer(serializers.Serializer):
     defaults = QuotaLimitsOutputSerializer()
 
 
-# What `parse_override_value` takes, for the document: a JSON number within the dimension's bounds,
-# or a string holding one (sizes with a K/M/G/T unit), "max" in any case, or blank (the default).
+# What `parse_override_value` takes, as the document says it and as these fields enforce it: a JSON
+# number within the dimension's bounds, or a string holding one (sizes with a K/M/G/T unit), "max"
+# in any case, or blank (the default). A string the pattern forbids is refused before it is parsed,
+# so the server takes nothing the document does not offer.
 _UNLIMITED_TEXT = "[Mm][Aa][Xx]"
+_COUNT_TEXT = "[0-9]{1,9}"
+_CORES_TEXT = "[0-9]{1,6}(\\.[0-9]{1,6})?"
+# Six digits keep any unit (up to T) under the largest size.
+_SIZE_TEXT = "[0-9]{1,6}\\s*[KkMmGgTt]?([Ii]?[Bb])?"
+
+
+def _text_pattern(text: str) -> str:
+    return f"^\\s*({text}|{_UNLIMITED_TEXT})?\\s*$"
 
 
 def _override_schema(number: dict[str, Any], text: str) -> dict[str, Any]:
-    pattern = f"^\\s*({text}|{_UNLIMITED_TEXT})?\\s*$"
     # null as a member of its own: OpenAPI 3.0 counts `nullable` only beside a `type`.
     null = {"type": "object", "nullable": True, "enum": [None]}
-    return {"anyOf": [number, {"type": "string", "pattern": pattern}, null]}
+    return {"anyOf": [number, {"type": "string", "pattern": _text_pattern(text)}, null]}
 
 
-@extend_schema_field(_override_schema({"type": "integer", "minimum": 0, "maximum": MAX_COUNT}, "[0-9]{1,9}"))
-class _CountOverrideField(serializers.JSONField):
-    pass
+class _OverrideField(serializers.JSONField):
+    text = ""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and not re.fullmatch(_text_pattern(self.text), data):
+            raise serializers.ValidationError(f"Not a value this field takes: {self.help_text}")
+        return super().to_internal_value(data)
 
 
-@extend_schema_field(
-    _override_schema({"type": "number", "minimum": 0, "maximum": MAX_CPU_CORES}, "[0-9]{1,6}(\\.[0-9]{1,6})?")
-)
-class _CoresOverrideField(serializers.JSONField):
-    pass
+@extend_schema_field(_override_schema({"type": "integer", "minimum": 0, "maximum": MAX_COUNT}, _COUNT_TEXT))
+class _CountOverrideField(_OverrideField):
+    text = _COUNT_TEXT
 
 
-# Six digits keep any unit (up to T) under the largest size.
-@extend_schema_field(
-    _override_schema(
-        {"type": "integer", "minimum": 0, "maximum": MAX_SIZE_BYTES}, "[0-9]{1,6}\\s*[KkMmGgTt]?([Ii]?[Bb])?"
-    )
-)
-class _SizeOverrideField(serializers.JSONField):
-    pass
+@extend_schema_field(_override_schema({"type": "number", "minimum": 0, "maximum": MAX_CPU_CORES}, _CORES_TEXT))
+class _CoresOverrideField(_OverrideField):
+    text = _CORES_TEXT
+
+
+@extend_schema_field(_override_schema({"type": "integer", "minimum": 0, "maximum": MAX_SIZE_BYTES}, _SIZE_TEXT))
+class _SizeOverrideField(_OverrideField):
+    text = _SIZE_TEXT
 
 
 class UserResourceOverrideInputSerializer(serializers.Serializer):

@@ -233,12 +233,36 @@ def test_bad_values_are_400_naming_the_field_and_change_nothing(staff, body, fie
 def test_the_largest_values_the_columns_hold_are_taken(staff):
     # Given alice, staff
     # When she puts the largest count, cpu, memory and disk an override takes
-    biggest = {"count": 2**31 - 1, "cpu": 1_000_000, "memory": 2**63 - 1, "disk": "8388607T"}
+    biggest = {"count": 2**31 - 1, "cpu": 1_000_000, "memory": 2**63 - 1, "disk": 8388607 * 1024**4}
     response = staff.put(f"{URL}/bob", biggest, format="json")
     # Then they are stored as given
     assert response.status_code == 200
     row = UserResourceOverride.objects.get(user_id="bob")
     assert (row.count, row.cpu, row.memory, row.disk) == (2**31 - 1, 1_000_000, 2**63 - 1, 8388607 * 1024**4)
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"disk": "8388607T"}, "disk"), ({"memory": "1234567"}, "memory"), ({"count": "1234567890"}, "count")],
+)
+def test_a_string_longer_than_the_document_allows_is_refused_though_it_would_parse(staff, body, field):
+    # Given bob's override of count 2, and the document's size strings of at most six digits (nine
+    # for a count): a number says more, and any unit keeps six digits under the largest size
+    staff.put(f"{URL}/bob", {"count": 2}, format="json")
+    # When staff put a string with more digits, which the size parser would read
+    response = staff.put(f"{URL}/bob", body, format="json")
+    # Then it is 400 naming the field, as the document says, and nothing changed
+    assert response.status_code == 400
+    assert field in response.json()["fields"]
+    assert UserResourceOverride.objects.get(user_id="bob").count == 2
+
+
+@pytest.mark.parametrize("value", ["512M", " 999999T ", "MAX", "", "16 GiB"])
+def test_a_size_string_the_document_offers_is_taken(staff, value):
+    # Given alice, staff / When she puts a size string the document's pattern allows
+    response = staff.put(f"{URL}/bob", {"memory": value}, format="json")
+    # Then it is stored
+    assert response.status_code == 200, response.content
 
 
 def test_a_body_that_is_not_an_object_is_400(staff):
