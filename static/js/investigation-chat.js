@@ -74,14 +74,12 @@
     const chatCard = document.getElementById("investigation-chat");
     if (!chatCard || !window.Workspace) return;
     const participants = new Set(JSON.parse(document.getElementById("investigation-participants").textContent));
-    let directory = null;  // a promise of a Map; a failed read is tried again next time
 
-    function loadDirectory() {
-      directory = directory || Workspace.sendJson(chatCard.dataset.usersUrl, "GET").then(function (answer) {
-        if (!answer.response.ok || !Array.isArray(answer.body)) { directory = null; return new Map(); }
-        return new Map(answer.body.map((user) => [user.id, user]));
-      });
-      return directory;
+    /* The directory as a Map from id to user, read once with the Mention card (people-combobox.js);
+       a failed read is tried again next time. */
+    async function loadDirectory() {
+      const users = await Workspace.peopleDirectory(chatCard.dataset.usersUrl);
+      return new Map(users.map((user) => [user.id, user]));
     }
 
     async function post(ids, note) {
