@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet, Sum
 
 from collab import clock
 from collab.rows import ModelRows, PlannedStatement, answer_later
@@ -114,6 +114,7 @@ def activity_open_sent(
     backend: str,
     size: SandboxSize,
     lease: timedelta,
+    host: str = "",
 ) -> Callable[[], SandboxActivity]:
     """Records a sandbox that is about to open, at its app's resolved size; it counts from now on.
     The row is read when the function it returns is called: in a PostgreSQL pipelined
@@ -129,6 +130,7 @@ def activity_open_sent(
         "app_slug": app_slug,
         "owner": payer,
         "backend": backend,
+        "host": host,
         "backend_sandbox_id": "",
         "cpu_cores": size.cpu_cores,
         "memory_bytes": size.memory_bytes,
@@ -233,6 +235,56 @@ def activity_close(*, activity_id: int, reason: str, closed_by: str = "") -> boo
     return updated == 1
 
 
+def evidence_withdrawn(*, activity_id: int, last_seen_at: datetime, lease: timedelta) -> None:
+    """The heartbeat an exec wrote before its sandbox's host turned out not to answer is taken
+    back: the row counts until `last_seen_at` (the last real evidence) plus the lease, so retrying
+    a dead host does not keep its sandboxes billed."""
+    SandboxActivity.current.filter(pk=activity_id).update(
+        last_seen_at=last_seen_at, lease_expires_at=last_seen_at + lease
+    )
+
+
+def live_usage_by_host(hosts: Iterable[str]) -> dict[str, HostUsage]:
+    """What the ledger counts live on each of `hosts` (one grouped query): sizes as recorded, and
+    how many rows leave cpu or memory to the host's default (None or 0), which the caller prices."""
+    undeclared_cpu = Q(cpu_cores__isnull=True) | Q(cpu_cores=0)
+    undeclared_memory = Q(memory_bytes__isnull=True) | Q(memory_bytes=0)
+    rows = (
+        live_rows()
+        .filter(backend="http", host__in=list(hosts))
+        .values("host")
+        .annotate(
+            declared_cpu=Sum("cpu_cores", filter=~undeclared_cpu, default=0.0),
+            declared_memory=Sum("memory_bytes", filter=~undeclared_memory, default=0),
+            count=Count("id"),
+            default_cpu=Count("id", filter=undeclared_cpu),
+            default_memory=Count("id", filter=undeclared_memory),
+        )
+        .order_by()
+    )
+    return {
+        row["host"]: HostUsage(
+            cpu_cores=float(row["declared_cpu"]),
+            memory_bytes=int(row["declared_memory"]),
+            sandboxes=row["count"],
+            default_cpu=row["default_cpu"],
+            default_memory=row["default_memory"],
+        )
+        for row in rows
+    }
+
+
+@dataclass(frozen=True)
+class HostUsage:
+    """What the ledger counts live on one sandbox host (`live_usage_by_host`)."""
+
+    cpu_cores: float = 0.0
+    memory_bytes: int = 0
+    sandboxes: int = 0
+    default_cpu: int = 0  # rows whose cpu is the host's default
+    default_memory: int = 0  # rows whose memory is the host's default
+
+
 def idle_rows(*, idle_since: datetime) -> QuerySet[SandboxActivity]:
     """Open rows not used since `idle_since`: the idle reclaim's candidates."""
     return SandboxActivity.current.filter(last_used_at__lt=idle_since).order_by("last_used_at", "id")
@@ -249,10 +301,10 @@ def expired_rows_of_item_or_payer(*, item_id: str | int, payer: str) -> QuerySet
     return expired_rows().filter(Q(item_id=str(item_id)) | Q(owner=payer))
 
 
-def open_backend_ids(backend: str) -> set[str]:
-    """The backend sandbox ids the ledger still holds open (live or not yet shut down)."""
+def open_backend_ids(backend: str, *, host: str = "") -> set[str]:
+    """The backend sandbox ids the ledger still holds open (live or not yet shut down) on `host`."""
     return set(
-        SandboxActivity.current.filter(backend=backend)
+        SandboxActivity.current.filter(backend=backend, host=host)
         .exclude(backend_sandbox_id="")
         .values_list("backend_sandbox_id", flat=True)
     )

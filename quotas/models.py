@@ -37,6 +37,8 @@ class SandboxActivity(models.Model):
     app_slug = models.CharField(max_length=64)
     owner = models.CharField(max_length=150)
     backend = models.CharField(max_length=20)
+    # The sandbox host it was placed on (its URL), for the http backend; blank for the local one.
+    host = models.CharField(max_length=200, blank=True, default="")
     # Empty while the backend is still opening it; the row already counts so that a
     # concurrent open of the same payer sees it.
     backend_sandbox_id = models.CharField(max_length=100, blank=True, default="")
@@ -75,6 +77,8 @@ class SandboxActivity(models.Model):
             models.Index(fields=["item_id", "is_deleted", "lease_expires_at"], name="sbx_item_live_idx"),
             # Idle reclaim scans open rows by last use.
             models.Index(fields=["is_deleted", "last_used_at"], name="sbx_idle_idx"),
+            # What the ledger counts on each sandbox host: placement reads it for the whole pool.
+            models.Index(fields=["host", "is_deleted", "lease_expires_at"], name="sbx_host_live_idx"),
         ]
 
     def __str__(self) -> str:

@@ -51,6 +51,7 @@ def my_resources_page(request: HttpRequest) -> HttpResponse:
         "sandbox_rows": sandbox_rows,
         "disk_row": disk_row,
         "live": [{"sandbox": sandbox, "memory": format_size(sandbox.memory)} for sandbox in mine.live],
+        "live_on_hosts": any(sandbox.host for sandbox in mine.live),
     }
     return render(request, "quotas/my_resources.html", context)
 

@@ -14,7 +14,7 @@ from collab.rows import PlannedStatement, answer_later
 from quotas import host, ledger
 from quotas.limits import limits_for
 from quotas.models import SandboxActivity, UserResourceOverride, WorkspaceDiskUsage
-from quotas.values import OverrideValues, UserLimits
+from quotas.values import OverrideValues, UserLimits, host_name
 
 MY_DISK_ROWS = 500
 
@@ -40,6 +40,7 @@ class LiveSandbox:
     charges_cost: bool
     opened_at: datetime
     last_used_at: datetime
+    host: str = ""  # the sandbox host it runs on (`host_name`); blank on the local backend
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ def my_resources(*, actor: Actor) -> MyResources:
             charges_cost=row.charges_cost,
             opened_at=row.opened_at,
             last_used_at=row.last_used_at,
+            host=host_name(row.host),
         )
         for ordinal, row in enumerate(live_rows, start=1)
     ]

@@ -30,6 +30,7 @@ class MyLiveSandboxOutputSerializer(serializers.Serializer):
     charges_cost = serializers.BooleanField(help_text="Whether cpu and memory count towards the per-user totals.")
     opened_at = serializers.DateTimeField()
     last_used_at = serializers.DateTimeField()
+    host = serializers.CharField(help_text="The sandbox host it runs on (address:port); blank on the local backend.")
 
 
 class MyDiskItemOutputSerializer(serializers.Serializer):

@@ -5,6 +5,7 @@ One type per concept, with no model or settings import, so every layer above may
 
 from __future__ import annotations
 
+import urllib.parse
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,12 @@ MAX_COUNT = 2**31 - 1
 MAX_CPU_CORES = 1_000_000
 # Written in an override for "no limit"; stored as 0.
 UNLIMITED_WORD = "max"
+
+
+def host_name(url: str) -> str:
+    """How people see a sandbox host (DESIGN.md §5 "Many sandbox machines"): its address and port
+    (`sandbox-1:8100`), not its URL's scheme or path; blank for the local backend (no URL)."""
+    return urllib.parse.urlsplit(url).netloc or url
 
 
 @dataclass(frozen=True)

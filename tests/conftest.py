@@ -31,6 +31,7 @@ pytest_plugins = [
     "tests.fixtures.workers",
     "tests.fixtures.terminals",
     "tests.fixtures.schema",
+    "tests.fixtures.sandbox_pool",
 ]
 
 

@@ -16,12 +16,13 @@ from rest_framework.response import Response
 
 from collab import clock
 from collab.api import ServiceApiView
+from workspace.items import pool
 from workspace.items.config import get_config
 from workspace.sandboxes.boundary import configured_boundary
 from workspace.sandboxes.http import HttpBackend
 from workspace.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, configured_driver
 from workspace.sandboxes.reach import passable_dirs, unreachable_reason
-from workspace.sandboxes.registry import var_dir
+from workspace.sandboxes.registry import host_token, var_dir
 from workspace.sandboxes.volumes import workspaces_root
 from workspace.worker import latest_beat
 
@@ -33,7 +34,33 @@ CHECK_STATES = ["ok", "failing"]
 
 
 class CheckFailed(Exception):
-    pass
+    def __init__(self, message: str, *, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.extra = extra or {}
+
+
+class HostUsageSerializer(serializers.Serializer):
+    cpu_cores = serializers.FloatField()
+    memory_bytes = serializers.IntegerField()
+    sandboxes = serializers.IntegerField()
+
+
+class HostCapacitySerializer(serializers.Serializer):
+    cpu_cores = serializers.FloatField()
+    memory_bytes = serializers.IntegerField()
+    sandboxes = serializers.IntegerField(allow_null=True, help_text="null: no bound on the count.")
+
+
+class HostHealthSerializer(serializers.Serializer):
+    host = serializers.CharField(help_text="Its address and port, as items name it.")
+    url = serializers.CharField()
+    state = serializers.ChoiceField(
+        choices=["ok", "unreachable", "misconfigured", "draining"],
+        help_text="misconfigured: it answers, but takes no sandbox until `problem` is fixed.",
+    )
+    capacity = HostCapacitySerializer(allow_null=True, help_text="What it offers in all (its own /healthz).")
+    used = HostUsageSerializer(help_text="What the ledger counts live there.")
+    problem = serializers.CharField(required=False, help_text="Why its last health call failed.")
 
 
 class HealthOutputSerializer(serializers.Serializer):
@@ -48,6 +75,7 @@ class HealthOutputSerializer(serializers.Serializer):
     )
     backend = serializers.CharField(required=False, help_text="Staff only: `local` or `http`.")
     driver = serializers.CharField(required=False, help_text="local only: cgroup-v2, cgroup-v1 or prlimit.")
+    hosts = HostHealthSerializer(many=True, required=False, help_text="Staff only, http backend: each sandbox host.")
     error = serializers.CharField(required=False, help_text="`unhealthy` when a check failed.")
     detail = serializers.CharField(required=False, help_text="What failed, check by check.")
 
@@ -103,18 +131,31 @@ def _local_check() -> dict[str, Any]:
     return {"driver": driver.name}
 
 
-def sandbox_check(backend: str) -> dict[str, Any]:
+def sandbox_check(backend: str, *, database_ok: bool = True) -> dict[str, Any]:
     """Extra fields to report; raises CheckFailed when sandboxes cannot be started."""
-    if backend == "http":
-        host = HttpBackend(
-            get_config().sandbox.host_url, token=settings.WORKSPACE_SANDBOX_HOST_TOKEN, timeout=HOST_TIMEOUT_SECONDS
-        )
-        try:
-            host.host_defaults()
-        except Exception as exc:  # unreachable, timed out, or not JSON: all mean "cannot start"
-            raise CheckFailed(str(exc)) from exc
+    if backend != "http":
+        return _local_check()
+    if not database_ok:
+        # The pool's reports live in the database: without it, each host is asked here.
+        problems = [problem for url in pool.pool_urls() if (problem := _host_problem(url))]
+        if len(problems) == len(pool.pool_urls()):
+            raise CheckFailed("; ".join(problems))
         return {}
-    return _local_check()
+    pool.hosts_refresh()
+    states = pool.pool_state()
+    report = {"hosts": [state.as_report() for state in states]}
+    if not any(state.takes_sandboxes for state in states):
+        problems = [f"{state.name}: {state.problem or state.as_report()['state']}" for state in states]
+        raise CheckFailed(f"no sandbox host takes new sandboxes ({'; '.join(problems)})", extra=report)
+    return report
+
+
+def _host_problem(url: str) -> str:
+    try:
+        HttpBackend(url, token=host_token(url), timeout=HOST_TIMEOUT_SECONDS).health()
+    except Exception as exc:  # unreachable, timed out, or not JSON: all mean "cannot start"
+        return str(exc)
+    return ""
 
 
 def worker_check() -> float:
@@ -148,8 +189,9 @@ def health_report() -> tuple[int, dict[str, Any]]:
             report["worker"] = "failing"
             failures.append(f"worker: {exc}")
     try:
-        report.update(sandbox_check(backend))
+        report.update(sandbox_check(backend, database_ok=report["database"] == "ok"))
     except CheckFailed as exc:
+        report.update(exc.extra)
         report["sandbox_backend"] = "failing"
         failures.append(f"sandbox_backend: {exc}")
     if not failures:

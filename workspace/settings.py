@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from workspace.sandboxes.reach import default_var_dir
+
+
+def _host_tokens(raw: str) -> dict[str, str]:
+    """WORKSPACE_SANDBOX_HOST_TOKENS: a JSON object of host URL -> token, or nothing."""
+    try:
+        tokens = json.loads(raw) if raw.strip() else {}
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"WORKSPACE_SANDBOX_HOST_TOKENS is not JSON: {exc}") from exc
+    if not isinstance(tokens, dict) or not all(isinstance(v, str) and v for v in tokens.values()):
+        raise ImproperlyConfigured("WORKSPACE_SANDBOX_HOST_TOKENS must be a JSON object of host URL -> token.")
+    return {url.rstrip("/"): token for url, token in tokens.items()}
+
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -484,6 +498,9 @@ WORKSPACE_DISK_ENFORCEMENT = os.environ.get("WORKSPACE_DISK_ENFORCEMENT", "auto"
 # The shared secret between the app and its sandbox hosts (`runsandboxhost`): the app sends it on
 # every call, the host answers 401 without it and refuses to listen beyond loopback without one.
 WORKSPACE_SANDBOX_HOST_TOKEN = os.environ.get("WORKSPACE_SANDBOX_HOST_TOKEN", "")
+# A pool's hosts may each have their own secret: a JSON object of host URL -> token (as `[sandbox]
+# hosts` spells the URL). A host it does not name gets WORKSPACE_SANDBOX_HOST_TOKEN.
+WORKSPACE_SANDBOX_HOST_TOKENS = _host_tokens(os.environ.get("WORKSPACE_SANDBOX_HOST_TOKENS", ""))
 
 LOGGING = {
     "version": 1,

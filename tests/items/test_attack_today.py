@@ -48,6 +48,6 @@ def test_a_sandbox_whose_opening_exec_stores_its_id_while_a_close_is_under_way_d
     lifecycle.sandbox_close(item=item, closed_by="bob")
     # Then the sandbox is gone with its row: none of the item's runs on that the ledger does not count
     assert outcomes
-    assert not lifecycle.default_backend().probe(opened.id)
-    assert opened.id not in lifecycle.default_backend().sandboxes()
+    assert not lifecycle.backend_at("local").probe(opened.id)
+    assert opened.id not in lifecycle.backend_at("local").sandboxes()
     assert not SandboxActivity.current.filter(item_id=item.pk).exists()

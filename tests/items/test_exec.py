@@ -265,7 +265,7 @@ def backend_opens(monkeypatch):
     """Runs `then(opened)` right after the backend opened a sandbox, before the exec goes on."""
 
     def install(then):
-        backend = lifecycle.default_backend()
+        backend = lifecycle.backend_at("local")
         original = backend.open
 
         def open_then(**kwargs):
@@ -364,7 +364,7 @@ def test_when_the_first_write_of_an_opening_exec_fails_its_sandbox_is_closed_and
         _exec(alice_api, item, "true")
     again = _exec(alice_api, item, "echo again")
     # Then the first sandbox was closed with its row, and the second command opened a new one at once
-    assert not lifecycle.default_backend().probe(failures[0])
+    assert not lifecycle.backend_at("local").probe(failures[0])
     assert SandboxActivity.objects.get(backend_sandbox_id="").close_reason == SandboxActivity.CloseReason.FAILED
     assert (again.status_code, again.json()["stdout"], again.json()["sandbox_opened"]) == (200, "again\n", True)
     assert again.json()["sandbox_id"] != failures[0]

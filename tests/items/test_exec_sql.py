@@ -22,13 +22,14 @@ from workspace.items.models import Item, RunningExec
 pytestmark = pytest.mark.django_db
 
 
-def _activity(item, *, lease: timedelta = timedelta(minutes=5)) -> SandboxActivity:
+def _activity(item, *, lease: timedelta = timedelta(minutes=5), host: str = "") -> SandboxActivity:
     """A live sandbox row of the item (a record is written only while its sandbox's row counts)."""
     return SandboxActivity.objects.create(
         item_id=str(item.pk),
         app_slug=item.app_slug,
         owner="alice",
-        backend="local",
+        backend="http" if host else "local",
+        host=host,
         backend_sandbox_id="loc-1",
         lease_expires_at=clock_module.now() + lease,
     )
@@ -54,12 +55,30 @@ def test_a_commands_record_is_stored_as_the_orm_would_store_it(make_item, clock)
         "requested_by": "alice",
         "command": ("echo " + "x" * 300)[:200],
         "backend": "local",
+        "host": "",
         "backend_sandbox_id": "loc-1",
         "started_at": now,
         "ends_by": now + timedelta(seconds=90),
         "stopped_by": "",
     }
     assert [record.exec_id for record in running.running_of_item(item)] == ["a" * 32]
+
+
+def test_a_command_on_a_pool_host_is_recorded_with_its_host_so_a_stop_reaches_it(make_item, clock):
+    # Given alice's item whose sandbox runs on a host of the pool
+    item = make_item()
+    # When a command of hers is recorded
+    running.exec_record(
+        exec_id="b" * 32,
+        item=item,
+        requested_by="alice",
+        command="sleep 1",
+        activity=_activity(item, host="http://sandbox-2:8100"),
+        timeout=30,
+    )
+    # Then its record names the host as well as the backend
+    record = RunningExec.objects.get(pk="b" * 32)
+    assert (record.backend, record.host) == ("http", "http://sandbox-2:8100")
 
 
 def test_a_command_that_reads_as_sql_is_recorded_as_its_text(make_item, clock):

@@ -15,6 +15,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 
+from collab import clock
 from quotas import ledger
 from quotas.models import SandboxActivity
 from quotas.values import SandboxSize
@@ -23,6 +24,7 @@ from tests.fixtures.items import SANDBOX_HOST_TOKEN as TOKEN
 from tests.fixtures.items import host_call as _call
 from tests.fixtures.quotas import GIB
 from workspace.items import lifecycle
+from workspace.items.models import SandboxHost
 from workspace.sandboxes import host as host_module
 from workspace.sandboxes.base import HostCapacity
 from workspace.sandboxes.host import HostSettings, build_server, configured_capacity
@@ -196,19 +198,48 @@ def test_closing_through_the_api_deletes_the_sandbox_on_the_host(alice_api, make
 
 
 @pytest.mark.django_db
-def test_a_host_that_is_down_gives_a_clear_503_and_nothing_live(alice_api, make_item, write_config):
+def test_a_host_that_is_down_gives_a_503_naming_it_with_retry_after_and_nothing_live(
+    alice_api, make_item, write_config
+):
     # Given deployment config naming a host on a port where nothing listens, and alice's notebook
-    write_config(f'[sandbox]\nbackend = "http"\nhost_url = "http://127.0.0.1:{_free_port()}"\n')
+    port = _free_port()
+    write_config(f'[sandbox]\nbackend = "http"\nhost_url = "http://127.0.0.1:{port}"\n')
     item = make_item()
     # When she runs a command
     response = alice_api.post(item_url(item, "/exec"), {"command": "ls"}, format="json")
-    # Then it is 503 sandbox_host_unavailable without the host's address, nothing is live and the
-    # attempt is recorded as failed
+    # Then it is 503 sandbox_host_unreachable naming the host (address and port, not its URL), with
+    # Retry-After, and nothing is live or counted
     assert response.status_code == 503
-    assert response.json()["error"] == "sandbox_host_unavailable"
-    assert "127.0.0.1" not in response.json()["detail"]
+    assert response.json()["error"] == "sandbox_host_unreachable"
+    assert response.json()["host"] == f"127.0.0.1:{port}"
+    assert f"127.0.0.1:{port}" in response.json()["detail"]
+    assert response["Retry-After"] == "30"
     assert ledger.live_rows_of_payer("alice").count() == 0
+    assert not SandboxActivity.current.exists()
+
+
+@pytest.mark.django_db
+def test_a_host_found_down_while_opening_is_named_and_its_attempt_recorded_as_failed(
+    alice_api, make_item, write_config
+):
+    # Given a one-host config whose host answered its health call a moment ago, then went away
+    port = _free_port()
+    write_config(f'[sandbox]\nbackend = "http"\nhost_url = "http://127.0.0.1:{port}"\n')
+    url = f"http://127.0.0.1:{port}"
+    now = clock.now()
+    SandboxHost.objects.create(
+        url=url, report={"capacity": HOST_CAPACITY.as_dict()}, seen_at=now, checked_at=now, answered=True
+    )
+    item = make_item()
+    # When she runs a command
+    response = alice_api.post(item_url(item, "/exec"), {"command": "ls"}, format="json")
+    # Then it is 503 sandbox_host_unreachable naming the host, the attempt is recorded as failed and
+    # the host takes no new sandbox until it answers again
+    assert response.status_code == 503
+    assert (response.json()["error"], response.json()["host"]) == ("sandbox_host_unreachable", f"127.0.0.1:{port}")
     assert SandboxActivity.objects.get().close_reason == "failed"
+    assert ledger.live_rows_of_payer("alice").count() == 0
+    assert SandboxHost.objects.get(url=url).problem
 
 
 def test_runsandboxhost_serves_the_protocol_with_defaults_from_the_environment(tmp_path):

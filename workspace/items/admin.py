@@ -7,16 +7,18 @@ from collections.abc import Callable
 from typing import Any
 
 from django import forms
-from django.contrib import admin
-from django.db.models import QuerySet
+from django.contrib import admin, messages
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from collab.actor import admin_actor
 from collab.edge import admin_refused, form_error
 from collab.errors import DomainError
+from quotas import ledger
 from quotas.admin import ReadOnlyLedgerAdmin
-from workspace.items import services
-from workspace.items.models import HandoverEvent, Item
+from quotas.values import host_name
+from workspace.items import pool, services
+from workspace.items.models import HandoverEvent, Item, SandboxHost
 
 
 class ItemForm(forms.ModelForm):
@@ -102,3 +104,99 @@ class HandoverEventAdmin(ReadOnlyLedgerAdmin):
     search_fields = ("by", "told", "item__title")
     ordering = ("-at", "-pk")
     list_select_related = ("item",)
+
+
+@admin.register(SandboxHost)
+class SandboxHostAdmin(admin.ModelAdmin):
+    """The pool's sandbox hosts (DESIGN.md §5 "Many sandbox machines"): what each last reported, what
+    the ledger counts there, and the drain. The config names the hosts, so none is added or deleted
+    here; the actions go through the item services."""
+
+    list_display = ("url", "state", "capacity", "live_sandboxes", "draining", "drained_by", "seen_at", "problem")
+    fields = ("url", "state", "capacity", "live_sandboxes", "draining", "drained_by", "drained_at", "seen_at",
+              "checked_at", "answered", "problem", "report")  # fmt: skip
+    readonly_fields = fields
+    ordering = ("url",)
+    actions = ("drain", "put_back", "close_sandboxes")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SandboxHost]:
+        live = (
+            ledger.live_rows()
+            .filter(backend="http", host=OuterRef("url"))
+            .values("host")
+            .annotate(count=Count("id"))
+            .values("count")
+        )
+        return super().get_queryset(request).annotate(live=Subquery(live, output_field=IntegerField()))
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        # Every configured host has its row, with a report at most a refresh old.
+        pool.hosts_refresh()
+        return super().changelist_view(request, extra_context)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: SandboxHost | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: SandboxHost | None = None) -> bool:
+        # Read-only fields; the actions are the changes.
+        return request.user.is_staff
+
+    @admin.display(description="state")
+    def state(self, host: SandboxHost) -> str:
+        if host.draining:
+            return "draining"
+        if not host.answered:
+            return "does not answer"
+        return "misconfigured" if host.problem else "answers"
+
+    @admin.display(description="capacity")
+    def capacity(self, host: SandboxHost) -> str:
+        capacity = host.report.get("capacity") if isinstance(host.report, dict) else None
+        if not isinstance(capacity, dict):
+            return "not reported"
+        count = capacity.get("sandboxes")
+        return (
+            f"{capacity.get('cpu_cores')} cores, {capacity.get('memory_bytes')} bytes"
+            f"{'' if count is None else f', {count} sandboxes'}"
+        )
+
+    @admin.display(description="live sandboxes")
+    def live_sandboxes(self, host: SandboxHost) -> int:
+        return getattr(host, "live", None) or 0
+
+    @admin.action(description="Drain: no new sandboxes go to the selected hosts")
+    def drain(self, request: HttpRequest, queryset: QuerySet[SandboxHost]) -> None:
+        self._each(request, queryset, lambda url: services.sandbox_host_drain(
+            url=url, draining=True, actor=admin_actor(request)), "drained")  # fmt: skip
+
+    @admin.action(description="Put back: the selected hosts take new sandboxes again")
+    def put_back(self, request: HttpRequest, queryset: QuerySet[SandboxHost]) -> None:
+        self._each(request, queryset, lambda url: services.sandbox_host_drain(
+            url=url, draining=False, actor=admin_actor(request)), "put back")  # fmt: skip
+
+    @admin.action(description="Close every sandbox on the selected hosts")
+    def close_sandboxes(self, request: HttpRequest, queryset: QuerySet[SandboxHost]) -> None:
+        closed = 0
+        for url in queryset.values_list("url", flat=True):
+            try:
+                closed += services.sandbox_host_sandboxes_close(url=url, actor=admin_actor(request))
+            except DomainError as exc:
+                admin_refused(self, request, exc)
+                return
+        self.message_user(request, f"Closed {closed} sandboxes.", messages.SUCCESS)
+
+    def _each(
+        self, request: HttpRequest, queryset: QuerySet[SandboxHost], change: Callable[[str], bool], done: str
+    ) -> None:
+        changed = []
+        for url in queryset.values_list("url", flat=True):
+            try:
+                if change(url):
+                    changed.append(host_name(url))
+            except DomainError as exc:
+                admin_refused(self, request, exc)
+                return
+        self.message_user(request, f"{done.capitalize()}: {', '.join(changed) or 'none changed'}.", messages.SUCCESS)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -12,6 +12,7 @@ from collab import clock
 from collab.rows import PlannedStatement, answer_later, execute, pipelined_transaction, pipelines
 from quotas import ledger, selectors, services
 from quotas.models import SandboxActivity
+from workspace.items import pool
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item, payer_of
 
@@ -29,16 +30,21 @@ class Admission:
     opened_here: bool  # False when another request opened the item's sandbox first
 
 
-def before_sandbox_open(*, item: Item, app: AppDescriptor, backend: str) -> Admission:
+def before_sandbox_open(
+    *, item: Item, app: AppDescriptor, backend: str, excluding_hosts: Collection[str] = ()
+) -> Admission:
     """Admits a new sandbox for `item` and records it, in one transaction.
 
     The quota gate runs right after the item lock: it takes the payer's lock, reads the payer's
     live rows, adds the incoming size and refuses with 507; because the new row is written in
     the same transaction, concurrent opens cannot both slip under a limit (docs/ARCHITECTURE.md §8). Spec
-    "Limits" 6: an item that already has a live sandbox is admitted without counting.
+    "Limits" 6: an item that already has a live sandbox is admitted without counting. On the http
+    backend the sandbox is then placed on a host of the pool (`pool.placed_host`, not one of
+    `excluding_hosts`), under the pool's locks, taken last.
     """
     connection = transaction.get_connection()
-    if pipelines(connection):
+    # Placement reads and locks the pool: the pipelined form knows nothing of it.
+    if pipelines(connection) and backend != "http":
         admitted = _admitted_in_two_round_trips(item=item, app=app, backend=backend)
         if admitted is not None:
             return admitted
@@ -51,7 +57,8 @@ def before_sandbox_open(*, item: Item, app: AppDescriptor, backend: str) -> Admi
         if existing is not None:
             return Admission(activity=existing, opened_here=False)
         services.sandbox_admit(payer=payer, incoming=app.resources.sandbox)
-        activity = _new_row_sent(item=item, app=app, payer=payer, backend=backend)()
+        host = pool.placed_host(size=app.resources.sandbox, excluding=excluding_hosts) if backend == "http" else ""
+        activity = _new_row_sent(item=item, app=app, payer=payer, backend=backend, host=host)()
     return Admission(activity=activity, opened_here=True)
 
 
@@ -61,12 +68,15 @@ def _payer_as_locked(item: Item, locked: tuple[str, str] | None) -> str:
     return payer_of(owner=locked[0], creator=locked[1]) if locked else item.payer
 
 
-def _new_row_sent(*, item: Item, app: AppDescriptor, payer: str, backend: str) -> Callable[[], SandboxActivity]:
+def _new_row_sent(
+    *, item: Item, app: AppDescriptor, payer: str, backend: str, host: str = ""
+) -> Callable[[], SandboxActivity]:
     return ledger.activity_open_sent(
         item_id=item.pk,
         app_slug=item.app_slug,
         payer=payer,
         backend=backend,
+        host=host,
         size=app.resources.sandbox,
         lease=ledger.opening_lease(get_config().sandbox.lease),
     )

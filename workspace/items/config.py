@@ -21,10 +21,11 @@ _PROJECT_DIR = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = _PROJECT_DIR / "default.toml"
 DEFAULT_APPS_DIR = _PROJECT_DIR / "apps"
 BACKENDS = ("local", "http")
+_HOST_URL = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]{1,200}(/[A-Za-z0-9._~\-/]{0,200})?$")
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 
 _SANDBOX_KEYS = {
-    "backend", "host_url", "cpu", "memory", "pids", "workspace_quota",
+    "backend", "host_url", "hosts", "cpu", "memory", "pids", "workspace_quota",
     "idle_reclaim", "lease", "exec_timeout", "exec_timeout_max",
 }  # fmt: skip
 _RESOURCE_KEYS = {"cpu", "memory", "disk"}
@@ -48,7 +49,9 @@ class SandboxSettings:
     """The `[sandbox]` table: the pre-existing isolation settings every resolution falls back to."""
 
     backend: str = "local"
-    host_url: str = ""
+    # The http backend's sandbox hosts (`hosts`, or `host_url` for one): a pool that new sandboxes
+    # are placed on by free capacity (DESIGN.md §5 "Many sandbox machines").
+    hosts: tuple[str, ...] = ()
     cpu: float | None = None
     memory: int | None = None
     pids: int | None = 512
@@ -164,9 +167,7 @@ def _sandbox_settings(raw: dict[str, Any], source: Path) -> SandboxSettings:
     backend = table.get("backend", base.backend)
     if backend not in BACKENDS:
         raise ConfigError(source, "sandbox.backend", f"expected one of {list(BACKENDS)}, got {backend!r}")
-    host_url = table.get("host_url", "")
-    if not isinstance(host_url, str) or (backend == "http" and not host_url.startswith(("http://", "https://"))):
-        raise ConfigError(source, "sandbox.host_url", f"the http backend needs an http(s) URL, got {host_url!r}")
+    hosts = _hosts(table, backend, source)
     quota = _size(table.get("workspace_quota", "1G"), source, "sandbox.workspace_quota")
     if quota is None:
         raise ConfigError(source, "sandbox.workspace_quota", "must be a size; disk always resolves to a number")
@@ -177,7 +178,7 @@ def _sandbox_settings(raw: dict[str, Any], source: Path) -> SandboxSettings:
     pids = _count(table.get("pids", base.pids), source, "sandbox.pids")
     return SandboxSettings(
         backend=backend,
-        host_url=host_url.rstrip("/"),
+        hosts=hosts,
         cpu=_cpu(table.get("cpu", 0), source, "sandbox.cpu"),
         memory=_size(table.get("memory", ""), source, "sandbox.memory"),
         pids=pids,
@@ -187,6 +188,34 @@ def _sandbox_settings(raw: dict[str, Any], source: Path) -> SandboxSettings:
         exec_timeout=exec_timeout,
         exec_timeout_max=exec_max,
     )
+
+
+# The most hosts one pool holds: placement reads them all, under one lock.
+MAX_HOSTS = 256
+
+
+def _hosts(table: dict[str, Any], backend: str, source: Path) -> tuple[str, ...]:
+    """`hosts = ["http://sandbox-1:8100", ...]`, or `host_url = "..."` for a pool of one; each an
+    http(s) URL with a host and nothing after its path, named once."""
+    if "hosts" in table and "host_url" in table:
+        raise ConfigError(source, "sandbox.hosts", "give `hosts` or `host_url` (one host), not both")
+    key = "sandbox.hosts" if "hosts" in table else "sandbox.host_url"
+    # `host_url = ""` is the shipped configs' "no host" (the local backend).
+    raw = table["hosts"] if "hosts" in table else ([table["host_url"]] if table.get("host_url", "") != "" else [])
+    if not isinstance(raw, list) or len(raw) > MAX_HOSTS:
+        raise ConfigError(source, key, f"expected a list of at most {MAX_HOSTS} URLs, got {raw!r}")
+    hosts: list[str] = []
+    for url in raw:
+        if not isinstance(url, str) or not _HOST_URL.match(url):
+            raise ConfigError(
+                source, key, f"the http backend needs http(s) URLs like http://sandbox-1:8100, got {url!r}"
+            )
+        if url.rstrip("/") in hosts:
+            raise ConfigError(source, key, f"{url!r} is named twice")
+        hosts.append(url.rstrip("/"))
+    if backend == "http" and not hosts:
+        raise ConfigError(source, key, "the http backend needs `hosts` (or `host_url`): the sandbox hosts' URLs")
+    return tuple(hosts)
 
 
 def _per_user(raw: dict[str, Any], source: Path) -> UserLimits:

@@ -25,7 +25,7 @@ from quotas import ledger
 from quotas.disk import payer_disk_headroom
 from quotas.limits import limits_for, limits_for_many
 from quotas.models import SandboxActivity
-from workspace.items import running
+from workspace.items import pool, running
 from workspace.items.admission import before_sandbox_open
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item
@@ -40,6 +40,7 @@ from workspace.sandboxes.base import (
     OpenedSandbox,
     SandboxBackend,
     SandboxGone,
+    SandboxHostUnreachable,
     SandboxMisconfigured,
     SandboxUnavailable,
 )
@@ -96,17 +97,40 @@ class SweepCounts:
     closed: int = 0
 
 
-def backend_named(name: str) -> SandboxBackend:
-    """The backend a ledger row names; rows keep their backend even if the config changes."""
-    return registry.backend_named(name, host_url=get_config().sandbox.host_url)
+class OnBackend(Protocol):
+    """A row that names where its sandbox runs: a ledger row, a running command, a terminal."""
+
+    backend: str
+    host: str
 
 
-def default_backend() -> SandboxBackend:
-    return backend_named(get_config().sandbox.backend)
+def backend_of(row: OnBackend) -> SandboxBackend:
+    """The backend that runs `row`'s sandbox; rows keep their backend and host even if the config
+    changes. An http row from before pools (no host) is on the first configured host."""
+    return backend_at(row.backend, row.host)
 
 
-def _unavailable(exc: Exception) -> DomainError:
-    # The reason names internal hosts, ports and paths: it goes to the log and to staff on
+def backend_at(name: str, host: str = "") -> SandboxBackend:
+    if name == "http" and not host:
+        host = next(iter(get_config().sandbox.hosts), "")
+    return registry.backend_named(name, host_url=host)
+
+
+def unavailable_error(exc: Exception) -> DomainError:
+    """What a caller hears when the backend failed: a host that does not answer is named (503
+    `sandbox_host_unreachable` with Retry-After), and no new sandbox goes there until it answers."""
+    if isinstance(exc, SandboxHostUnreachable):
+        pool.host_unreachable_noted(url=exc.host, problem=str(exc))
+        name = pool.host_name(exc.host)
+        return Unavailable(
+            error="sandbox_host_unreachable",
+            detail=f"The sandbox host {name}, where this item's sandbox runs, does not answer, so nothing ran. "
+            "Try again in a moment: once its sandbox stops counting, the next command opens a new one on a host "
+            "that answers.",
+            retry_after=pool.HOST_RETRY_AFTER_SECONDS,
+            host=name,
+        )
+    # Other reasons name internal hosts, ports and paths: they go to the log and to staff on
     # /healthz, not to whoever ran the command.
     if isinstance(exc, SandboxMisconfigured):
         logger.error("sandbox backend misconfigured: %s", exc)
@@ -120,14 +144,17 @@ def _unavailable(exc: Exception) -> DomainError:
     logger.warning("sandbox backend unavailable: %s", exc)
     return Unavailable(
         error="sandbox_host_unavailable",
+        retry_after=pool.HOST_RETRY_AFTER_SECONDS,
         detail="The sandbox backend cannot be reached right now, so nothing ran. Try again in a moment.",
     )
 
 
 def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool, closed_by: str = "") -> bool:
     """Stops the processes, then forgets the row (False if it was forgotten already); `strict`
-    refuses to forget what it could not stop. Why and by whom go on the row before its processes
-    die, so a command the close cuts off can say so (`running.explained`)."""
+    refuses to forget what it could not stop, except a row whose lease ran out on a host that does
+    not answer: that sandbox died with its host (or is one reconciliation closes when the host is
+    back), and nobody pays for it. Why and by whom go on the row before its processes die, so a
+    command the close cuts off can say so (`running.explained`)."""
     ledger.activity_closing(activity_id=activity.pk, reason=reason, closed_by=closed_by)
     # Read again once marked: an opening exec may have stored its sandbox's id since the caller
     # read the row (`_attach` refuses a row marked closing, so none is stored after this).
@@ -135,11 +162,11 @@ def _shut_down(activity: SandboxActivity, *, reason: str, strict: bool, closed_b
     sandbox_id = stored or activity.backend_sandbox_id
     if sandbox_id:
         try:
-            backend_named(activity.backend).close(sandbox_id)
+            backend_of(activity).close(sandbox_id)
         except SandboxUnavailable as exc:
-            if strict:
+            if strict and not (reason == Reason.EXPIRED and isinstance(exc, SandboxHostUnreachable)):
                 ledger.activity_closing(activity_id=activity.pk, reason="", closed_by="")
-                raise _unavailable(exc) from exc
+                raise unavailable_error(exc) from exc
             logger.warning("could not reach the backend to close %s: %s", activity, exc)
     closed = ledger.activity_close(activity_id=activity.pk, reason=reason, closed_by=closed_by)
     terminals_close_with_sandbox(activity.pk)
@@ -175,22 +202,31 @@ def _opening(item: Item, app: AppDescriptor) -> Waiting[tuple[SandboxActivity, O
     # closed refuses the open (503) rather than let more run than the limit.
     for stale in ledger.expired_rows_of_item_or_payer(item_id=item.pk, payer=item.payer):
         _shut_down(stale, reason=Reason.EXPIRED, strict=True)
-    backend = default_backend()
-    admission = before_sandbox_open(item=item, app=app, backend=backend.name)
-    if not admission.opened_here:
-        return (yield from _opened(admission.activity)), None
-    activity = admission.activity
-    try:
-        opened = backend.open(
-            workspace_id=str(item.pk),
-            spec=activity.size,
-            workspace=item_workspace(item),
-            disk_bytes=app.resources.disk_bytes,
-        )
-    except (SandboxUnavailable, OSError) as exc:
-        ledger.activity_close(activity_id=activity.pk, reason=Reason.FAILED)
-        raise _unavailable(exc) from exc
-    return activity, opened
+    name = get_config().sandbox.backend
+    if name == "http":
+        pool.hosts_refresh()
+    unreachable: list[str] = []
+    while True:
+        admission = before_sandbox_open(item=item, app=app, backend=name, excluding_hosts=unreachable)
+        if not admission.opened_here:
+            return (yield from _opened(admission.activity)), None
+        activity = admission.activity
+        try:
+            opened = backend_of(activity).open(
+                workspace_id=str(item.pk),
+                spec=activity.size,
+                workspace=item_workspace(item),
+                disk_bytes=app.resources.disk_bytes,
+            )
+        except (SandboxUnavailable, OSError) as exc:
+            ledger.activity_close(activity_id=activity.pk, reason=Reason.FAILED)
+            error = unavailable_error(exc)
+            # The host did not answer: it is marked so, and the sandbox goes to another, once.
+            if isinstance(exc, SandboxHostUnreachable) and not unreachable and len(pool.pool_urls()) > 1:
+                unreachable.append(activity.host)
+                continue
+            raise error from exc
+        return activity, opened
 
 
 def _attach(activity: SandboxActivity, opened: OpenedSandbox, *, lease: timedelta, used: bool = False) -> bool:
@@ -206,7 +242,7 @@ def _abandon_unattached(activity: SandboxActivity, opened: OpenedSandbox) -> Non
     its row with it, so that the item's next command opens a new one instead of waiting for this
     one to finish opening. Whatever of it cannot be closed now, reconciliation closes."""
     try:
-        backend_named(activity.backend).close(opened.id)
+        backend_of(activity).close(opened.id)
         ledger.activity_close(activity_id=activity.pk, reason=Reason.FAILED)
     except Exception:
         logger.exception("could not close sandbox %s, whose opening exec failed", opened.id)
@@ -214,7 +250,7 @@ def _abandon_unattached(activity: SandboxActivity, opened: OpenedSandbox) -> Non
 
 def _honour_close_while_opening(activity: SandboxActivity, opened: OpenedSandbox) -> None:
     # Closed while it was opening (a person pressed close): the sandbox goes too.
-    backend_named(activity.backend).close(opened.id)
+    backend_of(activity).close(opened.id)
     raise Conflict(error="sandbox_closed", detail="The sandbox was closed while it opened.")
 
 
@@ -404,8 +440,8 @@ def sandbox_exec_streaming(
             # Its lease ran out (or it was closed) a moment ago: it no longer counts, so it stops.
             _shut_down(activity, reason=Reason.EXPIRED, strict=False)
             continue
-        if activity.backend == "local":
-            _hold_growth(item, workspace_dir(item.pk))
+        # The pool's hosts share the app's workspaces (workspace/sandboxes/share.py): the app sees them.
+        _hold_growth(item, workspace_dir(item.pk))
         result: ExecResult | None = None
         try:
             if not announced:
@@ -413,7 +449,7 @@ def sandbox_exec_streaming(
                 announced = True
                 yield ExecStarted(activity=activity, opened=opened_any, timeout=timeout, exec_id=exec_id)
             try:
-                for event in backend_named(activity.backend).exec_streaming(
+                for event in backend_of(activity).exec_streaming(
                     activity.backend_sandbox_id, command=command, timeout=timeout, exec_id=exec_id
                 ):
                     if isinstance(event, ExecResult):
@@ -431,10 +467,14 @@ def sandbox_exec_streaming(
                 replaced = _REPLACED_NOTE
                 yield "stderr", replaced.encode()
                 continue
+            except SandboxHostUnreachable as exc:
+                # The heartbeat written before the command claimed evidence the host never gave.
+                ledger.evidence_withdrawn(activity_id=activity.pk, last_seen_at=activity.last_seen_at, lease=lease)
+                raise unavailable_error(exc) from exc
             except SandboxUnavailable as exc:
-                raise _unavailable(exc) from exc
+                raise unavailable_error(exc) from exc
             if result is None:
-                raise _unavailable(SandboxUnavailable("the exec ended without a result"))
+                raise unavailable_error(SandboxUnavailable("the exec ended without a result"))
             result = running.explained(result, activity, stopped_by=running.exec_stopped_by(exec_id))
         except BaseException:
             # Failed, or the client went away (the generator closed): the record goes with the command.
@@ -484,11 +524,9 @@ class SlotHold(Protocol):
 
 
 def _stopped_after_exec(item: Item, app: AppDescriptor, activity: SandboxActivity) -> str | None:
-    """Stops a local sandbox the command broke or that passed its disk limit; returns what the
+    """Stops a sandbox the command broke (local) or that passed its disk limit; returns what the
     reply says about it, or None when it runs on."""
-    if activity.backend != "local":
-        return None
-    if not backend_named("local").probe(activity.backend_sandbox_id):
+    if activity.backend == "local" and not backend_at("local").probe(activity.backend_sandbox_id):
         # Its namespace holder died (`kill -9 2` from inside): every later exec would fail.
         logger.warning("sandbox %s of item %s lost its holder; it is closed", activity.backend_sandbox_id, item.pk)
         _shut_down(activity, reason=Reason.GONE, strict=False)
@@ -562,7 +600,7 @@ def sandboxes_hold_to_disk_totals(measurements: list[ledger.DiskMeasurement], *,
         if volumes.is_bounded(directory):
             volumes.ballast_set(directory, max(0, headroom))
         elif headroom < 0 and measurement.bytes > before.get(measurement.item_id, 0):
-            for activity in ledger.open_rows_of_item(measurement.item_id).filter(backend="local"):
+            for activity in ledger.open_rows_of_item(measurement.item_id):
                 logger.warning(
                     "item %s grew while its payer is over their disk total; its sandbox is stopped", measurement.item_id
                 )
@@ -570,12 +608,16 @@ def sandboxes_hold_to_disk_totals(measurements: list[ledger.DiskMeasurement], *,
     return stopped
 
 
-def command_stop(*, backend: str, backend_sandbox_id: str, exec_id: str) -> bool:
-    """Stops one running command of a sandbox (not the sandbox); False when it no longer runs."""
+class RunsIn(OnBackend, Protocol):
+    backend_sandbox_id: str
+
+
+def command_stop(*, sandbox: RunsIn, exec_id: str) -> bool:
+    """Stops one running command of `sandbox` (not the sandbox); False when it no longer runs."""
     try:
-        return backend_named(backend).stop(backend_sandbox_id, exec_id)
+        return backend_of(sandbox).stop(sandbox.backend_sandbox_id, exec_id)
     except SandboxUnavailable as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable_error(exc) from exc
 
 
 def sandbox_close(*, item: Item, closed_by: str = "") -> int:
@@ -587,14 +629,27 @@ def sandbox_close(*, item: Item, closed_by: str = "") -> int:
     return len(rows)
 
 
+def host_sandboxes_close(*, host: str, closed_by: str) -> int:
+    """Closes every sandbox the ledger holds open on the sandbox host `host` (an operator retiring or
+    draining it); a sandbox the host cannot be asked to stop is forgotten all the same, and
+    reconciliation closes it if the host comes back. Returns how many rows it closed."""
+    closed = 0
+    for activity in SandboxActivity.current.filter(backend="http", host=host).order_by("id"):
+        closed += _shut_down(activity, reason=Reason.CLOSED, strict=False, closed_by=closed_by)
+    return closed
+
+
 def sandboxes_probe() -> SweepCounts:
     """Fresh evidence for every open sandbox; the dead are forgotten, the unreachable left to expire."""
     lease = get_config().sandbox.lease
     probed = refreshed = closed = 0
-    for activity in SandboxActivity.current.exclude(backend_sandbox_id="").order_by("id"):
+    pool.hosts_refresh(older_than=timedelta(0))
+    # A host that does not answer is not asked about each of its sandboxes: they are left to expire.
+    silent = {state.url for state in pool.pool_state() if not state.answers}
+    for activity in SandboxActivity.current.exclude(backend_sandbox_id="").exclude(host__in=silent).order_by("id"):
         probed += 1
         try:
-            alive = backend_named(activity.backend).probe(activity.backend_sandbox_id)
+            alive = backend_of(activity).probe(activity.backend_sandbox_id)
         except SandboxUnavailable:
             continue
         if alive:
@@ -616,27 +671,31 @@ def sandboxes_reconcile(*, older_than: timedelta = RECONCILE_GRACE) -> SweepCoun
     by hand. Ones younger than `older_than` may still be on their way into the ledger.
     """
     closed = 0
-    for name in _backend_names():
-        backend = backend_named(name)
+    for name, host in _backends_in_use():
+        backend = backend_at(name, host)
         try:
             running = backend.sandboxes_older_than(older_than.total_seconds())
         except SandboxUnavailable as exc:
-            logger.warning("could not list the %s backend's sandboxes: %s", name, exc)
+            logger.warning("could not list the sandboxes of the %s backend %s: %s", name, host, exc)
             continue
-        known = ledger.open_backend_ids(name)
+        known = ledger.open_backend_ids(name, host=host)
         for sandbox_id in running:
             if sandbox_id not in known:
-                logger.warning("closing %s sandbox %s: the ledger does not know it", name, sandbox_id)
+                logger.warning("closing %s sandbox %s %s: the ledger does not know it", name, host, sandbox_id)
                 backend.close(sandbox_id)
                 closed += 1
     return SweepCounts(closed=closed)
 
 
-def _backend_names() -> list[str]:
-    """The configured backend, plus any other that rows still name."""
-    configured = get_config().sandbox.backend
-    named = set(SandboxActivity.current.values_list("backend", flat=True).distinct())
-    return sorted(named | {configured})
+def _backends_in_use() -> list[tuple[str, str]]:
+    """(backend, host) of the configured backend (each host of a pool), plus any other that rows
+    still name."""
+    sandbox = get_config().sandbox
+    configured = {("http", host) for host in sandbox.hosts} if sandbox.backend == "http" else {(sandbox.backend, "")}
+    named = set(SandboxActivity.current.values_list("backend", "host").distinct())
+    # An http row from before pools names no host: it is on the first configured one.
+    first = next(iter(sandbox.hosts), "")
+    return sorted({(name, host or first if name == "http" else host) for name, host in named} | configured)
 
 
 def sandboxes_reclaim(*, idle_for: timedelta | None = None) -> SweepCounts:

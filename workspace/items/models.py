@@ -99,6 +99,7 @@ class RunningExec(models.Model):
     requested_by = models.CharField(max_length=150)
     command = models.CharField(max_length=200)  # its first characters, for the list
     backend = models.CharField(max_length=20)
+    host = models.CharField(max_length=200, blank=True, default="")  # its sandbox host (http backend)
     backend_sandbox_id = models.CharField(max_length=100)
     started_at = models.DateTimeField(default=clock.now)
     ends_by = models.DateTimeField()
@@ -121,6 +122,7 @@ class Terminal(models.Model):
     opened_by = models.CharField(max_length=150)
     activity_id = models.BigIntegerField()  # the sandbox's ledger row (quotas.SandboxActivity)
     backend = models.CharField(max_length=20)
+    host = models.CharField(max_length=200, blank=True, default="")  # its sandbox host (http backend)
     backend_sandbox_id = models.CharField(max_length=100)
     # What an attach says to the sandbox's keeper of it, so that code in the sandbox cannot attach.
     secret = models.CharField(max_length=128)
@@ -141,3 +143,31 @@ class Terminal(models.Model):
 
     def __str__(self) -> str:
         return f"terminal {self.terminal_id} of {self.opened_by} in item {self.item_id}"
+
+
+class SandboxHost(models.Model):
+    """A sandbox host of the pool (`[sandbox] hosts`), as the app last heard from it, and whether an
+    operator drains it (DESIGN.md §5 "Many sandbox machines").
+
+    The config names the hosts; a row holds what the config cannot: the host's last `/healthz`
+    report (its capacity and defaults), whether that call answered, and the drain. Placement locks
+    these rows, so two opens cannot both take a host's last room.
+    """
+
+    url = models.CharField(max_length=200, unique=True)
+    # The last /healthz answer ({"capacity": ..., "defaults": ..., "workspaces": ...}) and when it
+    # came; `checked_at` is the last try and `answered` whether it was answered; `problem` says why
+    # the host takes no sandbox (blank: it does), from a call that failed or from what it answered
+    # (its workspaces are not the app's).
+    report = models.JSONField(default=dict, blank=True)
+    seen_at = models.DateTimeField(null=True, blank=True)
+    checked_at = models.DateTimeField(null=True, blank=True)
+    answered = models.BooleanField(default=False)
+    problem = models.CharField(max_length=500, blank=True, default="")
+    # A drained host takes no new sandboxes; the ones it runs finish, or an operator closes them.
+    draining = models.BooleanField(default=False)
+    drained_by = models.CharField(max_length=150, blank=True, default="")
+    drained_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return self.url

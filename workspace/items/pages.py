@@ -24,6 +24,7 @@ from collab.errors import DomainError, Invalid
 from collab.sizes import format_bytes
 from collab.web import attempt, identity_required
 from quotas.sizes import SizeError, format_size, parse_size
+from quotas.values import host_name
 from workspace.items import selectors, services
 from workspace.items.access import ItemRight, app_or_404, item_for, item_right
 from workspace.items.config import AppDescriptor
@@ -181,6 +182,7 @@ def _render_item(
             "disk": format_size(app.resources.disk_bytes),
         },
         "sandbox_memory": format_size(detail.sandbox.memory_bytes) if detail.sandbox else "",
+        "sandbox_host": host_name(detail.sandbox.host) if detail.sandbox else "",
         "exec_timeout": f"{services.exec_timeout(None):g} s",
         "page_url": _item_url(item, folder),
         "own_page": item_page_of(item.app_slug, item.pk) if own_list_page(item.app_slug) else "",

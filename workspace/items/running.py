@@ -40,8 +40,8 @@ _RUNNING = RunningExec._meta.db_table
 # then need not wait for the heartbeat's answer (on PostgreSQL the COMMIT goes with them).
 _RECORD = PlannedStatement(
     "items_exec_record",
-    f"INSERT INTO {_RUNNING} (exec_id, item_id, requested_by, command, backend, backend_sandbox_id, "
-    f"started_at, ends_by, stopped_by) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s WHERE {ledger.LIVE_ROW_EXISTS}",
+    f"INSERT INTO {_RUNNING} (exec_id, item_id, requested_by, command, backend, host, backend_sandbox_id, "
+    f"started_at, ends_by, stopped_by) SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s WHERE {ledger.LIVE_ROW_EXISTS}",
 )
 _FORGET = PlannedStatement("items_exec_forget", f"DELETE FROM {_RUNNING} WHERE exec_id = %s")
 
@@ -83,6 +83,7 @@ def exec_record(
             requested_by,
             shown[:200],
             activity.backend,
+            activity.host,
             activity.backend_sandbox_id,
             adapt(moment),
             adapt(ends_by),

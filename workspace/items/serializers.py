@@ -10,6 +10,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from collab.serializers import BlankAsNullField
+from quotas.models import SandboxActivity
+from quotas.values import host_name
 from workspace.items.selectors import ITEMS_DEFAULT_LIMIT, ITEMS_MAX_LIMIT
 from workspace.sandboxes.base import EndReason
 from workspace.sandboxes.filebatch import MAX_GLOB_CHARS
@@ -59,6 +61,9 @@ class ItemListQuerySerializer(serializers.Serializer):
 class ItemSandboxOutputSerializer(serializers.Serializer):
     sandbox_id = serializers.CharField(source="backend_sandbox_id")
     backend = serializers.CharField()
+    host = serializers.SerializerMethodField(
+        help_text="The sandbox host it runs on (address:port), where a pool places it; blank on the local backend."
+    )
     cpu_cores = serializers.FloatField(allow_null=True)
     memory_bytes = serializers.IntegerField(allow_null=True)
     pids_max = serializers.IntegerField(allow_null=True)
@@ -66,6 +71,9 @@ class ItemSandboxOutputSerializer(serializers.Serializer):
     last_seen_at = serializers.DateTimeField()
     last_used_at = serializers.DateTimeField()
     lease_expires_at = serializers.DateTimeField()
+
+    def get_host(self, row: SandboxActivity) -> str:
+        return host_name(row.host)
 
 
 class ItemDiskOutputSerializer(serializers.Serializer):

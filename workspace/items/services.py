@@ -16,9 +16,9 @@ from collab.slots import SlotForCommand
 from quotas import ledger
 from quotas.ledger import LiveRowRead
 from quotas.models import SandboxActivity
-from workspace.items import lifecycle, running
+from workspace.items import lifecycle, pool, running
 from workspace.items.config import AppDescriptor, get_config
-from workspace.items.models import HandoverEvent, Item, RunningExec, payer_of
+from workspace.items.models import HandoverEvent, Item, RunningExec, SandboxHost, payer_of
 from workspace.items.workspaces import item_workspace_ref, item_workspace_root
 from workspace.sandboxes import filebatch, filestore, volumes
 from workspace.sandboxes.base import Command, CommandInvalid, OpenedSandbox, validate_command
@@ -358,6 +358,27 @@ def item_sandbox_close(*, item: Item, actor: Actor) -> int:
     return lifecycle.sandbox_close(item=item, closed_by=actor.user_id)
 
 
+def sandbox_host_drain(*, url: str, draining: bool, actor: Actor) -> bool:
+    """An operator drains a sandbox host of the pool (no new sandbox goes there; the ones it runs
+    go on) or puts it back. Staff only; a URL the config does not name is 404. True when it changed."""
+    _pool_host_for(url=url, actor=actor)
+    return bool(pool.host_drain(url=url, draining=draining, by=actor.user_id))
+
+
+def sandbox_host_sandboxes_close(*, url: str, actor: Actor) -> int:
+    """An operator closes every sandbox on a host of the pool (after draining it); a command it
+    cuts off says who closed it. Returns how many it closed."""
+    _pool_host_for(url=url, actor=actor)
+    return lifecycle.host_sandboxes_close(host=url, closed_by=actor.user_id)
+
+
+def _pool_host_for(*, url: str, actor: Actor) -> None:
+    if not actor.is_staff:
+        raise Forbidden(error="staff_only", detail="Only staff operate the sandbox hosts.")
+    if url not in pool.pool_urls() and not SandboxHost.objects.filter(url=url).exists():
+        raise NotFound(error="no_such_host", detail="The config names no such sandbox host.")
+
+
 def workspaces_sweep() -> int:
     """The mirror sweep: measure the workspaces whose payer has a disk limit, for the disk ledger.
 
@@ -404,9 +425,7 @@ def item_exec_stop(*, item: Item, exec_id: str, actor: Actor) -> RunningExec:
         )
     # Named before the kill, so the command's result finds who stopped it however fast it ends.
     RunningExec.objects.filter(pk=exec_id).update(stopped_by=user_id)
-    stopped = lifecycle.command_stop(
-        backend=command.backend, backend_sandbox_id=command.backend_sandbox_id, exec_id=exec_id
-    )
+    stopped = lifecycle.command_stop(sandbox=command, exec_id=exec_id)
     if not stopped:
         raise NotFound(error="no_running_command", detail=f"Command {exec_id} had already finished.")
     command.stopped_by = user_id
@@ -420,4 +439,4 @@ def item_exec_stop_for_shutdown(*, exec_id: str) -> None:
     if command is None:
         return
     RunningExec.objects.filter(pk=exec_id).update(stopped_by=running.SERVER_SHUTDOWN)
-    lifecycle.command_stop(backend=command.backend, backend_sandbox_id=command.backend_sandbox_id, exec_id=exec_id)
+    lifecycle.command_stop(sandbox=command, exec_id=exec_id)

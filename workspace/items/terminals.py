@@ -33,7 +33,7 @@ from workspace.items import lifecycle
 from workspace.items.config import AppDescriptor, get_config
 from workspace.items.models import Item, Terminal
 from workspace.items.terminal_slots import terminal_busy, terminal_slots_release
-from workspace.sandboxes.base import SandboxGone, SandboxUnavailable
+from workspace.sandboxes.base import SandboxGone, SandboxHostUnreachable, SandboxUnavailable
 from workspace.sandboxes.terminal_relay import CLOSE_GONE, relay
 from workspace.sandboxes.terminals import (
     MAX_SIZE,
@@ -78,21 +78,24 @@ def terminal_open(*, item: Item, app: AppDescriptor, actor: Actor, rows: Any, co
         activity, _opened = lifecycle.sandbox_for_item(item=item, app=app)
         # Work in a terminal is use of the sandbox: it is not reclaimed as idle under it.
         ledger.heartbeat(activity_id=activity.pk, lease=get_config().sandbox.lease, used=True)
-        backend = lifecycle.backend_named(activity.backend)
+        backend = lifecycle.backend_of(activity)
         try:
             link = _start(backend, activity, terminal)
+        except SandboxHostUnreachable as exc:
+            raise lifecycle.unavailable_error(exc) from exc
         except (SandboxUnavailable, SandboxGone) as exc:
             raise Conflict(error="terminal_unavailable", detail=_unavailable_detail(exc)) from exc
     except BaseException:
         Terminal.objects.filter(pk=terminal.pk).delete()
         raise
     link.detach()
-    terminal.activity_id, terminal.backend, terminal.backend_sandbox_id = (
+    terminal.activity_id, terminal.backend, terminal.host, terminal.backend_sandbox_id = (
         activity.pk,
         activity.backend,
+        activity.host,
         activity.backend_sandbox_id,
     )
-    terminal.save(update_fields=["activity_id", "backend", "backend_sandbox_id"])
+    terminal.save(update_fields=["activity_id", "backend", "host", "backend_sandbox_id"])
     return terminal
 
 
@@ -133,7 +136,7 @@ def _reserved(*, item: Item, actor: Actor, rows: int, cols: int) -> Terminal:
 def terminal_close(*, item: Item, terminal_id: str, actor: Actor) -> None:
     """Closes `actor`'s terminal: its shell is hung up and whatever of it is left killed."""
     terminal = terminal_for(item=item, terminal_id=terminal_id, actor=actor)
-    backend = lifecycle.backend_named(terminal.backend)
+    backend = lifecycle.backend_of(terminal)
     # Gone already (its sandbox closed meanwhile): the row is all that is left of it.
     with contextlib.suppress(TerminalGone, SandboxGone, SandboxUnavailable, OSError):
         link = backend.terminal_attach(
@@ -151,7 +154,7 @@ class TerminalSocket:
     since: int
 
     async def attach(self, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]) -> None:
-        backend = lifecycle.backend_named(self.terminal.backend)
+        backend = lifecycle.backend_of(self.terminal)
         try:
             link = backend.terminal_attach(
                 self.terminal.backend_sandbox_id,

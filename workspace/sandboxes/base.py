@@ -23,6 +23,16 @@ class SandboxUnavailable(Exception):
     """The backend cannot be reached or cannot open a sandbox now (503 to the caller)."""
 
 
+class SandboxHostUnreachable(SandboxUnavailable):
+    """A sandbox host did not answer at all (refused, timed out, cut off halfway), as opposed to
+    one that answered with a refusal: its sandboxes cannot be reached until it is back. `host`
+    is its URL."""
+
+    def __init__(self, message: str, *, host: str) -> None:
+        super().__init__(message)
+        self.host = host
+
+
 # The error code of a SandboxMisconfigured, to callers and between an app and its sandbox hosts.
 MISCONFIGURED = "sandbox_misconfigured"
 

@@ -47,8 +47,9 @@ from workspace.sandboxes.boundary import boundary_warnings, configured_boundary
 from workspace.sandboxes.isolation import cap_warnings, configured_cap, configured_driver, warn_about_enforcement
 from workspace.sandboxes.local import LocalBackend, valid_exec_id
 from workspace.sandboxes.reach import unreachable_reason
+from workspace.sandboxes.share import share_marker_written, share_report
 from workspace.sandboxes.terminals import HOST_UPGRADE, TerminalLink, TerminalRefused
-from workspace.sandboxes.volumes import enforcement_warnings
+from workspace.sandboxes.volumes import disk_enforcement, enforcement_warnings
 
 logger = logging.getLogger(__name__)
 _ITEM_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -180,9 +181,11 @@ def _disk(value: Any) -> int | None:
 class SandboxHost:
     """The routes, independent of the HTTP plumbing so they are easy to read and test."""
 
-    def __init__(self, backend: LocalBackend, capacity: HostCapacity) -> None:
+    def __init__(self, backend: LocalBackend, capacity: HostCapacity, workspaces: dict[str, str] | None = None) -> None:
         self.backend = backend
         self.capacity = capacity
+        # How the app proves it shares this host's workspaces (workspace/sandboxes/share.py).
+        self.workspaces = workspaces or {}
 
     def healthz(self) -> tuple[int, dict]:
         spec = self.backend.defaults
@@ -191,6 +194,7 @@ class SandboxHost:
             "defaults": spec.as_dict(),
             "cap": self.backend.cap.as_dict(),
             "capacity": self.capacity.as_dict(),
+            "workspaces": self.workspaces,
         }
 
     def create(self, body: dict) -> tuple[int, dict]:
@@ -481,7 +485,9 @@ def build_server(address: str, port: int, host_settings: HostSettings | None = N
         cap=cap,
         warm=settings.WORKSPACE_SANDBOX_WARM,
     )
-    routes = SandboxHost(backend, chosen.capacity or configured_capacity())
+    marker = share_marker_written(chosen.workspace_root, chosen.state_dir)
+    workspaces = share_report(marker, disk_enforcement=disk_enforcement())
+    routes = SandboxHost(backend, chosen.capacity or configured_capacity(), workspaces)
     handler = type("SandboxHostHandler", (_Handler,), {"host": routes, "token": chosen.token})
     server = ThreadingHTTPServer((address, port), handler)
     server.daemon_threads = True

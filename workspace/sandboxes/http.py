@@ -22,6 +22,7 @@ from workspace.sandboxes.base import (
     HostCapacity,
     OpenedSandbox,
     SandboxGone,
+    SandboxHostUnreachable,
     SandboxMisconfigured,
     SandboxUnavailable,
     final_result,
@@ -39,6 +40,9 @@ class HttpBackend:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
+
+    def _unreachable(self, problem: str) -> SandboxHostUnreachable:
+        return SandboxHostUnreachable(f"the sandbox host at {self.base_url} {problem}", host=self.base_url)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None, *, timeout: float | None = None) -> Any:
         connection = self._sent(method, path, body, timeout=timeout)
@@ -63,7 +67,7 @@ class HttpBackend:
             )
         except OSError as exc:
             connection.close()
-            raise SandboxUnavailable(f"the sandbox host at {self.base_url} cannot be reached: {exc}") from exc
+            raise self._unreachable(f"cannot be reached: {exc}") from exc
         return connection
 
     def _answer(self, connection: http.client.HTTPConnection, path: str) -> Any:
@@ -71,7 +75,7 @@ class HttpBackend:
             response = connection.getresponse()
             raw = response.read()
         except (OSError, http.client.HTTPException) as exc:
-            raise SandboxUnavailable(f"the sandbox host at {self.base_url} cannot be reached: {exc}") from exc
+            raise self._unreachable(f"cannot be reached: {exc}") from exc
         if response.status == 404:
             raise SandboxGone(f"the sandbox host does not know {path}")
         if response.status >= 400:
@@ -95,7 +99,12 @@ class HttpBackend:
 
     def host_capacity(self) -> HostCapacity | None:
         """What the host offers a pool in all (`GET /healthz`); None from a host that does not say."""
-        return HostCapacity.from_report((self._call("GET", "/healthz") or {}).get("capacity"))
+        return HostCapacity.from_report(self.health().get("capacity"))
+
+    def health(self) -> dict[str, Any]:
+        """The host's `GET /healthz` answer (its defaults and capacity), {} when it is not an object."""
+        answer = self._call("GET", "/healthz")
+        return answer if isinstance(answer, dict) else {}
 
     def open(
         self, *, workspace_id: str, spec: SandboxSize, workspace: Path | None = None, disk_bytes: int | None = None
@@ -144,7 +153,7 @@ class HttpBackend:
                         break
                     yield from readable(selector, (connection.sock.fileno(),), left)
             if not answered:
-                raise SandboxUnavailable(f"the sandbox host at {self.base_url} did not answer within {patience:g} s")
+                raise self._unreachable(f"did not answer within {patience:g} s")
             answer = self._answer(connection, path)
         finally:
             connection.close()
@@ -192,7 +201,7 @@ class HttpBackend:
         try:
             connection = socket.create_connection((address.hostname or "", address.port or 80), timeout=self.timeout)
         except OSError as exc:
-            raise SandboxUnavailable(f"the sandbox host at {self.base_url} cannot be reached: {exc}") from exc
+            raise self._unreachable(f"cannot be reached: {exc}") from exc
         try:
             connection.sendall("\r\n".join(head).encode() + b"\r\n\r\n" + raw)
             status, length, rest = _answer_head(connection)
@@ -202,7 +211,7 @@ class HttpBackend:
             detail = _answer_body(connection, rest, length).decode("utf-8", errors="replace")
         except (OSError, ValueError) as exc:
             connection.close()
-            raise SandboxUnavailable(f"the sandbox host at {self.base_url} did not relay the terminal: {exc}") from exc
+            raise self._unreachable(f"did not relay the terminal: {exc}") from exc
         connection.close()
         if status == 404:
             raise SandboxGone(f"the sandbox host does not know {path}")

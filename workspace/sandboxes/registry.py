@@ -35,9 +35,14 @@ def _key(name: str, host_url: str) -> tuple:
         settings.WORKSPACE_SANDBOX_ISOLATION,
         settings.WORKSPACE_SANDBOX_EXEC_AGENT,
         settings.WORKSPACE_SANDBOX_WARM,
-        settings.WORKSPACE_SANDBOX_HOST_TOKEN,
+        host_token(host_url) if name == "http" else "",
         configured_cap(),
     )
+
+
+def host_token(host_url: str) -> str:
+    """The secret the app sends the sandbox host at `host_url`: its own, else the pool's shared one."""
+    return settings.WORKSPACE_SANDBOX_HOST_TOKENS.get(host_url, settings.WORKSPACE_SANDBOX_HOST_TOKEN)
 
 
 def backend_named(name: str, *, host_url: str = "") -> SandboxBackend:
@@ -51,7 +56,7 @@ def backend_named(name: str, *, host_url: str = "") -> SandboxBackend:
 
 def _build(name: str, host_url: str) -> SandboxBackend:
     if name == "http":
-        return HttpBackend(host_url, token=settings.WORKSPACE_SANDBOX_HOST_TOKEN)
+        return HttpBackend(host_url, token=host_token(host_url))
     if name == "local":
         root = var_dir()
         return LocalBackend(
