@@ -19,10 +19,9 @@ from collab.api import ServiceApiView
 from workspace.items import pool
 from workspace.items.config import get_config
 from workspace.sandboxes.boundary import configured_boundary
-from workspace.sandboxes.http import HttpBackend
 from workspace.sandboxes.isolation import CgroupV1Driver, CgroupV2Driver, PrlimitDriver, configured_driver
 from workspace.sandboxes.reach import passable_dirs, unreachable_reason
-from workspace.sandboxes.registry import host_token, var_dir
+from workspace.sandboxes.registry import var_dir
 from workspace.sandboxes.volumes import workspaces_root
 from workspace.worker import latest_beat
 
@@ -137,9 +136,9 @@ def sandbox_check(backend: str, *, database_ok: bool = True) -> dict[str, Any]:
         return _local_check()
     if not database_ok:
         # The pool's reports live in the database: without it, each host is asked here.
-        problems = [problem for url in pool.pool_urls() if (problem := _host_problem(url))]
-        if len(problems) == len(pool.pool_urls()):
-            raise CheckFailed("; ".join(problems))
+        answers = pool.hosts_asked(list(pool.pool_urls()))
+        if all(report is None for report, _problem in answers.values()):
+            raise CheckFailed("; ".join(f"{url}: {problem}" for url, (_report, problem) in answers.items()))
         return {}
     pool.hosts_refresh()
     states = pool.pool_state()
@@ -148,14 +147,6 @@ def sandbox_check(backend: str, *, database_ok: bool = True) -> dict[str, Any]:
         problems = [f"{state.name}: {state.problem or state.as_report()['state']}" for state in states]
         raise CheckFailed(f"no sandbox host takes new sandboxes ({'; '.join(problems)})", extra=report)
     return report
-
-
-def _host_problem(url: str) -> str:
-    try:
-        HttpBackend(url, token=host_token(url), timeout=HOST_TIMEOUT_SECONDS).health()
-    except Exception as exc:  # unreachable, timed out, or not JSON: all mean "cannot start"
-        return str(exc)
-    return ""
 
 
 def worker_check() -> float:

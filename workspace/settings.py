@@ -14,15 +14,28 @@ from django.core.exceptions import ImproperlyConfigured
 from workspace.sandboxes.reach import default_var_dir
 
 
+def _host_token(token: str, name: str) -> str:
+    """A sandbox host's secret as an HTTP header carries it: printable, no spaces (a token pasted
+    with its newline would break every call to the host)."""
+    if token and not (token.isprintable() and token.isascii() and " " not in token):
+        raise ImproperlyConfigured(f"{name} must be printable ASCII without spaces or line breaks.")
+    return token
+
+
 def _host_tokens(raw: str) -> dict[str, str]:
     """WORKSPACE_SANDBOX_HOST_TOKENS: a JSON object of host URL -> token, or nothing."""
     try:
         tokens = json.loads(raw) if raw.strip() else {}
     except ValueError as exc:
         raise ImproperlyConfigured(f"WORKSPACE_SANDBOX_HOST_TOKENS is not JSON: {exc}") from exc
-    if not isinstance(tokens, dict) or not all(isinstance(v, str) and v for v in tokens.values()):
+    shaped = isinstance(tokens, dict) and all(
+        isinstance(url, str) and url.startswith(("http://", "https://")) and isinstance(token, str) and token
+        for url, token in tokens.items()
+    )
+    if not shaped:
         raise ImproperlyConfigured("WORKSPACE_SANDBOX_HOST_TOKENS must be a JSON object of host URL -> token.")
-    return {url.rstrip("/"): token for url, token in tokens.items()}
+    named = "Each token of WORKSPACE_SANDBOX_HOST_TOKENS"
+    return {url.rstrip("/"): _host_token(token, named) for url, token in tokens.items()}
 
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -497,7 +510,9 @@ WORKSPACE_SANDBOX_TMP_BYTES = int(os.environ.get("WORKSPACE_SANDBOX_TMP_BYTES", 
 WORKSPACE_DISK_ENFORCEMENT = os.environ.get("WORKSPACE_DISK_ENFORCEMENT", "auto")
 # The shared secret between the app and its sandbox hosts (`runsandboxhost`): the app sends it on
 # every call, the host answers 401 without it and refuses to listen beyond loopback without one.
-WORKSPACE_SANDBOX_HOST_TOKEN = os.environ.get("WORKSPACE_SANDBOX_HOST_TOKEN", "")
+WORKSPACE_SANDBOX_HOST_TOKEN = _host_token(
+    os.environ.get("WORKSPACE_SANDBOX_HOST_TOKEN", ""), "WORKSPACE_SANDBOX_HOST_TOKEN"
+)
 # A pool's hosts may each have their own secret: a JSON object of host URL -> token (as `[sandbox]
 # hosts` spells the URL). A host it does not name gets WORKSPACE_SANDBOX_HOST_TOKEN.
 WORKSPACE_SANDBOX_HOST_TOKENS = _host_tokens(os.environ.get("WORKSPACE_SANDBOX_HOST_TOKENS", ""))

@@ -16,9 +16,11 @@ from collab.edge import admin_refused, form_error
 from collab.errors import DomainError
 from quotas import ledger
 from quotas.admin import ReadOnlyLedgerAdmin
+from quotas.sizes import format_size
 from quotas.values import host_name
 from workspace.items import pool, services
 from workspace.items.models import HandoverEvent, Item, SandboxHost
+from workspace.sandboxes.base import HostCapacity
 
 
 class ItemForm(forms.ModelForm):
@@ -157,11 +159,11 @@ class SandboxHostAdmin(admin.ModelAdmin):
         capacity = host.report.get("capacity") if isinstance(host.report, dict) else None
         if not isinstance(capacity, dict):
             return "not reported"
-        count = capacity.get("sandboxes")
-        return (
-            f"{capacity.get('cpu_cores')} cores, {capacity.get('memory_bytes')} bytes"
-            f"{'' if count is None else f', {count} sandboxes'}"
-        )
+        state = HostCapacity.from_report(capacity)
+        if state is None:
+            return "not reported"
+        count = "" if state.sandboxes is None else f", {state.sandboxes} sandboxes"
+        return f"{state.cpu_cores:g} cores, {format_size(state.memory_bytes)}{count}"
 
     @admin.display(description="live sandboxes")
     def live_sandboxes(self, host: SandboxHost) -> int:

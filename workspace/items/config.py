@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import threading
 import tomllib
+import urllib.parse
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -206,7 +207,7 @@ def _hosts(table: dict[str, Any], backend: str, source: Path) -> tuple[str, ...]
         raise ConfigError(source, key, f"expected a list of at most {MAX_HOSTS} URLs, got {raw!r}")
     hosts: list[str] = []
     for url in raw:
-        if not isinstance(url, str) or not _HOST_URL.match(url):
+        if not isinstance(url, str) or not _HOST_URL.match(url) or not _address_parses(url):
             raise ConfigError(
                 source, key, f"the http backend needs http(s) URLs like http://sandbox-1:8100, got {url!r}"
             )
@@ -216,6 +217,15 @@ def _hosts(table: dict[str, Any], backend: str, source: Path) -> tuple[str, ...]
     if backend == "http" and not hosts:
         raise ConfigError(source, key, "the http backend needs `hosts` (or `host_url`): the sandbox hosts' URLs")
     return tuple(hosts)
+
+
+def _address_parses(url: str) -> bool:
+    """Whether the URL has a host and, if any, a port that is a number (the pattern lets `a:b:c` by)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        return bool(parts.hostname) and (parts.port is None or parts.port > 0)
+    except ValueError:
+        return False
 
 
 def _per_user(raw: dict[str, Any], source: Path) -> UserLimits:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -74,23 +74,66 @@ def hosts_refresh(*, older_than: timedelta = REPORT_FRESH) -> int:
     ]
     if not due:
         return 0
-    with ThreadPoolExecutor(max_workers=min(len(due), 16), thread_name_prefix="host-health") as threads:
-        answers = list(threads.map(_health, due))
-    for url, (report, problem) in zip(due, answers, strict=True):
+    for url, (report, problem) in hosts_asked(due).items():
         if report is None:
             host_heard(url=url, problem=problem)
         else:
-            # Where its workspaces are not the app's, its sandboxes would not see the files people upload.
-            refusal = share_problem(report.get("workspaces"), workspaces_root(), disk_enforcement=disk_enforcement())
-            host_heard(url=url, report=report, problem=refusal)
+            host_heard(url=url, report=report, problem=_refusal(report))
     return len(due)
+
+
+def hosts_asked(urls: list[str]) -> dict[str, tuple[dict | None, str]]:
+    """Each host's `/healthz` as kept (`kept_report`), all asked at once: None and why, from a host
+    that did not answer in HEALTH_TIMEOUT_SECONDS in all (a host that trickles its answer too)."""
+    threads = ThreadPoolExecutor(max_workers=min(len(urls), 16), thread_name_prefix="host-health")
+    asked = {threads.submit(_health, url): url for url in urls}
+    finished, _late = wait(asked, timeout=HEALTH_TIMEOUT_SECONDS)
+    # A late call runs on in its thread until its socket times out; nobody waits for it.
+    threads.shutdown(wait=False, cancel_futures=True)
+    late = (None, f"it did not answer /healthz within {HEALTH_TIMEOUT_SECONDS:g} s")
+    return {url: future.result() if future in finished else late for future, url in asked.items()}
 
 
 def _health(url: str) -> tuple[dict | None, str]:
     try:
-        return HttpBackend(url, token=host_token(url), timeout=HEALTH_TIMEOUT_SECONDS).health(), ""
+        answer = HttpBackend(url, token=host_token(url), timeout=HEALTH_TIMEOUT_SECONDS).health()
     except SandboxUnavailable as exc:
         return None, str(exc)[:500]
+    except Exception as exc:  # whatever a host answers, the pool goes on: it is one host that failed
+        logger.exception("sandbox host %s answered /healthz with something unreadable", url)
+        return None, f"its /healthz answer could not be read: {type(exc).__name__}"
+    return kept_report(answer), ""
+
+
+def kept_report(answer: dict) -> dict:
+    """What the pool keeps of a host's `/healthz`: its capacity, defaults and workspaces, each checked
+    and bounded (a host's answer is stored, so nothing of it may be what the database refuses)."""
+    capacity = HostCapacity.from_report(answer.get("capacity"))
+    defaults = answer.get("defaults") if isinstance(answer.get("defaults"), dict) else {}
+    workspaces = answer.get("workspaces") if isinstance(answer.get("workspaces"), dict) else {}
+    return {
+        "capacity": capacity.as_dict() if capacity else None,
+        "defaults": {
+            "cpu_cores": _number(defaults.get("cpu_cores")),
+            "memory_bytes": _whole(defaults.get("memory_bytes")),
+        },
+        "workspaces": {
+            key: value
+            for key in ("marker", "disk_enforcement", "machine")
+            if isinstance(value := workspaces.get(key), str) and len(value) <= 100 and value.isprintable()
+        },
+    }
+
+
+def _refusal(report: dict) -> str:
+    """Why a host that answered takes no sandbox all the same, or ""."""
+    if report.get("capacity") is None:
+        return (
+            "it reports no capacity the pool can place by (SANDBOX_HOST_CAPACITY_CPU, _MEMORY, _SANDBOXES): "
+            "an older host, or values that make no sense"
+        )
+    # Where its workspaces are not the app's, its sandboxes would not see the files people upload.
+    return share_problem(report.get("workspaces"), workspaces_root(), disk_enforcement=disk_enforcement())
 
 
 def host_heard(*, url: str, report: dict | None = None, problem: str = "") -> None:
@@ -219,11 +262,14 @@ def pool_state(urls: Collection[str] | None = None, *, locked: bool = False) -> 
 
 
 def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 else None
+    # NaN and infinity fail the comparison, as does a 400-digit number.
+    return (
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 2**62 else None
+    )
 
 
 def _whole(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**62 else None
 
 
 def placed_host(*, size: SandboxSize, excluding: Collection[str] = ()) -> str:

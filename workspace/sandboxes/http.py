@@ -31,6 +31,8 @@ from workspace.sandboxes.terminals import HOST_UPGRADE, TerminalLink, TerminalRe
 
 # Headroom over the command's own timeout for the host to kill it and answer.
 _EXEC_GRACE_SECONDS = 15.0
+# The most a host's answer may be: an exec's, its two bounded outputs escaped as JSON, is far smaller.
+MAX_ANSWER_BYTES = 2 * 1024 * 1024
 
 
 class HttpBackend:
@@ -65,6 +67,12 @@ class HttpBackend:
             connection.request(
                 method, address.path + path, body=None if body is None else json.dumps(body), headers=headers
             )
+        except ValueError as exc:
+            # A token or an address no request can carry: waiting will not fix it.
+            connection.close()
+            raise SandboxMisconfigured(
+                f"a request to the sandbox host at {self.base_url} cannot be sent: {exc}"
+            ) from exc
         except OSError as exc:
             connection.close()
             raise self._unreachable(f"cannot be reached: {exc}") from exc
@@ -73,9 +81,11 @@ class HttpBackend:
     def _answer(self, connection: http.client.HTTPConnection, path: str) -> Any:
         try:
             response = connection.getresponse()
-            raw = response.read()
+            raw = response.read(MAX_ANSWER_BYTES + 1)
         except (OSError, http.client.HTTPException) as exc:
             raise self._unreachable(f"cannot be reached: {exc}") from exc
+        if len(raw) > MAX_ANSWER_BYTES:
+            raise SandboxUnavailable(f"the sandbox host answered more than {MAX_ANSWER_BYTES} bytes")
         if response.status == 404:
             raise SandboxGone(f"the sandbox host does not know {path}")
         if response.status >= 400:
@@ -84,8 +94,8 @@ class HttpBackend:
                 raise SandboxMisconfigured(f"the sandbox host is misconfigured: {detail}")
             raise SandboxUnavailable(f"the sandbox host answered {response.status}: {detail}")
         try:
-            return json.loads(raw) if raw else None
-        except ValueError as exc:
+            return strict_json(raw) if raw else None
+        except (ValueError, RecursionError) as exc:
             raise SandboxUnavailable("the sandbox host answered with something that is not JSON") from exc
 
     def host_defaults(self) -> SandboxSize:
@@ -277,6 +287,15 @@ def _answer_body(connection: socket.socket, received: bytes, length: int) -> byt
             break
         received += chunk
     return received[:wanted]
+
+
+def _not_a_number(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def strict_json(raw: bytes | str) -> Any:
+    """JSON as RFC 8259 has it: NaN and Infinity (which Python's parser takes) are refused."""
+    return json.loads(raw, parse_constant=_not_a_number)
 
 
 def _error_detail(body: str) -> str:
