@@ -17,7 +17,7 @@ PACKAGED_RERANKER = export WORKSPACE_RERANK_PATH="$$($(BIN)/python -c 'from know
 USE_PACKAGED_RERANKER = $(if $(WORKSPACE_RERANK_BASE_URL)$(filter environment%,$(origin WORKSPACE_RERANK_PATH)),,$(PACKAGED_RERANKER))
 USE_PACKAGED_MODEL = $(USE_PACKAGED_EMBEDDINGS) $(USE_PACKAGED_RERANKER)
 
-.PHONY: install run serve test test-postgres lint migrate demo bench clean vendor model
+.PHONY: install run run-pool serve test test-postgres lint migrate demo bench clean vendor model
 
 $(STAMP): requirements.txt requirements-models.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,24 @@ run: demo
 	WEB_CONCURRENCY=$${WEB_CONCURRENCY:-1} WORKSPACE_SERVE_PREPARE=0 WORKSPACE_BIND=$${WORKSPACE_BIND:-$(HOST):$(PORT)} \
 	WORKSPACE_SERVE_RELEASE_SANDBOXES=$${WORKSPACE_SERVE_RELEASE_SANDBOXES:-1} \
 	$(BIN)/gunicorn -c workspace/gunicorn.conf.py
+
+# `make run` on a pool of two sandbox hosts on this machine (README "Sandbox hosts"): the demo's
+# config with its sandboxes on `runsandboxhost` at 127.0.0.1:8101 (2 cores) and :8102 (4 cores),
+# each with its own state directory and token, both on the app's workspaces. Stopping the server
+# stops them and closes the sandboxes they ran.
+POOL_HOSTS = "http://127.0.0.1:8101", "http://127.0.0.1:8102"
+run-pool: demo
+	@mkdir -p var/pool && sed -e 's|^backend = .*|backend = "http"|' -e 's|^host_url = .*|hosts = [$(POOL_HOSTS)]|' \
+		workspace/demo.toml > var/pool/demo-pool.toml; \
+	trap 'kill $$hosts 2>/dev/null; wait; $(BIN)/python manage.py release_sandboxes \
+		--host-state-dir var/pool/host-1 --host-state-dir var/pool/host-2' EXIT; \
+	for n in 1 2; do \
+		SANDBOX_HOST_CAPACITY_CPU=$$((n * 2)) SANDBOX_HOST_STATE_DIR=$$PWD/var/pool/host-$$n \
+		WORKSPACE_SANDBOX_HOST_TOKEN=pool-demo-$$n $(BIN)/python manage.py runsandboxhost --port 810$$n & hosts="$$hosts $$!"; \
+	done; \
+	WORKSPACE_CONFIG=$$PWD/var/pool/demo-pool.toml \
+	WORKSPACE_SANDBOX_HOST_TOKENS='{"http://127.0.0.1:8101": "pool-demo-1", "http://127.0.0.1:8102": "pool-demo-2"}' \
+	$(MAKE) --no-print-directory run
 
 # A model to try on this machine's CPU (README "Try a model on this machine"): llama.cpp's
 # OpenAI-compatible server with SmolLM2-135M-Instruct on 127.0.0.1:$(MODEL_PORT), in a virtualenv of

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -138,6 +139,19 @@ def test_the_host_reports_alive_runs_commands_and_deletes(host):
     # When it is deleted / Then it is 204
     assert _call(sandbox, "DELETE")[0] == 204
     # Then probing it is 404
+    assert _call(sandbox)[0] == 404
+
+
+def test_release_sandboxes_closes_what_a_host_left_in_its_state_directory(host, workspace_dirs):
+    # Given a sandbox a host opened (a host's sandboxes outlive its process)
+    _status, created = _call(f"{host}/sandboxes", "POST", {"item_id": "9"})
+    sandbox = f"{host}/sandboxes/{created['id']}"
+    assert _call(sandbox)[1]["alive"] is True
+    # When release_sandboxes is told that host's state directory
+    out = io.StringIO()
+    call_command("release_sandboxes", host_state_dir=[workspace_dirs / "host-state"], stdout=out)
+    # Then that sandbox is closed, and counted
+    assert out.getvalue().startswith("closed 1 sandboxes")
     assert _call(sandbox)[0] == 404
 
 

@@ -70,6 +70,23 @@ def _build(name: str, host_url: str) -> SandboxBackend:
     raise ValueError(f"Unknown sandbox backend {name!r}.")
 
 
+def host_sandboxes_release(state_dir: Path) -> int:
+    """Closes every sandbox a sandbox host that no longer runs left in its state directory (a host's
+    sandboxes outlive its process, so that a restarted host finds them). Returns how many."""
+    backend = LocalBackend(
+        state_dir=state_dir,
+        workspace_root=var_dir() / "workspaces",
+        driver=configured_driver(),
+        boundary=configured_boundary(),
+        cap=configured_cap(),
+    )
+    closed = 0
+    for sandbox_id in backend.sandboxes():
+        backend.close(sandbox_id)
+        closed += 1
+    return closed
+
+
 def local_sandboxes_release() -> tuple[int, int]:
     """Closes every local sandbox under the var directory and unmounts its workspace images.
 
