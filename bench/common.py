@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
+import inspect
 import os
 import sys
 import tempfile
@@ -133,3 +135,58 @@ def print_table(vendor: str, figures: list[Figure]) -> None:
     print(f"|{'-' * 40}|{'-' * 11}|{'-' * 11}|{'-' * 9}|{'-' * 9}|")
     for f in figures:
         print(f"| {f.label:<38} | {f.size:>9,} | {f.server_ms:>9.3f} | {f.db_ms:>7.3f} | {f.queries:>7.1f} |")
+
+
+class StepTimer:
+    """While entered, each of `targets` ((owner, attribute name, label)) is replaced by a version
+    that records its wall time under its label in `spent` (ms). A generator (a step that may wait,
+    collab.waits) is timed from its first step to its end. `seen(name, result)` is called with what
+    a plain function returned, for a subclass that counts something of it."""
+
+    def __init__(self, targets: list[tuple[object, str, str]]) -> None:
+        self.targets = targets
+        self.saved: list[tuple[object, str, object]] = []
+        self.reset()
+
+    def reset(self) -> None:
+        self.spent: dict[str, list[float]] = {label: [] for _, _, label in self.targets}
+
+    def __enter__(self) -> StepTimer:
+        for owner, name, label in self.targets:
+            original = getattr(owner, name)
+            self.saved.append((owner, name, original))
+            setattr(owner, name, self._timed(original, label))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for owner, name, original in reversed(self.saved):
+            setattr(owner, name, original)
+        self.saved.clear()
+
+    def seen(self, name: str, result: object) -> None:
+        """What a timed plain function returned; nothing by default."""
+
+    def _timed(self, original: Any, label: str) -> Any:
+        if inspect.isgeneratorfunction(original):
+
+            @functools.wraps(original)
+            def timed_steps(*args: Any, **kwargs: Any) -> Any:
+                began = time.perf_counter()
+                try:
+                    return (yield from original(*args, **kwargs))
+                finally:
+                    self.spent[label].append((time.perf_counter() - began) * 1000)
+
+            return timed_steps
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                self.spent[label].append((time.perf_counter() - began) * 1000)
+            self.seen(original.__name__, result)
+            return result
+
+        return timed

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import inspect
 import os
 import statistics
 import subprocess
@@ -29,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import bench_var_dir, production_mode, setup_django
+from bench.common import StepTimer, bench_var_dir, production_mode, setup_django
 
 
 def _start_host(var_dir: Path) -> str:
@@ -74,56 +72,22 @@ def _alternating(first: Callable[[], float], second: Callable[[], float], runs: 
     return firsts, seconds
 
 
-class _OpenPhases:
+class _OpenPhases(StepTimer):
     """Times the steps of opening a sandbox while it is entered (each call's wall time)."""
 
     def __init__(self) -> None:
         from workspace.items import lifecycle
         from workspace.sandboxes import local
 
-        self.targets = [
-            (lifecycle, "_opening", "opening, all of it (the rest is the exec)"),
-            (lifecycle, "before_sandbox_open", "  admission (quota check, the ledger's row)"),
-            (local.LocalBackend, "open", "  the backend's open"),
-            (local.LocalBackend, "_start_init", "    bubblewrap init started until ready"),
-            (lifecycle.ledger, "activity_attach", "the ledger learns its id (in the exec's first write)"),
-        ]
-        self.spent: dict[str, list[float]] = {label: [] for _, _, label in self.targets}
-        self.saved: list[tuple[object, str, object]] = []
-
-    def __enter__(self) -> _OpenPhases:
-        for owner, name, label in self.targets:
-            original = getattr(owner, name)
-            self.saved.append((owner, name, original))
-            setattr(owner, name, self._timed(original, label))
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for owner, name, original in self.saved:
-            setattr(owner, name, original)
-
-    def _timed(self, original, label: str):
-        if inspect.isgeneratorfunction(original):
-            # A step that may wait (collab.waits): timed from its first step to its return.
-            @functools.wraps(original)
-            def timed_steps(*args, **kwargs):
-                began = time.perf_counter()
-                try:
-                    return (yield from original(*args, **kwargs))
-                finally:
-                    self.spent[label].append((time.perf_counter() - began) * 1000)
-
-            return timed_steps
-
-        @functools.wraps(original)
-        def timed(*args, **kwargs):
-            began = time.perf_counter()
-            try:
-                return original(*args, **kwargs)
-            finally:
-                self.spent[label].append((time.perf_counter() - began) * 1000)
-
-        return timed
+        super().__init__(
+            [
+                (lifecycle, "_opening", "opening, all of it (the rest is the exec)"),
+                (lifecycle, "before_sandbox_open", "  admission (quota check, the ledger's row)"),
+                (local.LocalBackend, "open", "  the backend's open"),
+                (local.LocalBackend, "_start_init", "    bubblewrap init started until ready"),
+                (lifecycle.ledger, "activity_attach", "the ledger learns its id (in the exec's first write)"),
+            ]
+        )
 
     def medians(self) -> list[tuple[str, float]]:
         return [(label, statistics.median(spent)) for label, spent in self.spent.items() if spent]

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import inspect
 import json
 import os
 import secrets
@@ -49,7 +47,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import REPO, bench_var_dir, production_mode, setup_django
+from bench.common import REPO, StepTimer, bench_var_dir, production_mode, setup_django
 
 MANAGE = REPO / "manage.py"
 # Each host costs about 2.5 s of CPU to start (Django's setup); four on two loaded cores take a while.
@@ -211,7 +209,7 @@ def _stop_and_release(hosts: list[Host]) -> tuple[int, int]:
     return closed, unmounted
 
 
-class _Steps:
+class _Steps(StepTimer):
     """Wall time of the open's steps while entered: the health refresh (and how often it asked a
     host), admission (its transaction, the wait for the write lock included), placement inside
     it, the host's open, the host's exec."""
@@ -220,57 +218,23 @@ class _Steps:
         from workspace.items import lifecycle, pool
         from workspace.sandboxes.http import HttpBackend
 
-        self.targets = [
-            (pool, "hosts_refresh", "health refresh (every open; asks when due)"),
-            (lifecycle, "before_sandbox_open", "admission (lock wait, quota gate, row)"),
-            (pool, "placed_host", "  placement (reads the pool, locked)"),
-            (HttpBackend, "open", "the host's open (HTTP)"),
-            (HttpBackend, "exec_streaming", "the host's exec of `true` (HTTP)"),
-        ]
-        self.saved: list[tuple[object, str, object]] = []
-        self.reset()
+        super().__init__(
+            [
+                (pool, "hosts_refresh", "health refresh (every open; asks when due)"),
+                (lifecycle, "before_sandbox_open", "admission (lock wait, quota gate, row)"),
+                (pool, "placed_host", "  placement (reads the pool, locked)"),
+                (HttpBackend, "open", "the host's open (HTTP)"),
+                (HttpBackend, "exec_streaming", "the host's exec of `true` (HTTP)"),
+            ]
+        )
 
     def reset(self) -> None:
-        self.spent: dict[str, list[float]] = {label: [] for _, _, label in self.targets}
+        super().reset()
         self.refreshes_asking = 0
 
-    def __enter__(self) -> _Steps:
-        for owner, name, label in self.targets:
-            original = getattr(owner, name)
-            self.saved.append((owner, name, original))
-            setattr(owner, name, self._timed(original, label))
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        for owner, name, original in reversed(self.saved):
-            setattr(owner, name, original)
-        self.saved.clear()
-
-    def _timed(self, original, label: str):
-        if inspect.isgeneratorfunction(original):
-            # The exec, a generator: timed from its first step to its end.
-            @functools.wraps(original)
-            def timed_steps(*args, **kwargs):
-                began = time.perf_counter()
-                try:
-                    return (yield from original(*args, **kwargs))
-                finally:
-                    self.spent[label].append((time.perf_counter() - began) * 1000)
-
-            return timed_steps
-
-        @functools.wraps(original)
-        def timed(*args, **kwargs):
-            began = time.perf_counter()
-            try:
-                result = original(*args, **kwargs)
-            finally:
-                self.spent[label].append((time.perf_counter() - began) * 1000)
-            if original.__name__ == "hosts_refresh" and result:
-                self.refreshes_asking += 1
-            return result
-
-        return timed
+    def seen(self, name: str, result: object) -> None:
+        if name == "hosts_refresh" and result:
+            self.refreshes_asking += 1
 
     def rows(self) -> list[tuple[str, list[float]]]:
         return [(label, spent) for label, spent in self.spent.items() if spent]
