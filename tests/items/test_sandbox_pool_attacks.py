@@ -103,7 +103,8 @@ def fake_hosts() -> Iterator:
         server.daemon_threads = True
         host = FakeHost(url=f"http://127.0.0.1:{server.server_address[1]}", server=server, health=health)
         box.append(host)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # A short poll: `shutdown` waits for the next one, in every test's teardown.
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(server)
         return host
 
