@@ -229,3 +229,22 @@ def test_the_owners_disk_total_holds_in_sandboxes_on_pool_hosts(app_on_pool, per
     # Then it is stopped where her 5M total ends, as on the app's own machine
     assert "No space left on device" in body["stderr"]
     assert workspace_bytes(workspace_dir(first.pk)) + workspace_bytes(workspace_dir(second.pk)) <= 5 * MIB
+
+
+def test_a_sandbox_on_a_pool_host_sees_no_other_workspace_nor_the_share_marker(app_on_pool, make_item, alice_api):
+    # Given two items on a pool host's shared workspaces, the other one holding a secret
+    app_on_pool("4")
+    mine, other = make_item(title="mine"), make_item(title="other")
+    alice_api.put(item_url(other, "/files/secret.txt"), b"not yours\n", content_type=OCTETS)
+    # When sandbox code in the first looks for it, for the share marker and for the app's database
+    answer = _exec(
+        alice_api,
+        mine,
+        f"cat ../{other.pk}/secret.txt /workspace/../{other.pk}/secret.txt 2>&1; ls -a /workspace/.. 2>&1; "
+        "ls ../.share-check 2>&1; ls / | grep -c var",
+    ).json()
+    # Then none of it is within reach: its workspace is the only one mounted
+    assert "not yours" not in answer["stdout"]
+    listed = answer["stdout"].split()
+    assert ".share-check" not in listed
+    assert str(other.pk) not in listed
